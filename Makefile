@@ -1,0 +1,40 @@
+# The two commands: `make run` and `make test`. Both set everything up from nothing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# llama-cpp-python builds from source; skipping llava saves about a minute.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+export PIP_DISABLE_PIP_VERSION_CHECK = 1
+
+.PHONY: run test install install-test lint clean system-deps
+
+run: system-deps $(VENV)/.installed
+	$(PY) -m app
+
+test: system-deps $(VENV)/.installed-test
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[test]'
+	touch $(VENV)/.installed $@
+
+# Qt's offscreen platform needs a few shared libraries; installs them only when missing and root.
+system-deps:
+	@bash scripts/system-deps.sh
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""Hearth's domain: pure Python, no Qt, no web stack (enforced by import-linter)."""

@@ -1,0 +1,118 @@
+"""What this machine is: the facts the planner, recommender and Hardware page consume."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class CpuInfo:
+    brand: str = ""
+    arch: str = ""
+    physical_cores: int | None = None
+    logical_cores: int | None = None
+    simd: list[str] = field(default_factory=list)  # normalised names: "avx2", "avx512f", "neon", ...
+    note: str = ""  # why something is unknown
+
+
+@dataclass
+class MemoryInfo:
+    total_bytes: int = 0
+    available_bytes: int = 0
+    swap_total_bytes: int = 0
+    swap_free_bytes: int = 0
+
+
+@dataclass
+class GpuInfo:
+    index: int
+    name: str
+    vendor: str = "nvidia"
+    memory_total_bytes: int = 0
+    memory_free_bytes: int = 0
+    memory_used_bytes: int = 0
+    compute_capability: str | None = None  # "8.9"
+    bandwidth_gbps: float | None = None  # from resources/hardware.json
+    note: str = ""
+
+
+@dataclass
+class NvidiaInfo:
+    available: bool = False
+    reason: str = ""  # why no GPU is listed ("no NVIDIA driver", "NVML error: ...")
+    driver_version: str | None = None
+    cuda_version: str | None = None  # "12.4"
+    gpus: list[GpuInfo] = field(default_factory=list)
+
+
+@dataclass
+class AppleInfo:
+    chip: str = ""  # "Apple M2 Max"
+    unified_memory_bytes: int = 0
+    gpu_cores: int | None = None
+    gpu_working_set_bytes: int = 0  # what Metal lets the GPU keep resident
+    working_set_source: str = ""  # "iogpu.wired_limit_mb", "mlx", "estimate (2/3 of RAM)"
+    bandwidth_gbps: float | None = None
+
+
+@dataclass
+class BandwidthInfo:
+    cpu_table_gbps: float | None = None  # from the DDR rule or chip table, when known
+    cpu_measured_gbps: float | None = None  # numpy read test, cached per machine
+    measured_at: float | None = None  # unix time of the measurement
+    note: str = ""
+
+
+@dataclass
+class EngineAvailability:
+    name: str  # "llama.cpp", "mlx"
+    available: bool
+    version: str | None = None
+    backend: str | None = None  # "CPU", "CUDA", "Metal", "Vulkan"
+    gpu_offload: bool = False
+    reason: str = ""  # why not available
+    note: str = ""  # extra facts when available ("MLX runs on the CPU only on this platform")
+
+
+@dataclass
+class HardwareProfile:
+    os: str = ""
+    os_version: str = ""
+    arch: str = ""
+    cpu: CpuInfo = field(default_factory=CpuInfo)
+    memory: MemoryInfo = field(default_factory=MemoryInfo)
+    nvidia: NvidiaInfo = field(default_factory=NvidiaInfo)
+    apple: AppleInfo | None = None
+    bandwidth: BandwidthInfo = field(default_factory=BandwidthInfo)
+    engines: list[EngineAvailability] = field(default_factory=list)
+    probe_ms: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # probes that timed out or failed, with the reason
+
+    @property
+    def gpus(self) -> list[GpuInfo]:
+        return self.nvidia.gpus
+
+    def engine(self, name: str) -> EngineAvailability | None:
+        return next((e for e in self.engines if e.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "HardwareProfile":
+        nv = d.get("nvidia") or {}
+        apple = d.get("apple")
+        return cls(
+            os=d.get("os", ""),
+            os_version=d.get("os_version", ""),
+            arch=d.get("arch", ""),
+            cpu=CpuInfo(**(d.get("cpu") or {})),
+            memory=MemoryInfo(**(d.get("memory") or {})),
+            nvidia=NvidiaInfo(**{**nv, "gpus": [GpuInfo(**g) for g in nv.get("gpus", [])]}),
+            apple=AppleInfo(**apple) if apple else None,
+            bandwidth=BandwidthInfo(**(d.get("bandwidth") or {})),
+            engines=[EngineAvailability(**e) for e in d.get("engines", [])],
+            probe_ms=d.get("probe_ms", 0.0),
+            warnings=list(d.get("warnings", [])),
+        )

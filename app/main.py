@@ -1,0 +1,92 @@
+"""Composition root: the one place that wires core, (later) server and ui together."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from app.core.hardware import HardwareProfile, probe_hardware
+from app.core.logs import configure_logging
+from app.core.paths import AppPaths, app_paths
+from app.core.resources import resource_path
+from app.core.settings import Settings, SettingsStore
+
+logger = logging.getLogger(__name__)
+
+COMING = "Coming in a later version of Hearth."
+
+
+@dataclass
+class Shell:
+    """What `build_shell` wires: kept together so `main` and the tests shut it down the same way."""
+
+    window: "MainWindow"  # noqa: F821 (Qt type, imported lazily)
+    tasks: "TaskRunner"  # noqa: F821
+    pool: ThreadPoolExecutor
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def make_probe(paths: AppPaths, settings: Settings) -> Callable[[bool], HardwareProfile]:
+    def probe(refresh_bandwidth: bool = False) -> HardwareProfile:
+        """Runs on the background pool."""
+        return probe_hardware(
+            cache_dir=paths.cache,
+            measure_bandwidth=settings.measure_bandwidth_on_start or refresh_bandwidth,
+            refresh_bandwidth=refresh_bandwidth,
+        )
+
+    return probe
+
+
+def build_shell(
+    paths: AppPaths,
+    store: SettingsStore,
+    settings: Settings,
+    probe: Callable[[bool], HardwareProfile] | None = None,
+) -> Shell:
+    from app.ui.hardware_page import HardwarePage
+    from app.ui.main_window import MainWindow
+    from app.ui.placeholder_page import PlaceholderPage
+    from app.ui.tasks import TaskRunner
+
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
+    tasks = TaskRunner(pool)
+    hardware = HardwarePage(probe or make_probe(paths, settings), tasks)
+    pages = [
+        ("discover", "Discover", PlaceholderPage("Discover", f"Browse the Hugging Face Hub. {COMING}")),
+        ("models", "My Models", PlaceholderPage("My Models", f"Your downloaded models. {COMING}")),
+        ("chat", "Chat", PlaceholderPage("Chat", f"Chat with a loaded model. {COMING}")),
+        ("server", "Server", PlaceholderPage("Server", f"A local OpenAI-compatible endpoint. {COMING}")),
+        ("hardware", "Hardware", hardware),
+    ]
+    window = MainWindow(store, settings, paths, pages)
+    return Shell(window=window, tasks=tasks, pool=pool)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    settings = store.load()
+    log_file = configure_logging(paths.logs, settings.log_level)
+    logger.info("Hearth starting; log at %s", log_file)
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv)
+    app.setApplicationName("Hearth")
+    style = resource_path("styles", "hearth.qss")
+    if style.exists():
+        app.setStyleSheet(style.read_text(encoding="utf-8"))
+    shell = build_shell(paths, store, settings)
+    shell.window.show()
+    shell.window.page("hardware").refresh()
+    try:
+        return app.exec()
+    finally:
+        shell.shutdown()
+        logger.info("Hearth stopped")

@@ -1,0 +1,1 @@
+"""Hearth's Qt views: the only package that imports PySide6."""

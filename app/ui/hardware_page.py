@@ -1,0 +1,226 @@
+"""The Hardware page: what this machine is, probed off the UI thread."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.hardware.profile import AppleInfo, GpuInfo, HardwareProfile
+from app.core.units import fmt_bytes, fmt_gbps
+from app.ui.tasks import TaskRunner
+from app.ui.widgets.memory_bar import MemoryBar
+
+logger = logging.getLogger(__name__)
+
+ProbeFn = Callable[[bool], HardwareProfile]  # argument: re-measure the CPU bandwidth
+
+
+class Card(QFrame):
+    """A titled box of label/value rows, optionally with a memory bar."""
+
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("card")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self._layout = QVBoxLayout(self)
+        heading = QLabel(title)
+        heading.setObjectName("cardTitle")
+        self._layout.addWidget(heading)
+        self._grid = QGridLayout()
+        self._grid.setColumnStretch(1, 1)
+        self._layout.addLayout(self._grid)
+        self.title = title
+
+    def add_row(self, label: str, value: str) -> QLabel:
+        row = self._grid.rowCount()
+        key = QLabel(label)
+        key.setObjectName("cardKey")
+        val = QLabel(value)
+        val.setWordWrap(True)
+        val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._grid.addWidget(key, row, 0, Qt.AlignmentFlag.AlignTop)
+        self._grid.addWidget(val, row, 1)
+        return val
+
+    def add_bar(self, used: int, total: int) -> MemoryBar:
+        bar = MemoryBar()
+        bar.set_values(used, total)
+        self._layout.addWidget(bar)
+        return bar
+
+    def text(self) -> str:
+        """All visible text, for tests and accessibility."""
+        return "\n".join(w.text() for w in self.findChildren(QLabel))
+
+
+class HardwarePage(QWidget):
+    profile_ready = Signal(object)  # HardwareProfile, on the main thread
+    probe_failed = Signal(str)
+
+    def __init__(self, probe: ProbeFn, tasks: TaskRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._probe = probe
+        self._tasks = tasks
+        self.profile: HardwareProfile | None = None
+        self.cards: list[Card] = []
+
+        header = QHBoxLayout()
+        title = QLabel("Hardware")
+        title.setObjectName("pageTitle")
+        header.addWidget(title)
+        header.addStretch(1)
+        self.status = QLabel("")
+        header.addWidget(self.status)
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.clicked.connect(lambda: self.refresh())
+        self.measure_button = QPushButton("Measure bandwidth again")
+        self.measure_button.clicked.connect(lambda: self.refresh(refresh_bandwidth=True))
+        header.addWidget(self.measure_button)
+        header.addWidget(self.refresh_button)
+
+        self._cards_host = QWidget()
+        self._cards_layout = QVBoxLayout(self._cards_host)
+        self._cards_layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self._cards_host)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(header)
+        layout.addWidget(scroll, 1)
+
+    @property
+    def probing(self) -> bool:
+        return not self.refresh_button.isEnabled()
+
+    def refresh(self, refresh_bandwidth: bool = False) -> None:
+        if self.probing:
+            return
+        self.refresh_button.setEnabled(False)
+        self.measure_button.setEnabled(False)
+        self.status.setText("Measuring memory bandwidth…" if refresh_bandwidth else "Probing…")
+        self._tasks.run(lambda: self._probe(refresh_bandwidth), self._on_profile, self._on_error)
+
+    def _on_profile(self, profile: HardwareProfile) -> None:
+        """Main thread."""
+        self._done()
+        self.status.setText(f"Probed in {profile.probe_ms:.0f} ms")
+        self.show_profile(profile)
+        self.profile_ready.emit(profile)
+
+    def _on_error(self, exc: BaseException) -> None:
+        """Main thread."""
+        logger.error("hardware probe failed", exc_info=exc)
+        self._done()
+        self.status.setText(f"Probe failed: {exc}")
+        self.probe_failed.emit(str(exc))
+
+    def _done(self) -> None:
+        self.refresh_button.setEnabled(True)
+        self.measure_button.setEnabled(True)
+
+    def show_profile(self, profile: HardwareProfile) -> None:
+        self.profile = profile
+        for card in self.cards:
+            self._cards_layout.removeWidget(card)
+            card.deleteLater()
+        self.cards = [self._system_card(profile)]
+        if profile.apple is not None:
+            self.cards.append(self._apple_card(profile.apple))
+        self.cards.extend(self._gpu_card(g, profile) for g in profile.gpus)
+        if not profile.gpus:
+            self.cards.append(self._no_gpu_card(profile))
+        self.cards.append(self._engines_card(profile))
+        for i, card in enumerate(self.cards):
+            self._cards_layout.insertWidget(i, card)
+
+    def text(self) -> str:
+        return "\n\n".join(c.text() for c in self.cards)
+
+    # -- cards ---------------------------------------------------------------------------------
+    def _system_card(self, p: HardwareProfile) -> Card:
+        card = Card("CPU and memory")
+        card.add_row("System", f"{p.os} {p.os_version} ({p.arch})".strip())
+        cores = f"{p.cpu.physical_cores or '?'} physical / {p.cpu.logical_cores or '?'} logical cores"
+        card.add_row("CPU", f"{p.cpu.brand or 'unknown CPU'} — {cores}")
+        card.add_row("Instruction sets", ", ".join(s.upper() for s in p.cpu.simd) or (p.cpu.note or "unknown"))
+        m = p.memory
+        card.add_row(
+            "RAM",
+            f"{fmt_bytes(m.total_bytes)} total, {fmt_bytes(m.available_bytes)} available",
+        )
+        card.add_bar(m.total_bytes - m.available_bytes, m.total_bytes)
+        if m.swap_total_bytes:
+            card.add_row("Swap", f"{fmt_bytes(m.swap_free_bytes)} free of {fmt_bytes(m.swap_total_bytes)}")
+        bw = p.bandwidth
+        parts = []
+        if bw.cpu_measured_gbps is not None:
+            parts.append(f"{fmt_gbps(bw.cpu_measured_gbps)} measured")
+        if bw.cpu_table_gbps is not None:
+            parts.append(f"{fmt_gbps(bw.cpu_table_gbps)} rated")
+        card.add_row("Memory bandwidth", ", ".join(parts) or (bw.note or "not measured"))
+        for w in p.warnings:
+            card.add_row("Note", w)
+        return card
+
+    def _gpu_card(self, g: GpuInfo, p: HardwareProfile) -> Card:
+        card = Card(f"GPU {g.index}: {g.name}")
+        card.add_row(
+            "VRAM",
+            f"{fmt_bytes(g.memory_free_bytes)} free of {fmt_bytes(g.memory_total_bytes)} "
+            f"({fmt_bytes(g.memory_used_bytes)} used)",
+        )
+        card.add_bar(g.memory_used_bytes, g.memory_total_bytes)
+        card.add_row("Bandwidth", fmt_gbps(g.bandwidth_gbps))
+        if g.compute_capability:
+            card.add_row("Compute capability", g.compute_capability)
+        drv = p.nvidia.driver_version or "unknown"
+        cuda = p.nvidia.cuda_version or "unknown"
+        card.add_row("Driver", f"{drv} (CUDA {cuda})")
+        if g.note:
+            card.add_row("Note", g.note)
+        return card
+
+    def _no_gpu_card(self, p: HardwareProfile) -> Card:
+        card = Card("GPU")
+        card.add_row("NVIDIA", p.nvidia.reason or "no NVIDIA GPU")
+        return card
+
+    def _apple_card(self, a: AppleInfo) -> Card:
+        card = Card(a.chip or "Apple Silicon")
+        card.add_row("Unified memory", fmt_bytes(a.unified_memory_bytes))
+        card.add_row("GPU may use", f"{fmt_bytes(a.gpu_working_set_bytes)} ({a.working_set_source})")
+        card.add_bar(a.unified_memory_bytes - a.gpu_working_set_bytes, a.unified_memory_bytes)
+        if a.gpu_cores:
+            card.add_row("GPU cores", str(a.gpu_cores))
+        card.add_row("Bandwidth", fmt_gbps(a.bandwidth_gbps))
+        return card
+
+    def _engines_card(self, p: HardwareProfile) -> Card:
+        card = Card("Engines")
+        for e in p.engines:
+            if e.available:
+                detail = f"available — {e.version or ''} {e.backend or ''}".strip()
+                if e.gpu_offload:
+                    detail += ", GPU offload"
+                if e.reason:
+                    detail += f" ({e.reason})"
+            else:
+                detail = f"not available — {e.reason or 'unknown reason'}"
+            card.add_row(e.name, detail)
+        if not p.engines:
+            card.add_row("Engines", "not probed")
+        return card

@@ -1,0 +1,113 @@
+"""The main window: a sidebar of pages; the pages themselves are built by the composition root."""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QStackedWidget,
+    QWidget,
+)
+
+from app.core.paths import AppPaths
+from app.core.settings import Settings, SettingsStore
+from app.ui.settings_dialog import SettingsDialog
+
+logger = logging.getLogger(__name__)
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        store: SettingsStore,
+        settings: Settings,
+        paths: AppPaths,
+        pages: list[tuple[str, str, QWidget]],  # (key, sidebar label, page)
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle("Hearth")
+        self._store = store
+        self.settings = settings
+        self._paths = paths
+        self._keys = [key for key, _, _ in pages]
+
+        self.sidebar = QListWidget()
+        self.sidebar.setObjectName("sidebar")
+        self.sidebar.setFixedWidth(170)
+        self.stack = QStackedWidget()
+        for key, label, page in pages:
+            item = QListWidgetItem(label)
+            item.setData(Qt.ItemDataRole.UserRole, key)
+            self.sidebar.addItem(item)
+            self.stack.addWidget(page)
+        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+
+        central = QWidget()
+        layout = QHBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.sidebar)
+        layout.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
+        self._build_menu()
+        self.statusBar().showMessage("Ready")
+        self._restore()
+
+    def _build_menu(self) -> None:
+        menu = self.menuBar().addMenu("&File")
+        settings = QAction("&Settings…", self)
+        settings.setShortcut(QKeySequence.StandardKey.Preferences)
+        settings.triggered.connect(self.open_settings)
+        menu.addAction(settings)
+        menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        menu.addAction(quit_action)
+
+    def page(self, key: str) -> QWidget:
+        return self.stack.widget(self._keys.index(key))
+
+    def show_page(self, key: str) -> None:
+        self.sidebar.setCurrentRow(self._keys.index(key))
+
+    @property
+    def current_page_key(self) -> str:
+        return self._keys[self.stack.currentIndex()]
+
+    def open_settings(self) -> SettingsDialog:
+        dialog = SettingsDialog(self._store, self.settings, self._paths, self)
+        dialog.accepted.connect(lambda: self._settings_saved(dialog.settings))
+        dialog.open()
+        return dialog
+
+    def _settings_saved(self, settings: Settings) -> None:
+        # Keep our window state: the dialog edited everything else.
+        self.settings = settings.model_copy(update={"window": self.settings.window})
+        self.statusBar().showMessage("Settings saved", 3000)
+
+    def _restore(self) -> None:
+        w = self.settings.window
+        if w.geometry:
+            self.restoreGeometry(QByteArray.fromBase64(w.geometry.encode("ascii")))
+        else:
+            self.resize(1100, 720)
+        self.show_page(w.page if w.page in self._keys else "hardware" if "hardware" in self._keys else self._keys[0])
+
+    def save_state(self) -> None:
+        geometry = bytes(self.saveGeometry().toBase64()).decode("ascii")
+        window = self.settings.window.model_copy(update={"geometry": geometry, "page": self.current_page_key})
+        self.settings = self.settings.model_copy(update={"window": window})
+        try:
+            self._store.save(self.settings)
+        except OSError:
+            logger.exception("could not save window state")
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        self.save_state()
+        super().closeEvent(event)

@@ -1,0 +1,59 @@
+"""Run blocking work off the UI thread and get the answer back on it (after Anki's QueryOp)."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+logger = logging.getLogger(__name__)
+
+
+class TaskRunner(QObject):
+    """`run(op, on_success, on_error)`: `op` runs on the pool and never touches widgets;
+    the callbacks run on the thread that owns this object (the Qt main thread)."""
+
+    _finished = Signal(object, object, object)  # callback, value, future
+
+    def __init__(self, pool: ThreadPoolExecutor, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._pool = pool
+        self._pending: set[Future] = set()
+        self._finished.connect(self._deliver)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending)
+
+    def run(
+        self,
+        op: Callable[[], Any],
+        on_success: Callable[[Any], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> Future:
+        future = self._pool.submit(op)
+        self._pending.add(future)
+
+        def done(fut: Future) -> None:
+            # Called on the worker thread: only emit, the queued signal crosses threads.
+            exc = fut.exception()
+            if exc is not None:
+                self._finished.emit(on_error or _log_error, exc, fut)
+            else:
+                self._finished.emit(on_success, fut.result(), fut)
+
+        future.add_done_callback(done)
+        return future
+
+    @Slot(object, object, object)
+    def _deliver(self, callback: Callable[[Any], None] | None, value: Any, future: Future) -> None:
+        """Runs on the main thread."""
+        self._pending.discard(future)
+        if callback is not None:
+            callback(value)
+
+
+def _log_error(exc: BaseException) -> None:
+    logger.error("background task failed", exc_info=exc)

@@ -1,0 +1,137 @@
+import threading
+import time
+
+import psutil
+import pytest
+from PySide6.QtCore import QTimer
+
+from app.core.hardware import probe_hardware
+from app.core.paths import app_paths
+from app.core.settings import Settings, SettingsStore
+from app.core.units import fmt_bytes
+from app.main import build_shell
+
+
+@pytest.fixture
+def shell_factory(qtbot):
+    shells = []
+
+    def make(probe=None, settings=None):
+        paths = app_paths().ensure()
+        store = SettingsStore(paths.settings_file)
+        settings = settings or store.load().model_copy(update={"measure_bandwidth_on_start": False})
+        shell = build_shell(paths, store, settings, probe=probe)
+        qtbot.addWidget(shell.window)
+        shells.append(shell)
+        return shell, store
+
+    yield make
+    for s in shells:
+        s.shutdown()
+
+
+def test_window_opens_with_all_pages(shell_factory, qtbot):
+    shell, _ = shell_factory()
+    w = shell.window
+    w.show()
+    qtbot.waitExposed(w)
+    labels = [w.sidebar.item(i).text() for i in range(w.sidebar.count())]
+    assert labels == ["Discover", "My Models", "Chat", "Server", "Hardware"]
+    assert w.current_page_key == "hardware"
+    w.show_page("chat")
+    assert "later version" in w.page("chat").note.text()
+
+
+def test_hardware_page_shows_this_machine(shell_factory, qtbot):
+    shell, _ = shell_factory()
+    page = shell.window.page("hardware")
+    with qtbot.waitSignal(page.profile_ready, timeout=30_000) as blocker:
+        page.refresh()
+    profile = blocker.args[0]
+    text = page.text()
+    total = psutil.virtual_memory().total
+    assert fmt_bytes(total) in text
+    assert abs(profile.memory.total_bytes - total) / total < 0.01
+    assert "no NVIDIA GPU" in text
+    assert "AVX2" in text
+    assert "llama.cpp" in text
+
+
+def test_refresh_runs_off_the_ui_thread(shell_factory, qtbot):
+    release = threading.Event()
+    real = probe_hardware(measure_bandwidth=False)
+    probe_threads = []
+
+    def slow_probe(refresh_bandwidth=False):
+        probe_threads.append(threading.current_thread())
+        release.wait(10)
+        return real
+
+    shell, _ = shell_factory(probe=slow_probe)
+    page = shell.window.page("hardware")
+    page.refresh()
+    assert page.probing and page.status.text() == "Probing…"
+
+    # The event loop keeps turning while the probe is blocked: timers fire on time.
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+    timer.start(20)
+    qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=2_000)
+    timer.stop()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.5
+    assert page.probing
+    page.refresh()  # a second click while probing is ignored, not queued
+    assert len(probe_threads) == 1 and probe_threads[0] is not threading.main_thread()
+
+    with qtbot.waitSignal(page.profile_ready, timeout=5_000):
+        release.set()
+    assert not page.probing
+    assert "Probed in" in page.status.text()
+
+
+def test_probe_failure_is_shown_and_page_stays_usable(shell_factory, qtbot):
+    calls = []
+
+    def failing(refresh_bandwidth=False):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("sensor exploded")
+        return probe_hardware(measure_bandwidth=False)
+
+    shell, _ = shell_factory(probe=failing)
+    page = shell.window.page("hardware")
+    with qtbot.waitSignal(page.probe_failed, timeout=5_000):
+        page.refresh()
+    assert "sensor exploded" in page.status.text()
+    with qtbot.waitSignal(page.profile_ready, timeout=30_000):
+        page.refresh()
+
+
+def test_window_geometry_and_page_are_restored(shell_factory, qtbot):
+    shell, store = shell_factory()
+    w = shell.window
+    w.show()
+    w.resize(700, 510)
+    w.show_page("server")
+    qtbot.wait(50)
+    w.close()
+    saved = store.load()
+    assert saved.window.geometry and saved.window.page == "server"
+
+    shell2, _ = shell_factory(settings=saved)
+    w2 = shell2.window
+    assert w2.current_page_key == "server"
+    assert (w2.width(), w2.height()) == (700, 510)
+
+
+def test_settings_dialog_saves(shell_factory, qtbot):
+    shell, store = shell_factory()
+    dialog = shell.window.open_settings()
+    dialog.log_level.setCurrentText("DEBUG")
+    dialog.models_dir.setText("/srv/models")
+    dialog.accept()
+    saved = store.load()
+    assert saved.log_level == "DEBUG" and saved.models_dir == "/srv/models"
+    assert shell.window.settings.log_level == "DEBUG"
