@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from app.core.hardware import HardwareProfile, probe_hardware
+from app.core.hardware.engines import prewarm_engines
 from app.core.logs import configure_logging
 from app.core.paths import AppPaths, app_paths
 from app.core.resources import resource_path
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = store.load()
     log_file = configure_logging(paths.logs, settings.log_level)
     logger.info("Hearth starting; log at %s", log_file)
+    prewarm_engines()  # importing llama_cpp takes ~0.3 s: do it while Qt starts, off the UI thread
 
     from PySide6.QtWidgets import QApplication
 
