@@ -54,10 +54,13 @@ class Card(QFrame):
         self._grid.addWidget(val, row, 1)
         return val
 
-    def add_bar(self, used: int, total: int) -> MemoryBar:
+    def add_bar(self, used: int, total: int, used_label: str = "used", free_label: str = "free") -> MemoryBar:
         bar = MemoryBar()
         bar.set_values(used, total)
         self._layout.addWidget(bar)
+        caption = QLabel(f"{fmt_bytes(used)} {used_label} · {fmt_bytes(max(0, total - used))} {free_label}")
+        caption.setObjectName("cardKey")
+        self._layout.addWidget(caption)
         return bar
 
     def text(self) -> str:
@@ -203,7 +206,8 @@ class HardwarePage(QWidget):
         card = Card(a.chip or "Apple Silicon")
         card.add_row("Unified memory", fmt_bytes(a.unified_memory_bytes))
         card.add_row("GPU may use", f"{fmt_bytes(a.gpu_working_set_bytes)} ({a.working_set_source})")
-        card.add_bar(a.unified_memory_bytes - a.gpu_working_set_bytes, a.unified_memory_bytes)
+        card.add_bar(a.unified_memory_bytes - a.gpu_working_set_bytes, a.unified_memory_bytes,
+                     "kept for the system", "usable by the GPU")
         if a.gpu_cores:
             card.add_row("GPU cores", str(a.gpu_cores))
         card.add_row("Bandwidth", fmt_gbps(a.bandwidth_gbps))

@@ -135,3 +135,32 @@ def test_settings_dialog_saves(shell_factory, qtbot):
     saved = store.load()
     assert saved.log_level == "DEBUG" and saved.models_dir == "/srv/models"
     assert shell.window.settings.log_level == "DEBUG"
+
+
+def test_gpu_and_apple_cards_render_from_a_profile(shell_factory):
+    from app.core.hardware.profile import AppleInfo, EngineAvailability, GpuInfo, HardwareProfile, NvidiaInfo
+
+    gib = 1024**3
+    profile = HardwareProfile(
+        os="Linux", arch="x86_64",
+        nvidia=NvidiaInfo(available=True, driver_version="550.54", cuda_version="12.4", gpus=[
+            GpuInfo(index=0, name="NVIDIA GeForce RTX 4090", memory_total_bytes=24 * gib,
+                    memory_free_bytes=20 * gib, memory_used_bytes=4 * gib, compute_capability="8.9",
+                    bandwidth_gbps=1008),
+            GpuInfo(index=1, name="NVIDIA GeForce RTX 3090", memory_total_bytes=24 * gib,
+                    memory_free_bytes=23 * gib, memory_used_bytes=1 * gib, bandwidth_gbps=936),
+        ]),
+        apple=AppleInfo(chip="Apple M2 Max", unified_memory_bytes=64 * gib, gpu_working_set_bytes=48 * gib,
+                        working_set_source="estimate", bandwidth_gbps=400),
+        engines=[EngineAvailability(name="llama.cpp", available=False, reason="llama-cpp-python is not installed")],
+    )
+    shell, _ = shell_factory()
+    page = shell.window.page("hardware")
+    page.show_profile(profile)
+    titles = [c.title for c in page.cards]
+    assert titles == ["CPU and memory", "Apple M2 Max", "GPU 0: NVIDIA GeForce RTX 4090",
+                      "GPU 1: NVIDIA GeForce RTX 3090", "Engines"]
+    text = page.text()
+    assert "20.0 GiB free of 24.0 GiB" in text and "1,008 GB/s" in text and "CUDA 12.4" in text
+    assert "48.0 GiB usable by the GPU" in text
+    assert "not available — llama-cpp-python is not installed" in text
