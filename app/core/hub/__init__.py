@@ -1,0 +1,1 @@
+"""Hugging Face Hub: search, metadata, and grouping a repo's files into what a user chooses."""

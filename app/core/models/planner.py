@@ -1,0 +1,167 @@
+"""Offload planner: where a model's layers go and the largest context that fits, with the why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.core.models.devices import Device, Machine
+from app.core.models.memory import DeviceUse, LoadOptions, MemoryEstimate, estimate_memory
+from app.core.models.spec import ModelSpec
+from app.core.units import fmt_bytes
+
+Verdict = Literal["full_gpu", "partial", "cpu", "no_fit"]
+VERDICT_LABEL = {
+    "full_gpu": "Full GPU offload",
+    "partial": "Partial GPU offload",
+    "cpu": "Runs on the CPU",
+    "no_fit": "Will not fit",
+}
+CONTEXT_STEPS = (131072, 65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
+MIN_CONTEXT = 2048
+
+
+@dataclass
+class Plan:
+    verdict: Verdict
+    options: LoadOptions  # what to load with (n_ctx, n_gpu_layers, ...)
+    estimate: MemoryEstimate
+    requested_ctx: int
+    machine: Machine
+    explanation: str
+    layers_on_gpu: int = 0
+    n_layers: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict != "no_fit"
+
+    @property
+    def ctx_reduced(self) -> bool:
+        return self.fits and self.options.n_ctx < self.requested_ctx
+
+    @property
+    def label(self) -> str:
+        return VERDICT_LABEL[self.verdict]
+
+    def device_rows(self) -> list[tuple[Device, DeviceUse]]:
+        """(device, its use) for every device the plan touches, CPU first."""
+        pools = {d.name: d for d in (self.machine.cpu, *self.machine.gpus)}
+        return [(pools[u.device], u) for u in self.estimate.devices if u.device in pools]
+
+
+def split_layers(n: int, budgets: list[int]) -> list[int]:
+    """Split n layers across GPUs in proportion to their budgets (llama.cpp's default tensor split)."""
+    total = sum(max(0, b) for b in budgets)
+    if not budgets or total <= 0:
+        return [0] * len(budgets)
+    shares = [n * max(0, b) / total for b in budgets]
+    split = [int(s) for s in shares]
+    for i in sorted(range(len(budgets)), key=lambda i: shares[i] - split[i], reverse=True)[: n - sum(split)]:
+        split[i] += 1
+    return split
+
+
+def _estimate(spec: ModelSpec, opts: LoadOptions, m: Machine, n_gpu: int) -> MemoryEstimate:
+    if not m.gpus or n_gpu == 0:
+        return estimate_memory(spec, opts.model_copy(update={"n_gpu_layers": 0}), backend="cpu", repack=m.repack)
+    split = split_layers(n_gpu, [g.budget_bytes for g in m.gpus])
+    return estimate_memory(
+        spec, opts.model_copy(update={"n_gpu_layers": n_gpu}), backend=m.backend,
+        gpu_names=[g.name for g in m.gpus], layer_split=split, repack=m.repack,
+    )
+
+
+def _fits(est: MemoryEstimate, m: Machine) -> bool:
+    pools = {d.name: d for d in (m.cpu, *m.gpus)}
+    for use in est.devices:
+        if use.total > pools[use.device].budget_bytes:
+            return False
+    if m.unified and est.total > m.cpu.budget_bytes:
+        return False  # Apple: GPU and CPU buffers come out of the same RAM
+    return True
+
+
+def _contexts(requested: int, min_ctx: int) -> list[int]:
+    floor = min(requested, min_ctx)
+    return [requested] + [c for c in CONTEXT_STEPS if floor <= c < requested]
+
+
+def plan_load(
+    spec: ModelSpec,
+    machine: Machine,
+    *,
+    n_ctx: int | None = None,
+    options: LoadOptions | None = None,
+    min_ctx: int = MIN_CONTEXT,
+) -> Plan:
+    """Plan a load: full GPU > partial > CPU at the largest context ≤ the requested one that fits."""
+    base = options or LoadOptions()
+    requested = n_ctx or base.n_ctx
+    if spec.n_ctx_train:
+        requested = min(requested, spec.n_ctx_train)
+    total_layers = spec.n_layers + 1  # the output layer counts as one more, as in llama.cpp
+    for ctx in _contexts(requested, min_ctx):
+        opts = base.model_copy(update={"n_ctx": ctx})
+        candidates: list[tuple[Verdict, int]] = []
+        if machine.gpus:
+            candidates.append(("full_gpu", -1))
+            candidates += [("partial", k) for k in range(spec.n_layers, 0, -1)]
+        candidates.append(("cpu", 0))
+        for verdict, n_gpu in candidates:
+            est = _estimate(spec, opts, machine, total_layers if n_gpu < 0 else n_gpu)
+            if _fits(est, machine):
+                on_gpu = total_layers if n_gpu < 0 else n_gpu
+                final = opts.model_copy(update={"n_gpu_layers": -1 if n_gpu < 0 else n_gpu})
+                plan = Plan(verdict, final, est, requested, machine, "", on_gpu, total_layers, list(machine.notes))
+                plan.explanation = explain(plan, spec)
+                return plan
+    # Nothing fits: explain with the smallest context on the largest pool.
+    opts = base.model_copy(update={"n_ctx": _contexts(requested, min_ctx)[-1]})
+    n_gpu = total_layers if machine.gpus else 0
+    est = _estimate(spec, opts, machine, n_gpu)
+    plan = Plan("no_fit", opts, est, requested, machine, "", n_gpu if machine.gpus else 0, total_layers,
+                list(machine.notes))
+    plan.explanation = explain(plan, spec)
+    return plan
+
+
+def _sum_line(use: DeviceUse, opts: LoadOptions) -> str:
+    parts = use.parts()
+    kv_label = f"KV {fmt_bytes(parts['kv'], 2)} ({opts.n_ctx:,} ctx, {opts.cache_type_k})"
+    pieces = [f"weights {fmt_bytes(parts['weights'], 2)}"]
+    if parts["kv"]:
+        pieces.append(kv_label)
+    pieces += [f"compute {fmt_bytes(parts['compute'], 2)}", f"overhead {fmt_bytes(parts['overhead'], 2)}"]
+    return " + ".join(pieces) + f" = {fmt_bytes(use.total, 2)}"
+
+
+def explain(plan: Plan, spec: ModelSpec) -> str:
+    """One line per device: what it holds against what it has free, then the verdict."""
+    opts = plan.options
+    lines = []
+    for device, use in plan.device_rows():
+        cmp = "≤" if use.total <= device.budget_bytes else ">"
+        where = f"{fmt_bytes(device.budget_bytes, 1)} usable {device.label or device.name}"
+        lines.append(f"{device.name}: {_sum_line(use, opts)} {cmp} {where}")
+    if plan.machine.unified and plan.estimate.total > plan.machine.cpu.budget_bytes:
+        lines.append(f"together {fmt_bytes(plan.estimate.total, 2)} > {fmt_bytes(plan.machine.cpu.budget_bytes)}"
+                     " of free unified memory")
+    n = plan.n_layers
+    if plan.verdict == "full_gpu":
+        lines.append(f"→ all {n} layers on the GPU")
+    elif plan.verdict == "partial":
+        lines.append(f"→ {plan.layers_on_gpu} of {n} layers on the GPU, the rest on the CPU (slower)")
+    elif plan.verdict == "cpu":
+        lines.append(f"→ all {n} layers on the CPU" + (" (the GPU has no room for even one layer)"
+                                                     if plan.machine.gpus else ""))
+    else:
+        need = plan.estimate.total
+        have = sum(d.budget_bytes for d in (plan.machine.cpu, *plan.machine.gpus)) if not plan.machine.unified \
+            else plan.machine.cpu.budget_bytes
+        lines.append(f"→ will not fit: needs {fmt_bytes(need, 2)} even at {opts.n_ctx:,} context, "
+                     f"{fmt_bytes(have, 1)} usable")
+    if plan.ctx_reduced:
+        lines.append(f"context lowered from {plan.requested_ctx:,} to {opts.n_ctx:,} to fit")
+    return "\n".join(lines + plan.notes)

@@ -1,0 +1,156 @@
+"""Recommender: every variant of a model, with its fit, speed and quality, and the one to pick."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from app.core.models.calibration import CalibrationStore, Correction
+from app.core.models.devices import Machine
+from app.core.models.memory import LoadOptions
+from app.core.models.planner import Plan, plan_load
+from app.core.models.quality import floor_kld, kld_for, quality_label
+from app.core.models.speed import SpeedPrediction, predict_speed
+from app.core.models.spec import ModelSpec
+
+Format = Literal["gguf", "mlx", "exl2"]
+Q8_KLD = 0.0014
+
+
+@dataclass
+class Variant:
+    label: str  # "Q4_K_M", "4-bit g64", "4.0bpw"
+    format: Format
+    size_bytes: int
+    spec: ModelSpec | None = None
+    bpw: float | None = None
+    repo_id: str | None = None
+    revision: str | None = None  # EXL2 branch
+    files: list[str] = field(default_factory=list)
+    path: Path | None = None  # a local file
+
+
+@dataclass
+class Assessment:
+    variant: Variant
+    plan: Plan | None
+    speed: SpeedPrediction | None
+    kld: float | None
+    runnable: bool
+    reason: str = ""  # why it cannot run here, or a caveat
+    recommended: bool = False
+
+    @property
+    def quality(self) -> str:
+        return quality_label(self.kld)
+
+    @property
+    def fits(self) -> bool:
+        return self.runnable and self.plan is not None and self.plan.fits
+
+
+@dataclass
+class Recommendation:
+    assessments: list[Assessment]
+    recommended: Assessment | None
+    why: str
+
+
+def scaled_spec(spec: ModelSpec, weight_bytes: int) -> ModelSpec:
+    """A sibling variant's spec with its tensors scaled to another total (sizes known, header not read)."""
+    out = copy.deepcopy(spec)
+    ratio = weight_bytes / max(1, spec.weight_bytes)
+    out.block_bytes = [int(b * ratio) for b in spec.block_bytes]
+    out.expert_bytes = [int(b * ratio) for b in spec.expert_bytes]
+    out.repack_block_bytes = [0] * len(spec.block_bytes)
+    out.repack_embd_bytes = 0
+    out.input_bytes = int(spec.input_bytes * ratio)
+    out.output_bytes = int(spec.output_bytes * ratio)
+    out.other_bytes = int(spec.other_bytes * ratio)
+    out.file_bytes = weight_bytes
+    return out
+
+
+def _engine_rule(v: Variant, m: Machine) -> tuple[bool, str, int]:
+    """(runnable, reason, engine preference: lower is better) for this variant on this machine."""
+    if v.format == "exl2":
+        return False, "needs the ExLlama engine (CUDA), which Hearth does not ship yet", 9
+    if v.format == "mlx":
+        if m.backend == "metal":
+            return True, "", 0
+        return False, "MLX runs only on Apple Silicon at useful speed; use a GGUF here", 9
+    if m.backend == "metal":
+        return True, "", 1  # GGUF on Metal: second choice on a Mac
+    return True, "", 0
+
+
+def assess(
+    variants: list[Variant],
+    machine: Machine,
+    *,
+    n_ctx: int = 8192,
+    options: LoadOptions | None = None,
+    calibration: CalibrationStore | None = None,
+) -> Recommendation:
+    corr = calibration.correction(machine.backend) if calibration else Correction()
+    reference = next((v.spec for v in variants if v.spec is not None), None)
+    out: list[Assessment] = []
+    prefs: dict[int, int] = {}
+    for v in variants:
+        runnable, reason, pref = _engine_rule(v, machine)
+        spec = v.spec or (scaled_spec(reference, v.size_bytes) if reference else None)
+        kld = kld_for(v.label if v.format == "gguf" else None, v.bpw or _bpw(v, spec))
+        if spec is None:
+            out.append(Assessment(v, None, None, kld, False, "the model's metadata could not be read"))
+            continue
+        plan = plan_load(spec, machine, n_ctx=n_ctx, options=options)
+        speed = predict_speed(spec, plan, corr) if plan.fits else None
+        a = Assessment(v, plan, speed, kld, runnable, reason)
+        prefs[id(a)] = pref
+        out.append(a)
+    pick, why = _pick(out, prefs, n_ctx)
+    if pick is not None:
+        pick.recommended = True
+    return Recommendation(out, pick, why)
+
+
+def _bpw(v: Variant, spec: ModelSpec | None) -> float | None:
+    if spec and spec.n_params:
+        return 8 * v.size_bytes / spec.n_params
+    return None
+
+
+def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[Assessment | None, str]:
+    fits = [a for a in items if a.fits]
+    if not fits:
+        smallest = min((a for a in items if a.plan), key=lambda a: a.plan.estimate.total, default=None)
+        if smallest is None:
+            return None, "no variant can run on this machine"
+        return None, "nothing fits: " + smallest.plan.explanation.splitlines()[-1].lstrip("→ ")
+    floor = floor_kld()
+
+    def quality(a: Assessment) -> float:
+        # Above Q8_0 the gain is invisible and the cost is double the memory and half the speed.
+        return max(a.kld, Q8_KLD) if a.kld is not None else 1.0
+
+    def key(a: Assessment):
+        verdict_rank = {"full_gpu": 0, "cpu": 0, "partial": 1}.get(a.plan.verdict, 2)
+        return (prefs.get(id(a), 5), verdict_rank, quality(a), a.variant.size_bytes)
+
+    best_engine = min(prefs.get(id(a), 5) for a in fits)
+    fits = [a for a in fits if prefs.get(id(a), 5) == best_engine]
+    full_ctx = [a for a in fits if not a.plan.ctx_reduced]
+    good = [a for a in full_ctx if quality(a) <= floor]
+    if good:
+        a = min(good, key=key)
+        return a, f"best quality that fits at {a.plan.options.n_ctx:,} context ({a.plan.label.lower()})"
+    # Lower the context before dropping below the floor quant (Q3_K_M).
+    reduced = [a for a in fits if quality(a) <= floor]
+    if reduced:
+        a = max(reduced, key=lambda a: (a.plan.options.n_ctx, -quality(a)))
+        return a, (f"{a.variant.label} fits only at {a.plan.options.n_ctx:,} context; preferred to a quant below "
+                   f"Q3 at {n_ctx:,}")
+    a = min(full_ctx or fits, key=key)
+    return a, "only a low-quality quant fits; expect noticeably worse answers"
