@@ -18,6 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
     hw.add_argument("--json", action="store_true", help="print the profile as JSON")
     hw.add_argument("--refresh-bandwidth", action="store_true", help="measure memory bandwidth again")
     hw.add_argument("--no-bandwidth", action="store_true", help="skip the bandwidth measurement")
+    fit = sub.add_parser("fit", help="which variant of a model fits this machine, and how fast it runs")
+    fit.add_argument("model", help="a Hub repo (owner/name), a GGUF file, or a folder of models")
+    fit.add_argument("--ctx", type=int, default=8192, help="target context length (default 8192)")
+    fit.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
+    fit.add_argument("--flash-attn", action="store_true", help="plan with flash attention")
+    fit.add_argument("--no-mmap", action="store_true", help="plan a load without mmap")
+    fit.add_argument("--cpu-only", action="store_true", help="ignore GPUs")
+    fit.add_argument("--json", action="store_true", help="print the assessment as JSON")
     return parser
 
 
@@ -40,19 +48,58 @@ def cmd_hw(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from app.core.errors import HearthError
+    from app.core.hardware import probe_hardware
+    from app.core.models.calibration import CalibrationStore
+    from app.core.models.devices import machine_from_profile
+    from app.core.models.fit_report import format_recommendation, recommendation_json
+    from app.core.models.memory import LoadOptions
+    from app.core.models.recommend import assess
+    from app.core.paths import app_paths
+
+    paths = app_paths().ensure()
+    try:
+        if Path(args.model).expanduser().exists():
+            from app.core.models.local_variants import variants_from_path
+
+            variants = variants_from_path(args.model)
+        else:
+            import os
+
+            from app.core.models.hub_variants import variants_from_repo
+
+            variants = variants_from_repo(args.model, endpoint=os.environ.get("HF_ENDPOINT"),
+                                          token=os.environ.get("HF_TOKEN"))
+    except HearthError as exc:
+        sys.stderr.write(f"hearth fit: {exc}\n")
+        return 1
+    machine = machine_from_profile(probe_hardware(cache_dir=paths.cache), prefer_gpu=not args.cpu_only)
+    options = LoadOptions(n_ctx=args.ctx, cache_type_k=args.kv, cache_type_v=args.kv,
+                          flash_attn=args.flash_attn or args.kv != "f16", use_mmap=not args.no_mmap)
+    rec = assess(variants, machine, n_ctx=args.ctx, options=options,
+                 calibration=CalibrationStore(paths.cache / "calibration.json"))
+    if args.json:
+        json.dump(recommendation_json(rec), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_recommendation(rec, f"{args.model} on this machine ({machine.backend}):") + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in (None, "gui"):
         from app.main import main as gui_main
 
         return gui_main()
-    if args.command == "hw":
-        from app.core.logs import configure_logging
-        from app.core.paths import app_paths
+    from app.core.logs import configure_logging
+    from app.core.paths import app_paths
 
-        configure_logging(app_paths().logs, console=True)
-        return cmd_hw(args)
-    return 2
+    configure_logging(app_paths().logs, console=True)
+    return {"hw": cmd_hw, "fit": cmd_fit}[args.command](args)
 
 
 if __name__ == "__main__":
