@@ -12,6 +12,7 @@ import sys
 from app.core.hardware.bandwidth import lookup_apple_bandwidth
 from app.core.hardware.cpu import read_sysctl
 from app.core.hardware.profile import AppleInfo
+from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def mlx_working_set() -> int | None:
     if importlib.util.find_spec("mlx") is None:
         return None
     try:
-        import mlx.core as mx
+        mx = import_native("mlx.core")
 
         info_fn = getattr(mx, "device_info", None) or mx.metal.device_info
         value = info_fn().get("max_recommended_working_set_size")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from app.core.atomic import atomic_write_text
+from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def measure_read_bandwidth(
     The first pass is a warm-up (TLB, prefetchers) and only later passes count; at least one
     is always timed. Allocating and filling the array is part of the budget.
     """
-    import numpy as np  # heavy; only this test needs it
+    np = import_native("numpy")  # heavy; only this test needs it
 
     start = time.perf_counter()
     n_threads = max(1, threads or 1)

@@ -13,6 +13,7 @@ import sys
 import threading
 
 from app.core.hardware.profile import EngineAvailability
+from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def probe_llamacpp() -> EngineAvailability:
     if importlib.util.find_spec("llama_cpp") is None:
         return EngineAvailability(LLAMACPP, available=False, reason="llama-cpp-python is not installed")
     try:
-        import llama_cpp  # native library load; see module docstring
+        llama_cpp = import_native("llama_cpp")  # native library load; see module docstring
     except Exception as exc:  # noqa: BLE001 - a broken build is "unavailable", not a crash
         logger.warning("llama_cpp import failed: %s", exc)
         return EngineAvailability(LLAMACPP, available=False, reason=f"llama-cpp-python failed to load: {exc}")
@@ -68,7 +69,7 @@ def probe_mlx() -> EngineAvailability:
     if importlib.util.find_spec("mlx") is None or importlib.util.find_spec("mlx.core") is None:
         return EngineAvailability(MLX, available=False, reason="mlx is not installed")
     try:
-        import mlx.core as mx
+        mx = import_native("mlx.core")
     except Exception as exc:  # noqa: BLE001
         logger.warning("mlx import failed: %s", exc)
         return EngineAvailability(MLX, available=False, reason=f"mlx failed to load: {exc}")

@@ -7,6 +7,7 @@ from typing import Any
 
 from app.core.hardware.bandwidth import lookup_gpu_bandwidth
 from app.core.hardware.profile import GpuInfo, NvidiaInfo
+from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def cuda_version_text(v: int) -> str:
 
 def _default_provider() -> Any | None:
     try:
-        import pynvml  # lazy: absent or driverless machines must not pay for it
+        pynvml = import_native("pynvml")  # lazy: absent or driverless machines must not pay for it
     except ImportError:
         return None
     return pynvml
