@@ -1,0 +1,145 @@
+"""The engine interface: load, generate → chunks, tokenize, embed, capabilities (after simonw/llm).
+
+An Engine is owned by exactly one thread (the EngineHost's); nothing here is thread-safe on purpose.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.errors import HearthError
+
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+
+class EngineError(HearthError):
+    """An engine could not load or run; the message is for the user."""
+
+
+class Capabilities(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chat: bool = True
+    completion: bool = True
+    embeddings: bool = False
+    grammar: bool = False  # GBNF grammars and JSON-schema constrained output
+    tools: bool = False
+
+
+class LoadSpec(BaseModel):
+    """What to load and how. Engine-specific knobs live in `options` (validated by the engine)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Path  # a GGUF file (first shard) or an MLX folder
+    n_ctx: int = Field(4096, ge=16)
+    n_gpu_layers: int = 0  # -1: all
+    n_threads: int | None = None  # None: physical cores (never llama-cpp-python's cores // 2)
+    n_batch: int = Field(512, ge=1)
+    n_ubatch: int = Field(512, ge=1)
+    flash_attn: bool = False
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    use_mmap: bool = True
+    use_mlock: bool = False
+    embedding: bool = False
+    seed: int | None = None
+    chat_template: str | None = None  # override (from the library, never from a request)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    name: str | None = None
+
+
+class SamplingParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.7, ge=0.0, le=5.0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    top_k: int = Field(40, ge=0)
+    min_p: float = Field(0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(1.0, ge=0.0)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    seed: int | None = None
+    max_tokens: int | None = Field(None, ge=1)  # None: until the context is full
+    stop: list[str] = Field(default_factory=list)
+
+
+class GenerateRequest(BaseModel):
+    """Either `messages` (rendered with the model's template) or a raw `prompt`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[ChatMessage] | None = None
+    prompt: str | None = None
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    json_schema: dict[str, Any] | None = None
+    grammar: str | None = None  # GBNF
+    conversation_id: str | None = None  # a hint for prefix reuse across turns
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0  # after prefix reuse
+    time_to_first_token_s: float = 0.0
+    prompt_tok_s: float = 0.0
+    generated_tokens: int = 0
+    decode_tok_s: float = 0.0
+    peak_memory_bytes: int = 0
+
+
+@dataclass
+class Chunk:
+    """One step of a generation; the last chunk has `finish_reason` and `stats`."""
+
+    text: str = ""
+    token: int | None = None
+    finish_reason: FinishReason | None = None
+    stats: GenerationStats | None = None
+    error: str | None = None
+
+
+@dataclass
+class ModelInfo:
+    path: Path
+    format: str  # "gguf", "mlx"
+    n_ctx: int
+    n_vocab: int = 0
+    chat_template: str | None = None
+    template_notice: str | None = None  # e.g. "no chat template in the model; using ChatML"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: str  # "llama.cpp", "mlx"
+    format: str  # the model format it loads: "gguf", "mlx"
+    capabilities: Capabilities
+    info: ModelInfo | None
+
+    def load(self, spec: LoadSpec) -> ModelInfo: ...
+
+    def unload(self) -> None: ...
+
+    def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
+        """Yield chunks; check `cancel` between tokens and between prompt batches."""
+        ...
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]: ...
+
+    def count_tokens(self, request: GenerateRequest) -> int:
+        """Prompt tokens the request would use (after the chat template)."""
+        ...
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
