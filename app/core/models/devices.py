@@ -26,6 +26,7 @@ class Device:
     budget_bytes: int  # what a plan may use: free minus the safety margin (Apple: ≤ the working set)
     bandwidth_gbps: float | None
     label: str = ""  # "RAM", "VRAM", "unified memory"
+    bandwidth_measured: bool = False  # measured on this machine, not from the table
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ def machine_from_profile(profile: HardwareProfile, *, prefer_gpu: bool = True) -
     mem = profile.memory
     bw = profile.bandwidth
     cpu_bw = bw.cpu_measured_gbps or bw.cpu_table_gbps
-    cpu = Device("CPU", "cpu", mem.available_bytes, ram_budget(mem.available_bytes, mem.total_bytes), cpu_bw, "RAM")
+    cpu = Device("CPU", "cpu", mem.available_bytes, ram_budget(mem.available_bytes, mem.total_bytes), cpu_bw, "RAM",
+                 bandwidth_measured=bw.cpu_measured_gbps is not None)
     cores = profile.cpu.physical_cores or profile.cpu.logical_cores or 1
     notes: list[str] = []
     llama = profile.engine("llama.cpp")

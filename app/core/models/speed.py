@@ -14,9 +14,16 @@ from app.core.models.planner import Plan
 from app.core.models.spec import ModelSpec
 
 # η (share of peak bandwidth reached) and fixed per-token overhead t0 (s), per backend.
-# CUDA/Metal: fitted on llama.cpp scoreboards (Llama-2-7B Q4_0 tg128); CPU: 0.5–0.8 of measured.
-ETA = {"cpu": 0.65, "cuda": 0.86, "metal": 0.84, "vulkan": 0.7}
-T0 = {"cpu": 0.4e-3, "cuda": 0.84e-3, "metal": 3.7e-3, "vulkan": 1.5e-3}
+# CUDA/Metal: fitted on llama.cpp scoreboards (Llama-2-7B Q4_0 tg128). CPU: relative to the measured
+# single-thread read bandwidth, which all cores together exceed (bench/fit_accuracy.py); 0.65 of a
+# rated (table) bandwidth when nothing was measured.
+ETA = {"cpu": 0.95, "cuda": 0.86, "metal": 0.84, "vulkan": 0.7}
+ETA_CPU_RATED = 0.65
+T0 = {"cpu": 0.3e-3, "cuda": 0.84e-3, "metal": 3.7e-3, "vulkan": 1.5e-3}
+# Per layer on the CPU: ~15 graph ops, each ending in a thread barrier (small models are bound by this).
+T_LAYER_CPU = 0.15e-3
+# Per vocabulary entry per token: reading the logits and sampling on the host.
+T_VOCAB = 45e-9
 # Prefill: share of peak FLOPS reached (calibrated from measured prompt tok/s).
 ETA_COMPUTE = {"cpu": 0.30, "cuda": 0.45, "metal": 0.40, "vulkan": 0.3}
 # Peak FLOPS when the table has none: GPU ≈ 120 FLOP per byte/s of bandwidth (fp16 tensor cores).
@@ -70,11 +77,15 @@ def predict_speed(spec: ModelSpec, plan: Plan, correction: Correction | None = N
     gpu_bw = ((m.gpus[0].bandwidth_gbps if m.gpus else None) or cpu_bw / 1e9) * 1e9
     backend = m.backend if m.gpus else "cpu"
 
+    eta_cpu = ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED
+    cpu_layers = min(spec.n_layers, gpu_first)
+    fixed = T0[backend] + cpu_layers * T_LAYER_CPU + spec.n_vocab * T_VOCAB
+
     def t_token(position: int) -> tuple[float, float, float]:
         read = per_device(position)
-        t_cpu = read["cpu"] / (ETA["cpu"] * cpu_bw)
+        t_cpu = read["cpu"] / (eta_cpu * cpu_bw)
         t_gpu = read["gpu"] / (ETA[backend] * gpu_bw) if read["gpu"] else 0.0
-        return t_cpu + t_gpu + T0[backend], t_cpu, t_gpu
+        return t_cpu + t_gpu + fixed, t_cpu, t_gpu
 
     t_start, t_cpu, t_gpu = t_token(1)
     t_full, _, _ = t_token(cells)
@@ -89,7 +100,7 @@ def predict_speed(spec: ModelSpec, plan: Plan, correction: Correction | None = N
     gpu_f = flops * eta_c
     per_token_flops = 2 * max(1, active_params)
     t_prefill = per_token_flops * (frac_gpu / gpu_f + (1 - frac_gpu) / cpu_f) if frac_gpu else per_token_flops / cpu_f
-    bw_basis = "measured bandwidth" if (m.cpu.bandwidth_gbps and not m.gpus) else "table bandwidth"
+    bw_basis = "measured bandwidth" if (m.cpu.bandwidth_measured and not m.gpus) else "table bandwidth"
     return SpeedPrediction(
         decode_tok_s=corr.decode / t_start,
         decode_tok_s_full_ctx=corr.decode / t_full,
