@@ -17,6 +17,8 @@ from app.core.models.spec import ModelSpec
 
 Format = Literal["gguf", "mlx", "exl2"]
 Q8_KLD = 0.0014
+BALANCED_KLD = 0.0313  # Q4_K_M: the usual sweet spot of size, speed and quality
+COMFORTABLE_TOK_S = 10.0  # below this, chat feels slow: prefer a smaller quant that is faster
 
 
 @dataclass
@@ -107,6 +109,9 @@ def assess(
             continue
         plan = plan_load(spec, machine, n_ctx=n_ctx, options=options)
         speed = predict_speed(spec, plan, corr) if plan.fits else None
+        if v.format == "mlx" and runnable and plan.fits and plan.verdict != "full_gpu":
+            # MLX has no CPU fallback: all of it must fit the GPU's working set.
+            runnable, reason = False, "does not fit the GPU's working set (MLX cannot split across CPU and GPU)"
         a = Assessment(v, plan, speed, kld, runnable, reason)
         prefs[id(a)] = pref
         out.append(a)
@@ -143,6 +148,16 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
     fits = [a for a in fits if prefs.get(id(a), 5) == best_engine]
     full_ctx = [a for a in fits if not a.plan.ctx_reduced]
     good = [a for a in full_ctx if quality(a) <= floor]
+    comfortable = [a for a in good if a.speed and a.speed.decode_tok_s >= COMFORTABLE_TOK_S]
+    if comfortable:
+        a = min(comfortable, key=key)
+        return a, f"best quality that fits at {a.plan.options.n_ctx:,} context ({a.plan.label.lower()})"
+    balanced = [a for a in good if quality(a) <= BALANCED_KLD]
+    if balanced:
+        # Nothing is fast here: a bigger quant would only be slower for a barely visible gain.
+        a = max(balanced, key=lambda a: (a.speed.decode_tok_s if a.speed else 0.0, -quality(a)))
+        return a, (f"fits at {a.plan.options.n_ctx:,} context; the balanced choice, since no variant reaches "
+                   f"{COMFORTABLE_TOK_S:.0f} tok/s here")
     if good:
         a = min(good, key=key)
         return a, f"best quality that fits at {a.plan.options.n_ctx:,} context ({a.plan.label.lower()})"
