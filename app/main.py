@@ -29,6 +29,7 @@ class Shell:
     pool: ThreadPoolExecutor
 
     def shutdown(self) -> None:
+        self.tasks.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -50,6 +51,7 @@ def build_shell(
     settings: Settings,
     probe: Callable[[bool], HardwareProfile] | None = None,
 ) -> Shell:
+    from app.ui.discover.discover_page import DiscoverPage
     from app.ui.hardware_page import HardwarePage
     from app.ui.main_window import MainWindow
     from app.ui.placeholder_page import PlaceholderPage
@@ -58,8 +60,10 @@ def build_shell(
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
     tasks = TaskRunner(pool)
     hardware = HardwarePage(probe or make_probe(paths, settings), tasks)
+    discover = DiscoverPage(tasks)
+    hardware.profile_ready.connect(discover.set_profile)
     pages = [
-        ("discover", "Discover", PlaceholderPage("Discover", f"Browse the Hugging Face Hub. {COMING}")),
+        ("discover", "Discover", discover),
         ("models", "My Models", PlaceholderPage("My Models", f"Your downloaded models. {COMING}")),
         ("chat", "Chat", PlaceholderPage("Chat", f"Chat with a loaded model. {COMING}")),
         ("server", "Server", PlaceholderPage("Server", f"A local OpenAI-compatible endpoint. {COMING}")),
@@ -79,8 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
+    from app.ui.main_thread_gc import MainThreadGC
+
     app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv)
     app.setApplicationName("Hearth")
+    collector = MainThreadGC(app)
     style = resource_path("styles", "hearth.qss")
     if style.exists():
         app.setStyleSheet(style.read_text(encoding="utf-8"))
@@ -91,4 +98,5 @@ def main(argv: list[str] | None = None) -> int:
         return app.exec()
     finally:
         shell.shutdown()
+        collector.stop()
         logger.info("Hearth stopped")

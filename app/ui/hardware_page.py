@@ -115,7 +115,7 @@ class HardwarePage(QWidget):
         self.refresh_button.setEnabled(False)
         self.measure_button.setEnabled(False)
         self.status.setText("Measuring memory bandwidth…" if refresh_bandwidth else "Probing…")
-        self._tasks.run(lambda: self._probe(refresh_bandwidth), self._on_profile, self._on_error)
+        self._tasks.run(lambda: self._probe(refresh_bandwidth), self._on_profile, self._on_error, owner=self)
 
     def _on_profile(self, profile: HardwareProfile) -> None:
         """Main thread."""

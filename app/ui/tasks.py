@@ -6,6 +6,7 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+import shiboken6
 from PySide6.QtCore import QObject, Signal, Slot
 
 logger = logging.getLogger(__name__)
@@ -21,7 +22,13 @@ class TaskRunner(QObject):
         super().__init__(parent)
         self._pool = pool
         self._pending: set[Future] = set()
+        self._owners: dict[Future, QObject] = {}
+        self._closed = False
         self._finished.connect(self._deliver)
+
+    def close(self) -> None:
+        """Deliver nothing more: the widgets that asked may be gone (shutdown)."""
+        self._closed = True
 
     @property
     def busy(self) -> bool:
@@ -32,9 +39,13 @@ class TaskRunner(QObject):
         op: Callable[[], Any],
         on_success: Callable[[Any], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        owner: QObject | None = None,
     ) -> Future:
+        """`owner`: the widget the callbacks belong to; if it is deleted first, they are skipped."""
         future = self._pool.submit(op)
         self._pending.add(future)
+        if owner is not None:
+            self._owners[future] = owner
 
         def done(fut: Future) -> None:
             # Called on the worker thread: only emit, the queued signal crosses threads.
@@ -51,6 +62,9 @@ class TaskRunner(QObject):
     def _deliver(self, callback: Callable[[Any], None] | None, value: Any, future: Future) -> None:
         """Runs on the main thread."""
         self._pending.discard(future)
+        owner = self._owners.pop(future, None)
+        if self._closed or (owner is not None and not shiboken6.isValid(owner)):
+            return
         if callback is not None:
             callback(value)
 

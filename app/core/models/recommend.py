@@ -43,6 +43,7 @@ class Assessment:
     runnable: bool
     reason: str = ""  # why it cannot run here, or a caveat
     recommended: bool = False
+    spec: ModelSpec | None = None  # what the plan used (scaled from a sibling when not read)
 
     @property
     def quality(self) -> str:
@@ -112,7 +113,7 @@ def assess(
         if v.format == "mlx" and runnable and plan.fits and plan.verdict != "full_gpu":
             # MLX has no CPU fallback: all of it must fit the GPU's working set.
             runnable, reason = False, "does not fit the GPU's working set (MLX cannot split across CPU and GPU)"
-        a = Assessment(v, plan, speed, kld, runnable, reason)
+        a = Assessment(v, plan, speed, kld, runnable, reason, spec=spec)
         prefs[id(a)] = pref
         out.append(a)
     pick, why = _pick(out, prefs, n_ctx)

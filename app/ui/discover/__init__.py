@@ -1,0 +1,1 @@
+"""Discover: models recommended for this machine, Hub search, and a model's variants."""

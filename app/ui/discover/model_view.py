@@ -1,0 +1,64 @@
+"""One model: its variants table and, for the selected variant, the fit view."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+
+from app.core.models.devices import Machine
+from app.core.models.recommend import Assessment, Recommendation
+from app.ui.discover.variants_table import VariantsTable
+from app.ui.widgets.fit_view import FitView
+
+
+class ModelView(QWidget):
+    back = Signal()
+    download_requested = Signal(object)  # Assessment
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.machine: Machine | None = None
+        self.recommendation: Recommendation | None = None
+        self.fit_view: FitView | None = None
+        back = QPushButton("← Back")
+        back.clicked.connect(self.back.emit)
+        self.title = QLabel()
+        self.title.setObjectName("pageTitle")
+        self.subtitle = QLabel()
+        self.subtitle.setWordWrap(True)
+        self.why = QLabel()
+        self.why.setWordWrap(True)
+        self.table = VariantsTable()
+        self.table.variant_selected.connect(self._show_fit)
+        self.table.download_requested.connect(self.download_requested.emit)
+        self._fit_host = QVBoxLayout()
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        for w in (back, self.title, self.subtitle, self.why, self.table):
+            layout.addWidget(w)
+        layout.addLayout(self._fit_host)
+        layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(body)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+
+    def show_model(self, title: str, subtitle: str, rec: Recommendation, machine: Machine) -> None:
+        self.machine, self.recommendation = machine, rec
+        self.title.setText(title)
+        self.subtitle.setText(subtitle)
+        self.why.setText(f"Recommended: {rec.recommended.variant.label} — {rec.why}" if rec.recommended
+                         else f"No variant fits this machine: {rec.why}")
+        self.table.set_assessments(rec.assessments)
+
+    def _show_fit(self, a: Assessment) -> None:
+        if self.fit_view is not None:
+            self._fit_host.removeWidget(self.fit_view)
+            self.fit_view.deleteLater()
+            self.fit_view = None
+        if a.plan is None or a.spec is None or self.machine is None:
+            return
+        self.fit_view = FitView(a.spec, self.machine, n_ctx=a.plan.requested_ctx, options=a.plan.options)
+        self._fit_host.addWidget(self.fit_view)

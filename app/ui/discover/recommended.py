@@ -1,0 +1,88 @@
+"""'Recommended for this machine': the shipped catalogue ranked by the recommender, one row a model."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.core.hub.catalog import CatalogPick
+from app.core.units import fmt_bytes
+from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+class PickRow(QFrame):
+    open_requested = Signal(object)  # CatalogPick
+    download_requested = Signal(object)  # CatalogPick
+
+    def __init__(self, pick: CatalogPick, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.pick = pick
+        self.setObjectName("card")
+        m, best = pick.model, pick.best
+        grid = QGridLayout(self)
+        name = QLabel(m.name)
+        name.setObjectName("cardTitle")
+        grid.addWidget(name, 0, 0)
+        grid.addWidget(QLabel(f"{m.family} · {_params(m.params)} parameters · licence {m.license}"), 1, 0)
+        self.badge = QLabel()
+        self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.detail = QLabel()
+        self.detail.setWordWrap(True)
+        if best is not None:
+            bg, fg = VERDICT_COLOURS[best.plan.verdict]
+            self.badge.setText(best.plan.label)
+            self.badge.setStyleSheet(f"background:{bg}; color:{fg}; border-radius:6px; padding:3px 8px;")
+            self.badge.setToolTip(best.plan.explanation)
+            speed = f"≈ {fmt_rate(best.speed.decode_tok_s)} tok/s" if best.speed else ""
+            self.detail.setText(f"{best.variant.label} {best.variant.format.upper()} · "
+                                f"{fmt_bytes(best.variant.size_bytes)} · {speed} · {best.quality}")
+        else:
+            bg, fg = VERDICT_COLOURS["no_fit"]
+            self.badge.setText("Will not fit")
+            self.badge.setStyleSheet(f"background:{bg}; color:{fg}; border-radius:6px; padding:3px 8px;")
+            self.detail.setText(pick.recommendation.why)
+        grid.addWidget(self.badge, 0, 1)
+        grid.addWidget(self.detail, 2, 0, 1, 2)
+        details = QPushButton("Details")
+        details.clicked.connect(lambda: self.open_requested.emit(self.pick))
+        self.download = QPushButton("Download")
+        self.download.setEnabled(best is not None)
+        self.download.clicked.connect(lambda: self.download_requested.emit(self.pick))
+        grid.addWidget(details, 1, 2)
+        grid.addWidget(self.download, 0, 2)
+        grid.setColumnStretch(0, 1)
+
+    def text(self) -> str:
+        return "\n".join(w.text() for w in self.findChildren(QLabel))
+
+
+class RecommendedList(QWidget):
+    open_requested = Signal(object)
+    download_requested = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[PickRow] = []
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self.status = QLabel("Ranking models for this machine…")
+        self._layout.addWidget(self.status)
+        self._layout.addStretch(1)
+
+    def set_picks(self, picks: list[CatalogPick]) -> None:
+        for row in self.rows:
+            self._layout.removeWidget(row)
+            row.deleteLater()
+        self.rows = []
+        for i, pick in enumerate(picks):
+            row = PickRow(pick)
+            row.open_requested.connect(self.open_requested.emit)
+            row.download_requested.connect(self.download_requested.emit)
+            self._layout.insertWidget(1 + i, row)
+            self.rows.append(row)
+        fits = sum(p.best is not None for p in picks)
+        self.status.setText(f"{fits} of {len(picks)} catalogue models run on this machine; best first.")

@@ -1,0 +1,91 @@
+"""A model's variants with size, fit, speed and quality; the recommended one highlighted."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QPushButton, QTableWidget, QTableWidgetItem
+
+from app.core.models.recommend import Assessment
+from app.core.units import fmt_bytes
+from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
+
+COLUMNS = ["Variant", "Format", "Size", "Fit", "Context", "tok/s", "Quality", ""]
+HIGHLIGHT = QColor("#fbe3d3")
+
+
+class VariantsTable(QTableWidget):
+    variant_selected = Signal(object)  # Assessment
+    download_requested = Signal(object)  # Assessment
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(0, len(COLUMNS), parent)
+        self.setHorizontalHeaderLabels(COLUMNS)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.verticalHeader().setVisible(False)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setStretchLastSection(True)
+        self.assessments: list[Assessment] = []
+        self.itemSelectionChanged.connect(self._selected)
+
+    def set_assessments(self, assessments: list[Assessment]) -> None:
+        self.assessments = list(assessments)
+        self.setRowCount(len(self.assessments))
+        for row, a in enumerate(self.assessments):
+            self._fill(row, a)
+        best = next((i for i, a in enumerate(self.assessments) if a.recommended), 0)
+        if self.assessments:
+            self.selectRow(best)
+
+    def _fill(self, row: int, a: Assessment) -> None:
+        p, s = a.plan, a.speed
+        fit = p.label if (p and a.runnable) else (a.reason or "cannot run here")
+        cells = [
+            ("★ " if a.recommended else "") + a.variant.label, a.variant.format.upper(),
+            fmt_bytes(a.variant.size_bytes), fit,
+            f"{p.options.n_ctx:,}" if p and p.fits and a.runnable else "",
+            fmt_rate(s.decode_tok_s) if s and a.runnable else "", a.quality,
+        ]
+        for col, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if col == 3 and p and a.runnable:
+                bg, fg = VERDICT_COLOURS[p.verdict]
+                item.setBackground(QBrush(QColor(bg)))
+                item.setForeground(QBrush(QColor(fg)))
+                item.setToolTip(p.explanation)
+            elif a.recommended:
+                item.setBackground(QBrush(HIGHLIGHT))
+            if a.recommended and col == 0:
+                font = QFont(item.font())
+                font.setBold(True)
+                item.setFont(font)
+            self.setItem(row, col, item)
+        button = QPushButton("Download")
+        button.setEnabled(a.runnable or a.variant.format == "gguf")
+        button.clicked.connect(lambda _=False, a=a: self.download_requested.emit(a))
+        self.setCellWidget(row, len(COLUMNS) - 1, button)
+
+    def _selected(self) -> None:
+        rows = {i.row() for i in self.selectedIndexes()}
+        if rows:
+            self.variant_selected.emit(self.assessments[min(rows)])
+
+    def row_text(self, row: int) -> list[str]:
+        return [self.item(row, c).text() for c in range(len(COLUMNS) - 1)]
+
+    def download_button(self, row: int) -> QPushButton:
+        return self.cellWidget(row, len(COLUMNS) - 1)
+
+    def __len__(self) -> int:
+        return self.rowCount()
+
+    def recommended_row(self) -> int | None:
+        return next((i for i, a in enumerate(self.assessments) if a.recommended), None)
+
+    def sizeHint(self):  # noqa: N802 (Qt API)
+        hint = super().sizeHint()
+        hint.setHeight(min(360, 32 + 30 * max(1, self.rowCount())))
+        return hint
+

@@ -1,0 +1,60 @@
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "models"))
+
+from synthetic import GiB, profile  # noqa: E402
+
+from app.ui.discover.discover_page import DiscoverPage  # noqa: E402
+from app.ui.tasks import TaskRunner  # noqa: E402
+
+
+@pytest.fixture
+def page(qtbot):
+    pool = ThreadPoolExecutor(2)
+    tasks = TaskRunner(pool)
+    page = DiscoverPage(tasks)
+    qtbot.addWidget(page)
+    yield page
+    tasks.close()
+    pool.shutdown(wait=True)
+
+
+def test_recommended_models_ranked_for_this_machine(page, qtbot):
+    with qtbot.waitSignal(page.picks_ready, timeout=10_000) as got:
+        page.set_profile(profile(gpus=[("NVIDIA GeForce RTX 4090", 24 * GiB, 23 * GiB, 1008)]))
+    picks = got.args[0]
+    rows = page.recommended.rows
+    assert len(rows) == len(picks) >= 15
+    first = rows[0].text()
+    assert "Full GPU offload" in first and "tok/s" in first
+    assert "catalogue models run on this machine" in page.recommended.status.text()
+
+
+def test_model_view_lists_variants_with_the_pick_highlighted(page, qtbot):
+    with qtbot.waitSignal(page.picks_ready, timeout=10_000):
+        page.set_profile(profile(ram_total=16 * GiB, ram_free=12 * GiB))
+    pick = next(p for p in page.picks if p.model.name.startswith("Llama 3.1 8B"))
+    page.open_pick(pick)
+    table = page.model_view.table
+    assert page.stack.currentIndex() == 1 and len(table) == len(pick.model.variants)
+    row = table.recommended_row()
+    assert row is not None and table.row_text(row)[0].startswith("★ ")
+    assert table.row_text(row)[3] == "Runs on the CPU"
+    exl2 = [i for i, a in enumerate(table.assessments) if a.variant.format == "exl2"]
+    assert all("ExLlama" in table.row_text(i)[3] for i in exl2)
+    fit = page.model_view.fit_view
+    assert fit is not None and fit.plan.verdict == "cpu"
+    with qtbot.waitSignal(page.download_requested) as got:
+        table.download_button(row).click()
+    assert got.args[0] is table.assessments[row]
+
+
+def test_nothing_fits_is_explained(page, qtbot):
+    with qtbot.waitSignal(page.picks_ready, timeout=10_000):
+        page.set_profile(profile(ram_total=2 * GiB, ram_free=1 * GiB))
+    assert all(r.badge.text() == "Will not fit" for r in page.recommended.rows)
+    assert "nothing fits" in page.recommended.rows[0].detail.text()
