@@ -149,7 +149,9 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
     fits = [a for a in fits if prefs.get(id(a), 5) == best_engine]
     full_ctx = [a for a in fits if not a.plan.ctx_reduced]
     good = [a for a in full_ctx if quality(a) <= floor]
-    comfortable = [a for a in good if a.speed and a.speed.decode_tok_s >= COMFORTABLE_TOK_S]
+    # Trade quality for speed only down to Q4_K_M; below that, quality loss is easy to notice.
+    comfortable = [a for a in good if a.speed and a.speed.decode_tok_s >= COMFORTABLE_TOK_S
+                   and quality(a) <= BALANCED_KLD]
     if comfortable:
         a = min(comfortable, key=key)
         return a, f"best quality that fits at {a.plan.options.n_ctx:,} context ({a.plan.label.lower()})"
