@@ -26,6 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--no-mmap", action="store_true", help="plan a load without mmap")
     fit.add_argument("--cpu-only", action="store_true", help="ignore GPUs")
     fit.add_argument("--json", action="store_true", help="print the assessment as JSON")
+    fit.set_defaults(handler=cmd_fit)
+    hw.set_defaults(handler=cmd_hw)
+    from app.cli_engine import add_engine_commands
+    from app.cli_models import add_model_commands
+
+    add_engine_commands(sub)
+    add_model_commands(sub)
     return parser
 
 
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.core.paths import app_paths
 
     configure_logging(app_paths().logs, console=True)
-    return {"hw": cmd_hw, "fit": cmd_fit}[args.command](args)
+    return args.handler(args)
 
 
 if __name__ == "__main__":

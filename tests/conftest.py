@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 
-pytest_plugins = ["tests.fixtures.models", "tests.fakehub.fixtures"]
+pytest_plugins = ["tests.fixtures.models", "tests.fakehub.fixtures", "tests.core.engines.fixtures"]
 
 
 @pytest.fixture(autouse=True)

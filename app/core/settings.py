@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.core.atomic import atomic_write_text
 from app.core.events import Event
@@ -34,6 +34,27 @@ class Settings(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     measure_bandwidth_on_start: bool = True
     window: WindowState = Field(default_factory=WindowState)
+    hf_endpoint: str = ""  # empty: HF_ENDPOINT, else the public Hub
+    hf_token: str = ""  # empty: HF_TOKEN, else anonymous
+    parallel_downloads: int = Field(default=2, ge=1, le=8)
+
+    @field_validator("hf_endpoint")
+    @classmethod
+    def _check_endpoint(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not value.lower().startswith(("http://", "https://")):
+            raise ValueError("the Hub endpoint must be an http:// or https:// URL")
+        if any(c.isspace() for c in value):
+            raise ValueError("the Hub endpoint must not contain spaces")
+        return value
+
+    @field_validator("hf_token")
+    @classmethod
+    def _check_token(cls, value: str) -> str:
+        value = value.strip()
+        if any(c.isspace() or not c.isprintable() for c in value):
+            raise ValueError("the Hub token must not contain spaces or control characters")
+        return value
 
     def models_path(self, paths: AppPaths) -> Path:
         return Path(self.models_dir).expanduser() if self.models_dir else paths.models

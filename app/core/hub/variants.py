@@ -9,6 +9,9 @@ from pathlib import PurePosixPath
 from app.core.models.gguf_split import parse_split_name
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt", ".pickle")
+# The only files Hearth ever downloads (security.md T6): no code, no pickles.
+ALLOWED_SUFFIXES = (".gguf", ".safetensors", ".json", ".jinja", ".md", ".txt")
+ALLOWED_NAMES = ("tokenizer.model",)
 # File-type labels as they appear in GGUF file names (longest first so Q4_K_M beats Q4_K).
 QUANT_LABELS = sorted(
     """F32 F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K_S Q5_K_L Q5_K Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_K_L Q4_K Q4_1 Q4_0
@@ -77,3 +80,42 @@ def pickle_only(files: list[RepoFile]) -> bool:
     names = [f.path.lower() for f in files]
     has_safe = any(n.endswith((".gguf", ".safetensors")) for n in names)
     return not has_safe and any(n.endswith(PICKLE_SUFFIXES) for n in names)
+
+
+def is_allowed_file(path: str) -> bool:
+    """True for file types Hearth may download (`*.gguf`, `*.safetensors`, `*.json`, `tokenizer.model`, ...)."""
+    name = PurePosixPath(path).name.lower()
+    return name.endswith(ALLOWED_SUFFIXES) or name in ALLOWED_NAMES
+
+
+@dataclass
+class VariantChoice:
+    """One thing a user can download from a repo: a GGUF quant (all shards + mmproj), an MLX model, an EXL2 branch."""
+
+    repo_id: str
+    format: str  # "gguf" | "mlx" | "exl2"
+    label: str  # "Q4_K_M", "4-bit g64", "4.0bpw"
+    revision: str  # the commit sha to pin downloads to
+    files: list[RepoFile]  # everything to download, each with size and sha256 (LFS)
+    branch: str = "main"
+    bits: float | None = None  # MLX bits / EXL2 bpw; None for GGUF (the label says)
+    mmproj: list[RepoFile] = field(default_factory=list)  # part of `files`, listed for the UI
+    gated: bool = False
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_variant(self):
+        """The recommender's Variant (without a spec: `hub_variants.variants_from_repo` reads that remotely)."""
+        from app.core.models.recommend import Variant
+
+        return Variant(label=self.label, format=self.format, size_bytes=self.size, bpw=self.bits,
+                       repo_id=self.repo_id, revision=self.branch if self.format == "exl2" else self.revision,
+                       files=[f.path for f in self.files])
+
+
+def gguf_choices(repo_id: str, files: list[RepoFile], revision: str, *, gated: bool = False) -> list[VariantChoice]:
+    """GGUF quants of a repo as choices: a split set is one; mmproj files ride along with each."""
+    return [VariantChoice(repo_id, "gguf", g.label, revision, list(g.files) + list(g.mmproj), gated=gated,
+                          mmproj=list(g.mmproj)) for g in group_gguf(files)]

@@ -1,0 +1,222 @@
+"""`hearth run MODEL "prompt"` and `hearth chat MODEL`: the engine host from a terminal.
+
+Tokens stream to stdout, the stats line and notices go to stderr. Ctrl-C during a generation
+cancels it (not the program); Ctrl-C or Ctrl-D at the chat prompt exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+EXIT_INTERRUPTED = 130
+
+
+def add_engine_commands(subparsers: Any) -> None:
+    """Add `run` and `chat` to the `hearth` parser's subparsers (each sets `handler`)."""
+    run = subparsers.add_parser("run", help="generate a reply to one prompt and print it")
+    run.add_argument("model", help="a GGUF file or an MLX model folder")
+    run.add_argument("prompt", help="the user message")
+    _common(run)
+    run.add_argument("--max-tokens", type=int, default=512, help="stop after this many tokens (default 512)")
+    run.add_argument("--json-schema", type=Path, help="a JSON Schema file the reply must follow")
+    run.set_defaults(handler=cmd_run)
+    chat = subparsers.add_parser("chat", help="chat with a model in the terminal")
+    chat.add_argument("model", help="a GGUF file or an MLX model folder")
+    _common(chat)
+    chat.add_argument("--max-tokens", type=int, default=1024, help="longest reply (default 1024)")
+    chat.set_defaults(handler=cmd_chat)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--system", help="a system prompt")
+    p.add_argument("--temp", type=float, default=0.7, help="temperature (0 = greedy)")
+    p.add_argument("--ctx", type=int, default=4096, help="context length (default 4096)")
+    p.add_argument("--seed", type=int, help="sampling seed")
+    p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def resolve_model(name: str) -> tuple[Path, str]:
+    """A path to a GGUF file or MLX folder, and its format. Library names come with the library."""
+    from app.core.runtime.preflight import format_for_path
+
+    path = Path(name).expanduser()
+    if not path.exists() and "/" not in name and not name.endswith(".gguf"):
+        from app.core.models.errors import ModelFileError
+
+        raise ModelFileError(f"{name!r} is not a file or folder; give the path of a .gguf file or an MLX model "
+                             "folder (library names are not supported yet)")
+    return path.resolve(), format_for_path(path)
+
+
+def start_host(args: argparse.Namespace):
+    """Resolve the model, start a host and load it. Returns (host, ModelInfo)."""
+    from app.core.engines import default_registry
+    from app.core.engines.base import LoadSpec
+    from app.core.models.calibration import CalibrationStore
+    from app.core.paths import app_paths
+    from app.core.runtime.host import EngineHost
+
+    path, fmt = resolve_model(args.model)
+    paths = app_paths().ensure()
+    host = EngineHost(default_registry(), calibration=CalibrationStore(paths.cache / "calibration.json"),
+                      name="hearth-engine")
+    threads = args.threads
+    if threads is None and fmt == "gguf":
+        from app.core.engines.llamacpp_options import physical_cores
+
+        threads = physical_cores()
+    try:
+        info = host.load_sync(LoadSpec(path=path, n_ctx=args.ctx, n_threads=threads, seed=args.seed), fmt)
+    except BaseException:
+        host.shutdown(10)
+        raise
+    if info.template_notice:
+        _err(f"note: {info.template_notice}")
+    return host, info
+
+
+def format_stats(final) -> str:
+    s = final.stats
+    if s is None:
+        return f"[{final.finish_reason}]"
+    return (f"[{s.prompt_tokens} prompt tokens ({s.prompt_tokens_evaluated} evaluated) at {s.prompt_tok_s:.1f} tok/s"
+            f" · first token {s.time_to_first_token_s:.2f} s · {s.generated_tokens} tokens at {s.decode_tok_s:.1f}"
+            f" tok/s · {final.finish_reason}]")
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def generate(host, request) -> tuple[str, Any, bool]:
+    """Stream a reply to stdout. Ctrl-C cancels the generation; returns (text, final, interrupted)."""
+    from app.core.errors import HearthError
+    from app.core.runtime.jobs import ChunkEvent, GenerateJob
+
+    def sink(event) -> None:  # on the host thread
+        if isinstance(event, ChunkEvent) and event.chunk.text:
+            _write(event.chunk.text)
+
+    handle = host.submit(GenerateJob(request=request, source="cli"), sink)
+    interrupted = False
+    while True:
+        try:
+            if handle.wait(0.1):
+                break
+        except KeyboardInterrupt:
+            interrupted = True
+            handle.cancel()
+    if handle.error is not None:
+        raise HearthError(handle.error)
+    return handle.result.text, handle.result.final, interrupted
+
+
+def _sampling(args: argparse.Namespace):
+    from app.core.engines.base import SamplingParams
+
+    return SamplingParams(temperature=args.temp, max_tokens=args.max_tokens, seed=args.seed)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from app.core.engines.base import ChatMessage, GenerateRequest
+    from app.core.errors import HearthError
+
+    schema = None
+    if args.json_schema is not None:
+        try:
+            schema = json.loads(args.json_schema.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            _err(f"hearth run: cannot read the JSON schema: {exc}")
+            return 2
+    messages = [ChatMessage(role="system", content=args.system)] if args.system else []
+    messages.append(ChatMessage(role="user", content=args.prompt))
+    try:
+        host, _info = start_host(args)
+    except HearthError as exc:
+        _err(f"hearth run: {exc}")
+        return 1
+    try:
+        _, final, interrupted = generate(host, GenerateRequest(messages=messages, sampling=_sampling(args),
+                                                               json_schema=schema))
+        _write("\n")
+        _err(format_stats(final))
+        return EXIT_INTERRUPTED if interrupted else 0
+    except HearthError as exc:
+        _err(f"\nhearth run: {exc}")
+        return 1
+    finally:
+        host.shutdown(10)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from app.core.engines.base import ChatMessage, GenerateRequest
+    from app.core.errors import HearthError
+
+    try:
+        host, info = start_host(args)
+    except HearthError as exc:
+        _err(f"hearth chat: {exc}")
+        return 1
+    _err(f"Chatting with {Path(info.path).name}. /reset clears the history; Ctrl-D or /exit quits; "
+         "Ctrl-C stops a reply.")
+    system = [ChatMessage(role="system", content=args.system)] if args.system else []
+    history: list[ChatMessage] = []
+    try:
+        while True:
+            try:
+                line = input(">>> ")
+            except (EOFError, KeyboardInterrupt):
+                _write("\n")
+                return 0
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                return 0
+            if text == "/reset":
+                history.clear()
+                _err("(history cleared)")
+                continue
+            history.append(ChatMessage(role="user", content=line))
+            try:
+                reply, final, interrupted = generate(
+                    host, GenerateRequest(messages=system + history, sampling=_sampling(args)))
+            except HearthError as exc:
+                history.pop()
+                _err(f"\nerror: {exc}")
+                continue
+            _write("\n")
+            if reply:  # a stopped reply stays in the history, as the user saw it
+                history.append(ChatMessage(role="assistant", content=reply))
+            _err(("[stopped] " if interrupted else "") + format_stats(final))
+    finally:
+        host.shutdown(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (`python -m app.cli_engine run|chat ...`); `hearth run|chat` is the usual one."""
+    parser = argparse.ArgumentParser(prog="hearth")
+    add_engine_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    from app.core.logs import configure_logging
+    from app.core.paths import app_paths
+
+    configure_logging(app_paths().logs, level="WARNING", console=True)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

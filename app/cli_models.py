@@ -1,0 +1,148 @@
+"""`hearth search`, `hearth ls`, `hearth rm`: the Hub and the local library from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+
+def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `search`, `ls` and `rm`; each parser's `handler` default is the function to call with the args."""
+    search = subparsers.add_parser("search", help="search the Hugging Face Hub for models")
+    search.add_argument("text", nargs="?", default="", help="words in the model id")
+    search.add_argument("--format", choices=["gguf", "mlx", "exl2"], default="gguf", help="model format (gguf)")
+    search.add_argument("--sort", choices=["downloads", "likes", "trending", "updated"], default="downloads")
+    search.add_argument("--limit", type=int, default=20, help="how many results (default 20)")
+    search.add_argument("--author", help="only models from this user or organisation")
+    search.set_defaults(handler=cmd_search)
+    ls = subparsers.add_parser("ls", help="list the models in your library")
+    ls.set_defaults(handler=cmd_ls)
+    rm = subparsers.add_parser("rm", help="remove a model from your library (and its files in the models folder)")
+    rm.add_argument("model", help="name, repo:QUANT, path or id (see `hearth ls`)")
+    rm.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    rm.add_argument("--keep-files", action="store_true", help="forget the model but keep its files")
+    rm.set_defaults(handler=cmd_rm)
+
+
+MODEL_COMMANDS = ("search", "ls", "rm")
+
+
+def _table(headers: Sequence[str], rows: list[Sequence[str]], right: Sequence[int] = ()) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _count(n: int) -> str:
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _ago(when: datetime | float | None) -> str:
+    if when is None:
+        return "-"
+    ts = when.timestamp() if isinstance(when, datetime) else float(when)
+    days = (time.time() - ts) / 86400
+    if days < 1:
+        return "today"
+    if days < 60:
+        return f"{int(days)} d ago"
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from app.core.hub.client import HubClient
+    from app.core.hub.errors import HubError
+    from app.core.paths import app_paths
+    from app.core.settings import SettingsStore
+
+    settings = SettingsStore(app_paths().settings_file).load()
+    client = HubClient.from_settings(settings, env=os.environ)
+    try:
+        page = client.search(args.text, author=args.author, formats=(args.format,), sort=args.sort,
+                             limit=max(1, args.limit))
+    except HubError as exc:
+        sys.stderr.write(f"hearth search: {exc}\n")
+        return 1
+    results = page.results[: max(1, args.limit)]
+    if not results:
+        sys.stdout.write(f"No {args.format.upper()} models match {args.text!r}.\n")
+        return 0
+    rows = [[r.id, _count(r.downloads), _count(r.likes), _ago(r.last_modified)] for r in results]
+    sys.stdout.write(_table(["MODEL", "DOWNLOADS", "LIKES", "UPDATED"], rows, right=(1, 2)) + "\n")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from app.core.library import open_library
+    from app.core.units import fmt_bytes
+
+    library = open_library()
+    try:
+        models = library.refresh()
+    finally:
+        library.close()
+    if not models:
+        sys.stdout.write("No models yet. Find one with `hearth search`, or import a GGUF file in the app.\n")
+        return 0
+    rows = []
+    for m in models:
+        name = m.name if m.ready else f"{m.name} [{m.status}]"
+        rows.append([name, m.format, m.quant or "-", fmt_bytes(m.size), str(m.path), _ago(m.last_used_at)])
+    sys.stdout.write(_table(["NAME", "FORMAT", "QUANT", "SIZE", "PATH", "LAST USED"], rows, right=(3,)) + "\n")
+    total = sum(m.size for m in models)
+    sys.stdout.write(f"\n{len(models)} model{'s' if len(models) != 1 else ''}, {fmt_bytes(total)} in total\n")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace, ask: Callable[[str], str] = input) -> int:
+    from app.core.library import open_library
+    from app.core.units import fmt_bytes
+
+    library = open_library()
+    try:
+        model = library.find(args.model)
+        if model is None:
+            sys.stderr.write(f"hearth rm: no model {args.model!r} in the library (see `hearth ls`)\n")
+            return 1
+        inside = [f for f in model.files if f.path.is_relative_to(library.models_dir)]
+        what = "delete its files" if inside and not args.keep_files else "keep its files (imported in place)"
+        if not args.yes:
+            try:
+                answer = ask(f"Remove {model.name} ({fmt_bytes(model.size)}) and {what}? [y/N] ")
+            except EOFError:
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                sys.stdout.write("Nothing removed.\n")
+                return 1
+        freed = library.delete(model.id, delete_files=not args.keep_files)
+    finally:
+        library.close()
+    sys.stdout.write(f"Removed {model.name}; freed {fmt_bytes(freed)} ({freed} bytes).\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one of these commands on its own (`python -m app.cli_models ls`); `hearth` wires them in too."""
+    parser = argparse.ArgumentParser(prog="hearth")
+    add_model_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    from app.core.logs import configure_logging
+    from app.core.paths import app_paths
+
+    configure_logging(app_paths().logs, console=True)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

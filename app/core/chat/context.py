@@ -1,0 +1,122 @@
+"""Context-window policy: what to send when a conversation outgrows the model's context.
+
+Visible, never silent: drop the oldest whole turns after the system prompt and say how many;
+if even the last turn does not fit, send nothing and say why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
+
+from app.core.chat.models import Message
+from app.core.engines.base import ChatMessage
+
+# Tokens for a list of messages (after the chat template when the engine can tell).
+TokenCounter = Callable[[list[ChatMessage]], int]
+
+DEFAULT_REPLY_RESERVE = 512
+WARN_FRACTION = 0.85
+
+
+@dataclass(frozen=True)
+class ContextNotice:
+    level: Literal["info", "error"]
+    text: str
+    dropped_messages: int = 0
+
+
+@dataclass(frozen=True)
+class ContextPlan:
+    messages: list[ChatMessage]  # what to send; empty when the notice is an error
+    prompt_tokens: int  # tokens of `messages` per the counter (of the minimum request on error)
+    budget: int  # n_ctx minus the reply reserve
+    n_ctx: int
+    dropped_messages: int = 0
+    notice: ContextNotice | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.notice is None or self.notice.level != "error"
+
+
+def history_for_request(system_prompt: str, path: Sequence[Message]) -> list[ChatMessage]:
+    """The shown thread as engine messages: system prompt first; failed/empty replies left out."""
+    out: list[ChatMessage] = []
+    if system_prompt.strip():
+        out.append(ChatMessage(role="system", content=system_prompt))
+    for m in path:
+        if m.role == "assistant" and (m.status in ("streaming", "error") or not m.content):
+            continue
+        out.append(ChatMessage(role=m.role, content=m.content))
+    return out
+
+
+def _turns(body: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
+    """Split into turns: each user message with the replies that follow it."""
+    turns: list[list[ChatMessage]] = []
+    for m in body:
+        if m.role == "user" or not turns:
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+    return turns
+
+
+def fit_context(
+    messages: Sequence[ChatMessage],
+    count_tokens: TokenCounter,
+    n_ctx: int,
+    reserve: int = DEFAULT_REPLY_RESERVE,
+) -> ContextPlan:
+    """Choose the messages to send so that prompt + `reserve` reply tokens fit in `n_ctx`."""
+    messages = list(messages)
+    split = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    head, turns = messages[:split], _turns(messages[split:])
+    budget = n_ctx - reserve
+
+    def request(dropped_turns: int) -> list[ChatMessage]:
+        return head + [m for t in turns[dropped_turns:] for m in t]
+
+    total = count_tokens(messages)
+    if budget > 0 and total <= budget:
+        return ContextPlan(messages, total, budget, n_ctx)
+
+    keep_last = max(len(turns) - 1, 0)
+    minimum = request(keep_last)
+    need = count_tokens(minimum)
+    if budget <= 0 or need > budget:
+        text = (
+            f"Your last message is too long for this model's context: with the system prompt it"
+            f" needs about {need} tokens, but only {max(budget, 0)} of {n_ctx} are free after"
+            f" keeping {reserve} for the reply. Shorten it, lower max tokens, or load the model"
+            " with a longer context. Nothing was sent."
+        )
+        return ContextPlan([], need, budget, n_ctx, 0, ContextNotice("error", text))
+
+    # Fewest dropped turns that fit; token counts shrink as turns are dropped, so bisect.
+    lo, hi = 1, keep_last
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count_tokens(request(mid)) <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    chosen = request(lo)
+    dropped = sum(len(t) for t in turns[:lo])
+    text = (
+        f"This conversation is longer than the model's context ({n_ctx} tokens, {reserve} kept"
+        f" for the reply): the {dropped} oldest message{'s' if dropped != 1 else ''} after the"
+        " system prompt were left out of this request. They are still saved; the model does not"
+        " see them."
+    )
+    return ContextPlan(
+        chosen, count_tokens(chosen), budget, n_ctx, dropped, ContextNotice("info", text, dropped)
+    )
+
+
+def context_usage(used_tokens: int, n_ctx: int) -> Literal["ok", "warn", "full"]:
+    """For the context meter: warn near the limit."""
+    if n_ctx <= 0 or used_tokens >= n_ctx:
+        return "full"
+    return "warn" if used_tokens >= WARN_FRACTION * n_ctx else "ok"

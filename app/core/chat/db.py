@@ -1,0 +1,183 @@
+"""The chat database connection: WAL + synchronous=FULL, one connection behind a lock.
+
+Opening checks integrity, migrates (backup first) and marks replies a crash left `streaming` as
+`interrupted`. Every write is a short `BEGIN IMMEDIATE` … `COMMIT`; a failed write rolls back and
+raises ChatStoreWriteError, so the file always holds the last committed state.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from app.core.chat import rows
+from app.core.chat.migrations import MIGRATIONS, Migration, latest_backup, migrate
+from app.core.chat.models import ChatStoreCorrupt, ChatStoreError, ChatStoreWriteError
+
+logger = logging.getLogger(__name__)
+
+
+def _default_connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, check_same_thread=False)
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL or "full" in str(exc).lower()
+
+
+class ChatDB:
+    """Connection lifecycle and transaction plumbing shared by the store's parts. Thread-safe."""
+
+    def __init__(
+        self,
+        db_path: Path | str,
+        *,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        connect: Callable[[Path], sqlite3.Connection] = _default_connect,
+        busy_timeout_ms: int = 5000,
+    ) -> None:
+        self.path = Path(db_path)
+        self._lock = threading.RLock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = self._open(connect, busy_timeout_ms)
+        try:
+            self._migrate(migrations)
+            self.fts = rows.has_fts(self._conn)
+            self.recovered_interrupted = self._recover_streaming()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def _open(self, connect: Callable[[Path], sqlite3.Connection], busy_ms: int) -> sqlite3.Connection:
+        try:
+            conn = connect(self.path)
+        except sqlite3.OperationalError as e:
+            raise ChatStoreError(f"Could not open the chat history {self.path}: {e}.") from e
+        conn.isolation_level = None  # transactions are explicit
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            problems = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        except sqlite3.OperationalError as e:
+            conn.close()
+            raise ChatStoreError(f"Could not open the chat history {self.path}: {e}.") from e
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise ChatStoreCorrupt(self._corrupt_message(str(e))) from e
+        if problems != ["ok"]:
+            conn.close()
+            raise ChatStoreCorrupt(self._corrupt_message("; ".join(problems[:3])))
+        return conn
+
+    def _corrupt_message(self, detail: str) -> str:
+        bak = latest_backup(self.path)
+        restore = (
+            f" The latest backup is {bak}: copy it over {self.path.name} to restore it."
+            if bak
+            else " There is no backup; moving the file aside starts an empty history."
+        )
+        return (
+            f"The chat history {self.path} is damaged ({detail}). Hearth left it untouched."
+            f" Quit Hearth and move the file aside (keep it; `sqlite3 {self.path.name} .recover`"
+            f" may rescue text).{restore}"
+        )
+
+    def _migrate(self, migrations: Sequence[Migration]) -> None:
+        with self._lock:
+            try:
+                migrate(self._conn, self.path, migrations)
+            except (sqlite3.OperationalError, OSError) as e:
+                raise ChatStoreWriteError(self._write_message("the schema upgrade", e)) from e
+
+    def _recover_streaming(self) -> int:
+        """Replies left `streaming` by a crash or kill: keep their text, mark them interrupted."""
+        try:
+            with self._write("recovered replies") as c:
+                n = c.execute(
+                    "UPDATE messages SET status = 'interrupted', updated_at = ? WHERE status = 'streaming'",
+                    (time.time(),),
+                ).rowcount
+        except ChatStoreWriteError:
+            # A full disk must not lock the user out of their history; the next open retries.
+            logger.warning("could not mark unfinished replies as interrupted", exc_info=True)
+            return 0
+        if n:
+            logger.warning("marked %d unfinished repl%s as interrupted", n, "y" if n == 1 else "ies")
+        return n
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "ChatDB":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def integrity_ok(self) -> bool:
+        """PRAGMA integrity_check, plus the search index's internal check when there is one.
+
+        (Not FTS5's comparison with the content table: streaming rows are left out on purpose.)"""
+        with self._lock:
+            if [r[0] for r in self._conn.execute("PRAGMA integrity_check")] != ["ok"]:
+                return False
+            if rows.has_fts(self._conn):
+                try:
+                    self._conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+                except sqlite3.OperationalError:
+                    logger.warning("search index check could not run", exc_info=True)
+                except sqlite3.DatabaseError:  # SQLITE_CORRUPT: the index is damaged
+                    return False
+            return True
+
+    # --- plumbing --------------------------------------------------------------------------
+    def _write_message(self, what: str, exc: BaseException) -> str:
+        if _is_disk_full(exc):
+            return (
+                f"Could not save {what}: the disk is full. Free some space and try again;"
+                f" the chat history ({self.path}) still holds everything saved before."
+            )
+        return (
+            f"Could not save {what}: {exc}. The chat history ({self.path}) still holds"
+            " everything saved before."
+        )
+
+    def _rollback(self) -> None:
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            logger.exception("rollback failed")
+
+    @contextmanager
+    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except (sqlite3.OperationalError, OSError) as e:
+                self._rollback()
+                raise ChatStoreWriteError(self._write_message(what, e)) from e
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+

@@ -1,0 +1,312 @@
+"""Crash-safe chat history: conversations, messages (a tree: edits and regenerations make siblings,
+the conversation shows one path) and presets, in one SQLite file."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from typing import Any, Sequence
+
+from app.core.chat import rows
+from app.core.chat.models import (
+    FINISHED_STATUSES,
+    ChatNotFound,
+    ChatStoreWriteError,
+    Conversation,
+    Message,
+)
+from app.core.chat.presets import PresetStore
+from app.core.engines.base import GenerationStats, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+DB_FILENAME = "chats.sqlite3"
+DEFAULT_TITLE = "New chat"
+_UNSET: Any = object()
+
+
+class ChatStore(PresetStore):
+    """The chat model layer the UI and the engine host use. Thread-safe (one connection, a lock).
+
+    `ChatStore(path)` opens (integrity check, migrations, crash recovery); see ChatDB.
+    """
+
+    @classmethod
+    def open_default(cls) -> "ChatStore":
+        from app.core.paths import app_paths
+
+        return cls(app_paths().ensure().data / DB_FILENAME)
+
+    # --- conversations ---------------------------------------------------------------------
+    def create_conversation(
+        self,
+        title: str = DEFAULT_TITLE,
+        *,
+        system_prompt: str = "",
+        model_id: str | None = None,
+        sampling: SamplingParams | None = None,
+        context_length: int | None = None,
+        preset_id: int | None = None,
+    ) -> Conversation:
+        now = time.time()
+        sampling = sampling or SamplingParams()
+        with self._write("the new conversation") as c:
+            cid = c.execute(
+                "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
+                " sampling_json, context_length, preset_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (rows.clean_title(title), now, now, system_prompt, model_id,
+                 sampling.model_dump_json(), context_length, preset_id),
+            ).lastrowid
+        return self.get_conversation(int(cid))
+
+    def get_conversation(self, conv_id: int) -> Conversation:
+        found = self._read("SELECT * FROM conversations WHERE id = ?", (conv_id,))
+        if not found:
+            raise ChatNotFound(f"No conversation {conv_id}.")
+        return rows.conversation(found[0])
+
+    def list_conversations(self, limit: int | None = None) -> list[Conversation]:
+        """Most recently active first."""
+        sql = "SELECT * FROM conversations ORDER BY updated_at DESC, id DESC"
+        found = self._read(sql + " LIMIT ?", (limit,)) if limit else self._read(sql)
+        return [rows.conversation(r) for r in found]
+
+    def rename_conversation(self, conv_id: int, title: str) -> None:
+        with self._write("the new title") as c:
+            if not c.execute(
+                "UPDATE conversations SET title = ? WHERE id = ?", (rows.clean_title(title), conv_id)
+            ).rowcount:
+                raise ChatNotFound(f"No conversation {conv_id}.")
+
+    def delete_conversation(self, conv_id: int) -> None:
+        with self._write("the deletion") as c:
+            c.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+
+    def update_settings(
+        self,
+        conv_id: int,
+        *,
+        system_prompt: str = _UNSET,
+        model_id: str | None = _UNSET,
+        sampling: SamplingParams = _UNSET,
+        context_length: int | None = _UNSET,
+        preset_id: int | None = _UNSET,
+    ) -> Conversation:
+        """Change only the settings passed (None is a value: it clears model/context/preset)."""
+        changes: dict[str, Any] = {}
+        if system_prompt is not _UNSET:
+            changes["system_prompt"] = system_prompt
+        if model_id is not _UNSET:
+            changes["model_id"] = model_id
+        if sampling is not _UNSET:
+            changes["sampling_json"] = SamplingParams.model_validate(sampling).model_dump_json()
+        if context_length is not _UNSET:
+            changes["context_length"] = context_length
+        if preset_id is not _UNSET:
+            changes["preset_id"] = preset_id
+        if changes:
+            sets = ", ".join(f"{k} = ?" for k in changes)
+            with self._write("the conversation settings") as c:
+                if not c.execute(
+                    f"UPDATE conversations SET {sets} WHERE id = ?", (*changes.values(), conv_id)
+                ).rowcount:
+                    raise ChatNotFound(f"No conversation {conv_id}.")
+        return self.get_conversation(conv_id)
+
+    def apply_preset(self, conv_id: int, preset_id: int) -> Conversation:
+        """Copy a preset's system prompt and sampling into the conversation and remember it."""
+        p = self.get_preset(preset_id)
+        return self.update_settings(
+            conv_id, system_prompt=p.system_prompt, sampling=p.sampling, preset_id=p.id
+        )
+
+    def search(self, query: str, limit: int = 50) -> list[Conversation]:
+        """Conversations whose title or any message text matches, most recent first."""
+        q = query.strip()
+        if not q:
+            return self.list_conversations(limit)
+        like = "%" + rows.escape_like(q) + "%"
+        base = (
+            "SELECT * FROM conversations WHERE title LIKE ? ESCAPE '\\' OR id IN ({inner})"
+            " ORDER BY updated_at DESC, id DESC LIMIT ?"
+        )
+        like_inner = "SELECT conversation_id FROM messages WHERE content LIKE ? ESCAPE '\\'"
+        if self.fts and (expr := rows.fts_query(q)):
+            fts_inner = (
+                "SELECT conversation_id FROM messages WHERE id IN"
+                " (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)"
+            )
+            try:
+                found = self._read(base.format(inner=fts_inner), (like, expr, limit))
+                return [rows.conversation(r) for r in found]
+            except sqlite3.OperationalError:
+                logger.debug("FTS query %r failed; using LIKE", expr, exc_info=True)
+        found = self._read(base.format(inner=like_inner), (like, like, limit))
+        return [rows.conversation(r) for r in found]
+
+    # --- messages --------------------------------------------------------------------------
+    def get_message(self, msg_id: int) -> Message:
+        found = self._read("SELECT * FROM messages WHERE id = ?", (msg_id,))
+        if not found:
+            raise ChatNotFound(f"No message {msg_id}.")
+        return rows.message(found[0])
+
+    def _insert_message(
+        self, c: sqlite3.Connection, conv_id: int, parent_id: int | None, role: str,
+        content: str, status: str,
+    ) -> int:
+        if parent_id is not None:
+            owner = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (parent_id,)).fetchone()
+            if owner is None or owner[0] != conv_id:
+                raise ChatNotFound(f"Message {parent_id} is not in conversation {conv_id}.")
+        now = time.time()
+        mid = c.execute(
+            "INSERT INTO messages(conversation_id, parent_id, role, content, status, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (conv_id, parent_id, role, content, status, now, now),
+        ).lastrowid
+        if not c.execute(
+            "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
+            (mid, now, conv_id),
+        ).rowcount:
+            raise ChatNotFound(f"No conversation {conv_id}.")
+        return int(mid)
+
+    def _leaf(self, c: sqlite3.Connection, conv_id: int) -> int | None:
+        row = c.execute("SELECT active_leaf_id FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+        if row is None:
+            raise ChatNotFound(f"No conversation {conv_id}.")
+        return row[0]
+
+    def add_user_message(self, conv_id: int, text: str) -> int:
+        """Append to the shown branch and commit (before generation starts); returns its id."""
+        with self._write("your message") as c:
+            return self._insert_message(c, conv_id, self._leaf(c, conv_id), "user", text, "done")
+
+    def begin_assistant(self, conv_id: int, parent_id: int | None) -> int:
+        """A `streaming` reply under `parent_id` (a sibling if it already has one: regenerate)."""
+        with self._write("the reply") as c:
+            return self._insert_message(c, conv_id, parent_id, "assistant", "", "streaming")
+
+    def regenerate(self, assistant_id: int) -> int:
+        """Start a new reply beside `assistant_id`; the old one stays as a branch."""
+        old = self.get_message(assistant_id)
+        return self.begin_assistant(old.conversation_id, old.parent_id)
+
+    def update_streaming(self, msg_id: int, text: str) -> bool:
+        """Save the partial reply (one UPDATE, its own transaction). False if it is no longer streaming."""
+        with self._lock:
+            try:
+                cur = self._conn.execute(
+                    "UPDATE messages SET content = ?, updated_at = ? WHERE id = ? AND status = 'streaming'",
+                    (text, time.time(), msg_id),
+                )
+            except (sqlite3.OperationalError, OSError) as e:
+                self._rollback()
+                raise ChatStoreWriteError(self._write_message("the reply", e)) from e
+            return cur.rowcount == 1
+
+    def finish_assistant(
+        self,
+        msg_id: int,
+        text: str,
+        status: str = "done",
+        stats: GenerationStats | dict[str, Any] | None = None,
+        finish_reason: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        if status not in FINISHED_STATUSES:
+            raise ValueError(f"finish status must be one of {FINISHED_STATUSES}, not {status!r}")
+        stats_json = rows.dump_stats(stats)
+        now = time.time()
+        with self._write("the reply") as c:
+            row = c.execute("SELECT conversation_id, role FROM messages WHERE id = ?", (msg_id,)).fetchone()
+            if row is None or row[1] != "assistant":
+                raise ChatNotFound(f"No assistant message {msg_id}.")
+            c.execute(
+                "UPDATE messages SET content = ?, status = ?, stats_json = ?, finish_reason = ?,"
+                " error = ?, updated_at = ? WHERE id = ?",
+                (text, status, stats_json, finish_reason, error, now, msg_id),
+            )
+            c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, row[0]))
+
+    def edit_user_message(self, msg_id: int, new_text: str) -> int:
+        """Resend an edited user message as a sibling; the old branch is kept, hidden."""
+        old = self.get_message(msg_id)
+        if old.role != "user":
+            raise ValueError("only user messages can be edited and resent")
+        with self._write("your edited message") as c:
+            return self._insert_message(c, old.conversation_id, old.parent_id, "user", new_text, "done")
+
+    def delete_message(self, msg_id: int) -> None:
+        """Remove one message; its replies move up to its parent, so the thread stays connected."""
+        with self._write("the deletion") as c:
+            row = c.execute("SELECT conversation_id, parent_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
+            if row is None:
+                return
+            conv_id, parent = row
+            c.execute("UPDATE messages SET parent_id = ? WHERE parent_id = ?", (parent, msg_id))
+            c.execute("DELETE FROM messages WHERE id = ?", (msg_id,))
+            c.execute(
+                "UPDATE conversations SET active_leaf_id = ? WHERE id = ? AND active_leaf_id = ?",
+                (parent, conv_id, msg_id),
+            )
+
+    def branches(self, msg_id: int) -> list[Message]:
+        """The message and its siblings (alternatives from edits/regenerations), oldest first."""
+        m = self.get_message(msg_id)
+        found = self._read(
+            "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id",
+            (m.conversation_id, m.parent_id),
+        )
+        return [rows.message(r) for r in found]
+
+    def switch_branch(self, msg_id: int) -> None:
+        """Show the branch through `msg_id`, down to its most recent descendant."""
+        m = self.get_message(msg_id)
+        with self._write("the branch choice") as c:
+            leaf = msg_id
+            while (child := c.execute(
+                "SELECT id FROM messages WHERE parent_id = ? ORDER BY id DESC LIMIT 1", (leaf,)
+            ).fetchone()) is not None:
+                leaf = child[0]
+            c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, m.conversation_id))
+
+    def active_path(self, conv_id: int) -> list[Message]:
+        """The shown thread, root first."""
+        leaf = self.get_conversation(conv_id).active_leaf_id
+        if leaf is None:
+            return []
+        return [rows.message(r) for r in self._read(rows.PATH_SQL, (leaf,))]
+
+    def all_messages(self, conv_id: int) -> list[Message]:
+        """Every message, hidden branches included, in creation order."""
+        found = self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
+        return [rows.message(r) for r in found]
+
+    def import_conversation(
+        self, conv: Conversation, messages: Sequence[Message], active_leaf: int | None
+    ) -> int:
+        """Insert a whole conversation in one transaction. Message ids/parents in `messages` are
+        local (parents listed before children); `active_leaf` is a local id. Returns the new id."""
+        with self._write("the imported conversation") as c:
+            cid = int(c.execute(
+                "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
+                " sampling_json, context_length) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (rows.clean_title(conv.title), conv.created_at, conv.updated_at, conv.system_prompt,
+                 conv.model_id, conv.sampling.model_dump_json(), conv.context_length),
+            ).lastrowid)
+            ids: dict[int, int] = {}
+            for m in messages:
+                ids[m.id] = int(c.execute(
+                    "INSERT INTO messages(conversation_id, parent_id, role, content, status,"
+                    " created_at, updated_at, stats_json, finish_reason, error)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cid, None if m.parent_id is None else ids[m.parent_id], m.role, m.content,
+                     m.status, m.created_at, m.updated_at, rows.dump_stats(m.stats),
+                     m.finish_reason, m.error),
+                ).lastrowid)
+            leaf = ids.get(active_leaf) if active_leaf is not None else None
+            c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
+        return cid

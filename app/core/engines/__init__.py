@@ -1,0 +1,72 @@
+"""Engines: one interface (base.py), built-ins registered by model format like any plug-in."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from typing import Iterable
+
+from app.core.engines.base import (
+    Capabilities,
+    ChatMessage,
+    Chunk,
+    Engine,
+    EngineError,
+    GenerateRequest,
+    GenerationStats,
+    LoadSpec,
+    ModelInfo,
+    SamplingParams,
+)
+from app.core.engines.registry import EngineRegistry
+from app.core.engines.templates import RenderedPrompt, TemplateError, render_chat, tokenize_segments
+
+__all__ = [
+    "Capabilities", "ChatMessage", "Chunk", "Engine", "EngineError", "EngineRegistry", "GenerateRequest",
+    "GenerationStats", "LoadSpec", "ModelInfo", "RenderedPrompt", "SamplingParams", "TemplateError",
+    "collect", "default_registry", "generate_all", "render_chat", "tokenize_segments",
+]
+
+
+def collect(chunks: Iterable[Chunk]) -> tuple[str, Chunk]:
+    """Drain a generation: (all text, the final chunk with finish_reason and stats)."""
+    parts: list[str] = []
+    last = Chunk()
+    for chunk in chunks:
+        parts.append(chunk.text)
+        last = chunk
+    return "".join(parts), last
+
+
+def generate_all(engine: Engine, request: GenerateRequest,
+                 cancel: threading.Event | None = None) -> tuple[str, Chunk]:
+    """Non-streamed generation on the calling thread (tests, the CLI, the bench)."""
+    return collect(engine.generate(request, cancel or threading.Event()))
+
+
+def _llama_cpp_unavailable() -> str | None:
+    return None if importlib.util.find_spec("llama_cpp") else "llama-cpp-python is not installed"
+
+
+def _mlx_unavailable() -> str | None:
+    return None if importlib.util.find_spec("mlx") else "mlx is not installed"
+
+
+def _make_llamacpp():
+    from app.core.engines.llamacpp import LlamaCppEngine
+
+    return LlamaCppEngine()
+
+
+def _make_mlx():
+    from app.core.engines.mlx import MlxEngine  # imported only when an MLX model is loaded
+
+    return MlxEngine()
+
+
+def default_registry() -> EngineRegistry:
+    """A registry with the built-in engines: "gguf" → llama.cpp, "mlx" → mlx-lm."""
+    registry = EngineRegistry()
+    registry.register("gguf", "llama.cpp", _make_llamacpp, _llama_cpp_unavailable)
+    registry.register("mlx", "mlx", _make_mlx, _mlx_unavailable)
+    return registry

@@ -1,0 +1,208 @@
+"""A deterministic engine for tests and demos: whitespace tokens, scripted or pseudo-random words,
+a configurable speed, prefill delay and fault injection. Never in `default_registry()`."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Callable, Iterator
+
+from app.core.engines.base import (
+    Capabilities,
+    Chunk,
+    EngineError,
+    GenerateRequest,
+    GenerationStats,
+    LoadSpec,
+    ModelInfo,
+)
+from app.core.engines.registry import EngineRegistry
+from app.core.engines.stops import StopScanner
+
+logger = logging.getLogger(__name__)
+
+FAKE_VOCAB = 50_000
+WORDS = (
+    "the a hearth fire warm stone kettle night lamp river bread window quiet tale old road "
+    "small bright wind door candle winter book garden ember song"
+).split()
+
+
+def _token_id(word: str) -> int:
+    return zlib.crc32(word.encode("utf-8")) % FAKE_VOCAB
+
+
+class FakeEngine:
+    """Loads any path. Prompt tokens are whitespace-separated words of the rendered prompt.
+
+    tok_s: decode rate (0 = as fast as possible); script: words to emit, then finish "stop";
+    prompt_batch / prompt_batch_delay_s: prefill in batches with a delay each (cancel between);
+    fail_on_load: True, a message, or a predicate on the path; raise_on_token: fail at that index.
+    """
+
+    name = "fake"
+    format = "fake"
+
+    def __init__(
+        self,
+        *,
+        tok_s: float = 0.0,
+        script: list[str] | str | None = None,
+        prompt_batch: int = 8,
+        prompt_batch_delay_s: float = 0.0,
+        fail_on_load: bool | str | Callable[[Path], bool] = False,
+        raise_on_token: int | None = None,
+        load_delay_s: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        self.tok_s = tok_s
+        self.script = script.split() if isinstance(script, str) else script
+        self.prompt_batch = max(1, prompt_batch)
+        self.prompt_batch_delay_s = prompt_batch_delay_s
+        self.fail_on_load = fail_on_load
+        self.raise_on_token = raise_on_token
+        self.load_delay_s = load_delay_s
+        self.seed = seed
+        self.capabilities = Capabilities(chat=True, completion=True, embeddings=True)
+        self.info: ModelInfo | None = None
+        self._cache: list[str] = []  # words whose "KV" is cached: prompt + generated
+        self.loads = 0
+        self.unloads = 0
+        self.generations: list[GenerateRequest] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def load(self, spec: LoadSpec) -> ModelInfo:
+        fail = self.fail_on_load(spec.path) if callable(self.fail_on_load) else self.fail_on_load
+        if self.load_delay_s:
+            time.sleep(self.load_delay_s)
+        if fail:
+            raise EngineError(fail if isinstance(fail, str) else f"fake engine failed to load {spec.path.name}")
+        self.loads += 1
+        self._cache = []
+        self.info = ModelInfo(path=spec.path, format="fake", n_ctx=spec.n_ctx, n_vocab=FAKE_VOCAB,
+                              chat_template=None, template_notice=None)
+        return self.info
+
+    def unload(self) -> None:
+        if self.info is not None:
+            self.unloads += 1
+        self.info = None
+        self._cache = []
+
+    # -- tokens ----------------------------------------------------------------------------------
+    @staticmethod
+    def render(request: GenerateRequest) -> str:
+        if request.messages is not None:
+            return "\n".join(f"{m.role}: {m.content}" for m in request.messages) + "\nassistant:"
+        return request.prompt or ""
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        return [_token_id(w) for w in text.split()]
+
+    def count_tokens(self, request: GenerateRequest) -> int:
+        return len(self.render(request).split())
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self._require_loaded()
+        out = []
+        for text in texts:
+            vec = [0.0] * 16
+            for w in text.lower().split():
+                vec[_token_id(w) % 16] += 1.0
+            norm = sum(v * v for v in vec) ** 0.5 or 1.0
+            out.append([v / norm for v in vec])
+        return out
+
+    def _require_loaded(self) -> ModelInfo:
+        if self.info is None:
+            raise EngineError("no model is loaded")
+        return self.info
+
+    # -- generation ------------------------------------------------------------------------------
+    def _words(self, prompt: list[str]) -> Iterator[str]:
+        if self.script is not None:
+            yield from self.script
+            return
+        rng = random.Random(self.seed ^ zlib.crc32(" ".join(prompt).encode("utf-8")))
+        while True:
+            yield rng.choice(WORDS)
+
+    def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
+        info = self._require_loaded()
+        self.generations.append(request)
+        prompt = self.render(request).split()
+        if len(prompt) >= info.n_ctx:
+            raise EngineError(f"the prompt has {len(prompt)} tokens; the context holds {info.n_ctx}")
+        reuse = 0
+        while reuse < min(len(prompt), len(self._cache)) and prompt[reuse] == self._cache[reuse]:
+            reuse += 1
+        reuse = min(reuse, len(prompt) - 1) if prompt else 0  # llama.cpp re-evaluates the last token
+        self._cache = prompt[:reuse]
+        stats = GenerationStats(prompt_tokens=len(prompt), prompt_tokens_evaluated=len(prompt) - reuse)
+        t0 = time.perf_counter()
+        for start in range(reuse, len(prompt), self.prompt_batch):
+            if cancel.is_set():
+                stats.prompt_tokens_evaluated = start - reuse
+                yield Chunk(finish_reason="cancelled", stats=stats)
+                return
+            if self.prompt_batch_delay_s and cancel.wait(self.prompt_batch_delay_s):
+                stats.prompt_tokens_evaluated = start - reuse
+                yield Chunk(finish_reason="cancelled", stats=stats)
+                return
+            self._cache.extend(prompt[start:start + self.prompt_batch])
+        t_prompt = time.perf_counter()
+        stats.prompt_tok_s = stats.prompt_tokens_evaluated / max(t_prompt - t0, 1e-9)
+        limit = info.n_ctx - len(prompt)
+        if request.sampling.max_tokens is not None:
+            limit = min(limit, request.sampling.max_tokens)
+        stops = StopScanner(request.sampling.stop)
+        finish = "stop"
+        n = 0
+        t_first = t_prompt
+        words = self._words(prompt)
+        while True:
+            if cancel.is_set():
+                finish = "cancelled"
+                break
+            if n >= limit:
+                finish = "length"
+                break
+            word = next(words, None)
+            if word is None:
+                break
+            if self.raise_on_token is not None and n == self.raise_on_token:
+                raise EngineError(f"fake engine failed at token {n}")
+            if self.tok_s > 0 and cancel.wait(1.0 / self.tok_s):
+                finish = "cancelled"
+                break
+            n += 1
+            if n == 1:
+                t_first = time.perf_counter()
+                stats.time_to_first_token_s = t_first - t0
+            self._cache.append(word)
+            text = stops.feed(word if n == 1 else " " + word)
+            yield Chunk(text=text, token=_token_id(word))
+            if stops.hit is not None:
+                break
+        t_end = time.perf_counter()
+        stats.generated_tokens = n
+        stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
+        yield Chunk(text=stops.flush(), finish_reason=finish, stats=stats)
+
+
+def registry_with_fake(engines: list[FakeEngine] | None = None, **engine_kwargs) -> EngineRegistry:
+    """A registry with only "fake" → FakeEngine(**engine_kwargs); created engines go to `engines`."""
+
+    def factory() -> FakeEngine:
+        engine = FakeEngine(**engine_kwargs)
+        if engines is not None:
+            engines.append(engine)
+        return engine
+
+    registry = EngineRegistry()
+    registry.register("fake", "fake", factory)
+    return registry

@@ -1,0 +1,292 @@
+"""GGUF models in process through llama-cpp-python, with prefix reuse and cancellable prefill.
+
+Owned by one thread (the EngineHost's). The chat prompt is rendered by `templates.render_chat`,
+never by llama-cpp-python's chat handlers, so message content is tokenized with special-token
+parsing off. Raw prompts are tokenized with special parsing off as well: a completion request
+cannot create control tokens from its text either.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from app.core.engines.base import (
+    Capabilities,
+    Chunk,
+    EngineError,
+    GenerateRequest,
+    GenerationStats,
+    LoadSpec,
+    ModelInfo,
+)
+from app.core.engines.llamacpp_options import (
+    TextStream,
+    build_grammar,
+    llama_kwargs,
+    peak_memory_bytes,
+)
+from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
+from app.core.models.errors import ModelFileError
+from app.core.native import import_native
+
+logger = logging.getLogger(__name__)
+
+
+class LlamaCppEngine:
+    name = "llama.cpp"
+    format = "gguf"
+
+    def __init__(self) -> None:
+        self.capabilities = Capabilities(chat=True, completion=True, embeddings=False, grammar=True)
+        self.info: ModelInfo | None = None
+        self._llm: Any = None
+        self._lib: Any = None
+        self._spec: LoadSpec | None = None
+        self._template: str | None = None
+        self._bos_text = ""
+        self._eos_text = ""
+
+    # -- loading -------------------------------------------------------------------------
+
+    def load(self, spec: LoadSpec) -> ModelInfo:
+        from app.core.models.gguf import validate_gguf
+
+        if self._llm is not None:
+            self.unload()
+        path = Path(spec.path)
+        try:
+            header = validate_gguf(path)
+        except ModelFileError as exc:
+            raise EngineError(str(exc)) from exc
+        except OSError as exc:
+            raise EngineError(f"cannot read {path.name}: {exc}") from exc
+        self._lib = import_native("llama_cpp")
+        kwargs = llama_kwargs(self._lib, spec)
+        logger.info("loading %s (n_ctx=%d, threads=%d, gpu layers=%d)", path.name, spec.n_ctx,
+                    kwargs["n_threads"], spec.n_gpu_layers)
+        try:
+            self._llm = self._lib.Llama(**kwargs)
+        except Exception as exc:  # llama-cpp-python raises ValueError("Failed to load model from file: …")
+            logger.warning("llama.cpp failed to load %s: %s", path, exc)
+            raise EngineError(f"llama.cpp could not load {path.name}: {exc}") from exc
+
+        self._spec = spec
+        model = self._llm._model
+        self._bos_text = model.token_get_text(model.token_bos()) if model.token_bos() >= 0 else ""
+        self._eos_text = model.token_get_text(model.token_eos()) if model.token_eos() >= 0 else ""
+        self._template = spec.chat_template or header.chat_template
+        notice = None if self._template else CHATML_NOTICE
+        chat = not spec.embedding  # an embeddings context yields pooled vectors, not logits
+        self.capabilities = Capabilities(chat=chat, completion=chat, embeddings=spec.embedding, grammar=chat)
+        self.info = ModelInfo(
+            path=path, format="gguf", n_ctx=self._llm.n_ctx(), n_vocab=self._llm.n_vocab(),
+            chat_template=self._template, template_notice=notice,
+            extra={"n_threads": kwargs["n_threads"], "n_batch": kwargs["n_batch"],
+                   "architecture": header.architecture, "add_bos": self._add_bos()},
+        )
+        return self.info
+
+    def unload(self) -> None:
+        llm, self._llm = self._llm, None
+        self.info = None
+        self._spec = None
+        self._template = None
+        if llm is not None:
+            try:
+                llm.close()
+            except Exception:  # closing twice or a half-built context; memory is freed below anyway
+                logger.debug("Llama.close failed", exc_info=True)
+            del llm
+            gc.collect()
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        llm = self._require()
+        return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def prompt_tokens(self, request: GenerateRequest) -> list[int]:
+        """The exact token ids `generate` would evaluate for `request`."""
+        llm = self._require()
+        if (request.messages is None) == (request.prompt is None):
+            raise EngineError("a request needs either messages or a prompt")
+        if request.messages is not None:
+            rendered = render_chat(self._template, request.messages, bos_token=self._bos_text,
+                                   eos_token=self._eos_text)
+            ids = tokenize_segments(rendered.segments, lambda t, s: self.tokenize(t, special=s))
+        else:
+            ids = self.tokenize(request.prompt or "", special=False)
+        bos = llm.token_bos()
+        if self._add_bos() and bos >= 0 and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        return ids
+
+    def count_tokens(self, request: GenerateRequest) -> int:
+        return len(self.prompt_tokens(request))
+
+    @property
+    def cached_tokens(self) -> list[int]:
+        """Token ids whose keys/values are in the KV cache now (the reusable prefix)."""
+        if self._llm is None:
+            return []
+        return [int(t) for t in self._llm._input_ids.tolist()]
+
+    # -- generation ------------------------------------------------------------------------
+
+    def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
+        """Stream chunks; the last one has `finish_reason` and `stats`.
+
+        Request problems (no model, prompt longer than the context, a bad grammar or template)
+        raise EngineError here, before anything runs; failures while running end the stream
+        with a chunk whose finish_reason is "error".
+        """
+        start = time.perf_counter()
+        llm = self._require()
+        if not self.capabilities.chat:
+            raise EngineError("this model was loaded for embeddings; load it again without embeddings to chat")
+        tokens = self.prompt_tokens(request)
+        if not tokens:
+            raise EngineError("the prompt is empty")
+        n_ctx = llm.n_ctx()
+        if len(tokens) >= n_ctx:
+            raise EngineError(f"the prompt has {len(tokens)} tokens but the context holds {n_ctx}")
+        grammar = build_grammar(self._lib, request, llm._model.vocab)
+        return self._run(llm, tokens, request, grammar, cancel, start)
+
+    def _run(self, llm: Any, tokens: list[int], request: GenerateRequest, grammar: Any,
+             cancel: threading.Event, start: float) -> Iterator[Chunk]:
+        sp = request.sampling
+        stats = GenerationStats(prompt_tokens=len(tokens))
+        stream = TextStream(sp.stop)
+        first_token_at = last_token_at = 0.0
+
+        def final(reason: str, error: str | None = None) -> Chunk:
+            now = time.perf_counter()
+            if not first_token_at:
+                stats.time_to_first_token_s = now - start
+            if stats.generated_tokens > 1 and last_token_at > first_token_at:
+                stats.decode_tok_s = (stats.generated_tokens - 1) / (last_token_at - first_token_at)
+            stats.peak_memory_bytes = peak_memory_bytes()
+            text = stream.flush()  # empty after a stop string; otherwise the held-back tail
+            return Chunk(text=text, finish_reason=reason, stats=stats, error=error)  # type: ignore[arg-type]
+
+        try:
+            seed = sp.seed if sp.seed is not None else (self._spec.seed if self._spec else None)
+            # No seed: a fresh random one, so an earlier request's seed does not stick.
+            llm.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
+            llm._sampler = llm._init_sampler(
+                top_k=sp.top_k, top_p=sp.top_p, min_p=sp.min_p, temp=sp.temperature,
+                repeat_penalty=sp.repeat_penalty, frequency_penalty=sp.frequency_penalty,
+                presence_penalty=sp.presence_penalty, grammar=grammar,
+            )
+            reused = self._reuse_prefix(llm, tokens)
+            pending = tokens[reused:]
+            prefill_start = time.perf_counter()
+            n_batch = max(1, llm.n_batch)
+            for i in range(0, len(pending), n_batch):
+                if cancel.is_set():
+                    yield final("cancelled")
+                    return
+                batch = pending[i:i + n_batch]
+                llm.eval(batch)
+                stats.prompt_tokens_evaluated += len(batch)
+            prefill_s = time.perf_counter() - prefill_start
+            if stats.prompt_tokens_evaluated and prefill_s > 0:
+                stats.prompt_tok_s = stats.prompt_tokens_evaluated / prefill_s
+
+            vocab = llm._model.vocab
+            n_ctx = llm.n_ctx()
+            while True:
+                if cancel.is_set():
+                    yield final("cancelled")
+                    return
+                if sp.max_tokens is not None and stats.generated_tokens >= sp.max_tokens:
+                    yield final("length")
+                    return
+                if llm.n_tokens >= n_ctx:
+                    yield final("length")
+                    return
+                token = int(llm.sample())
+                now = time.perf_counter()
+                if not first_token_at:
+                    first_token_at = now
+                    stats.time_to_first_token_s = now - start
+                last_token_at = now
+                if self._lib.llama_vocab_is_eog(vocab, token):
+                    yield final("stop")
+                    return
+                stats.generated_tokens += 1
+                text = stream.push(self._piece(vocab, token))
+                yield Chunk(text=text, token=token)
+                if stream.stopped:
+                    yield final("stop")
+                    return
+                if sp.max_tokens is None or stats.generated_tokens < sp.max_tokens:
+                    llm.eval([token])
+        except Exception as exc:  # native or sampler failure: end this stream, keep the engine usable
+            logger.exception("generation failed")
+            yield final("error", error=f"generation failed: {exc}")
+        finally:
+            llm._sampler = None
+
+    def _reuse_prefix(self, llm: Any, tokens: list[int]) -> int:
+        """Keep the cached prefix shared with `tokens` and drop the rest; returns how many are kept."""
+        common = 0
+        for a, b in zip(llm._input_ids.tolist(), tokens):
+            if a != b:
+                break
+            common += 1
+        if common == len(tokens):
+            common -= 1  # re-evaluate the last prompt token so fresh logits exist to sample from
+        if common > 0 and llm._ctx.kv_cache_seq_rm(-1, common, -1):
+            llm.n_tokens = common
+            return common
+        llm.reset()
+        llm._ctx.kv_cache_clear()
+        return 0
+
+    def _piece(self, vocab: Any, token: int) -> bytes:
+        """The bytes of one token (control tokens render as nothing)."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._lib.llama_token_to_piece(vocab, token, buf, size, 0, False)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
+
+    # -- embeddings ------------------------------------------------------------------------
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        llm = self._require()
+        if not self.capabilities.embeddings:
+            raise EngineError("load the model with embeddings enabled to embed text")
+        if not texts:
+            return []
+        try:
+            vectors = llm.embed(list(texts), normalize=False)
+        except Exception as exc:
+            raise EngineError(f"embedding failed: {exc}") from exc
+        out = []
+        for vec in vectors:
+            norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+            out.append([v / norm for v in vec])
+        return out
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _require(self) -> Any:
+        if self._llm is None:
+            raise EngineError("no model is loaded")
+        return self._llm
+
+    def _add_bos(self) -> bool:
+        # llama.cpp resolves tokenizer.ggml.add_bos_token (and its per-vocab default) for us.
+        return bool(self._llm is not None and self._llm._model.add_bos_token())

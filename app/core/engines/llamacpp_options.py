@@ -1,0 +1,126 @@
+"""Helpers for the llama.cpp engine: load keyword arguments, grammars, streamed text, memory.
+
+Nothing here imports llama_cpp at module level; callers pass the module in.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+from app.core.engines.base import EngineError, GenerateRequest, LoadSpec
+from app.core.engines.stops import StopScanner
+
+logger = logging.getLogger(__name__)
+
+_CACHE_TYPES = {"f32": "GGML_TYPE_F32", "f16": "GGML_TYPE_F16", "q8_0": "GGML_TYPE_Q8_0", "q4_0": "GGML_TYPE_Q4_0"}
+
+
+def physical_cores() -> int:
+    """Physical cores; llama-cpp-python's own default (logical // 2) is 1 on a 2-vCPU machine."""
+    try:
+        import psutil
+
+        count = psutil.cpu_count(logical=False)
+    except Exception:  # psutil missing or unable to read the topology
+        count = None
+    return max(1, count or os.cpu_count() or 1)
+
+
+def cache_type_id(llama_cpp: ModuleType, name: str) -> int:
+    key = name.strip().lower()
+    if key not in _CACHE_TYPES:
+        raise EngineError(f"unknown KV cache type {name!r}; use one of {', '.join(_CACHE_TYPES)}")
+    return int(getattr(llama_cpp, _CACHE_TYPES[key]))
+
+
+def llama_kwargs(llama_cpp: ModuleType, spec: LoadSpec) -> dict[str, Any]:
+    """Keyword arguments for `llama_cpp.Llama`, every performance knob explicit."""
+    threads = spec.n_threads or physical_cores()
+    kwargs: dict[str, Any] = {
+        "model_path": str(spec.path),
+        "n_ctx": spec.n_ctx,
+        "n_gpu_layers": spec.n_gpu_layers,
+        "n_threads": threads,
+        "n_threads_batch": threads,
+        "n_batch": min(spec.n_batch, spec.n_ctx),
+        "n_ubatch": min(spec.n_ubatch, spec.n_batch, spec.n_ctx),
+        "flash_attn": spec.flash_attn,
+        "type_k": cache_type_id(llama_cpp, spec.cache_type_k),
+        "type_v": cache_type_id(llama_cpp, spec.cache_type_v),
+        "use_mmap": spec.use_mmap,
+        "use_mlock": spec.use_mlock,
+        "embedding": spec.embedding,
+        "verbose": False,
+    }
+    if spec.seed is not None:
+        kwargs["seed"] = spec.seed
+    if spec.embedding:
+        kwargs["pooling_type"] = llama_cpp.LLAMA_POOLING_TYPE_MEAN
+    return kwargs
+
+
+def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
+    """A LlamaGrammar from the request's JSON schema or GBNF (checked by llama.cpp's parser), or None."""
+    if request.json_schema is not None and request.grammar is not None:
+        raise EngineError("give either a JSON schema or a grammar, not both")
+    if request.json_schema is None and request.grammar is None:
+        return None
+    what = "JSON schema" if request.json_schema is not None else "grammar"
+    try:
+        if request.json_schema is not None:
+            grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(request.json_schema), verbose=False)
+        else:
+            grammar = llama_cpp.LlamaGrammar.from_string(request.grammar, verbose=False)
+    except Exception as exc:  # the schema converter raises ValueError/KeyError/RecursionError on bad input
+        raise EngineError(f"the {what} could not be used: {exc}") from exc
+    # llama-cpp-python does not parse the GBNF; a NULL sampler added to a chain would crash later.
+    probe = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+    if not probe:
+        raise EngineError(f"the {what} could not be parsed as a llama.cpp grammar")
+    llama_cpp.llama_sampler_free(probe)
+    return grammar
+
+
+class TextStream:
+    """Token bytes in, safe text out: buffers split UTF-8 sequences and text that may begin a stop string."""
+
+    def __init__(self, stop: list[str]) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stops = StopScanner(stop)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stops.hit is not None
+
+    def push(self, data: bytes) -> str:
+        """The text that can be shown now; `stopped` turns true when a stop string appeared."""
+        return self._stops.feed(self._decoder.decode(data))
+
+    def flush(self) -> str:
+        """The rest, at the end of a generation that did not hit a stop string."""
+        tail = self._stops.feed(self._decoder.decode(b"", final=True))
+        return tail + self._stops.flush()
+
+
+def peak_memory_bytes() -> int:
+    """Process resident-set high-water mark, in bytes (0 when unknown)."""
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB on Linux
+    except ImportError:  # Windows
+        pass
+    try:
+        import psutil
+
+        info = psutil.Process().memory_info()
+        return int(getattr(info, "peak_wset", info.rss))
+    except Exception:
+        return 0

@@ -1,0 +1,305 @@
+"""MlxEngine: MLX models (a Hugging Face folder) through mlx-lm, on the calling (host) thread.
+
+MLX streams are thread-bound: load and generate must run on the same thread, never a pool.
+Prompts are rendered by Hearth's sandboxed templates; message content is tokenized with
+special-token parsing off (T4). The KV cache is kept across turns and trimmed to the common prefix.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from app.core.engines.base import (
+    Capabilities,
+    Chunk,
+    EngineError,
+    GenerateRequest,
+    GenerationStats,
+    LoadSpec,
+    ModelInfo,
+)
+from app.core.engines.stops import StopScanner
+from app.core.errors import HearthError
+from app.core.native import import_native
+
+logger = logging.getLogger(__name__)
+
+PREFILL_STEP = 512  # prompt tokens per forward pass; cancel is checked between them
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def mlx_unavailable() -> str | None:
+    """Why MLX cannot run here, or None (for the registry)."""
+    try:
+        import_native("mlx.core")
+        import_native("mlx_lm")
+    except Exception as exc:  # a broken native build raises OSError/RuntimeError, not ImportError
+        return f"MLX is not available ({type(exc).__name__}: {exc}); install hearth[mlx]"
+    return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise EngineError(f"cannot read {path.name}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _token_text(value: Any) -> str:
+    """tokenizer_config tokens are strings or AddedToken dicts ({"content": ...})."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else ""
+
+
+def _chat_template(folder: Path, tok_config: dict[str, Any]) -> str | None:
+    template = tok_config.get("chat_template")
+    if isinstance(template, list):  # named templates: take "default"
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default") or next(iter(named.values()), None)
+    if isinstance(template, str) and template.strip():
+        return template
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    return None
+
+
+class MlxEngine:
+    name = "mlx"
+    format = "mlx"
+
+    def __init__(self, *, prefill_step: int = PREFILL_STEP) -> None:
+        self.capabilities = Capabilities(chat=True, completion=True)
+        self.info: ModelInfo | None = None
+        self.prefill_step = prefill_step
+        self._model = None
+        self._tok = None  # mlx_lm TokenizerWrapper
+        self._hf = None  # the Hugging Face tokenizer inside it
+        self._template: str | None = None
+        self._bos = ""
+        self._eos = ""
+        self._add_bos = False
+        self._cache: list[Any] | None = None
+        self._cache_tokens: list[int] = []  # what the KV cache holds, in order
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def load(self, spec: LoadSpec) -> ModelInfo:
+        from app.core.models.hf_config import check_no_remote_code
+
+        folder = Path(spec.path).expanduser()
+        if not folder.is_dir():
+            raise EngineError(f"{folder} is not an MLX model folder")
+        config = _read_json(folder / "config.json")
+        tok_config = _read_json(folder / "tokenizer_config.json")
+        check_no_remote_code(config)  # T6; mlx-lm would import `model_file` (CVE-2026-5843)
+        check_no_remote_code(tok_config)
+        self.unload()
+        mlx_lm = import_native("mlx_lm")
+        try:
+            model, tokenizer = mlx_lm.load(str(folder))  # trust_remote_code stays at its default, False
+        except Exception as exc:
+            raise EngineError(f"MLX could not load {folder.name}: {exc}") from exc
+        self._model, self._tok = model, tokenizer
+        self._hf = getattr(tokenizer, "_tokenizer", tokenizer)
+        if hasattr(self._hf, "model_max_length"):  # we check the context ourselves; silence its warning
+            self._hf.model_max_length = 1 << 62
+        self._template = spec.chat_template or _chat_template(folder, tok_config)
+        self._bos = _token_text(tok_config.get("bos_token"))
+        self._eos = _token_text(tok_config.get("eos_token"))
+        self._add_bos = bool(tok_config.get("add_bos_token")) and bool(self._bos)
+        n_ctx = spec.n_ctx
+        limit = config.get("max_position_embeddings")
+        if isinstance(limit, int) and 0 < limit < n_ctx:
+            n_ctx = limit
+        notice = None
+        if self._template is None:
+            from app.core.engines.templates import CHATML_NOTICE
+
+            notice = CHATML_NOTICE
+        self.info = ModelInfo(
+            path=folder, format="mlx", n_ctx=n_ctx, n_vocab=int(config.get("vocab_size") or 0),
+            chat_template=self._template, template_notice=notice,
+            extra={"model_type": config.get("model_type"), "quantization": config.get("quantization")},
+        )
+        logger.info("MLX model %s loaded (ctx %d)", folder.name, n_ctx)
+        return self.info
+
+    def unload(self) -> None:
+        was_loaded = self._model is not None
+        self._model = self._tok = self._hf = None
+        self._cache, self._cache_tokens = None, []
+        self.info = None
+        if was_loaded:
+            gc.collect()
+            mx = import_native("mlx.core")
+            clear = getattr(mx, "clear_cache", None)
+            if clear is not None:
+                clear()
+
+    def _require(self) -> ModelInfo:
+        if self.info is None or self._model is None:
+            raise EngineError("no model is loaded")
+        return self.info
+
+    # -- tokens ----------------------------------------------------------------------------------
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Special-token strings become control tokens only with `special=True` (template literals)."""
+        self._require()
+        return list(self._hf.encode(text, add_special_tokens=False, split_special_tokens=not special))
+
+    def _prompt_ids(self, request: GenerateRequest) -> tuple[list[int], str | None]:
+        from app.core.engines.templates import render_chat, tokenize_segments
+
+        if request.messages is not None:
+            rendered = render_chat(self._template, request.messages, bos_token=self._bos, eos_token=self._eos)
+            ids = tokenize_segments(rendered.segments, lambda text, special: self.tokenize(text, special=special))
+            notice = rendered.notice
+        elif request.prompt is not None:
+            # A raw prompt is caller text: no control tokens from it either.
+            ids, notice = self.tokenize(request.prompt), None
+        else:
+            raise EngineError("a request needs messages or a prompt")
+        if self._add_bos and (not ids or ids[0] != self._hf.bos_token_id):
+            ids = [self._hf.bos_token_id, *ids]
+        if not ids:
+            raise EngineError("the prompt is empty")
+        return ids, notice
+
+    def count_tokens(self, request: GenerateRequest) -> int:
+        self._require()
+        return len(self._prompt_ids(request)[0])
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise EngineError("the MLX engine does not compute embeddings; use a GGUF embedding model")
+
+    # -- generation ------------------------------------------------------------------------------
+    def _reuse_cache(self, ids: list[int]) -> int:
+        """Trim the KV cache to the longest common prefix with `ids`; return how many tokens it keeps."""
+        cache_mod = import_native("mlx_lm.models.cache")
+        if self._cache is None or not cache_mod.can_trim_prompt_cache(self._cache):
+            self._cache, self._cache_tokens = cache_mod.make_prompt_cache(self._model), []
+        common = 0
+        for a, b in zip(self._cache_tokens, ids):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(ids) - 1)  # at least one token must be evaluated to get logits
+        held = self._cache_offset()
+        if held > common:
+            cache_mod.trim_prompt_cache(self._cache, held - common)
+        if self._cache_offset() != common:  # a cache that would not trim as asked: start afresh
+            self._cache = cache_mod.make_prompt_cache(self._model)
+            common = 0
+        self._cache_tokens = ids[:common]
+        return common
+
+    def _cache_offset(self) -> int:
+        offset = getattr(self._cache[0], "offset", None) if self._cache else 0
+        return int(offset) if isinstance(offset, int) else 0
+
+    def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
+        info = self._require()
+        mx = import_native("mlx.core")
+        gen_mod = import_native("mlx_lm.generate")
+        sample_utils = import_native("mlx_lm.sample_utils")
+        ids, _notice = self._prompt_ids(request)
+        if len(ids) >= info.n_ctx:
+            raise EngineError(f"the prompt has {len(ids)} tokens; the context holds {info.n_ctx}")
+        s = request.sampling
+        if request.json_schema is not None or request.grammar is not None:
+            raise EngineError("the MLX engine does not support grammars or JSON-schema output")
+        if s.seed is not None:
+            mx.random.seed(s.seed)
+        sampler = sample_utils.make_sampler(
+            temp=s.temperature, top_p=s.top_p if s.top_p < 1.0 else 0.0, min_p=s.min_p, top_k=s.top_k,
+        )
+        processors = sample_utils.make_logits_processors(
+            repetition_penalty=s.repeat_penalty if s.repeat_penalty != 1.0 else None,
+            presence_penalty=s.presence_penalty or None, frequency_penalty=s.frequency_penalty or None,
+        )
+        limit = info.n_ctx - len(ids)
+        if s.max_tokens is not None:
+            limit = min(limit, s.max_tokens)
+
+        t0 = time.perf_counter()
+        reuse = self._reuse_cache(ids)
+        stats = GenerationStats(prompt_tokens=len(ids), prompt_tokens_evaluated=len(ids) - reuse)
+
+        def on_progress(done: int, total: int) -> None:  # called between prefill chunks
+            if cancel.is_set():
+                stats.prompt_tokens_evaluated = done
+                raise _Cancelled
+
+        steps = gen_mod.generate_step(
+            mx.array(ids[reuse:]), self._model, max_tokens=limit, sampler=sampler,
+            logits_processors=processors or None, prompt_cache=self._cache,
+            prefill_step_size=self.prefill_step, prompt_progress_callback=on_progress,
+        )
+        eos = set(getattr(self._tok, "eos_token_ids", None) or [])
+        detok = self._tok.detokenizer
+        detok.reset()
+        stops = StopScanner(s.stop)
+        generated: list[int] = []  # tokens the caller sees
+        fed: list[int] = []  # every token generate_step yielded (it feeds each one before yielding)
+        finish = "length"
+        t_first = t0
+        try:
+            for token, _logprobs in steps:
+                token = int(token)
+                if not fed:
+                    t_first = time.perf_counter()
+                    stats.time_to_first_token_s = t_first - t0
+                    stats.prompt_tok_s = stats.prompt_tokens_evaluated / max(t_first - t0, 1e-9)
+                fed.append(token)
+                if token in eos:
+                    finish = "stop"
+                    break
+                generated.append(token)
+                detok.add_token(token)
+                text = stops.feed(detok.last_segment)
+                yield Chunk(text=text, token=token)
+                if stops.hit is not None:
+                    finish = "stop"
+                    break
+                if cancel.is_set():
+                    finish = "cancelled"
+                    break
+        except _Cancelled:
+            finish = "cancelled"
+        except HearthError:
+            self._cache, self._cache_tokens = None, []
+            raise
+        except Exception as exc:
+            self._cache, self._cache_tokens = None, []  # its state is unknown now
+            raise EngineError(f"MLX generation failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            steps.close()
+        t_end = time.perf_counter()
+        held, sequence = self._cache_offset(), ids + fed
+        if held <= len(sequence):
+            self._cache_tokens = sequence[:held]
+        else:  # should not happen; a cache we cannot account for is dropped
+            self._cache, self._cache_tokens = None, []
+        tail = ""
+        if finish != "cancelled" or generated:
+            detok.finalize()
+            tail = stops.feed(detok.last_segment) if stops.hit is None else ""
+        tail += stops.flush()
+        stats.generated_tokens = len(generated)
+        n = len(generated)
+        stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
+        stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
+        yield Chunk(text=tail, finish_reason=finish, stats=stats)

@@ -1,0 +1,231 @@
+"""Import models in place (nothing is copied): a GGUF file or folder, an MLX folder, the HF cache, LM Studio."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+from app.core.hub.variants import RepoFile, group_gguf, is_allowed_file, quant_label
+from app.core.models.errors import ModelFileError
+from app.core.models.gguf_split import parse_split_name, split_shard_names
+
+if TYPE_CHECKING:
+    from app.core.library.store import Library, LocalModel
+
+logger = logging.getLogger(__name__)
+
+LMSTUDIO_ROOTS = ("~/.lmstudio/models", "~/.cache/lm-studio/models")
+_REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json")
+
+
+@dataclass
+class Skipped:
+    path: Path
+    reason: str
+
+
+@dataclass
+class ImportResult:
+    imported: list["LocalModel"] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def extend(self, other: "ImportResult") -> None:
+        self.imported += other.imported
+        self.skipped += other.skipped
+
+
+def _is_mmproj(path: Path) -> bool:
+    return "mmproj" in path.name.lower()
+
+
+def _validate(shards: Iterable[Path]) -> str | None:
+    """Check every shard's header and tensor layout; returns the file type label of the first."""
+    from app.core.models.gguf import validate_gguf
+
+    label = None
+    for shard in shards:
+        try:
+            header = validate_gguf(shard)
+        except ModelFileError as exc:
+            raise ModelFileError(f"{shard.name}: {exc}") from exc
+        label = label or header.ftype_label
+    return label
+
+
+def _shards(path: Path) -> list[Path]:
+    if not parse_split_name(path.name):
+        return [path]
+    shards = [path.parent / n for n in split_shard_names(path.name)]
+    missing = [s.name for s in shards if not s.is_file()]
+    if missing:
+        raise ModelFileError(f"split GGUF is incomplete: missing {', '.join(missing)}")
+    return shards
+
+
+def _display_name(stem: str, quant: str | None, repo_id: str | None) -> str:
+    if repo_id:
+        base = repo_id.split("/")[-1]
+        return f"{base}:{quant}" if quant else base
+    return stem
+
+
+def _add_gguf(library: "Library", shards: list[Path], mmproj: list[Path], *, source: str, repo_id: str | None,
+              commit: str | None) -> "LocalModel":
+    from app.core.library.store import files_of
+
+    existing = library.find(str(shards[0]))
+    ftype = _validate(shards)
+    for m in list(mmproj):
+        try:
+            _validate([m])
+        except ModelFileError as exc:
+            logger.warning("not attaching %s: %s", m, exc)
+            mmproj.remove(m)
+    if existing is not None and existing.ready and existing.source == "download":
+        return existing  # already in the library as a verified download
+    split = parse_split_name(shards[0].name)
+    stem = split[0] if split else shards[0].name[: -len(".gguf")]
+    quant = quant_label(stem) or ftype
+    return library.add(name=_display_name(stem, quant, repo_id), format="gguf", path=shards[0],
+                       files=files_of(shards + mmproj), quant=quant, repo_id=repo_id, commit=commit, source=source)
+
+
+def _check_mlx_code(folder: Path) -> None:
+    from app.core.models.hf_config import check_no_remote_code
+
+    for name in _REMOTE_CODE_FILES:
+        p = folder / name
+        if p.is_file():
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError) as exc:
+                raise ModelFileError(f"cannot read {name}: {exc}") from exc
+            if isinstance(data, dict):
+                check_no_remote_code(data)
+
+
+def _add_mlx(library: "Library", folder: Path, *, source: str, repo_id: str | None,
+             commit: str | None) -> "LocalModel":
+    from app.core.library.store import files_of
+    from app.core.models.mlx_meta import read_mlx_folder
+
+    _check_mlx_code(folder)
+    mlx = read_mlx_folder(folder)
+    quant = f"{mlx.bits}-bit g{mlx.group_size}" if mlx.quantized else f"{mlx.bits}-bit"
+    files = sorted(p for p in folder.iterdir() if p.is_file() and is_allowed_file(p.name)
+                   and not p.name.lower().endswith(".gguf"))
+    return library.add(name=_display_name(folder.name, None, repo_id), format="mlx", path=folder,
+                       files=files_of(files), quant=quant, repo_id=repo_id, commit=commit, source=source)
+
+
+def is_mlx_folder(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
+
+
+def import_path(library: "Library", path: str | os.PathLike[str], *, source: str = "import",
+                repo_id: str | None = None, commit: str | None = None) -> ImportResult:
+    """Import what `path` holds; raises ModelFileError (with the reasons) when nothing could be imported."""
+    path = Path(path).expanduser().absolute()
+    result = ImportResult()
+    kw = dict(source=source, repo_id=repo_id, commit=commit)
+    if path.is_file():
+        if not path.name.lower().endswith(".gguf"):
+            raise ModelFileError(f"{path.name} is not a GGUF file")
+        if _is_mmproj(path):
+            raise ModelFileError(f"{path.name} is a vision projector (mmproj), not a model")
+        result.imported.append(_add_gguf(library, _shards(path), [], **kw))
+        return result
+    if not path.is_dir():
+        raise ModelFileError(f"no such file or folder: {path}")
+    if is_mlx_folder(path):
+        result.imported.append(_add_mlx(library, path, **kw))
+        return result
+    found = [RepoFile(p.relative_to(path).as_posix(), 0) for p in sorted(path.rglob("*.gguf")) if p.is_file()]
+    for g in group_gguf(found):
+        first = path / g.files[0].path
+        try:
+            shards = _shards(first)
+            if len(shards) != len(g.files):
+                raise ModelFileError(f"split GGUF {first.name} has stray shards next to it")
+            mmproj = [path / m.path for m in g.mmproj]
+            result.imported.append(_add_gguf(library, shards, mmproj, **kw))
+        except ModelFileError as exc:
+            result.skipped.append(Skipped(first, str(exc)))
+    if not result.imported:
+        if result.skipped:
+            raise ModelFileError("; ".join(s.reason for s in result.skipped))
+        raise ModelFileError(f"no GGUF or MLX model in {path}")
+    return result
+
+
+def _try(library: "Library", result: ImportResult, path: Path, **kw) -> None:
+    try:
+        result.extend(import_path(library, path, **kw))
+    except ModelFileError as exc:
+        result.skipped.append(Skipped(path, str(exc)))
+
+
+def import_hf_cache(library: "Library", cache_dir: str | os.PathLike[str] | None = None) -> ImportResult:
+    """GGUF files and MLX snapshots already in the Hugging Face cache, imported in place."""
+    result = ImportResult()
+    try:
+        from huggingface_hub import scan_cache_dir
+        from huggingface_hub.errors import CacheNotFound
+    except ImportError:
+        logger.info("huggingface_hub is not installed; no HF cache to import")
+        return result
+    try:
+        info = scan_cache_dir(cache_dir)
+    except CacheNotFound:
+        return result
+    except (OSError, ValueError) as exc:
+        result.skipped.append(Skipped(Path(str(cache_dir or "")), f"cannot read the Hugging Face cache: {exc}"))
+        return result
+    for warning in info.warnings:
+        result.skipped.append(Skipped(Path(getattr(warning, "path", "") or ""), str(warning)))
+    for repo in info.repos:
+        if repo.repo_type != "model" or not repo.revisions:
+            continue
+        # A branch head wins over detached older snapshots; otherwise the most recently modified one.
+        rev = max(repo.revisions, key=lambda r: (bool(r.refs), r.last_modified))
+        snapshot = Path(rev.snapshot_path)
+        kw = dict(source="hf-cache", repo_id=repo.repo_id, commit=rev.commit_hash)
+        if is_mlx_folder(snapshot):
+            if not _looks_mlx(snapshot, repo.repo_id):
+                result.skipped.append(Skipped(snapshot, f"{repo.repo_id} is a safetensors model, not MLX"))
+                continue
+            _try(library, result, snapshot, **kw)
+        elif any(f.file_name.lower().endswith(".gguf") for f in rev.files):
+            _try(library, result, snapshot, **kw)
+        else:
+            result.skipped.append(Skipped(snapshot, f"{repo.repo_id} holds no GGUF or MLX model"))
+    return result
+
+
+def _looks_mlx(folder: Path, repo_id: str) -> bool:
+    """mlx-lm writes `quantization` into config.json; unquantized MLX repos say so in their name."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return (isinstance(config, dict) and "quantization" in config) or "mlx" in repo_id.lower()
+
+
+def lmstudio_roots() -> list[Path]:
+    return [Path(p).expanduser() for p in LMSTUDIO_ROOTS]
+
+
+def import_lmstudio(library: "Library", roots: Iterable[str | os.PathLike[str]] | None = None) -> ImportResult:
+    """LM Studio keeps models as `<root>/<publisher>/<model>/<files>`; each model folder is imported in place."""
+    result = ImportResult()
+    for root in [Path(r).expanduser() for r in roots] if roots is not None else lmstudio_roots():
+        if not root.is_dir():
+            continue
+        for publisher in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            for model in sorted(p for p in publisher.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                _try(library, result, model, source="lmstudio", repo_id=f"{publisher.name}/{model.name}")
+    return result

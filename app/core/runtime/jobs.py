@@ -1,0 +1,118 @@
+"""Jobs the EngineHost runs, the events it sends to a job's sink, and the handle a caller keeps."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Union
+
+from app.core.engines.base import Chunk, GenerateRequest, LoadSpec, ModelInfo
+from app.core.errors import HearthError
+
+HostStatus = Literal["idle", "loading", "ready", "generating", "error"]
+
+
+class HostBusy(HearthError):
+    """The job queue is full; try again shortly (the API answers 503 with Retry-After)."""
+
+
+class HostClosed(HearthError):
+    """The host has shut down and takes no more jobs."""
+
+
+@dataclass
+class LoadJob:
+    spec: LoadSpec
+    format: str
+    plan_check: bool = True  # refuse a load the planner says will not fit
+
+
+@dataclass
+class UnloadJob:
+    pass
+
+
+@dataclass
+class GenerateJob:
+    request: GenerateRequest
+    source: str = "app"  # who asked: "chat", "api", "cli"; shown in the host state
+
+
+@dataclass
+class EmbedJob:
+    texts: list[str]
+
+
+@dataclass
+class ShutdownJob:
+    pass
+
+
+Job = Union[LoadJob, UnloadJob, GenerateJob, EmbedJob, ShutdownJob]
+
+
+@dataclass
+class GenerateResult:
+    text: str
+    final: Chunk  # the last chunk: finish_reason and stats
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.final.finish_reason
+
+
+@dataclass
+class ChunkEvent:
+    chunk: Chunk
+
+
+@dataclass
+class JobDone:
+    result: Any  # ModelInfo (load), GenerateResult (generate), list[list[float]] (embed), None
+
+
+@dataclass
+class JobFailed:
+    error_message: str
+
+
+HostEvent = Union[ChunkEvent, JobDone, JobFailed]
+# Called on the host thread: keep it quick and re-post to your own thread (Qt: a queued signal).
+Sink = Callable[[HostEvent], None]
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class JobHandle:
+    """What `EngineHost.submit` returns. `done` is set after the sink got JobDone or JobFailed."""
+
+    job: Job
+    sink: Sink | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: str | None = None
+    started: bool = False
+
+    def cancel(self) -> None:
+        """Stop the job: skipped if still queued, stopped within one token / prompt batch if running."""
+        self.cancel_event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.done.wait(timeout)
+
+
+@dataclass(frozen=True)
+class HostState:
+    status: HostStatus = "idle"
+    model: ModelInfo | None = None
+    source: str | None = None  # who is generating, while status is "generating"
+    error: str | None = None
+    queue_depth: int = 0

@@ -1,0 +1,147 @@
+"""Checks before a load, in pure Python before native code sees the model: validate the file
+(T5 GGUF, T6 MLX folder) and refuse a load the planner says will not fit in free memory (T27)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from app.core.engines.base import LoadSpec
+from app.core.errors import HearthError
+from app.core.models.devices import Machine
+from app.core.models.errors import ModelFileError
+from app.core.models.gguf_split import split_shard_names
+from app.core.models.hf_config import check_no_remote_code
+from app.core.models.planner import Plan
+from app.core.models.spec import ModelSpec
+
+logger = logging.getLogger(__name__)
+
+# Files an MLX folder may hold that are config: any of them may ask for remote code.
+_MLX_CONFIGS = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json")
+
+
+class LoadRefused(HearthError):
+    """The planner says the model will not fit; the message carries its explanation."""
+
+
+@dataclass
+class PreflightResult:
+    spec: ModelSpec | None = None
+    plan: Plan | None = None
+    predicted_decode_tok_s: float = 0.0  # uncalibrated, as the calibration store wants it
+    backend: str = "cpu"
+
+
+class Preflight(Protocol):
+    def __call__(self, spec: LoadSpec, fmt: str, plan_check: bool) -> PreflightResult: ...
+
+
+def format_for_path(path: str | Path) -> str:
+    """"mlx" for a folder, "gguf" for a .gguf file; raises ModelFileError otherwise."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return "mlx"
+    if p.is_file() and p.suffix.lower() == ".gguf":
+        return "gguf"
+    if not p.exists():
+        raise ModelFileError(f"{p} does not exist (give a .gguf file or an MLX model folder)")
+    raise ModelFileError(f"{p.name} is not a GGUF file or an MLX model folder")
+
+
+def check_gguf(path: Path) -> ModelSpec:
+    """Validate every shard (T5) and return the model's spec."""
+    from app.core.models.gguf import validate_gguf
+    from app.core.models.spec import spec_from_gguf
+
+    names = split_shard_names(path.name)
+    headers = []
+    for name in names:
+        shard = path.with_name(name)
+        if not shard.is_file():
+            raise ModelFileError(f"shard {name} of {path.name} is missing")
+        headers.append(validate_gguf(shard))
+    return spec_from_gguf(headers if len(headers) > 1 else headers[0])
+
+
+def check_mlx_folder(folder: Path) -> ModelSpec:
+    """T6: no Python files anywhere in the folder, no config asking for remote code."""
+    if not folder.is_dir():
+        raise ModelFileError(f"{folder} is not a folder")
+    code = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py"))
+    if code:
+        raise ModelFileError(
+            f"this model folder contains Python code ({', '.join(code[:3])}); Hearth never runs code from a model"
+        )
+    for name in _MLX_CONFIGS:
+        file = folder / name
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise ModelFileError(f"cannot read {name}: {exc}") from exc
+        if isinstance(data, dict):
+            check_no_remote_code(data)
+    from app.core.models.mlx_meta import read_mlx_folder
+
+    return read_mlx_folder(folder).spec
+
+
+def live_machine() -> Machine:
+    """This machine's pools from live free memory (bandwidth from the cache only: no measuring)."""
+    from app.core.hardware import probe_hardware
+    from app.core.models.devices import machine_from_profile
+    from app.core.paths import app_paths
+
+    profile = probe_hardware(cache_dir=app_paths().cache, measure_bandwidth=False)
+    return machine_from_profile(profile)
+
+
+class DefaultPreflight:
+    """Validation then the fit check. `machine` is injectable (tests simulate a small machine)."""
+
+    def __init__(self, machine: Callable[[], Machine] = live_machine) -> None:
+        self.machine = machine
+
+    def __call__(self, spec: LoadSpec, fmt: str, plan_check: bool) -> PreflightResult:
+        path = Path(spec.path).expanduser()
+        if fmt == "gguf":
+            if not path.is_file():
+                raise ModelFileError(f"{path} is not a file")
+            model = check_gguf(path)
+        elif fmt == "mlx":
+            model = check_mlx_folder(path)
+        else:
+            return PreflightResult()  # plug-in formats validate themselves
+        if not plan_check:
+            return PreflightResult(spec=model)
+        return fit_check(model, spec, self.machine(), path.name)
+
+
+def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) -> PreflightResult:
+    """Plan at exactly the requested context; raise LoadRefused with the planner's explanation."""
+    from app.core.models.memory import LoadOptions
+    from app.core.models.planner import plan_load
+    from app.core.models.speed import predict_speed
+
+    options = LoadOptions(
+        n_ctx=spec.n_ctx, n_batch=spec.n_batch, n_ubatch=min(spec.n_ubatch, spec.n_batch),
+        cache_type_k=spec.cache_type_k, cache_type_v=spec.cache_type_v, flash_attn=spec.flash_attn,
+        use_mmap=spec.use_mmap, embeddings=spec.embedding,
+    )
+    # min_ctx = the request: the planner must not quietly plan a smaller context than we load.
+    plan = plan_load(model, machine, n_ctx=spec.n_ctx, options=options, min_ctx=spec.n_ctx)
+    if not plan.fits:
+        logger.warning("refusing to load %s: it will not fit", label)
+        raise LoadRefused(f"{label} will not fit in free memory:\n{plan.explanation}")
+    try:
+        predicted = predict_speed(model, plan).decode_tok_s
+    except (ValueError, ZeroDivisionError) as exc:  # a spec too sparse to predict from
+        logger.debug("no speed prediction for %s: %s", label, exc)
+        predicted = 0.0
+    backend = "cpu" if plan.verdict == "cpu" else machine.backend
+    return PreflightResult(spec=model, plan=plan, predicted_decode_tok_s=predicted, backend=backend)

@@ -1,0 +1,194 @@
+"""Download bench: Hearth's downloader vs curl (and huggingface_hub) on loopback, plus the cost of a resume.
+
+    python bench/download.py [--size-mb 1024] [--reps 3] [--no-hf] [--json out.json]
+
+A file of `--size-mb` random bytes is written once to ~/.cache/hearth-bench (or $HEARTH_BENCH_CACHE) and served
+by the test suite's fake Hub (stdlib http.server, sendfile) on 127.0.0.1. In the same run, repetitions alternate:
+our `FileDownload` (streams, hashes sha256 and verifies, fsyncs, renames), `curl -s -o` (writes only; skipped with
+a note if curl is missing) and `huggingface_hub.hf_hub_download` (optional). Medians are printed with the ratio
+ours/curl (target >= 0.9). The resume test drops the connection at 50 %, resumes in the same call (Range +
+If-Range) and again across a "restart" (a new downloader object that re-hashes the partial), and reports the extra
+bytes re-fetched (target < 1 %) and the time spent re-hashing the prefix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+REPO = "bench/big"
+NAME = "big.gguf"
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def source_file(size_mb: int) -> Path:
+    path = cache_dir() / f"blob-{size_mb}MiB.bin"
+    if not path.exists() or path.stat().st_size != size_mb << 20:
+        print(f"writing {size_mb} MiB of random bytes to {path} (once)")
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            for _ in range(size_mb):
+                f.write(os.urandom(1 << 20))
+        os.replace(tmp, path)
+    return path
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def run_ours(hub, f, out_dir: Path, **kw):
+    import httpx
+
+    from app.core.downloads import FileDownload
+
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    with httpx.Client(trust_env=False) as client:
+        dl = FileDownload(hub.resolve_url(REPO, NAME), out_dir / NAME, root=out_dir, path=NAME,
+                          expected_size=f.size, expected_sha256=f.sha256, client=client, backoff_s=0.05, **kw)
+        dl.run()
+    return dl
+
+
+def run_curl(url: str, out: Path) -> None:
+    subprocess.run(["curl", "-s", "--noproxy", "*", "-o", str(out), url], check=True)
+
+
+def run_hf(hub, commit: str, cache: Path) -> None:
+    from huggingface_hub import hf_hub_download
+
+    shutil.rmtree(cache, ignore_errors=True)
+    hf_hub_download(REPO, NAME, revision=commit, cache_dir=str(cache), endpoint=hub.url)
+
+
+def resume_test(hub, f, out_dir: Path) -> dict:
+    from app.core.downloads import NetworkError
+    from tests.fakehub import Fault
+
+    half = f.size // 2
+    hub.clear_log()
+    hub.faults.add(NAME, Fault.drop(half))
+    dl = run_ours(hub, f, out_dir)
+    hub.wait_idle(30)
+    same_call = sum(r.bytes_sent for r in hub.requests("GET", NAME))
+
+    hub.clear_log()
+    hub.faults.add(NAME, Fault.drop(half))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    try:
+        run_ours(hub, f, out_dir, max_retries=0)
+    except NetworkError:
+        pass
+    import httpx
+
+    from app.core.downloads import FileDownload
+
+    with httpx.Client(trust_env=False) as client:  # a fresh object: as after an app restart
+        dl2 = FileDownload(hub.resolve_url(REPO, NAME), out_dir / NAME, root=out_dir, path=NAME,
+                           expected_size=f.size, expected_sha256=f.sha256, client=client)
+        dl2.run()
+    hub.wait_idle(30)
+    restart = sum(r.bytes_sent for r in hub.requests("GET", NAME))
+    return {
+        "same_call_extra_pct": 100 * (same_call - f.size) / f.size,
+        "restart_extra_pct": 100 * (restart - f.size) / f.size,
+        "restart_prefix_rehash_s": dl2.prefix_rehash_s,
+        "prefix_bytes": half,
+        "received_same_call": dl.bytes_received,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-hf", action="store_true", help="skip huggingface_hub's hf_hub_download")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args(argv)
+
+    src = source_file(args.size_mb)
+    work = Path(tempfile.mkdtemp(prefix="out-", dir=cache_dir()))
+    os.environ.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
+                      HF_HOME=str(work / "hf-home"), NO_PROXY="127.0.0.1,localhost")
+    from tests.fakehub import FakeHub, FakeRepo
+
+    results: dict[str, list[float]] = {"ours": [], "curl": [], "hf_hub_download": []}
+    notes = []
+    has_curl = shutil.which("curl") is not None
+    if not has_curl:
+        notes.append("curl not found: skipped")
+    try:
+        with FakeHub() as hub:
+            repo = hub.add_repo(FakeRepo(REPO, files={NAME: src}))
+            f = repo.snapshot("main").files[NAME]
+            commit = repo.snapshot("main").commit
+            print(f"hashing the source once ({f.size / 2**20:.0f} MiB)… sha256 {f.sha256[:16]}…")
+            for rep in range(args.reps):
+                secs = timed(lambda: run_ours(hub, f, work / "ours"))
+                results["ours"].append(f.size / secs)
+                shutil.rmtree(work / "ours", ignore_errors=True)
+                line = f"rep {rep + 1}: ours {f.size / secs / 1e6:7.0f} MB/s"
+                if has_curl:
+                    out = work / "curl.bin"
+                    secs = timed(lambda: run_curl(hub.resolve_url(REPO, NAME), out))
+                    assert out.stat().st_size == f.size
+                    out.unlink()
+                    results["curl"].append(f.size / secs)
+                    line += f"   curl {f.size / secs / 1e6:7.0f} MB/s"
+                if not args.no_hf:
+                    try:
+                        secs = timed(lambda: run_hf(hub, commit, work / "hf"))
+                        results["hf_hub_download"].append(f.size / secs)
+                        line += f"   hf_hub_download {f.size / secs / 1e6:7.0f} MB/s"
+                    except Exception as exc:  # optional comparison: report and go on
+                        notes.append(f"hf_hub_download failed: {exc!r}")
+                        args.no_hf = True
+                    shutil.rmtree(work / "hf", ignore_errors=True)
+                print(line, flush=True)
+            resume = resume_test(hub, f, work / "resume")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in results.items() if v}
+    summary = {"size_bytes": src.stat().st_size, "reps": args.reps,
+               "median_MBps": {k: round(v / 1e6, 1) for k, v in med.items()}, "resume": resume, "notes": notes}
+    if "curl" in med:
+        summary["ratio_ours_curl"] = round(med["ours"] / med["curl"], 3)
+        if "hf_hub_download" in med:
+            summary["ratio_hf_curl"] = round(med["hf_hub_download"] / med["curl"], 3)
+    print("\nmedians (MB/s):", ", ".join(f"{k} {v / 1e6:.0f}" for k, v in med.items()))
+    if "ratio_ours_curl" in summary:
+        print(f"ours / curl = {summary['ratio_ours_curl']:.2f} (target >= 0.9)")
+    if "ratio_hf_curl" in summary:
+        print(f"hf_hub_download / curl = {summary['ratio_hf_curl']:.2f}")
+    print(f"resume after a drop at 50 %: {resume['same_call_extra_pct']:.3f} % extra bytes in the same call, "
+          f"{resume['restart_extra_pct']:.3f} % across a restart (target < 1 %); re-hashing the "
+          f"{resume['prefix_bytes'] / 2**20:.0f} MiB prefix took {resume['restart_prefix_rehash_s']:.2f} s")
+    for note in notes:
+        print("note:", note)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Markdown and JSON export; JSON import round trip and rejection of bad files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.core.chat import export
+from app.core.chat.export import export_json, export_markdown, import_json, import_json_file
+from app.core.chat.models import ChatImportError
+from app.core.engines.base import GenerationStats, SamplingParams
+
+CODE = "Here you go:\n\n```python\ndef f(x):\n    return x * 2  # <b>not html</b>\n```\n\nDone."
+
+
+@pytest.fixture
+def conv(store):
+    c = store.create_conversation("Code talk", system_prompt="You are terse.\nAnswer in code.")
+    store.update_settings(c.id, sampling=SamplingParams(temperature=0.4, seed=3), context_length=4096,
+                          model_id="models/smollm2.gguf")
+    u1 = store.add_user_message(c.id, "double a number")
+    a1 = store.begin_assistant(c.id, u1)
+    store.finish_assistant(a1, CODE, "done", GenerationStats(generated_tokens=20, decode_tok_s=41.5,
+                                                             time_to_first_token_s=0.25), "stop")
+    u2 = store.add_user_message(c.id, "now in a loop")
+    a2 = store.begin_assistant(c.id, u2)
+    store.finish_assistant(a2, "Sure:\n```python\nfor i in range(3):\n    print(i", "stopped",
+                           GenerationStats(generated_tokens=9), "cancelled")
+    edited = store.edit_user_message(u2, "now with map()")  # a hidden branch must survive export
+    a3 = store.begin_assistant(c.id, edited)
+    store.finish_assistant(a3, "", "error", None, "error", error="engine crashed")
+    return c.id
+
+
+def test_markdown_has_role_headings_and_intact_code(store, conv):
+    md = export_markdown(store, conv)
+    assert md.startswith("# Code talk\n")
+    assert "> You are terse.\n> Answer in code." in md
+    assert "## User\n\ndouble a number" in md
+    assert "## Assistant\n\n" + CODE in md
+    assert "*20 tokens · 41.5 tok/s · first token 0.25 s · finish: stop*" in md
+    assert "## Assistant (error)" in md and "> Error: engine crashed" in md
+    assert "now in a loop" not in md  # the shown branch only
+
+
+def test_markdown_closes_a_code_block_left_open_by_stop(store):
+    c = store.create_conversation("stop")
+    u = store.add_user_message(c.id, "q")
+    a = store.begin_assistant(c.id, u)
+    store.finish_assistant(a, "```js\nlet x = 1", "stopped")
+    store.add_user_message(c.id, "next")
+    md = export_markdown(store, c.id)
+    assert "## Assistant (stopped)\n\n```js\nlet x = 1\n```\n" in md
+    assert md.count("```") % 2 == 0
+    assert md.rstrip().endswith("## User\n\nnext")
+
+
+def _shape(store, conv_id):
+    """Messages without ids, parents as indexes: comparable across databases."""
+    msgs = store.all_messages(conv_id)
+    index = {m.id: i for i, m in enumerate(msgs)}
+    return [
+        (m.role, m.content, m.status, m.stats, m.finish_reason, m.error, m.created_at,
+         None if m.parent_id is None else index[m.parent_id])
+        for m in msgs
+    ]
+
+
+def test_json_round_trip(store, conv):
+    data = export_json(store, conv)
+    new = import_json(store, data)
+    assert new != conv
+    assert _shape(store, new) == _shape(store, conv)
+    assert [m.content for m in store.active_path(new)] == [m.content for m in store.active_path(conv)]
+    a, b = store.get_conversation(conv), store.get_conversation(new)
+    for field in ("title", "system_prompt", "model_id", "sampling", "context_length", "created_at"):
+        assert getattr(a, field) == getattr(b, field)
+
+
+def test_json_import_from_file_of_another_store(tmp_path, store, conv):
+    from app.core.chat.store import ChatStore
+
+    f = tmp_path / "export.json"
+    f.write_text(export_json(store, conv), encoding="utf-8")
+    with ChatStore(tmp_path / "other.sqlite3") as other:
+        new = import_json_file(other, f)
+        assert _shape(other, new) == _shape(store, conv)
+
+
+def test_streaming_message_imports_as_interrupted(store, conv):
+    doc = json.loads(export_json(store, conv))
+    doc["messages"][-1]["status"] = "streaming"
+    new = import_json(store, json.dumps(doc))
+    assert store.all_messages(new)[-1].status == "interrupted"
+
+
+def _mutations():
+    def extra_top(d):
+        d["surprise"] = 1
+
+    def bad_role(d):
+        d["messages"][0]["role"] = "root"
+
+    def forward_parent(d):
+        d["messages"][0]["parent"] = d["messages"][-1]["id"]
+
+    def dup_id(d):
+        d["messages"][1]["id"] = d["messages"][0]["id"]
+
+    def missing_leaf(d):
+        d["active_leaf"] = 123456789
+
+    def wrong_format(d):
+        d["format"] = "other-app"
+
+    def bad_version(d):
+        d["version"] = 99
+
+    def bad_sampling(d):
+        d["conversation"]["sampling"]["temperature"] = "hot"
+
+    def nan_stats(d):
+        d["messages"][1]["stats"] = {"decode_tok_s": float("nan")}
+
+    def content_not_str(d):
+        d["messages"][0]["content"] = {"html": "<script>"}
+
+    return [extra_top, bad_role, forward_parent, dup_id, missing_leaf, wrong_format, bad_version,
+            bad_sampling, nan_stats, content_not_str]
+
+
+@pytest.mark.parametrize("mutate", _mutations(), ids=lambda f: f.__name__)
+def test_malformed_export_is_rejected_and_nothing_written(store, conv, mutate):
+    doc = json.loads(export_json(store, conv))
+    mutate(doc)
+    before = (len(store.list_conversations()), store._conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    with pytest.raises(ChatImportError) as err:
+        import_json(store, json.dumps(doc))
+    assert str(err.value)  # a message for the user
+    after = (len(store.list_conversations()), store._conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    assert after == before
+
+
+@pytest.mark.parametrize("data", [b"", b"not json", b"[1, 2, 3]", b"\xff\xfe\x00garbage", b'{"format": 1}'])
+def test_garbage_is_rejected(store, data):
+    with pytest.raises(ChatImportError):
+        import_json(store, data)
+    assert store.list_conversations() == []
+
+
+def test_size_caps(store, conv, monkeypatch):
+    data = export_json(store, conv)
+    monkeypatch.setattr(export, "MAX_IMPORT_BYTES", len(data) - 1)
+    with pytest.raises(ChatImportError, match="too large"):
+        import_json(store, data)
+    monkeypatch.undo()
+    doc = json.loads(data)
+    doc["messages"][0]["content"] = "x" * (export.MAX_MESSAGE_CHARS + 1)
+    with pytest.raises(ChatImportError, match="messages.0.content"):
+        import_json(store, json.dumps(doc))
+    assert len(store.list_conversations()) == 1

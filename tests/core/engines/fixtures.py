@@ -1,0 +1,53 @@
+"""Real-model engine fixtures (a plain module: conftests import the fixtures they need).
+
+`smollm2_engine` is loaded and warmed once per test session (the first generation in a
+process is slow on these machines). Tests that use it must leave it loaded and idle.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
+
+SYSTEM_PROMPT = "You are a helpful assistant."
+
+
+def chat_request(user: str, **sampling) -> GenerateRequest:
+    """A greedy SmolLM2 chat request with the system prompt it needs to answer in English."""
+    sampling.setdefault("temperature", 0.0)
+    return GenerateRequest(
+        messages=[ChatMessage(role="system", content=SYSTEM_PROMPT), ChatMessage(role="user", content=user)],
+        sampling=SamplingParams(**sampling),
+    )
+
+
+def load_llamacpp(path: Path, **spec):
+    """A loaded LlamaCppEngine, or a skip when llama-cpp-python cannot be imported here."""
+    try:
+        from app.core.native import import_native
+
+        import_native("llama_cpp")
+    except Exception as exc:  # a broken native build raises OSError, not ImportError
+        pytest.skip(f"llama_cpp is not importable: {exc!r}")
+    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp_options import physical_cores
+
+    spec.setdefault("n_threads", physical_cores())
+    engine = LlamaCppEngine()
+    engine.load(LoadSpec(path=path, **spec))
+    return engine
+
+
+@pytest.fixture(scope="session")
+def smollm2_engine(smollm2_gguf: Path):
+    """SmolLM2-135M-Instruct on llama.cpp, n_ctx 2048, physical-core threads, warmed once."""
+    engine = load_llamacpp(smollm2_gguf, n_ctx=2048)
+    warm = GenerateRequest(prompt="Hello", sampling=SamplingParams(temperature=0.0, max_tokens=2))
+    for _ in engine.generate(warm, threading.Event()):
+        pass
+    yield engine
+    engine.unload()

@@ -1,0 +1,124 @@
+"""`hearth run` / `hearth chat` as subprocesses on the real SmolLM2 GGUF (run via `python -m app.cli_engine`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+SYSTEM = "You are a helpful assistant."
+STATS = re.compile(r"\[(\d+) prompt tokens \((\d+) evaluated\).* (\d+) tokens at [\d.]+ tok/s · (\w+)\]")
+
+
+def hearth(*args: str) -> list[str]:
+    return [sys.executable, "-m", "app.cli_engine", *args]
+
+
+class Reader:
+    """Collects a pipe's bytes on a thread so the test can wait for text to appear."""
+
+    def __init__(self, pipe) -> None:
+        self.data = b""
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe) -> None:
+        while chunk := os.read(pipe.fileno(), 4096):
+            with self.lock:
+                self.data += chunk
+
+    @property
+    def text(self) -> str:
+        with self.lock:
+            return self.data.decode("utf-8", "replace")
+
+    def wait_for(self, predicate, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if predicate(self.text):
+                return True
+            time.sleep(0.05)
+        return predicate(self.text)
+
+
+@pytest.fixture
+def smollm2_path(smollm2_gguf) -> str:
+    pytest.importorskip("llama_cpp")
+    return str(smollm2_gguf)
+
+
+def test_run_streams_the_answer_and_prints_stats(smollm2_path):
+    proc = subprocess.run(
+        hearth("run", smollm2_path, "What is the capital of France?", "--system", SYSTEM, "--temp", "0"),
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Paris" in proc.stdout
+    m = STATS.search(proc.stderr)
+    assert m, proc.stderr
+    assert int(m.group(1)) > 10 and int(m.group(3)) >= 4 and m.group(4) == "stop"
+    assert "prompt tokens" not in proc.stdout  # stats stay off stdout
+
+
+def test_run_with_an_unknown_model_name_fails_clearly(tmp_path):
+    proc = subprocess.run(hearth("run", "no-such-model", "hi"), cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert "not a file or folder" in proc.stderr and "library names" in proc.stderr
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"garbage" * 10)
+    proc = subprocess.run(hearth("run", str(bad), "hi"), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "hearth run:" in proc.stderr
+
+
+def test_chat_two_turns_keep_history_then_eof_exits(smollm2_path):
+    proc = subprocess.run(
+        hearth("chat", smollm2_path, "--system", SYSTEM, "--temp", "0", "--max-tokens", "48"),
+        cwd=ROOT, input="What is the capital of France?\nAnd what is the capital of Germany?\n",
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Paris" in proc.stdout and "Berlin" in proc.stdout
+    stats = STATS.findall(proc.stderr)
+    assert len(stats) == 2, proc.stderr
+    (p1, e1, _, _), (p2, e2, _, _) = stats
+    assert int(p2) > int(p1)  # turn 2 carries the history
+    assert int(e2) < int(p2)  # and reuses its prefix
+
+
+def test_sigint_cancels_the_generation_not_the_repl(smollm2_path):
+    proc = subprocess.Popen(
+        hearth("chat", smollm2_path, "--system", SYSTEM, "--temp", "0", "--max-tokens", "2000"),
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    out, err = Reader(proc.stdout), Reader(proc.stderr)
+    try:
+        proc.stdin.write(b"Write a very long story about a dragon who lives in a castle.\n")
+        proc.stdin.flush()
+        # Wait for a few words of the reply after the first prompt.
+        assert out.wait_for(lambda t: len(t.split(">>> ", 1)[-1].split()) >= 3, 240), (out.text, err.text)
+        proc.send_signal(signal.SIGINT)
+        assert err.wait_for(lambda t: "[stopped]" in t and "cancelled" in t, 30), err.text
+        assert out.wait_for(lambda t: t.count(">>> ") >= 2, 30), out.text  # the REPL asks again
+        assert proc.poll() is None
+        proc.stdin.write(b"What is the capital of France?\n")
+        proc.stdin.flush()
+        assert err.wait_for(lambda t: len(STATS.findall(t)) >= 2, 240), err.text
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Paris" in out.text.split(">>> ")[2]
