@@ -48,15 +48,26 @@ def _err(text: str) -> None:
 
 
 def resolve_model(name: str) -> tuple[Path, str]:
-    """A path to a GGUF file or MLX folder, and its format. Library names come with the library."""
+    """A path to a GGUF file or MLX folder, and its format: a path, or a name from `hearth ls`."""
     from app.core.runtime.preflight import format_for_path
 
     path = Path(name).expanduser()
-    if not path.exists() and "/" not in name and not name.endswith(".gguf"):
+    if not path.exists():
+        from app.core.library import open_library
         from app.core.models.errors import ModelFileError
 
-        raise ModelFileError(f"{name!r} is not a file or folder; give the path of a .gguf file or an MLX model "
-                             "folder (library names are not supported yet)")
+        library = open_library()
+        try:
+            model = library.find(name)
+            if model is None:
+                raise ModelFileError(f"{name!r} is neither a file nor a model in your library (see `hearth ls`)")
+            if not model.ready:
+                raise ModelFileError(f"{model.name} is {model.status} in your library: "
+                                     f"{model.reason or 'not usable'}")
+            library.touch(model.id)
+        finally:
+            library.close()
+        path = Path(model.path)
     return path.resolve(), format_for_path(path)
 
 

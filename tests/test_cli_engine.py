@@ -75,7 +75,7 @@ def test_run_with_an_unknown_model_name_fails_clearly(tmp_path):
     proc = subprocess.run(hearth("run", "no-such-model", "hi"), cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 1
-    assert "not a file or folder" in proc.stderr and "library names" in proc.stderr
+    assert "neither a file nor a model in your library" in proc.stderr
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"garbage" * 10)
     proc = subprocess.run(hearth("run", str(bad), "hi"), cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -122,3 +122,23 @@ def test_sigint_cancels_the_generation_not_the_repl(smollm2_path):
             proc.kill()
             proc.wait()
     assert "Paris" in out.text.split(">>> ")[2]
+
+
+def test_run_by_library_name(smollm2_path):
+    from app.core.library import open_library
+
+    library = open_library()
+    try:
+        model = library.import_path(smollm2_path).imported[0]
+    finally:
+        library.close()
+    proc = subprocess.run(hearth("run", model.name, "What is the capital of France?", "--system",
+                                 "You are a helpful assistant.", "--temp", "0"),
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Paris" in proc.stdout
+    library = open_library()
+    try:
+        assert library.get(model.id).last_used_at is not None
+    finally:
+        library.close()
