@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.hardware.profile import AppleInfo, GpuInfo, HardwareProfile
+from app.core.hardware.report import bandwidth_text
 from app.core.units import fmt_bytes, fmt_gbps
 from app.ui.tasks import TaskRunner
 from app.ui.widgets.memory_bar import MemoryBar
@@ -168,13 +169,7 @@ class HardwarePage(QWidget):
         card.add_bar(m.total_bytes - m.available_bytes, m.total_bytes)
         if m.swap_total_bytes:
             card.add_row("Swap", f"{fmt_bytes(m.swap_free_bytes)} free of {fmt_bytes(m.swap_total_bytes)}")
-        bw = p.bandwidth
-        parts = []
-        if bw.cpu_measured_gbps is not None:
-            parts.append(f"{fmt_gbps(bw.cpu_measured_gbps)} measured")
-        if bw.cpu_table_gbps is not None:
-            parts.append(f"{fmt_gbps(bw.cpu_table_gbps)} rated")
-        card.add_row("Memory bandwidth", ", ".join(parts) or (bw.note or "not measured"))
+        card.add_row("Memory bandwidth", bandwidth_text(p))
         for w in p.warnings:
             card.add_row("Note", w)
         return card

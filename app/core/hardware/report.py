@@ -20,7 +20,7 @@ def format_profile(p: HardwareProfile) -> str:
         ("SIMD", ", ".join(p.cpu.simd) or p.cpu.note or "unknown"),
         ("RAM", f"{fmt_bytes(m.total_bytes)} total, {fmt_bytes(m.available_bytes)} available"),
         ("Swap", f"{fmt_bytes(m.swap_free_bytes)} free of {fmt_bytes(m.swap_total_bytes)}"),
-        ("Bandwidth", _bandwidth(p)),
+        ("Bandwidth", bandwidth_text(p)),
     ]
     lines = ["Hardware"] + _table(rows)
     lines.append("GPUs")
@@ -55,7 +55,8 @@ def format_profile(p: HardwareProfile) -> str:
     return "\n".join(lines)
 
 
-def _bandwidth(p: HardwareProfile) -> str:
+def bandwidth_text(p: HardwareProfile) -> str:
+    """"30 GB/s measured, 51 GB/s rated", or why there is no figure."""
     bw = p.bandwidth
     parts = []
     if bw.cpu_measured_gbps is not None:
