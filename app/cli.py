@@ -30,9 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     hw.set_defaults(handler=cmd_hw)
     from app.cli_engine import add_engine_commands
     from app.cli_models import add_model_commands
+    from app.cli_pull import add_pull_command
 
     add_engine_commands(sub)
     add_model_commands(sub)
+    add_pull_command(sub)
     return parser
 
 

@@ -13,6 +13,7 @@ from app.core.hardware.engines import prewarm_engines
 from app.core.logs import configure_logging
 from app.core.paths import AppPaths, app_paths
 from app.core.resources import resource_path
+from app.core.services import Services
 from app.core.settings import Settings, SettingsStore
 
 logger = logging.getLogger(__name__)
@@ -27,9 +28,12 @@ class Shell:
     window: "MainWindow"  # noqa: F821 (Qt type, imported lazily)
     tasks: "TaskRunner"  # noqa: F821
     pool: ThreadPoolExecutor
+    services: Services
 
     def shutdown(self) -> None:
+        """Stop delivering to widgets, then close the core services (downloads pause, the engine stops)."""
         self.tasks.close()
+        self.services.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -50,27 +54,36 @@ def build_shell(
     store: SettingsStore,
     settings: Settings,
     probe: Callable[[bool], HardwareProfile] | None = None,
+    services: Services | None = None,
 ) -> Shell:
     from app.ui.discover.discover_page import DiscoverPage
+    from app.ui.downloads_panel import DownloadsPanel
     from app.ui.hardware_page import HardwarePage
+    from app.ui.library_page import LibraryPage
     from app.ui.main_window import MainWindow
     from app.ui.placeholder_page import PlaceholderPage
     from app.ui.tasks import TaskRunner
 
+    services = services or Services.open(paths, settings)
+    store.changed.connect(services.apply_settings)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
     tasks = TaskRunner(pool)
     hardware = HardwarePage(probe or make_probe(paths, settings), tasks)
-    discover = DiscoverPage(tasks)
+    discover = DiscoverPage(tasks, hub=services.hub)
     hardware.profile_ready.connect(discover.set_profile)
+    library = LibraryPage(services.library, tasks)
+    downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
+    discover.download_requested.connect(downloads.request_download)
     pages = [
         ("discover", "Discover", discover),
-        ("models", "My Models", PlaceholderPage("My Models", f"Your downloaded models. {COMING}")),
+        ("models", "My Models", library),
+        ("downloads", "Downloads", downloads),
         ("chat", "Chat", PlaceholderPage("Chat", f"Chat with a loaded model. {COMING}")),
         ("server", "Server", PlaceholderPage("Server", f"A local OpenAI-compatible endpoint. {COMING}")),
         ("hardware", "Hardware", hardware),
     ]
     window = MainWindow(store, settings, paths, pages)
-    return Shell(window=window, tasks=tasks, pool=pool)
+    return Shell(window=window, tasks=tasks, pool=pool, services=services)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     shell = build_shell(paths, store, settings)
     shell.window.show()
     shell.window.page("hardware").refresh()
+    shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
     try:
         return app.exec()
     finally:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from app.core.chat import ChatStore
 from app.core.downloads import DownloadManager
 from app.core.engines import default_registry
+from app.core.hub.client import HubClient
 from app.core.library import Library
+from app.core.library.from_downloads import LibraryFeed
 from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
 from app.core.runtime.host import EngineHost
@@ -27,27 +30,50 @@ class Services:
     host: EngineHost
     chats: ChatStore
     calibration: CalibrationStore
+    env: dict[str, str] = field(default_factory=dict)
+    feed: LibraryFeed | None = None
 
     @classmethod
     def open(cls, paths: AppPaths, settings: Settings, *, env: dict[str, str] | None = None) -> "Services":
-        env = os.environ if env is None else env
+        env = dict(os.environ if env is None else env)
         models = settings.models_path(paths)
         models.mkdir(parents=True, exist_ok=True)
         calibration = CalibrationStore(paths.cache / "calibration.json")
         library = Library(models, paths.data / "library.db")
-        downloads = DownloadManager(
-            models, paths.data / "downloads.json", max_parallel=settings.parallel_downloads,
-            token=settings.hf_token or env.get("HF_TOKEN") or None,
-            endpoint=settings.hf_endpoint or env.get("HF_ENDPOINT") or "https://huggingface.co",
-        )
+        hub = HubClient.from_settings(settings, env=env)
+        downloads = DownloadManager(models, paths.data / "downloads.json", max_parallel=settings.parallel_downloads,
+                                    token=hub.token, endpoint=hub.endpoint)
         host = EngineHost(default_registry(), calibration=calibration)
         chats = ChatStore(paths.data / "chats.sqlite3")
-        return cls(paths, settings, library, downloads, host, chats, calibration)
+        services = cls(paths, settings, library, downloads, host, chats, calibration, env)
+        services.feed = LibraryFeed(downloads, library)
+        return services
+
+    def hub(self) -> HubClient:
+        """A Hub client for the current settings (token and mirror can change while Hearth runs)."""
+        return HubClient.from_settings(self.settings, env=self.env)
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Any thread: a new token, mirror or parallelism applies to downloads started from now on."""
+        self.settings = settings
+        client = self.hub()
+        self.downloads.token = client.token
+        self.downloads.endpoint = client.endpoint
+        self.downloads.set_max_parallel(settings.parallel_downloads)
+
+    def start(self) -> None:
+        """A background thread, after the window shows: catch up the library, resume unfinished downloads."""
+        if self.feed is not None:
+            self.feed.start()
 
     def close(self) -> None:
         """Downloads stop first (their partials stay for the next launch), then the engine, then the stores."""
-        for name, step in (("downloads", self.downloads.close), ("engine host", self.host.shutdown),
-                           ("library", self.library.close), ("chats", self.chats.close)):
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("library feed", self.feed.close if self.feed else (lambda: None)),
+            ("downloads", self.downloads.close), ("engine host", self.host.shutdown),
+            ("library", self.library.close), ("chats", self.chats.close),
+        ]
+        for name, step in steps:
             try:
                 step()
             except Exception:  # one failing close must not keep the others from running

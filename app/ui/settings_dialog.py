@@ -11,11 +11,14 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QPushButton,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
+from pydantic import ValidationError
 
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
@@ -50,6 +53,24 @@ class SettingsDialog(QDialog):
         self.measure_bw.setChecked(settings.measure_bandwidth_on_start)
         hform.addRow(self.measure_bw)
 
+        hub = QGroupBox("Hugging Face Hub")
+        hub_form = QFormLayout(hub)
+        self.hf_token = QLineEdit(settings.hf_token)
+        self.hf_token.setEchoMode(QLineEdit.EchoMode.Password)
+        self.hf_token.setPlaceholderText("hf_… (needed for gated and private models; else HF_TOKEN)")
+        hub_form.addRow("Access token", self.hf_token)
+        self.hf_endpoint = QLineEdit(settings.hf_endpoint)
+        self.hf_endpoint.setPlaceholderText("https://huggingface.co (or a mirror; else HF_ENDPOINT)")
+        hub_form.addRow("Endpoint / mirror", self.hf_endpoint)
+        self.parallel_downloads = QSpinBox()
+        self.parallel_downloads.setRange(1, 8)
+        self.parallel_downloads.setValue(settings.parallel_downloads)
+        hub_form.addRow("Parallel downloads", self.parallel_downloads)
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #b3261e;")
+        self.error.setVisible(False)
+
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -57,6 +78,8 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(general)
         layout.addWidget(hardware)
+        layout.addWidget(hub)
+        layout.addWidget(self.error)
         layout.addWidget(buttons)
 
     def _browse(self) -> None:
@@ -71,11 +94,20 @@ class SettingsDialog(QDialog):
                 "models_dir": self.models_dir.text().strip(),
                 "log_level": self.log_level.currentText(),
                 "measure_bandwidth_on_start": self.measure_bw.isChecked(),
+                "hf_token": self.hf_token.text(),
+                "hf_endpoint": self.hf_endpoint.text(),
+                "parallel_downloads": self.parallel_downloads.value(),
             }
         )
 
     def accept(self) -> None:
-        self._settings = Settings.model_validate(self.edited().model_dump())
+        try:
+            self._settings = Settings.model_validate(self.edited().model_dump())
+        except ValidationError as exc:
+            # Stay open and say what is wrong rather than save a setting the app cannot use.
+            self.error.setText("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()))
+            self.error.setVisible(True)
+            return
         self._store.save(self._settings)
         super().accept()
 

@@ -36,7 +36,7 @@ def test_window_opens_with_all_pages(shell_factory, qtbot):
     w.show()
     qtbot.waitExposed(w)
     labels = [w.sidebar.item(i).text() for i in range(w.sidebar.count())]
-    assert labels == ["Discover", "My Models", "Chat", "Server", "Hardware"]
+    assert labels == ["Discover", "My Models", "Downloads", "Chat", "Server", "Hardware"]
     assert w.current_page_key == "hardware"
     w.show_page("chat")
     assert "later version" in w.page("chat").note.text()

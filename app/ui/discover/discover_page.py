@@ -10,9 +10,12 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QStackedWidget, QVBoxLayout, 
 
 from app.core.hardware.profile import HardwareProfile
 from app.core.hub.catalog import CatalogPick, ranked_catalog
+from app.core.hub.client import HubClient
 from app.core.models.devices import Machine, machine_from_profile
+from app.ui.discover.model_page import HubModel, load_hub_model
 from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
+from app.ui.discover.search import SearchPanel
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
@@ -23,11 +26,16 @@ Ranker = Callable[[Machine], list[CatalogPick]]
 class DiscoverPage(QWidget):
     picks_ready = Signal(list)  # list[CatalogPick], on the main thread
     download_requested = Signal(object)  # app.core.models.recommend.Assessment
+    repo_ready = Signal(object)  # HubModel, once a Hub repo's page is shown
+    repo_failed = Signal(str)  # why a Hub repo could not be opened
 
-    def __init__(self, tasks: TaskRunner, *, ranker: Ranker = ranked_catalog, parent: QWidget | None = None):
+    def __init__(self, tasks: TaskRunner, *, ranker: Ranker = ranked_catalog,
+                 hub: Callable[[], HubClient] | None = None, parent: QWidget | None = None):
         super().__init__(parent)
         self._tasks = tasks
         self._ranker = ranker
+        self._hub = hub or (lambda: HubClient.from_settings(None))
+        self._opening = 0  # only the last repo asked for is shown
         self.machine: Machine | None = None
         self.picks: list[CatalogPick] = []
 
@@ -38,9 +46,15 @@ class DiscoverPage(QWidget):
         self.recommended = RecommendedList()
         self.recommended.open_requested.connect(self.open_pick)
         self.recommended.download_requested.connect(self._download_pick)
+        self.search = SearchPanel(tasks, self._hub)
+        self.search.open_requested.connect(self.open_repo)
+        search_title = QLabel("Search the Hub")
+        search_title.setObjectName("cardTitle")
         home = QWidget()
         home_layout = QVBoxLayout(home)
         home_layout.addWidget(title)
+        home_layout.addWidget(search_title)
+        home_layout.addWidget(self.search)
         home_layout.addWidget(subtitle)
         home_layout.addWidget(self.recommended)
         scroll = QScrollArea()
@@ -76,6 +90,37 @@ class DiscoverPage(QWidget):
         self.model_view.show_model(m.name, f"{m.family} · licence {m.license} · sizes estimated until the Hub "
                                             "is asked", pick.recommendation, self.machine)
         self.stack.setCurrentIndex(1)
+
+    def open_repo(self, repo_id: str) -> None:
+        """Main thread: open a Hub repo's page; its card and variants are fetched on the pool."""
+        self._opening += 1
+        ticket, machine, hub = self._opening, self.machine, self._hub
+        self.model_view.title.setText(repo_id)
+        self.model_view.subtitle.setText("Reading the model's files from the Hub…")
+        self.model_view.why.setText("")
+        self.model_view.show_notice("")
+        self.model_view.table.set_assessments([])
+        self.model_view.card.setVisible(False)
+        self.stack.setCurrentIndex(1)
+        self._tasks.run(lambda: load_hub_model(hub(), repo_id, machine),
+                        lambda m: self._show_repo(ticket, m), lambda e: self._repo_error(ticket, repo_id, e),
+                        owner=self)
+
+    def _show_repo(self, ticket: int, m: HubModel) -> None:
+        if ticket != self._opening:
+            return
+        self.model_view.show_model(m.repo_id, m.subtitle, m.recommendation, m.machine)
+        self.model_view.show_notice(m.notice)
+        self.model_view.show_card(m.card)
+        self.repo_ready.emit(m)
+
+    def _repo_error(self, ticket: int, repo_id: str, exc: BaseException) -> None:
+        if ticket != self._opening:
+            return
+        logger.info("opening %s failed: %s", repo_id, exc)
+        self.model_view.subtitle.setText("")
+        self.model_view.show_notice(str(exc))
+        self.repo_failed.emit(str(exc))
 
     def _download_pick(self, pick: CatalogPick) -> None:
         if pick.best is not None:

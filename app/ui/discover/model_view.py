@@ -1,4 +1,4 @@
-"""One model: its variants table and, for the selected variant, the fit view."""
+"""One model: its variants table and, for the selected variant, the fit view; for a Hub repo also its card."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QVBoxLayout, QWi
 
 from app.core.models.devices import Machine
 from app.core.models.recommend import Assessment, Recommendation
+from app.ui.discover.model_page import CardBrowser
 from app.ui.discover.variants_table import VariantsTable
 from app.ui.widgets.fit_view import FitView
 
@@ -28,15 +29,23 @@ class ModelView(QWidget):
         self.subtitle.setWordWrap(True)
         self.why = QLabel()
         self.why.setWordWrap(True)
+        self.notice = QLabel()  # gated repo: what to do; or why details are missing
+        self.notice.setWordWrap(True)
+        self.notice.setObjectName("notice")
+        self.notice.setVisible(False)
+        self.card = CardBrowser()
+        self.card.setMinimumHeight(260)
+        self.card.setVisible(False)
         self.table = VariantsTable()
         self.table.variant_selected.connect(self._show_fit)
         self.table.download_requested.connect(self.download_requested.emit)
         self._fit_host = QVBoxLayout()
         body = QWidget()
         layout = QVBoxLayout(body)
-        for w in (back, self.title, self.subtitle, self.why, self.table):
+        for w in (back, self.title, self.subtitle, self.notice, self.why, self.table):
             layout.addWidget(w)
         layout.addLayout(self._fit_host)
+        layout.addWidget(self.card)
         layout.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -52,6 +61,17 @@ class ModelView(QWidget):
         self.why.setText(f"Recommended: {rec.recommended.variant.label} — {rec.why}" if rec.recommended
                          else f"No variant fits this machine: {rec.why}")
         self.table.set_assessments(rec.assessments)
+        self.show_notice("")
+        self.card.setVisible(False)
+
+    def show_notice(self, text: str) -> None:
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+
+    def show_card(self, markdown: str) -> None:
+        """The repo's model card, rendered without remote resources; hidden when the repo has none."""
+        self.card.show_markdown(markdown)
+        self.card.setVisible(bool(markdown.strip()))
 
     def _show_fit(self, a: Assessment) -> None:
         if self.fit_view is not None:

@@ -1,0 +1,196 @@
+"""Hub search: a search box, format and sort filters, and a virtualized results list with "Load more"."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any, Callable
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.hub.client import HubClient
+from app.core.hub.results import ModelSummary, SearchPage
+from app.ui.tasks import TaskRunner
+
+logger = logging.getLogger(__name__)
+
+FORMATS = [("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2")]
+SORTS = [("Most downloaded", "downloads"), ("Most liked", "likes"), ("Trending", "trending"),
+         ("Recently updated", "updated")]
+PAGE_SIZE = 50
+SummaryRole = Qt.ItemDataRole.UserRole + 1
+
+
+def _count(n: int) -> str:
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _updated(when: datetime | None) -> str:
+    if when is None:
+        return "unknown"
+    days = (time.time() - when.timestamp()) / 86400
+    if days < 1:
+        return "today"
+    if days < 60:
+        return f"{int(days)} d ago"
+    return when.strftime("%Y-%m-%d")
+
+
+def summary_text(r: ModelSummary) -> str:
+    gated = " · gated" if r.gated else ""
+    return (f"{r.id}\nby {r.author} · ↓ {_count(r.downloads)} · ♥ {_count(r.likes)} · "
+            f"updated {_updated(r.last_modified)}{gated}")
+
+
+class SearchResultsModel(QAbstractListModel):
+    """Rows are ModelSummary objects; the view only asks for the rows on screen."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.results: list[ModelSummary] = []
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.results)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self.results):
+            return None
+        r = self.results[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return summary_text(r)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return ", ".join(r.tags[:12])
+        if role == SummaryRole:
+            return r
+        return None
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self.results = []
+        self.endResetModel()
+
+    def extend(self, more: list[ModelSummary]) -> None:
+        seen = {r.id for r in self.results}
+        more = [r for r in more if r.id not in seen]
+        if not more:
+            return
+        first = len(self.results)
+        self.beginInsertRows(QModelIndex(), first, first + len(more) - 1)
+        self.results.extend(more)
+        self.endInsertRows()
+
+
+class SearchPanel(QWidget):
+    open_requested = Signal(str)  # repo id
+    results_ready = Signal(int)  # rows now listed
+    search_failed = Signal(str)
+
+    def __init__(self, tasks: TaskRunner, hub: Callable[[], HubClient], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._tasks = tasks
+        self._hub = hub
+        self._generation = 0  # answers to an older search are dropped
+        self.next_token: str | None = None
+        self.busy = False
+        self.query = QLineEdit()
+        self.query.setPlaceholderText("Search the Hugging Face Hub (e.g. qwen, llama 8b)")
+        self.query.returnPressed.connect(self.search)
+        self.format = QComboBox()
+        for label, value in FORMATS:
+            self.format.addItem(label, value)
+        self.sort = QComboBox()
+        for label, value in SORTS:
+            self.sort.addItem(label, value)
+        self.go = QPushButton("Search")
+        self.go.clicked.connect(self.search)
+        top = QHBoxLayout()
+        top.addWidget(self.query, 1)
+        top.addWidget(self.format)
+        top.addWidget(self.sort)
+        top.addWidget(self.go)
+        self.model = SearchResultsModel(self)
+        self.view = QListView()
+        self.view.setModel(self.model)
+        self.view.setUniformItemSizes(True)  # lets the view lay out thousands of rows without measuring each
+        self.view.setAlternatingRowColors(True)
+        self.view.setMinimumHeight(220)
+        self.view.activated.connect(self._open)
+        self.view.doubleClicked.connect(self._open)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.more = QPushButton("Load more")
+        self.more.setVisible(False)
+        self.more.clicked.connect(self.load_more)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(top)
+        layout.addWidget(self.status)
+        layout.addWidget(self.view)
+        layout.addWidget(self.more)
+
+    def search(self) -> None:
+        """Main thread: start a new search (the request runs on the pool)."""
+        self._generation += 1
+        self.model.clear()
+        self.next_token = None
+        self.more.setVisible(False)
+        text, fmt, sort = self.query.text().strip(), self.format.currentData(), self.sort.currentData()
+        self.status.setText("Searching…")
+        self._fetch(lambda client: client.search(text, formats=(fmt,), sort=sort, limit=PAGE_SIZE))
+
+    def load_more(self) -> None:
+        if self.next_token is None or self.busy:
+            return
+        token, fmt, sort = self.next_token, self.format.currentData(), self.sort.currentData()
+        self.status.setText("Loading more…")
+        self._fetch(lambda client: client.search(formats=(fmt,), sort=sort, limit=PAGE_SIZE, page_token=token))
+
+    def _fetch(self, call: Callable[[HubClient], SearchPage]) -> None:
+        generation, hub = self._generation, self._hub
+        self.busy = True
+        self.more.setEnabled(False)
+        self._tasks.run(lambda: call(hub()), lambda page: self._got(generation, page),
+                        lambda exc: self._failed(generation, exc), owner=self)
+
+    def _got(self, generation: int, page: SearchPage) -> None:
+        if generation != self._generation:
+            return
+        self.busy = False
+        self.model.extend(page.results)
+        self.next_token = page.next
+        self.more.setVisible(page.next is not None)
+        self.more.setEnabled(True)
+        n = self.model.rowCount()
+        self.status.setText(f"{n} model{'s' if n != 1 else ''}" + (" (more available)" if page.next else "")
+                            if n else "No models match. Try other words or another format.")
+        self.results_ready.emit(n)
+
+    def _failed(self, generation: int, exc: BaseException) -> None:
+        if generation != self._generation:
+            return
+        self.busy = False
+        self.more.setEnabled(True)
+        self.status.setText(str(exc))
+        self.search_failed.emit(str(exc))
+
+    def _open(self, index: QModelIndex) -> None:
+        r = self.model.data(index, SummaryRole)
+        if r is not None:
+            self.open_requested.emit(r.id)
+
+    def open_row(self, row: int) -> None:
+        self._open(self.model.index(row))

@@ -1,0 +1,231 @@
+"""The Downloads panel: one row per download with progress, speed, ETA, state and the controls that apply."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.downloads.manager import DownloadItem, DownloadManager, Progress, State
+from app.core.hub.client import HubClient
+from app.core.units import fmt_bytes
+from app.ui.bridge import EventBridge
+from app.ui.tasks import TaskRunner
+
+logger = logging.getLogger(__name__)
+
+STATE_TEXT = {
+    State.QUEUED: "Waiting for a free slot",
+    State.ACTIVE: "Downloading",
+    State.PAUSED: "Paused",
+    State.FAILED: "Failed",
+    State.VERIFYING: "Verifying",
+    State.DONE: "Done — verified and in My Models",
+}
+
+
+def fmt_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(seconds + 0.5)
+    if seconds < 60:
+        return f"{seconds} s left"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s left"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min left"
+
+
+class DownloadRow(QFrame):
+    """One download. Buttons call back into the panel, which runs the manager call off the UI thread."""
+
+    def __init__(self, item: DownloadItem, act: Callable[[str, str], None], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("card")
+        self.item_id = item.id
+        self.title = QLabel(f"{item.repo_id} · {item.label}")
+        self.title.setObjectName("cardTitle")
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bytes = QLabel()
+        self.rate = QLabel()
+        self.eta = QLabel()
+        self.state = QLabel()
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #b3261e;")
+        self.buttons: dict[str, QPushButton] = {}
+        row = QHBoxLayout()
+        for action, text in (("pause", "Pause"), ("resume", "Resume"), ("retry", "Retry"), ("cancel", "Cancel"),
+                             ("clear", "Remove from list")):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, a=action: act(a, self.item_id))
+            self.buttons[action] = button
+            row.addWidget(button)
+        row.addStretch(1)
+        grid = QGridLayout(self)
+        grid.addWidget(self.title, 0, 0, 1, 4)
+        grid.addWidget(self.bar, 1, 0, 1, 4)
+        grid.addWidget(self.bytes, 2, 0)
+        grid.addWidget(self.rate, 2, 1)
+        grid.addWidget(self.eta, 2, 2)
+        grid.addWidget(self.state, 2, 3)
+        grid.addWidget(self.error, 3, 0, 1, 4)
+        grid.addLayout(row, 4, 0, 1, 4)
+        self.update_item(item)
+
+    def update_item(self, item: DownloadItem) -> None:
+        self.item_state = item.state
+        self.state.setText(STATE_TEXT[item.state])
+        self.error.setText(item.error)
+        self.error.setVisible(bool(item.error))
+        self._set_bytes(item.bytes_done, item.total)
+        if item.state not in (State.ACTIVE, State.VERIFYING):
+            self.rate.setText("")
+            self.eta.setText("")
+        visible = {
+            "pause": item.state in (State.QUEUED, State.ACTIVE, State.VERIFYING),
+            "resume": item.state == State.PAUSED,
+            "retry": item.state == State.FAILED,
+            "cancel": item.state != State.DONE,
+            "clear": item.state == State.DONE,
+        }
+        for action, button in self.buttons.items():
+            button.setVisible(visible[action])
+
+    def update_progress(self, p: Progress) -> None:
+        if self.item_state not in (State.ACTIVE, State.VERIFYING):
+            return
+        self._set_bytes(p.done, p.total)
+        self.rate.setText(f"{fmt_bytes(p.rate)}/s" if p.rate > 0 else "")
+        self.eta.setText(fmt_eta(p.eta))
+
+    def _set_bytes(self, done: int, total: int) -> None:
+        self.bar.setValue(int(1000 * done / total) if total else 0)
+        self.bytes.setText(f"{fmt_bytes(done)} of {fmt_bytes(total)}" if total else fmt_bytes(done))
+
+    def text(self) -> str:
+        return "\n".join(w.text() for w in (self.title, self.bytes, self.rate, self.eta, self.state, self.error))
+
+
+class DownloadsPanel(QWidget):
+    """Shows the manager's queue. Manager events arrive on worker threads; the bridges bring them here."""
+
+    download_queued = Signal(str)  # item id, after `request_download` added it
+    request_failed = Signal(str)  # plain words: why a requested download could not start
+
+    def __init__(self, manager: DownloadManager, tasks: TaskRunner, *,
+                 hub: Callable[[], HubClient] | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.manager = manager
+        self._tasks = tasks
+        self._hub = hub or (lambda: HubClient.from_settings(None))
+        self.rows: dict[str, DownloadRow] = {}
+        title = QLabel("Downloads")
+        title.setObjectName("pageTitle")
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.empty = QLabel("No downloads. Find a model in Discover and press Download.")
+        body = QWidget()
+        self._list = QVBoxLayout(body)
+        self._list.addWidget(self.empty)
+        self._list.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(body)
+        layout = QVBoxLayout(self)
+        layout.addWidget(title)
+        layout.addWidget(self.status)
+        layout.addWidget(scroll, 1)
+
+        self._changed = EventBridge(manager.changed, self)
+        self._changed.fired.connect(self._on_changed)
+        self._removed = EventBridge(manager.removed, self)
+        self._removed.fired.connect(self._on_removed)
+        self._progress = EventBridge(manager.progress, self, coalesce_key=lambda p: p.item_id)
+        self._progress.fired.connect(self._on_progress)
+        for item in manager.items():  # in memory: no disk or network here
+            self._on_changed(item)
+
+    # ---- requests ----
+
+    def request_download(self, assessment) -> None:
+        """Main thread: resolve the variant's files on the pool, then queue it (`Assessment` or `Variant`)."""
+        from app.core.downloads.resolve import queue_download, resolve_download
+
+        variant = getattr(assessment, "variant", assessment)
+        self.status.setText(f"Preparing {variant.repo_id} {variant.label}…")
+        hub, manager = self._hub, self.manager
+
+        def op() -> str:
+            return queue_download(manager, resolve_download(hub(), variant))
+
+        self._tasks.run(op, self._queued, self._request_failed, owner=self)
+
+    def _queued(self, item_id: str) -> None:
+        self.status.setText("")
+        self.download_queued.emit(item_id)
+
+    def _request_failed(self, exc: BaseException) -> None:
+        logger.info("download request failed: %s", exc)
+        self.status.setText(f"Could not start the download: {exc}")
+        self.request_failed.emit(str(exc))
+
+    def act(self, action: str, item_id: str) -> None:
+        """Pause, resume, retry, cancel or clear; the manager saves state to disk, so it runs on the pool."""
+        m = self.manager
+        call = {"pause": m.pause, "resume": m.resume, "retry": m.retry, "cancel": m.cancel, "clear": m.cancel}[action]
+        row = self.rows.get(item_id)
+        if row is not None:
+            for button in row.buttons.values():
+                button.setEnabled(False)
+        self._tasks.run(lambda: call(item_id), lambda _: self._enable(item_id), self._failed, owner=self)
+
+    def _enable(self, item_id: str) -> None:
+        row = self.rows.get(item_id)
+        if row is not None:
+            for button in row.buttons.values():
+                button.setEnabled(True)
+
+    def _failed(self, exc: BaseException) -> None:
+        logger.error("download control failed", exc_info=exc)
+        self.status.setText(f"That did not work: {exc}")
+
+    # ---- events (main thread) ----
+
+    def _on_changed(self, item: DownloadItem) -> None:
+        row = self.rows.get(item.id)
+        if row is None:
+            if item.id not in {i.id for i in self.manager.items()}:
+                return  # changed arrived after removed
+            row = DownloadRow(item, self.act)
+            self.rows[item.id] = row
+            self._list.insertWidget(self._list.count() - 1, row)
+        row.update_item(item)
+        self.empty.setVisible(not self.rows)
+
+    def _on_removed(self, item_id: str) -> None:
+        row = self.rows.pop(item_id, None)
+        if row is not None:
+            self._list.removeWidget(row)
+            row.deleteLater()
+        self.empty.setVisible(not self.rows)
+
+    def _on_progress(self, p: Progress) -> None:
+        row = self.rows.get(p.item_id)
+        if row is not None:
+            row.update_progress(p)
+
+    def row(self, item_id: str) -> DownloadRow:
+        return self.rows[item_id]

@@ -1,0 +1,236 @@
+"""My Models: the library as a table, with Reveal, Delete, Import… and imports from the HF cache / LM Studio."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.library import ImportResult, Library, LocalModel
+from app.core.units import fmt_bytes
+from app.ui.bridge import EventBridge
+from app.ui.tasks import TaskRunner
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["Name", "Format", "Quant", "Size", "Path", "Last used", "Status"]
+
+
+def _ago(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    days = (time.time() - ts) / 86400
+    if days < 1:
+        return "today"
+    if days < 60:
+        return f"{int(days)} d ago"
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
+
+
+def describe_import(result: ImportResult) -> str:
+    parts = [f"Imported {len(result.imported)} model{'s' if len(result.imported) != 1 else ''}."]
+    if result.skipped:
+        reasons = "; ".join(f"{s.path.name}: {s.reason}" for s in result.skipped[:3])
+        more = f" (and {len(result.skipped) - 3} more)" if len(result.skipped) > 3 else ""
+        parts.append(f"Skipped {len(result.skipped)}: {reasons}{more}.")
+    return " ".join(parts)
+
+
+class LibraryPage(QWidget):
+    models_shown = Signal(list)  # list[LocalModel], after every reload (main thread)
+    import_finished = Signal(str)  # what happened, in plain words
+
+    def __init__(self, library: Library, tasks: TaskRunner, *,
+                 confirm: Callable[[str, str], bool] | None = None,
+                 open_url: Callable[[QUrl], bool] = QDesktopServices.openUrl,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.library = library
+        self._tasks = tasks
+        self._confirm = confirm or self._ask
+        self._open_url = open_url
+        self.models: list[LocalModel] = []
+
+        title = QLabel("My Models")
+        title.setObjectName("pageTitle")
+        self.total = QLabel()
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+
+        self.reveal_button = QPushButton("Reveal")
+        self.reveal_button.clicked.connect(self.reveal_selected)
+        self.delete_button = QPushButton("Delete…")
+        self.delete_button.clicked.connect(self.delete_selected)
+        self.import_button = QToolButton()
+        self.import_button.setText("Import…")
+        self.import_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.import_button)
+        menu.addAction("GGUF file…", self._import_file)
+        menu.addAction("Folder…", self._import_folder)
+        menu.addSeparator()
+        menu.addAction("From the Hugging Face cache", self.import_hf_cache)
+        menu.addAction("From LM Studio", self.import_lmstudio)
+        self.import_button.setMenu(menu)
+        buttons = QHBoxLayout()
+        for w in (self.reveal_button, self.delete_button, self.import_button):
+            buttons.addWidget(w)
+        buttons.addStretch(1)
+        buttons.addWidget(self.total)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(title)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+
+        # Coalesced to one key: a bulk import fires `changed` per model, one reload is enough.
+        self._bridge = EventBridge(library.changed, self, coalesce_key=lambda _: None)
+        self._bridge.fired.connect(lambda _: self.reload())
+        self._selection_changed()
+        self.reload()
+
+    # ---- reading ----
+
+    def reload(self) -> None:
+        """Re-check files on disk and refill the table (the check runs on the pool)."""
+        self._tasks.run(self.library.refresh, self._show, self._error, owner=self)
+
+    def _show(self, models: list[LocalModel]) -> None:
+        selected = self.selected()
+        self.models = list(models)
+        self.table.setRowCount(len(self.models))
+        for row, m in enumerate(self.models):
+            status = "Ready" if m.ready else f"{m.status.title()}: {m.reason}" if m.reason else m.status.title()
+            cells = [m.name, m.format.upper(), m.quant or "—", fmt_bytes(m.size), str(m.path),
+                     _ago(m.last_used_at), status]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col == 4:
+                    item.setToolTip(text)
+                self.table.setItem(row, col, item)
+            if selected is not None and m.id == selected.id:
+                self.table.selectRow(row)
+        total = sum(m.size for m in self.models)
+        self.total.setText(f"{len(self.models)} model{'s' if len(self.models) != 1 else ''} · "
+                           f"{fmt_bytes(total)} on disk")
+        self._selection_changed()
+        self.models_shown.emit(self.models)
+
+    def _error(self, exc: BaseException) -> None:
+        logger.error("library task failed", exc_info=exc)
+        self.status.setText(str(exc))
+
+    def selected(self) -> LocalModel | None:
+        rows = {i.row() for i in self.table.selectedIndexes()}
+        return self.models[min(rows)] if rows and min(rows) < len(self.models) else None
+
+    def select(self, model_id: str) -> None:
+        for row, m in enumerate(self.models):
+            if m.id == model_id:
+                self.table.selectRow(row)
+
+    def row_text(self, row: int) -> list[str]:
+        return [self.table.item(row, c).text() for c in range(len(COLUMNS))]
+
+    def _selection_changed(self) -> None:
+        has = self.selected() is not None
+        self.reveal_button.setEnabled(has)
+        self.delete_button.setEnabled(has)
+
+    # ---- actions ----
+
+    def reveal_selected(self) -> None:
+        m = self.selected()
+        if m is not None:
+            folder = m.path if m.path.is_dir() else m.path.parent
+            self._open_url(QUrl.fromLocalFile(str(folder)))
+
+    def delete_selected(self) -> None:
+        m = self.selected()
+        if m is None:
+            return
+        inside = any(f.path.is_relative_to(self.library.models_dir) for f in m.files)
+        what = (f"Delete {m.name} and its files ({fmt_bytes(m.size)})?" if inside
+                else f"Remove {m.name} from My Models? Its files stay where they are (it was imported in place).")
+        if not self._confirm("Delete model", what):
+            return
+        library = self.library
+        self._tasks.run(lambda: library.delete(m.id), self._deleted, self._error, owner=self)
+
+    def _deleted(self, freed: int) -> None:
+        self.status.setText(f"Deleted; freed {fmt_bytes(freed)}.")
+
+    def _ask(self, title: str, text: str) -> bool:
+        answer = QMessageBox.question(self, title, text)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _import_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF file", str(Path.home()), "GGUF models (*.gguf)")
+        if path:
+            self.import_path(path)
+
+    def _import_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Import a folder of models", str(Path.home()))
+        if path:
+            self.import_path(path)
+
+    def import_path(self, path: str | Path) -> None:
+        """Import in place (nothing is copied); validating GGUF headers reads the disk, so it runs on the pool."""
+        self.status.setText(f"Importing {path}…")
+        library = self.library
+        self._run_import(lambda: library.import_path(path))
+
+    def import_hf_cache(self) -> None:
+        from app.core.library import import_hf_cache
+
+        self.status.setText("Looking in the Hugging Face cache…")
+        library = self.library
+        self._run_import(lambda: import_hf_cache(library))
+
+    def import_lmstudio(self) -> None:
+        from app.core.library import import_lmstudio
+
+        self.status.setText("Looking in LM Studio's models folders…")
+        library = self.library
+        self._run_import(lambda: import_lmstudio(library))
+
+    def _run_import(self, op: Callable[[], ImportResult]) -> None:
+        def done(result: ImportResult) -> None:
+            text = describe_import(result)
+            self.status.setText(text)
+            self.import_finished.emit(text)
+
+        def failed(exc: BaseException) -> None:
+            self.status.setText(f"Nothing imported: {exc}")
+            self.import_finished.emit(self.status.text())
+
+        self._tasks.run(op, done, failed, owner=self)

@@ -1,0 +1,89 @@
+"""Shared setup for the Hub / Downloads / My Models GUI tests: pages wired as the app wires them, on a fake Hub."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "models"))
+
+from synthetic import GiB, profile  # noqa: E402
+
+from app.core.downloads.manager import DownloadManager  # noqa: E402
+from app.core.hub.client import HubClient  # noqa: E402
+from app.core.library import Library  # noqa: E402
+from app.core.models.devices import machine_from_profile  # noqa: E402
+from app.ui.tasks import TaskRunner  # noqa: E402
+
+FAST = {"backoff_s": 0.01, "backoff_max_s": 0.05, "stall_timeout_s": 5.0, "max_retries": 2}
+
+
+def blob(n: int, seed: int = 1) -> bytes:
+    return hashlib.shake_256(str(seed).encode()).digest(n)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def quant_files(tmp_path_factory):
+    """Real tiny GGUF files (F16 and Q8_0) whose headers the fit badges are computed from."""
+    pytest.importorskip("gguf")
+    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+
+    d = tmp_path_factory.mktemp("hub-gui-quants")
+    return {q: write_tiny_llama_gguf(d / f"t-{q}.gguf", dtype=q, n_ctx=4096) for q in ("F16", "Q8_0")}
+
+
+@pytest.fixture
+def pool_tasks(qtbot):
+    pool = ThreadPoolExecutor(4, thread_name_prefix="test-bg")
+    tasks = TaskRunner(pool)
+    yield tasks
+    tasks.close()
+    pool.shutdown(wait=True)
+
+
+@dataclass
+class Env:
+    hub_url: str
+    models: Path
+    state_file: Path
+    library: Library
+    tasks: TaskRunner
+
+    def hub(self) -> HubClient:
+        return HubClient(self.hub_url, None)
+
+    def manager(self, **kw) -> DownloadManager:
+        kw.setdefault("download_options", FAST)
+        return DownloadManager(self.models, self.state_file, endpoint=self.hub_url,
+                               client_factory=lambda: httpx.Client(trust_env=False, follow_redirects=True), **kw)
+
+
+@pytest.fixture
+def env(fake_hub, hf_env, tmp_path, pool_tasks):
+    models = tmp_path / "models"
+    models.mkdir()
+    library = Library(models, tmp_path / "library.db")
+    yield Env(fake_hub.url, models, tmp_path / "downloads.json", library, pool_tasks)
+    library.close()
+
+
+@pytest.fixture
+def machine():
+    return machine_from_profile(profile(ram_total=16 * GiB, ram_free=12 * GiB))
+
+
+def part_of(models: Path, repo_id: str, path: str) -> Path:
+    return models / repo_id / (path + ".part")
+
+
+__all__ = ["FAST", "Env", "blob", "env", "machine", "part_of", "pool_tasks", "quant_files", "sha"]

@@ -1,0 +1,121 @@
+"""My Models: the library table, Reveal, Delete (confirmed), Import… in place, HF cache import."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from PySide6.QtCore import QUrl
+
+from app.core.library import Library, ModelFile
+from app.core.units import fmt_bytes
+from app.ui.library_page import LibraryPage
+from tests.ui.hub_gui_fixtures import pool_tasks, quant_files  # noqa: F401
+
+
+@pytest.fixture
+def library(tmp_path):
+    (tmp_path / "models").mkdir()
+    lib = Library(tmp_path / "models", tmp_path / "library.db")
+    yield lib
+    lib.close()
+
+
+@pytest.fixture
+def make_page(qtbot, library, pool_tasks):  # noqa: F811
+    def make(answer=True):
+        asked, opened = [], []
+
+        def confirm(title, text):
+            asked.append(text)
+            return answer
+
+        page = LibraryPage(library, pool_tasks, confirm=confirm, open_url=lambda url: opened.append(url) or True)
+        qtbot.addWidget(page)
+        qtbot.waitUntil(lambda: page.total.text() != "", timeout=5_000)
+        page.asked, page.opened = asked, opened
+        return page
+
+    return make
+
+
+def downloaded(library, quant_files, name="Q8_0"):  # noqa: F811
+    dest = library.models_dir / "org" / "Tiny-GGUF" / f"Tiny-{name}.gguf"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(quant_files[name], dest)
+    return library.add_download(repo_id="org/Tiny-GGUF", commit="c0ffee", format="gguf", quant=name,
+                                files=[ModelFile(dest, dest.stat().st_size, None)])
+
+
+def test_table_shows_models_and_total(qtbot, make_page, library, quant_files):  # noqa: F811
+    page = make_page()
+    assert page.table.rowCount() == 0 and page.total.text() == "0 models · 0 B on disk"
+    model = downloaded(library, quant_files)
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)  # library.changed → reload
+    name, fmt, quant, size, path, used, status = page.row_text(0)
+    assert (name, fmt, quant, size, status) == ("Tiny-GGUF:Q8_0", "GGUF", "Q8_0", fmt_bytes(model.size), "Ready")
+    assert path == str(model.path) and used == "never"
+    assert page.total.text() == f"1 model · {fmt_bytes(model.size)} on disk"
+
+
+def test_import_in_place_then_reveal_and_delete_keeps_outside_files(qtbot, make_page, library,
+                                                                    quant_files, tmp_path):  # noqa: F811
+    page = make_page()
+    outside = tmp_path / "elsewhere" / "mine.gguf"
+    outside.parent.mkdir()
+    shutil.copy(quant_files["F16"], outside)
+    with qtbot.waitSignal(page.import_finished, timeout=10_000) as got:
+        page.import_path(outside)
+    assert got.args[0] == "Imported 1 model."
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    assert page.row_text(0)[4] == str(outside) and page.row_text(0)[2] == "F16"
+    assert not page.reveal_button.isEnabled()
+    page.table.selectRow(0)
+    assert page.reveal_button.isEnabled()
+    page.reveal_selected()
+    assert page.opened == [QUrl.fromLocalFile(str(outside.parent))]
+    page.delete_selected()
+    assert "files stay where they are" in page.asked[0]
+    qtbot.waitUntil(lambda: page.table.rowCount() == 0, timeout=5_000)
+    assert outside.exists()  # imported in place: never deleted from its own folder
+
+
+def test_delete_asks_and_frees_the_models_folder(qtbot, make_page, library, quant_files):  # noqa: F811
+    model = downloaded(library, quant_files)
+    page = make_page(answer=False)
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    page.select(model.id)
+    page.delete_selected()
+    assert page.asked and page.asked[0].startswith("Delete Tiny-GGUF:Q8_0 and its files")
+    qtbot.wait(100)
+    assert model.path.exists() and library.get(model.id) is not None  # "No" keeps it
+
+    page._confirm = lambda title, text: True
+    page.delete_selected()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 0, timeout=5_000)
+    assert not model.path.exists() and page.status.text() == f"Deleted; freed {fmt_bytes(model.size)}."
+
+
+def test_missing_file_shows_its_status(qtbot, make_page, library, quant_files):  # noqa: F811
+    model = downloaded(library, quant_files)
+    model.path.unlink()
+    page = make_page()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    assert page.row_text(0)[6] == f"Missing: missing: {model.path.name}"
+
+
+def test_bad_import_is_explained(qtbot, make_page, tmp_path):
+    page = make_page()
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\xff" * 40)
+    with qtbot.waitSignal(page.import_finished, timeout=10_000) as got:
+        page.import_path(bad)
+    assert got.args[0].startswith("Nothing imported: ") and "broken.gguf" in got.args[0]
+    assert page.table.rowCount() == 0
+
+
+def test_hf_cache_import_with_an_empty_cache(qtbot, make_page):
+    page = make_page()
+    with qtbot.waitSignal(page.import_finished, timeout=10_000) as got:
+        page.import_hf_cache()
+    assert got.args[0].startswith("Imported 0 models")
