@@ -11,6 +11,7 @@ from typing import Callable
 from app.core.hardware import HardwareProfile, probe_hardware
 from app.core.hardware.engines import prewarm_engines
 from app.core.logs import configure_logging
+from app.core.models.devices import Machine, machine_from_profile
 from app.core.paths import AppPaths, app_paths
 from app.core.resources import resource_path
 from app.core.services import Services
@@ -31,7 +32,9 @@ class Shell:
     services: Services
 
     def shutdown(self) -> None:
-        """Stop delivering to widgets, then close the core services (downloads pause, the engine stops)."""
+        """Stop the reply being written (saved as stopped), stop delivering to widgets, then close the core
+        services (downloads pause with their partials kept, the engine stops)."""
+        self.window.page("chat").shutdown()
         self.tasks.close()
         self.services.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -56,6 +59,8 @@ def build_shell(
     probe: Callable[[bool], HardwareProfile] | None = None,
     services: Services | None = None,
 ) -> Shell:
+    from app.ui.bridge import EventBridge
+    from app.ui.chat.chat_page import ChatPage
     from app.ui.discover.discover_page import DiscoverPage
     from app.ui.downloads_panel import DownloadsPanel
     from app.ui.hardware_page import HardwarePage
@@ -74,11 +79,16 @@ def build_shell(
     library = LibraryPage(services.library, tasks)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
     discover.download_requested.connect(downloads.request_download)
+    machine: dict[str, Machine] = {}
+    hardware.profile_ready.connect(lambda p: machine.update(now=machine_from_profile(p)))
+    chat = ChatPage(services.host, services.chats, services.library, tasks, machine_source=lambda: machine.get("now"))
+    library_changed = EventBridge(services.library.changed, chat)
+    library_changed.fired.connect(lambda _id: chat.model_bar.refresh_models())
     pages = [
         ("discover", "Discover", discover),
         ("models", "My Models", library),
         ("downloads", "Downloads", downloads),
-        ("chat", "Chat", PlaceholderPage("Chat", f"Chat with a loaded model. {COMING}")),
+        ("chat", "Chat", chat),
         ("server", "Server", PlaceholderPage("Server", f"A local OpenAI-compatible endpoint. {COMING}")),
         ("hardware", "Hardware", hardware),
     ]

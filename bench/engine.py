@@ -60,11 +60,12 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, binary: Path, model: Path, threads: int) -> None:
+    def __init__(self, binary: Path, model: Path, threads: int, flash_attn: bool) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX),
-             "-np", "1", "--host", "127.0.0.1", "--port", str(self.port), "-b", "512", "-ub", "512"],
+             "-np", "1", "--host", "127.0.0.1", "--port", str(self.port), "-b", "512", "-ub", "512",
+             "-fa", "on" if flash_attn else "off"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -122,9 +123,10 @@ def ttft_ratio(engine: LlamaCppEngine, runs: int) -> tuple[float, float]:
     return statistics.median(colds), statistics.median(warms)
 
 
-def llama_bench(binary: Path, model: Path, threads: int) -> dict[str, float]:
+def llama_bench(binary: Path, model: Path, threads: int, flash_attn: bool) -> dict[str, float]:
     out = subprocess.run([str(binary), "-m", str(model), "-t", str(threads), "-p", "512", "-n", str(N_PREDICT),
-                          "-r", "3", "-o", "json"], capture_output=True, text=True, timeout=1200)
+                          "-r", "3", "-fa", "1" if flash_attn else "0", "-o", "json"],
+                         capture_output=True, text=True, timeout=1200)
     res = {}
     for row in json.loads(out.stdout or "[]"):
         key = "pp" if row.get("n_prompt") else "tg"
@@ -138,17 +140,20 @@ def main() -> int:
     ap.add_argument("--no-1b", action="store_true")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--bin", default=os.environ.get("LLAMA_BIN"))
+    ap.add_argument("--flash-attn", choices=["on", "off"], default="off", help="for both sides (default off)")
     a = ap.parse_args()
     bin_dir = Path(a.bin or subprocess.run(["bash", str(ROOT / "bench/build_peers.sh"), sys.executable],
                                            capture_output=True, text=True, check=True).stdout.strip())
     bw = probe_hardware(measure_bandwidth=True).bandwidth.cpu_measured_gbps
-    print(f"threads {a.threads}, measured read bandwidth {bw:.1f} GB/s, peers in {bin_dir}")
+    print(f"threads {a.threads}, flash attention {a.flash_attn}, measured read bandwidth {bw:.1f} GB/s, "
+          f"peers in {bin_dir}")
     rows = []
     for name, path in models(not a.no_1b).items():
         spec = spec_from_gguf(read_gguf_header(path))
         engine = LlamaCppEngine()
-        engine.load(LoadSpec(path=path, n_ctx=N_CTX, n_threads=a.threads, n_batch=512, n_ubatch=512))
-        server = Server(bin_dir / "llama-server", path, a.threads)
+        fa = a.flash_attn == "on"
+        engine.load(LoadSpec(path=path, n_ctx=N_CTX, n_threads=a.threads, n_batch=512, n_ubatch=512, flash_attn=fa))
+        server = Server(bin_dir / "llama-server", path, a.threads, fa)
         try:
             prompt_long = STORY * 20  # ~500 tokens of prefill
             for _ in range(2):  # warm-up both
@@ -168,7 +173,7 @@ def main() -> int:
             server.close()
         cold, warm = ttft_ratio(engine, max(3, a.runs // 2))
         engine.unload()
-        bench = llama_bench(bin_dir / "llama-bench", path, a.threads)
+        bench = llama_bench(bin_dir / "llama-bench", path, a.threads, fa)
         md, mp = statistics.median(ours_d), statistics.median(ours_p)
         sd, sp = statistics.median(theirs_d), statistics.median(theirs_p)
         bytes_s = spec.bytes_per_token_read * md

@@ -38,8 +38,8 @@ def test_window_opens_with_all_pages(shell_factory, qtbot):
     labels = [w.sidebar.item(i).text() for i in range(w.sidebar.count())]
     assert labels == ["Discover", "My Models", "Downloads", "Chat", "Server", "Hardware"]
     assert w.current_page_key == "hardware"
-    w.show_page("chat")
-    assert "later version" in w.page("chat").note.text()
+    w.show_page("server")
+    assert "later version" in w.page("server").note.text()
 
 
 def test_hardware_page_shows_this_machine(shell_factory, qtbot):
@@ -113,7 +113,7 @@ def test_window_geometry_and_page_are_restored(shell_factory, qtbot):
     shell, store = shell_factory()
     w = shell.window
     w.show()
-    w.resize(700, 510)
+    w.resize(780, 560)
     w.show_page("server")
     qtbot.wait(50)
     w.close()
@@ -123,7 +123,7 @@ def test_window_geometry_and_page_are_restored(shell_factory, qtbot):
     shell2, _ = shell_factory(settings=saved)
     w2 = shell2.window
     assert w2.current_page_key == "server"
-    assert (w2.width(), w2.height()) == (700, 510)
+    assert (w2.width(), w2.height()) == (780, 560)
 
 
 def test_settings_dialog_saves(shell_factory, qtbot):

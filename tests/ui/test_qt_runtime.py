@@ -16,3 +16,12 @@ def test_signal_emit_keeps_reference_counts():
     for i in range(500):
         emitter.ping.emit(i)
     assert abs(sys.getrefcount(True) - before) < 10
+
+
+def test_void_qt_calls_keep_none_reference_count():
+    # PySide6 6.12.0 also dropped a reference to None on most void calls (none_dealloc after a few thousand).
+    emitter = _Emitter()
+    before = sys.getrefcount(None)
+    for _ in range(500):
+        emitter.setObjectName("x")
+    assert abs(sys.getrefcount(None) - before) < 10

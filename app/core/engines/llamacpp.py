@@ -229,12 +229,22 @@ class LlamaCppEngine:
                     yield final("stop")
                     return
                 if sp.max_tokens is None or stats.generated_tokens < sp.max_tokens:
-                    llm.eval([token])
+                    self._decode_one(llm, token)
         except Exception as exc:  # native or sampler failure: end this stream, keep the engine usable
             logger.exception("generation failed")
             yield final("error", error=f"generation failed: {exc}")
         finally:
             llm._sampler = None
+
+    @staticmethod
+    def _decode_one(llm: Any, token: int) -> None:
+        """`Llama.eval([token])` without its per-call KV sweep (the cache past n_tokens is already clear
+        while decoding): the decode loop runs this once a token, so it stays as thin as llama-server's."""
+        n_past = llm.n_tokens
+        llm._batch.set_batch(batch=[token], n_past=n_past, logits_all=False)
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[n_past] = token
+        llm.n_tokens = n_past + 1
 
     def _reuse_prefix(self, llm: Any, tokens: list[int]) -> int:
         """Keep the cached prefix shared with `tokens` and drop the rest; returns how many are kept."""

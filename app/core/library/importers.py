@@ -169,6 +169,16 @@ def _try(library: "Library", result: ImportResult, path: Path, **kw) -> None:
         result.skipped.append(Skipped(path, str(exc)))
 
 
+def hf_cache_dir(env: dict[str, str] | None = None) -> Path:
+    """The Hugging Face hub cache as the environment says now (huggingface_hub reads it only at import)."""
+    env = os.environ if env is None else env
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                              "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
 def import_hf_cache(library: "Library", cache_dir: str | os.PathLike[str] | None = None) -> ImportResult:
     """GGUF files and MLX snapshots already in the Hugging Face cache, imported in place."""
     result = ImportResult()
@@ -178,6 +188,7 @@ def import_hf_cache(library: "Library", cache_dir: str | os.PathLike[str] | None
     except ImportError:
         logger.info("huggingface_hub is not installed; no HF cache to import")
         return result
+    cache_dir = cache_dir or hf_cache_dir()
     try:
         info = scan_cache_dir(cache_dir)
     except CacheNotFound:

@@ -1,0 +1,282 @@
+"""The chat header's model bar: pick a library model, load it with the planner's defaults (or the
+Advanced overrides), and show what is loaded: engine, context, offload, predicted vs measured tok/s."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+    QWidgetAction,
+)
+
+from app.core.engines.base import LoadSpec
+from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CTX = 8192  # asked of the planner; it lowers it to what fits (and to the trained length)
+FALLBACK_CTX = 4096
+KV_TYPES = ("f16", "q8_0", "q4_0")
+ENGINE_NAMES = {"gguf": "llama.cpp", "mlx": "MLX", "fake": "fake engine"}
+
+
+@dataclass
+class LoadPlanDefaults:
+    n_ctx: int = FALLBACK_CTX
+    n_gpu_layers: int = 0
+    kv_type: str = "f16"
+    flash_attn: bool = False
+    predicted_tok_s: float = 0.0
+    offload: str = ""  # "Full GPU offload (31/31 layers)"
+    note: str = ""  # why there is no plan, when there is none
+
+
+def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], object] | None) -> LoadPlanDefaults:
+    """Background thread: the planner's context, GPU layers and KV type for this model here."""
+    if machine_source is None or fmt not in ("gguf", "mlx"):
+        return LoadPlanDefaults(note="no planner for this model; using safe defaults")
+    from app.core.models.memory import LoadOptions
+    from app.core.models.planner import plan_load
+    from app.core.models.speed import predict_speed
+    from app.core.runtime.preflight import check_gguf, check_mlx_folder
+
+    spec = check_gguf(path) if fmt == "gguf" else check_mlx_folder(path)
+    machine = machine_source()
+    if machine is None:
+        return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
+    want = min(DEFAULT_CTX, spec.n_ctx_train) if spec.n_ctx_train else FALLBACK_CTX
+    plan = plan_load(spec, machine, n_ctx=want, options=LoadOptions(n_ctx=want))
+    try:
+        predicted = predict_speed(spec, plan).decode_tok_s
+    except (ValueError, ZeroDivisionError):
+        predicted = 0.0
+    opts = plan.options
+    return LoadPlanDefaults(
+        n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers, kv_type=opts.cache_type_k,
+        flash_attn=opts.flash_attn, predicted_tok_s=predicted,
+        offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
+        note="" if plan.fits else plan.explanation,
+    )
+
+
+class AdvancedForm(QWidget):
+    """The Advanced popover: overrides of the planner's defaults."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        form = QFormLayout(self)
+        self.n_ctx = QSpinBox()
+        self.n_ctx.setRange(256, 1_048_576)
+        self.n_ctx.setSingleStep(1024)
+        self.gpu_layers = QSpinBox()
+        self.gpu_layers.setRange(-1, 999)
+        self.gpu_layers.setSpecialValueText("all")
+        self.kv_type = QComboBox()
+        self.kv_type.addItems(KV_TYPES)
+        self.flash_attn = QCheckBox("Flash attention")
+        self.reset = QPushButton("Planner defaults")
+        form.addRow("Context length", self.n_ctx)
+        form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("KV cache type", self.kv_type)
+        form.addRow("", self.flash_attn)
+        form.addRow("", self.reset)
+
+    def set_values(self, d: LoadPlanDefaults) -> None:
+        self.n_ctx.setValue(d.n_ctx)
+        self.gpu_layers.setValue(d.n_gpu_layers)
+        self.kv_type.setCurrentText(d.kv_type if d.kv_type in KV_TYPES else "f16")
+        self.flash_attn.setChecked(d.flash_attn)
+
+
+class ModelBar(QWidget):
+    """`host_state(state)` is fed by the page (UI thread); errors show in place under the bar."""
+
+    def __init__(self, host, library, tasks, machine_source: Callable[[], object] | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.library, self.tasks = host, library, tasks
+        self.machine_source = machine_source
+        self.defaults = LoadPlanDefaults()
+        self.state = HostState()
+        self.measured_tok_s = 0.0
+        self._loading_name = ""
+
+        self.picker = QComboBox()
+        self.picker.setMinimumWidth(180)
+        self.picker.setPlaceholderText("Pick a model…")
+        self.picker.currentIndexChanged.connect(self._picked)
+        self.load_button = QPushButton("Load")
+        self.load_button.clicked.connect(self.load_selected)
+        self.unload_button = QPushButton("Unload")
+        self.unload_button.clicked.connect(self.unload)
+        self.advanced = AdvancedForm()
+        self.advanced.reset.clicked.connect(lambda: self.advanced.set_values(self.defaults))
+        menu = QMenu(self)
+        action = QWidgetAction(menu)
+        action.setDefaultWidget(self.advanced)
+        menu.addAction(action)
+        self.advanced_button = QToolButton()
+        self.advanced_button.setText("Advanced")
+        self.advanced_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.advanced_button.setMenu(menu)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # a load reports no fraction: busy indicator
+        self.progress.setMaximumWidth(90)
+        self.progress.setVisible(False)
+        self.status = QLabel("No model loaded")
+        self.status.setObjectName("modelStatus")
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status.setWordWrap(True)  # engine, context, offload, speed: wraps on a narrow window
+        self.error = QLabel()
+        self.error.setObjectName("modelError")
+        self.error.setStyleSheet("color:#cf222e")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        for w in (self.picker, self.load_button, self.advanced_button, self.unload_button, self.progress):
+            top.addWidget(w)
+        top.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(top)
+        layout.addWidget(self.status)
+        layout.addWidget(self.error)
+        self.refresh_models()
+        self._render()
+
+    # -- picking and loading --------------------------------------------------------------------
+    def refresh_models(self) -> None:
+        current = self.picker.currentData()
+        self.picker.blockSignals(True)
+        self.picker.clear()
+        models = self.library.list(status="ready") if self.library is not None else []
+        for m in models:
+            self.picker.addItem(f"{m.name} · {m.format}", m)
+        self.picker.blockSignals(False)
+        ids = [m.id for m in models]
+        if current is not None and current.id in ids:
+            self.picker.setCurrentIndex(ids.index(current.id))
+        elif models:
+            self.picker.setCurrentIndex(0)
+
+    def _picked(self, _index: int) -> None:
+        model = self.picker.currentData()
+        if model is None:
+            return
+        self.defaults = LoadPlanDefaults()
+        self.advanced.set_values(self.defaults)
+        path, fmt, source = Path(model.path), model.format, self.machine_source
+        self.tasks.run(lambda: plan_defaults(path, fmt, source), self._planned, self._plan_failed, owner=self)
+
+    def _planned(self, d: LoadPlanDefaults) -> None:
+        """UI thread."""
+        self.defaults = d
+        self.advanced.set_values(d)
+        self._render()
+
+    def _plan_failed(self, exc: BaseException) -> None:
+        self._show_error(f"Cannot plan this model: {exc}")
+
+    def load_selected(self) -> None:
+        model = self.picker.currentData()
+        if model is None:
+            self._show_error("Pick a model from your library first.")
+            return
+        a = self.advanced
+        spec = LoadSpec(path=Path(model.path), n_ctx=a.n_ctx.value(), n_gpu_layers=a.gpu_layers.value(),
+                        flash_attn=a.flash_attn.isChecked(), cache_type_k=a.kv_type.currentText(),
+                        cache_type_v=a.kv_type.currentText())
+        self.load_spec(spec, model.format, model.name)
+        if self.library is not None:
+            self.tasks.run(lambda: self.library.touch(model.id), owner=self)
+
+    def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
+        """Queue a load on the host; progress and errors come back through the host state."""
+        self._loading_name = name or Path(spec.path).name
+        self.error.setVisible(False)
+        try:
+            self.host.submit(LoadJob(spec=spec, format=fmt))
+        except (HostBusy, HostClosed) as exc:
+            self._show_error(str(exc))
+            return False
+        self.measured_tok_s = 0.0
+        self.progress.setVisible(True)
+        self.status.setText(f"Loading {self._loading_name}…")
+        return True
+
+    def unload(self) -> None:
+        try:
+            self.host.submit(UnloadJob())
+        except (HostBusy, HostClosed) as exc:
+            self._show_error(str(exc))
+
+    def set_measured(self, tok_s: float) -> None:
+        if tok_s > 0:
+            self.measured_tok_s = tok_s
+            self._render()
+
+    # -- state ----------------------------------------------------------------------------------
+    def host_state(self, state: HostState) -> None:
+        """UI thread (re-posted by HostWatcher)."""
+        self.state = state
+        if state.status == "error" and state.error:
+            self._show_error(state.error)
+        elif state.status in ("ready", "loading"):
+            self.error.setVisible(False)
+        self._render()
+
+    def _show_error(self, text: str) -> None:
+        self.error.setText(text)
+        self.error.setVisible(True)
+
+    @property
+    def busy_text(self) -> str:
+        s = self.state
+        if s.status == "generating" and s.source == "api":
+            return "busy: API request"
+        return ""
+
+    def _render(self) -> None:
+        s = self.state
+        self.progress.setVisible(s.status == "loading")
+        self.unload_button.setEnabled(s.model is not None)
+        self.load_button.setEnabled(s.status != "loading")
+        if s.status == "loading":
+            self.status.setText(f"Loading {self._loading_name or 'model'}…")
+            return
+        if s.model is None:
+            self.status.setText("No model loaded" + (f" · {self.defaults.note}" if self.defaults.note else ""))
+            return
+        info = s.model
+        parts = [f"{Path(info.path).name}", ENGINE_NAMES.get(info.format, info.format), f"ctx {info.n_ctx}"]
+        if self.defaults.offload:
+            parts.append(self.defaults.offload)
+        speed = []
+        if self.defaults.predicted_tok_s > 0:
+            speed.append(f"predicted {self.defaults.predicted_tok_s:.0f} tok/s")
+        if self.measured_tok_s > 0:
+            speed.append(f"measured {self.measured_tok_s:.0f} tok/s")
+        parts += speed
+        if busy := self.busy_text:
+            parts.append(busy)
+        if info.template_notice:
+            parts.append(info.template_notice)
+        self.status.setText(" · ".join(parts))

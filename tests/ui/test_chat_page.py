@@ -1,0 +1,358 @@
+"""The Chat page against a FakeEngine host (thousands of tok/s): streaming, stop, regenerate, edit,
+switching chats mid-stream, persistence across restarts, the context policy and a 1,000-message chat."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+
+from app.core.chat.models import Conversation, Message
+from app.core.chat.store import ChatStore
+from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.fake import FakeEngine, registry_with_fake
+from app.core.runtime.host import EngineHost
+from app.core.runtime.jobs import GenerateJob
+from app.core.runtime.preflight import PreflightResult
+from app.ui.chat import ChatPage
+from app.ui.tasks import TaskRunner
+
+
+def no_preflight(spec, fmt, plan_check):
+    return PreflightResult()
+
+
+class Harness:
+    """A page on a fake host; `open_page()` again on the same DB simulates a restart."""
+
+    def __init__(self, qtbot, db: Path, tok_s: float, n_ctx: int) -> None:
+        self.qtbot, self.db = qtbot, db
+        self.engines: list[FakeEngine] = []
+        self.host = EngineHost(registry_with_fake(self.engines, tok_s=tok_s), preflight=no_preflight,
+                               name="test-chat-host")
+        self.pool = ThreadPoolExecutor(2)
+        self.tasks = TaskRunner(self.pool)
+        self.pages: list[ChatPage] = []
+        self.stores: list[ChatStore] = []
+        self.n_ctx = n_ctx
+
+    def load(self, n_ctx: int | None = None) -> None:
+        self.host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=n_ctx or self.n_ctx), "fake")
+        page = self.pages[-1]
+        self.qtbot.waitUntil(lambda: page.composer_reason == "", timeout=5000)
+
+    def open_page(self) -> ChatPage:
+        store = ChatStore(self.db)
+        page = ChatPage(self.host, store, None, self.tasks)
+        self.qtbot.addWidget(page)
+        page.resize(1100, 750)
+        page.show()
+        self.pages.append(page)
+        self.stores.append(store)
+        return page
+
+    def close_page(self, page: ChatPage) -> None:
+        page.shutdown()
+        self.stores[self.pages.index(page)].close()
+
+    def close(self) -> None:
+        for page, store in zip(self.pages, self.stores):
+            page.shutdown()
+            store.close()
+        assert self.host.shutdown(5.0)
+        self.tasks.close()
+        self.pool.shutdown(wait=True)
+
+
+@pytest.fixture
+def make_chat(qtbot, tmp_path):
+    made: list[Harness] = []
+
+    def make(tok_s: float = 3000, n_ctx: int = 4096, load: bool = True) -> tuple[Harness, ChatPage]:
+        h = Harness(qtbot, tmp_path / "chats.sqlite3", tok_s, n_ctx)
+        made.append(h)
+        page = h.open_page()
+        if load:
+            h.load()
+        return h, page
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def limit_tokens(page: ChatPage, n: int | None) -> None:
+    if page.conv_id is None:
+        page.new_conversation()
+    conv = page.store.update_settings(page.conv_id, sampling=SamplingParams(max_tokens=n))
+    page.settings.set_conversation(conv)
+
+
+def send_and_wait(qtbot, page: ChatPage, text: str, timeout: int = 10_000):
+    with qtbot.waitSignal(page.reply_finished, timeout=timeout) as got:
+        assert page.send(text)
+    return got.args
+
+
+def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
+    h, page = make_chat(tok_s=3000)
+    limit_tokens(page, 400)
+    committed: list[bool] = []
+    submit = h.host.submit
+
+    def spy(job, sink=None):
+        if isinstance(job, GenerateJob):  # the user turn must already be in the DB
+            committed.append(any(m.role == "user" and m.content == "Tell me a tale"
+                                 for m in page.store.active_path(page.conv_id)))
+        return submit(job, sink)
+
+    h.host.submit = spy
+    updates: list[str] = []
+    page.messages.dataChanged.connect(lambda *_: updates.append("x"))
+    msg_id, result = send_and_wait(qtbot, page, "Tell me a tale")
+    assert committed == [True]
+    assert result.status == "done" and result.finish_reason == "length"
+    assert len(result.text.split()) == 400
+    bridge_chunks = result.stats.generated_tokens
+    assert bridge_chunks == 400
+    assert 1 <= len(updates) < 100, "the view must be updated in batches, not per token"
+    row = page.messages.rows[-1]
+    assert row.id == msg_id and row.status == "done" and row.text == result.text
+    html = page.messages.rendered(row).html
+    assert "tok/s" in html and "400 tokens" in html and "TTFT" in html and "finish: length" in html
+    page.writer.flush()
+    saved = page.store.get_message(msg_id)
+    assert saved.status == "done" and saved.content == result.text
+    assert saved.stats["generated_tokens"] == 400
+    assert "tokens" in page.meter_label.text()
+    assert "measured" in page.model_bar.status.text()
+    assert page.conv_list.count() == 1 and page.conv_list.item(0).text() == "Tell me a tale"
+
+
+def test_stop_mid_stream_keeps_partial_text_marked_stopped(make_chat, qtbot):
+    h, page = make_chat(tok_s=300)
+    assert page.send("Talk for a long time")
+    qtbot.waitUntil(lambda: len(page.messages.rows[-1].text.split()) >= 20, timeout=5000)
+    assert page.composer_reason.startswith("Replying")
+    with qtbot.waitSignal(page.reply_finished, timeout=5000) as got:
+        qtbot.keyClick(page.composer, Qt.Key.Key_Escape)
+    msg_id, result = got.args
+    assert result.status == "stopped" and result.text
+    row = page.messages.rows[-1]
+    assert row.status == "stopped" and "Stopped" in page.messages.rendered(row).html
+    page.writer.flush()
+    saved = page.store.get_message(msg_id)
+    assert saved.status == "stopped" and saved.content == result.text
+    assert page.composer_reason == ""
+
+
+def test_regenerate_makes_a_sibling_and_keeps_the_old_reply(make_chat, qtbot):
+    h, page = make_chat()
+    limit_tokens(page, 30)
+    first_id, first = send_and_wait(qtbot, page, "Say something")
+    with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
+        qtbot.keyClick(page.composer, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    second_id, second = got.args
+    assert second_id != first_id and second.status == "done"
+    page.writer.flush()
+    siblings = page.store.branches(second_id)
+    assert [m.id for m in siblings] == [first_id, second_id]
+    assert page.messages.rows[-1].id == second_id and page.messages.rows[-1].branch == (2, 2)
+    assert "2/2" in page.messages.rendered(page.messages.rows[-1]).html
+    # The engine saw the same history both times: system-less user turn only, no old reply.
+    requests = h.engines[0].generations
+    assert [m.content for m in requests[-1].messages] == ["Say something"]
+    page.switch_branch(second_id, -1)
+    assert page.messages.rows[-1].id == first_id and page.messages.rows[-1].text == first.text
+
+
+def test_edit_and_resend_keeps_the_old_branch(make_chat, qtbot):
+    h, page = make_chat()
+    limit_tokens(page, 20)
+    send_and_wait(qtbot, page, "first question")
+    user_id = page.messages.rows[0].id
+    page.begin_edit(user_id)
+    assert page.composer.toPlainText() == "first question" and "Editing" in page.reason.text()
+    page.composer.setPlainText("second question")
+    with qtbot.waitSignal(page.reply_finished, timeout=10_000):
+        qtbot.keyClick(page.composer, Qt.Key.Key_Return)
+    rows = page.messages.rows
+    assert [r.text for r in rows][0] == "second question" and rows[0].branch == (2, 2)
+    assert h.engines[0].generations[-1].messages[-1].content == "second question"
+    page.switch_branch(rows[0].id, -1)
+    rows = page.messages.rows
+    assert rows[0].text == "first question" and rows[0].branch == (1, 2) and len(rows) == 2
+
+
+def test_switching_conversations_while_streaming_keeps_the_stream_in_its_own_chat(make_chat, qtbot):
+    h, page = make_chat(tok_s=400)
+    limit_tokens(page, 200)
+    first_conv = page.conv_id
+    assert page.send("a long answer please")
+    qtbot.waitUntil(lambda: len(page.messages.rows[-1].text.split()) >= 5, timeout=5000)
+    with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
+        second_conv = page.new_conversation()
+        assert page.conv_id == second_conv and page.messages.rows == []
+        assert page.composer_reason.startswith("Replying")  # one reply at a time, wherever it is
+    msg_id, result = got.args
+    assert result.status == "done" and len(result.text.split()) == 200
+    assert page.messages.rows == [] and page.conv_id == second_conv
+    page.writer.flush()
+    assert page.store.get_message(msg_id).content == result.text
+    page.open_conversation(first_conv)
+    assert page.messages.rows[-1].text == result.text and page.messages.rows[-1].status == "done"
+
+
+def test_restart_keeps_conversations_and_marks_interrupted_replies(make_chat, qtbot):
+    h, page = make_chat()
+    limit_tokens(page, 10)
+    _, result = send_and_wait(qtbot, page, "remember me")
+    conv_id = page.conv_id
+    # A reply a crash left mid-stream: written as `streaming`, never finished.
+    leftover = page.store.begin_assistant(conv_id, page.messages.rows[0].id)
+    page.store.update_streaming(leftover, "half a rep")
+    h.close_page(page)
+    page2 = h.open_page()
+    assert page2.conv_id == conv_id and page2.conv_list.item(0).text() == "remember me"
+    rows = page2.messages.rows
+    assert rows[0].text == "remember me"
+    assert rows[-1].id == leftover and rows[-1].status == "interrupted" and rows[-1].text == "half a rep"
+    assert "Interrupted" in page2.messages.rendered(rows[-1]).html
+    assert page2.notice.isVisible() and "interrupted" in page2.notice.text()
+    page2.switch_branch(leftover, -1)
+    assert page2.messages.rows[-1].text == result.text
+
+
+def test_composer_needs_a_model_and_enter_sends_shift_enter_newlines(make_chat, qtbot):
+    h, page = make_chat(load=False)
+    assert not page.composer.isEnabled() and page.reason.text() == "Load a model to chat"
+    assert not page.send("hello")
+    h.load()
+    assert page.composer.isEnabled() and page.reason.text() == ""
+    limit_tokens(page, 5)
+    qtbot.keyClicks(page.composer, "line one")
+    qtbot.keyClick(page.composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(page.composer, "line two")
+    assert page.composer.toPlainText() == "line one\nline two"
+    with qtbot.waitSignal(page.reply_finished, timeout=10_000):
+        qtbot.keyClick(page.composer, Qt.Key.Key_Return)
+    assert page.messages.rows[0].text == "line one\nline two" and page.composer.toPlainText() == ""
+
+
+def test_api_request_shows_busy_and_chat_job_waits(make_chat, qtbot):
+    h, page = make_chat(tok_s=200)
+    limit_tokens(page, 5)
+    api = h.host.submit(GenerateJob(request=GenerateRequest(
+        messages=[ChatMessage(role="user", content="api")], sampling=SamplingParams(max_tokens=60)), source="api"))
+    qtbot.waitUntil(lambda: "busy: API request" in page.model_bar.status.text(), timeout=5000)
+    assert "busy: API request" in page.reason.text()
+    with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
+        assert page.send("me too")
+    assert api.done.is_set() and got.args[1].status == "done"
+    assert "busy" not in page.model_bar.status.text()
+
+
+def test_context_policy_drops_oldest_turns_with_a_notice_and_the_request_fits(make_chat, qtbot):
+    h, page = make_chat(n_ctx=1024)
+    conv = page.store.create_conversation("long", system_prompt="You are terse.",
+                                          sampling=SamplingParams(max_tokens=100))
+    words = " ".join(["lorem ipsum dolor sit amet"] * 12)  # 60 words a message
+    for i in range(20):
+        page.store.add_user_message(conv.id, f"question {i} {words}")
+        reply = page.store.begin_assistant(conv.id, page.store.active_path(conv.id)[-1].id)
+        page.store.finish_assistant(reply, f"answer {i} {words}")
+    page.refresh_conversations()
+    page.open_conversation(conv.id)
+    assert "near the limit" in page.meter_label.text() or "full" in page.meter_label.text()
+    _, result = send_and_wait(qtbot, page, "and now?")
+    assert result.status == "done"
+    assert page.notice.isVisible() and "left out of this request" in page.notice.text()
+    assert page.last_plan.dropped_messages > 0
+    sent = h.engines[0].generations[-1]
+    assert sent.messages[0].content == "You are terse." and sent.messages[-1].content == "and now?"
+    assert h.engines[0].count_tokens(sent) + 100 <= 1024
+
+
+def test_a_thousand_message_chat_with_code_opens_fast(make_chat, qtbot):
+    h, page = make_chat()
+    now = time.time()
+    code = "Here:\n\n```python\ndef f(x):\n    return [i * x for i in range(10)]\n```\n\nDone."
+    msgs = [Message(id=i + 1, conversation_id=0, parent_id=i or None, role="user" if i % 2 == 0 else "assistant",
+                    content=(f"question {i}" if i % 2 == 0 else code), status="done", created_at=now,
+                    updated_at=now) for i in range(1000)]
+    conv = Conversation(id=0, title="big", created_at=now, updated_at=now)
+    cid = page.store.import_conversation(conv, msgs, 1000)
+    page.refresh_conversations()
+    t0 = time.perf_counter()
+    page.open_conversation(cid)
+    page.view.scrollToBottom()
+    page.view.viewport().repaint()
+    elapsed = time.perf_counter() - t0
+    assert page.messages.rowCount() == 1000
+    assert elapsed < 3.0, f"opening took {elapsed:.2f} s"
+    assert page.messages.renders < 100, "only the rows on screen are rendered"
+    assert page.view.at_bottom()
+
+
+def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
+    h, page = make_chat()
+    limit_tokens(page, 5)
+    send_and_wait(qtbot, page, "kettle on the hearth")
+    first = page.conv_id
+    qtbot.keyClick(page.composer, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    second = page.conv_id
+    assert second != first and page.conv_list.count() == 2
+    page.rename_conversation(second, "Planning")
+    assert page.title.text() == "Planning"
+    page.search.setText("kettle")
+    qtbot.waitUntil(lambda: page.conv_list.count() == 1, timeout=3000)
+    assert page.conv_list.item(0).data(Qt.ItemDataRole.UserRole) == first
+    page.search.setText("plann")
+    qtbot.waitUntil(lambda: page.conv_list.count() == 1
+                    and page.conv_list.item(0).data(Qt.ItemDataRole.UserRole) == second, timeout=3000)
+    page.search.clear()
+    page.delete_conversation(second)
+    qtbot.waitUntil(lambda: page.conv_list.count() == 1, timeout=3000)
+    assert page.conv_id == first
+
+
+def test_export_and_import_round_trip(make_chat, qtbot, tmp_path):
+    h, page = make_chat()
+    limit_tokens(page, 8)
+    _, result = send_and_wait(qtbot, page, "export me")
+    page.writer.flush()
+    with qtbot.waitSignal(page.files_done, timeout=5000):
+        page.export_to(tmp_path / "c.json", "json")
+    with qtbot.waitSignal(page.files_done, timeout=5000):
+        page.export_to(tmp_path / "c.md", "md")
+    assert "export me" in (tmp_path / "c.md").read_text() and json.loads((tmp_path / "c.json").read_text())
+    old = page.conv_id
+    with qtbot.waitSignal(page.files_done, timeout=5000):
+        page.import_from(tmp_path / "c.json")
+    assert page.conv_id != old and [r.text for r in page.messages.rows] == ["export me", result.text]
+    with qtbot.waitSignal(page.files_done, timeout=5000):
+        (tmp_path / "bad.json").write_text("{not json")
+        page.import_from(tmp_path / "bad.json")
+    assert page.notice.property("level") == "error"
+
+
+def test_message_actions_copy_delete_and_code_copy(make_chat, qtbot):
+    h, page = make_chat()
+    limit_tokens(page, 5)
+    send_and_wait(qtbot, page, "Show:\n\n```python\nprint('hi')\n```")
+    user = page.messages.rows[0]
+    page.messages.rendered(user)
+    page._anchor(user.id, "copy:0")
+    assert QGuiApplication.clipboard().text() == "print('hi')\n"
+    page._anchor(user.id, "act:copy")
+    assert QGuiApplication.clipboard().text().startswith("Show:")
+    reply = page.messages.rows[-1]
+    page._anchor(reply.id, "act:delete")
+    assert [r.id for r in page.messages.rows] == [user.id]
+    page._anchor(user.id, "http://example.com/x")  # a link in text is never opened, only copied
+    assert QGuiApplication.clipboard().text() == "http://example.com/x"

@@ -1,0 +1,124 @@
+"""Message rendering: Markdown, pygments highlighting, collapsible reasoning, hostile HTML as text."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from PySide6.QtCore import QUrl
+
+from app.core.chat.models import Message
+from app.ui.chat.messages_model import MessagesModel, MessageView, SafeDocument
+from app.ui.chat.render import render_message, split_reasoning
+
+
+def test_markdown_becomes_html():
+    r = render_message("# Title\n\nSome **bold** and *italic*.\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    assert "<h1>Title</h1>" in r.html and "<strong>bold</strong>" in r.html and "<em>italic</em>" in r.html
+    assert "<li>one</li>" in r.html and "<table>" in r.html
+
+
+def test_code_blocks_are_highlighted_with_a_copy_link_each():
+    text = "```python\ndef f(x):\n    return x  # done\n```\n\ntext\n\n```\nplain <b>code</b>\n```"
+    r = render_message(text)
+    assert r.code_blocks == ["def f(x):\n    return x  # done\n", "plain <b>code</b>\n"]
+    assert "href='copy:0'" in r.html and "href='copy:1'" in r.html
+    assert '<span style="color' in r.html  # pygments inline styles
+    assert "&lt;b&gt;code&lt;/b&gt;" in r.html  # unhighlighted blocks are escaped too
+
+
+def test_reasoning_is_split_out_and_collapsed_by_default():
+    text = "<think>secret chain of thought</think>The answer is 4."
+    collapsed = render_message(text)
+    assert collapsed.has_reasoning and "Reasoning" in collapsed.html and "think:toggle" in collapsed.html
+    assert "secret chain" not in collapsed.html and "The answer is 4." in collapsed.html
+    expanded = render_message(text, reasoning_expanded=True)
+    assert "secret chain of thought" in expanded.html
+
+
+def test_unterminated_reasoning_while_streaming_and_a_bare_closing_marker():
+    streaming = render_message("<think>still thinking about", streaming=True)
+    assert "thinking…" in streaming.html and "still thinking" not in streaming.html
+    parts = split_reasoning("template opened it</think>final")
+    assert parts.reasoning == "template opened it" and parts.answer == "final"
+    assert split_reasoning("no reasoning here").has_reasoning is False
+
+
+class Listener:
+    """A local TCP listener that records every connection (nothing may reach it)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(5)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.hits = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.hits += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(2)
+        self.sock.close()
+
+
+@pytest.fixture
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+def test_hostile_html_is_text_and_loads_nothing(qtbot, listener):
+    url = f"http://127.0.0.1:{listener.port}"
+    hostile = (f"<img src={url}/a.png> <script>alert('x')</script> <iframe src='{url}/f'></iframe>\n\n"
+               f"![pixel]({url}/b.png) [click]({url}/c) <a href='javascript:alert(1)'>js</a>")
+    r = render_message(hostile)
+    assert "<img" not in r.html and "<script" not in r.html and "<iframe" not in r.html
+    assert "&lt;img src=" in r.html and "&lt;script&gt;" in r.html
+    assert "[image: pixel]" in r.html and 'href="javascript' not in r.html
+    now = time.time()
+    model = MessagesModel()
+    model.set_messages([Message(1, 1, None, "assistant", hostile, "done", now, now)])
+    view = MessageView()
+    qtbot.addWidget(view)
+    view.setModel(model)
+    view.resize(600, 400)
+    view.show()
+    view.grab()  # paints the row
+    # Defense in depth: even a real <img> in a document is never fetched.
+    doc = SafeDocument()
+    doc.setHtml(f"<p><img src='{url}/d.png'></p>")
+    doc.setTextWidth(300)
+    view.viewport().repaint()
+    assert doc.loadResource(2, QUrl(f"{url}/e.png")).isEmpty()
+    qtbot.wait(300)
+    assert listener.hits == 0
+    assert model.renders == 1
+
+
+def test_rendered_html_is_cached_per_message_version(qtbot):
+    now = time.time()
+    model = MessagesModel()
+    model.set_messages([Message(1, 1, None, "assistant", "**hi**", "done", now, now)])
+    row = model.rows[0]
+    first = model.rendered(row)
+    assert model.rendered(row) is first and model.renders == 1
+    model.update_text(1, "**hi** there")
+    assert "there" in model.rendered(row).html and model.renders == 2
+    model.toggle_reasoning(1)
+    model.rendered(row)
+    assert model.renders == 3
