@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+from app.core.errors import HearthError
 from app.core.hardware import HardwareProfile, probe_hardware
 from app.core.hardware.engines import prewarm_engines
 from app.core.logs import configure_logging
@@ -79,7 +80,7 @@ def build_shell(
     library = LibraryPage(services.library, tasks)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
     discover.download_requested.connect(downloads.request_download)
-    machine: dict[str, Machine] = {}
+    machine: dict[str, Machine] = {}  # the latest probe's machine, for the chat's load defaults
     hardware.profile_ready.connect(lambda p: machine.update(now=machine_from_profile(p)))
     chat = ChatPage(services.host, services.chats, services.library, tasks, machine_source=lambda: machine.get("now"))
     library_changed = EventBridge(services.library.changed, chat)
@@ -114,7 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     style = resource_path("styles", "hearth.qss")
     if style.exists():
         app.setStyleSheet(style.read_text(encoding="utf-8"))
-    shell = build_shell(paths, store, settings)
+    try:
+        services = Services.open(paths, settings)
+    except HearthError as exc:  # e.g. a damaged chat database: say what happened and how to recover
+        from PySide6.QtWidgets import QMessageBox
+
+        logger.error("cannot start: %s", exc)
+        QMessageBox.critical(None, "Hearth cannot start", str(exc))
+        collector.stop()
+        return 1
+    shell = build_shell(paths, store, settings, services=services)
     shell.window.show()
     shell.window.page("hardware").refresh()
     shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
