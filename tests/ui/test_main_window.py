@@ -164,3 +164,16 @@ def test_gpu_and_apple_cards_render_from_a_profile(shell_factory):
     assert "20.0 GiB free of 24.0 GiB" in text and "1,008 GB/s" in text and "CUDA 12.4" in text
     assert "48.0 GiB usable by the GPU" in text
     assert "not available — llama-cpp-python is not installed" in text
+
+
+def test_damaged_chat_database_is_reported_at_start(qapp, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    import app.main
+
+    paths = app_paths().ensure()
+    (paths.data / "chats.sqlite3").write_bytes(b"this is not a database" * 100)
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda parent, title, text: shown.append(text)))
+    assert app.main.main([]) == 1
+    assert shown and "chats.sqlite3" in shown[0]
