@@ -6,13 +6,9 @@ set `cancel` or `pause` at any time; a watchdog thread then ends even a stalled 
 
 from __future__ import annotations
 
-import email.utils
-import errno
 import logging
 import os
-import queue
 import random
-import re
 import shutil
 import threading
 import time
@@ -21,14 +17,11 @@ from typing import Callable
 
 from app.core.atomic import _fsync_dir
 from app.core.downloads.errors import (
-    AccessError,
     DiskFullError,
     DownloadCancelled,
-    DownloadError,
     DownloadPaused,
     IntegrityError,
     NetworkError,
-    RemoteChangedError,
 )
 from app.core.downloads.locking import FileLock
 from app.core.downloads.partial import RateMeter, Sidecar, hash_file, hash_prefix, new_hasher
@@ -40,10 +33,13 @@ from app.core.downloads.paths import (
     open_nofollow,
     validate_remote_name,
 )
+from app.core.downloads.response import Retry, accept
+from app.core.downloads.writer import WRITE_CHUNK, receive_body
+from app.core.downloads.writer import write_at as _write_at  # a module attribute: tests swap it for a full disk
 
 logger = logging.getLogger(__name__)
 
-WRITE_CHUNK = 4 * 1024 * 1024  # one write + one hash update per 4 MiB: syscall and call overhead stay negligible
+__all__ = ["DISK_MARGIN", "WRITE_CHUNK", "FileDownload", "download_file", "enlarge_socket_reads"]
 SOCKET_READ = 1024 * 1024
 
 
@@ -57,78 +53,12 @@ def enlarge_socket_reads() -> None:
         return
     if getattr(HTTP11Connection, "READ_NUM_BYTES", 0) < SOCKET_READ:
         HTTP11Connection.READ_NUM_BYTES = SOCKET_READ
+
+
 DISK_MARGIN = 64 * 1024 * 1024
 PROGRESS_INTERVAL_S = 0.2
 MAX_RETRY_AFTER_S = 600.0
 ProgressFn = Callable[[int, int, float], None]
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
-
-
-def _write_at(fd: int, data: memoryview, offset: int) -> int:
-    """One positioned write; a module attribute so tests can inject a full disk."""
-    if hasattr(os, "pwrite"):
-        return os.pwrite(fd, data, offset)
-    os.lseek(fd, offset, os.SEEK_SET)
-    return os.write(fd, data)
-
-
-class _Retry(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
-
-
-def _etag(value: str | None) -> str | None:
-    """A strong ETag without quotes; weak ones cannot be used with If-Range."""
-    if not value or value.startswith("W/"):
-        return None
-    return value.strip().strip('"') or None
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value)
-        return max(0.0, when.timestamp() - time.time()) if when else None
-
-
-class _Writer:
-    """Writes and hashes buffers on its own thread, so receiving the next bytes overlaps disk and sha256 work.
-
-    Only this thread touches the partial and the hash state until `close()` returns.
-    """
-
-    def __init__(self, download: "FileDownload", fd: int) -> None:
-        self._download, self._fd = download, fd
-        self._queue: queue.Queue[bytearray | None] = queue.Queue(maxsize=4)
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"writer:{download.path}", daemon=True)
-        self._thread.start()
-
-    def put(self, buf: bytearray) -> None:
-        if self.error is not None:
-            raise self.error
-        if buf:
-            self._queue.put(buf)
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        while (buf := self._queue.get()) is not None:
-            if self.error is None:  # after a failure, drain without writing so `put` never blocks
-                try:
-                    self._download._flush(self._fd, buf)
-                except BaseException as exc:  # handed to the receiving thread
-                    self.error = exc
 
 
 class FileDownload:
@@ -353,7 +283,7 @@ class FileDownload:
             try:
                 self._attempt(client, fd)
                 return
-            except _Retry as retry:
+            except Retry as retry:
                 failures = 1 if self._done > before else failures + 1  # progress resets the count
                 if failures > self.max_retries:
                     raise NetworkError(
@@ -387,7 +317,7 @@ class FileDownload:
         try:
             stream = response.extensions.get("network_stream")
             self._watch.attach(stream.get_extra_info("socket") if stream is not None else None)
-            if self._accept(response, fd):
+            if accept(self, response, fd):
                 self._stream(response, fd)
         finally:
             self._watch.disarm()
@@ -397,127 +327,9 @@ class FileDownload:
         if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
             self._watch.attach(info["return_value"].get_extra_info("socket"))
 
-    def _accept(self, response, fd: int) -> bool:
-        """Check status and headers; True when the body should be streamed into the partial."""
-        status = response.status_code
-        if status == 416:
-            if self._total is not None and self._done >= self._total:
-                return False
-            self._restart_from_zero(fd, "the server refused the range")
-            raise _Retry("range not satisfiable")
-        if status in (401, 403):
-            code = response.headers.get("X-Error-Code", "")
-            hint = ("accept the licence on the model page, then add a Hugging Face token" if code == "GatedRepo"
-                    else "check your Hugging Face token")
-            raise AccessError(f"The Hub refused access to {self.repo_id or self.url} ({status}): {hint}.")
-        if status == 404:
-            raise AccessError(f"{self.path} was not found on the Hub ({response.headers.get('X-Error-Code', 404)}).")
-        if status in (408, 429) or status >= 500:
-            raise _Retry(f"server answered {status}", _retry_after(response.headers.get("Retry-After")))
-        if status not in (200, 206):
-            raise DownloadError(f"Unexpected answer {status} from the Hub for {self.path}.")
-        etag = _etag(response.headers.get("ETag"))
-        start, total = 0, None
-        if status == 206:
-            m = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
-            if not m:
-                raise _Retry("malformed Content-Range")
-            start = int(m.group(1))
-            total = int(m.group(3)) if m.group(3) != "*" else None
-        elif "Content-Length" in response.headers:
-            total = int(response.headers["Content-Length"])
-        self._check_remote(response, total)
-        if status == 206 and self._side.etag and etag != self._side.etag:
-            self._restart_from_zero(fd, "the file's ETag changed since the partial was written")
-            self._side.etag = etag
-            self._side.save(self.sidecar_path)
-            raise _Retry("ETag changed", retry_after=0)
-        if status == 206 and start != self._done:
-            self._restart_from_zero(fd, f"the server resumed at {start}, not {self._done}")
-            raise _Retry("wrong range", retry_after=0)
-        if status == 200 and self._done:
-            why = "the file's ETag changed" if self._side.etag and etag != self._side.etag else "range ignored"
-            self._restart_from_zero(fd, why)
-        if total is not None and self._total is None:
-            self._total = self._side.size = total
-            if self._hasher is None:
-                self._hasher = new_hasher(self.sha256, total)
-        if etag != self._side.etag:
-            self._side.etag = etag
-            self._side.save(self.sidecar_path)
-        return True
-
-    def _check_remote(self, response, total: int | None) -> None:
-        """The Hub now serves another file than the metadata promised: discard, say so, don't fetch it all (T10)."""
-        linked = _etag(response.headers.get("X-Linked-Etag"))
-        for r in response.history:
-            linked = linked or _etag(r.headers.get("X-Linked-Etag"))
-        etag = (_etag(response.headers.get("ETag")) or "").lower()
-        changed = (
-            (self.sha256 and linked and _HEX64.match(linked.lower()) and linked.lower() != self.sha256)
-            or (self.git_sha1 and _HEX40.match(etag) and etag != self.git_sha1)
-            or (self.expected_size is not None and total is not None and total != self.expected_size)
-        )
-        if changed:
-            self.part.unlink(missing_ok=True)
-            self.sidecar_path.unlink(missing_ok=True)
-            self._hasher, self._done = None, 0
-            raise RemoteChangedError(
-                f"{self.path} changed on the Hub since its details were read; refresh the model and try again."
-            )
-
     def _stream(self, response, fd: int) -> None:
-        import httpx
-
         enlarge_socket_reads()  # also for a client the caller passed in
-
-        writer = _Writer(self, fd)
-        buf, pos, broken = bytearray(), self._done, None
-        try:
-            try:
-                for chunk in response.iter_raw():
-                    self._watch.touch()
-                    self.bytes_received += len(chunk)
-                    pos += len(chunk)
-                    buf += chunk
-                    if len(buf) >= WRITE_CHUNK:
-                        writer.put(buf)
-                        buf = bytearray()
-                    self._emit(pos)
-            except httpx.TransportError as exc:
-                broken = exc  # what arrived before the break is good: write it, then retry from there
-            writer.put(buf)
-        finally:
-            writer.close()  # re-raises a write error (disk full) from the writer thread
-        if broken is not None:
-            self._interrupted(broken)
-        if self._total is not None and self._done < self._total:
-            self._raise_if_stopped()
-            raise _Retry(f"connection closed at {self._done} of {self._total} bytes")
-
-    def _flush(self, fd: int, buf: bytearray) -> None:
-        """Write `buf` at the partial's end, hash exactly what reached the file, empty `buf`."""
-        written = 0
-        with memoryview(buf) as view:
-            try:
-                while written < len(view):
-                    written += _write_at(fd, view[written:], self._done + written)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-                    raise
-                self._account(view[:written])
-                os.ftruncate(fd, self._done)
-                self._remember_hash_state(fd)
-                needed = (self._total or self._done) - self._done
-                raise DiskFullError(self.path, needed, shutil.disk_usage(self.dest.parent).free,
-                                    partial_kept=True) from None
-            self._account(view[:written])
-        buf.clear()
-
-    def _account(self, data: memoryview) -> None:
-        if len(data):
-            self._hasher.update(data)
-            self._done += len(data)
+        receive_body(self, response, fd, _write_at)  # `_write_at` read now, so a test's swap takes effect
 
     def _verify(self, fd: int) -> None:
         digest = self._hasher.hexdigest() if self._hasher is not None else ""
@@ -558,8 +370,8 @@ class FileDownload:
     def _interrupted(self, exc: Exception):
         self._raise_if_stopped()
         if self._watch.reason == "stall" or type(exc).__name__ == "ReadTimeout":
-            raise _Retry(f"no data for {self.stall_timeout_s:g} s") from None
-        raise _Retry(f"{type(exc).__name__}: {exc}") from None
+            raise Retry(f"no data for {self.stall_timeout_s:g} s") from None
+        raise Retry(f"{type(exc).__name__}: {exc}") from None
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

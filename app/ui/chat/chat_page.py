@@ -15,15 +15,9 @@ from typing import Callable
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFileDialog,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
-    QLineEdit,
-    QListWidget,
-    QListWidgetItem,
     QMenu,
-    QMessageBox,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -34,12 +28,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.chat import export
 from app.core.chat.context import context_usage, fit_context, history_for_request
 from app.core.chat.models import ChatStoreError, Message
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
 from app.core.engines.base import ChatMessage, GenerateRequest
 from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed, HostState
+from app.ui.chat.conversations import SEARCH_DELAY_MS, ConversationList  # noqa: F401 (re-export)
 from app.ui.chat.messages_model import MessagesModel, MessageView
 from app.ui.chat.model_bar import ModelBar
 from app.ui.chat.settings_panel import SettingsPanel
@@ -48,7 +42,6 @@ from app.ui.chat.stream import ChatWriter, HostWatcher, StreamBridge, StreamResu
 logger = logging.getLogger(__name__)
 
 REPLY_RESERVE = 512
-SEARCH_DELAY_MS = 200
 
 
 def estimate_tokens(messages: list[ChatMessage]) -> int:
@@ -106,34 +99,15 @@ class ChatPage(QWidget):
 
     # -- layout ---------------------------------------------------------------------------------
     def _build(self, library, machine_source) -> None:
-        self.search = QLineEdit(placeholderText="Search chats (Ctrl+F)")
-        self.search.setClearButtonEnabled(True)
-        self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DELAY_MS)
-        self._search_timer.timeout.connect(self.refresh_conversations)
-        self.search.textChanged.connect(lambda _t: self._search_timer.start())
-        self.conv_list = QListWidget()
-        self.conv_list.setObjectName("conversationList")
-        self.conv_list.itemClicked.connect(lambda it: self.open_conversation(it.data(Qt.ItemDataRole.UserRole)))
-        self.conv_list.itemDoubleClicked.connect(lambda it: self._ask_rename(it.data(Qt.ItemDataRole.UserRole)))
-        new = QPushButton("New chat")
-        new.clicked.connect(self.new_conversation)
-        more = QToolButton(text="⋯", popupMode=QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(more)
-        menu.addAction("Rename…", lambda: self.conv_id and self._ask_rename(self.conv_id))
-        menu.addAction("Delete…", self._ask_delete)
-        menu.addSeparator()
-        menu.addAction("Export as Markdown…", lambda: self._ask_export("md"))
-        menu.addAction("Export as JSON…", lambda: self._ask_export("json"))
-        menu.addAction("Import JSON…", self._ask_import)
-        more.setMenu(menu)
-        left = QWidget()
-        lv = QVBoxLayout(left)
-        buttons = QHBoxLayout()
-        buttons.addWidget(new, 1)
-        buttons.addWidget(more)
-        lv.addLayout(buttons)
-        lv.addWidget(self.search)
-        lv.addWidget(self.conv_list, 1)
+        left = self.conversations = ConversationList(self.store, self.tasks, lambda: self.conv_id)
+        self.search, self.conv_list = left.search, left.list
+        left.open_requested.connect(self.open_conversation)
+        left.new_requested.connect(self.new_conversation)
+        left.rename_requested.connect(self.rename_conversation)
+        left.delete_requested.connect(self.delete_conversation)
+        left.exported.connect(self._files_done)
+        left.imported.connect(self._imported)
+        left.failed.connect(self._files_failed)
 
         self.model_bar = ModelBar(self.host, library, self.tasks, machine_source, self)
         self.title = QLabel(DEFAULT_TITLE)
@@ -213,15 +187,7 @@ class ChatPage(QWidget):
 
     # -- conversations --------------------------------------------------------------------------
     def refresh_conversations(self) -> None:
-        query = self.search.text().strip()
-        convs = self.store.search(query, limit=500) if query else self.store.list_conversations()
-        self.conv_list.clear()
-        for c in convs:
-            item = QListWidgetItem(c.title)
-            item.setData(Qt.ItemDataRole.UserRole, c.id)
-            self.conv_list.addItem(item)
-            if c.id == self.conv_id:
-                self.conv_list.setCurrentItem(item)
+        self.conversations.refresh(self.conv_id)
 
     def new_conversation(self) -> int:
         base = self.store.get_conversation(self.conv_id) if self.conv_id else None
@@ -242,9 +208,7 @@ class ChatPage(QWidget):
         self.title.setText(conv.title)
         self.settings.set_conversation(conv)
         self.reload_thread()
-        for i in range(self.conv_list.count()):
-            if self.conv_list.item(i).data(Qt.ItemDataRole.UserRole) == conv_id:
-                self.conv_list.setCurrentRow(i)
+        self.conversations.select(conv_id)
         self._follow = True
         self.view.scrollToBottom()
         self._update_controls()
@@ -289,37 +253,16 @@ class ChatPage(QWidget):
             self.messages.set_messages([])
             self.title.setText("")
         self.refresh_conversations()
-        if self.conv_id is None and self.conv_list.count():
-            self.open_conversation(self.conv_list.item(0).data(Qt.ItemDataRole.UserRole))
+        if self.conv_id is None and (first := self.conversations.first_id()) is not None:
+            self.open_conversation(first)
         self._update_controls()
-
-    def _ask_rename(self, conv_id: int) -> None:
-        title, ok = QInputDialog.getText(self, "Rename chat", "Title:",
-                                         text=self.store.get_conversation(conv_id).title)
-        if ok:
-            self.rename_conversation(conv_id, title)
-
-    def _ask_delete(self) -> None:
-        if self.conv_id is not None and QMessageBox.question(
-                self, "Delete chat", "Delete this chat and all its messages?") == QMessageBox.StandardButton.Yes:
-            self.delete_conversation(self.conv_id)
 
     # -- export / import (file I/O off the UI thread) --------------------------------------------
     def export_to(self, path: Path, fmt: str) -> None:
-        conv_id, store = self.conv_id, self.store
-
-        def op() -> str:
-            text = export.export_markdown(store, conv_id) if fmt == "md" else export.export_json(store, conv_id)
-            Path(path).write_text(text, encoding="utf-8")
-            return f"Exported to {path}"
-
-        if conv_id is not None:
-            self.tasks.run(op, self._files_done, self._files_failed, owner=self)
+        self.conversations.export_to(self.conv_id, path, fmt)
 
     def import_from(self, path: Path) -> None:
-        store = self.store
-        self.tasks.run(lambda: export.import_json_file(store, Path(path)), self._imported, self._files_failed,
-                       owner=self)
+        self.conversations.import_from(path)
 
     def _imported(self, conv_id: int) -> None:
         self.refresh_conversations()
@@ -333,19 +276,6 @@ class ChatPage(QWidget):
     def _files_failed(self, exc: BaseException) -> None:
         self.show_notice(str(exc), "error")
         self.files_done.emit(str(exc))
-
-    def _ask_export(self, fmt: str) -> None:
-        if self.conv_id is None:
-            return
-        filt = "Markdown (*.md)" if fmt == "md" else "JSON (*.json)"
-        path, _ = QFileDialog.getSaveFileName(self, "Export chat", f"chat.{fmt}", filt)
-        if path:
-            self.export_to(Path(path), fmt)
-
-    def _ask_import(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import chat", "", "JSON (*.json)")
-        if path:
-            self.import_from(Path(path))
 
     # -- composer state -------------------------------------------------------------------------
     def _on_host_state(self, state: HostState) -> None:

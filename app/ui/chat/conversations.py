@@ -1,0 +1,137 @@
+"""The chat list beside the thread: new, search, open, rename/delete, export/import.
+
+It asks (dialogs) and lists; the page does the work, so a reply streaming into a chat is stopped by the page's rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.chat import export
+from app.core.chat.store import ChatStore
+
+SEARCH_DELAY_MS = 200
+
+
+class ConversationList(QWidget):
+    """`current()` names the open chat (or None); requests go out as signals for the page to carry out."""
+
+    open_requested = Signal(int)
+    new_requested = Signal()
+    rename_requested = Signal(int, str)
+    delete_requested = Signal(int)
+    exported = Signal(str)  # a message for the user
+    imported = Signal(int)  # the new conversation's id
+    failed = Signal(object)  # the exception from an export or import
+
+    def __init__(self, store: ChatStore, tasks, current: Callable[[], int | None],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store, self.tasks, self._current = store, tasks, current
+        self.search = QLineEdit(placeholderText="Search chats (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(lambda: self.refresh(self._current()))
+        self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.list = QListWidget()
+        self.list.setObjectName("conversationList")
+        self.list.itemClicked.connect(lambda it: self.open_requested.emit(it.data(Qt.ItemDataRole.UserRole)))
+        self.list.itemDoubleClicked.connect(lambda it: self._ask_rename(it.data(Qt.ItemDataRole.UserRole)))
+        new = QPushButton("New chat")
+        new.clicked.connect(lambda: self.new_requested.emit())
+        more = QToolButton(text="⋯", popupMode=QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(more)
+        menu.addAction("Rename…", lambda: self._current() and self._ask_rename(self._current()))
+        menu.addAction("Delete…", self._ask_delete)
+        menu.addSeparator()
+        menu.addAction("Export as Markdown…", lambda: self._ask_export("md"))
+        menu.addAction("Export as JSON…", lambda: self._ask_export("json"))
+        menu.addAction("Import JSON…", self._ask_import)
+        more.setMenu(menu)
+        lv = QVBoxLayout(self)
+        buttons = QHBoxLayout()
+        buttons.addWidget(new, 1)
+        buttons.addWidget(more)
+        lv.addLayout(buttons)
+        lv.addWidget(self.search)
+        lv.addWidget(self.list, 1)
+
+    # -- the list -------------------------------------------------------------------------------
+    def refresh(self, current: int | None) -> None:
+        query = self.search.text().strip()
+        convs = self.store.search(query, limit=500) if query else self.store.list_conversations()
+        self.list.clear()
+        for c in convs:
+            item = QListWidgetItem(c.title)
+            item.setData(Qt.ItemDataRole.UserRole, c.id)
+            self.list.addItem(item)
+            if c.id == current:
+                self.list.setCurrentItem(item)
+
+    def select(self, conv_id: int) -> None:
+        for i in range(self.list.count()):
+            if self.list.item(i).data(Qt.ItemDataRole.UserRole) == conv_id:
+                self.list.setCurrentRow(i)
+
+    def first_id(self) -> int | None:
+        return self.list.item(0).data(Qt.ItemDataRole.UserRole) if self.list.count() else None
+
+    # -- rename / delete ------------------------------------------------------------------------
+    def _ask_rename(self, conv_id: int) -> None:
+        title, ok = QInputDialog.getText(self, "Rename chat", "Title:",
+                                         text=self.store.get_conversation(conv_id).title)
+        if ok:
+            self.rename_requested.emit(conv_id, title)
+
+    def _ask_delete(self) -> None:
+        conv_id = self._current()
+        if conv_id is not None and QMessageBox.question(
+                self, "Delete chat", "Delete this chat and all its messages?") == QMessageBox.StandardButton.Yes:
+            self.delete_requested.emit(conv_id)
+
+    # -- export / import (file I/O off the UI thread) --------------------------------------------
+    def export_to(self, conv_id: int | None, path: Path, fmt: str) -> None:
+        store = self.store
+
+        def op() -> str:
+            text = export.export_markdown(store, conv_id) if fmt == "md" else export.export_json(store, conv_id)
+            Path(path).write_text(text, encoding="utf-8")
+            return f"Exported to {path}"
+
+        if conv_id is not None:
+            self.tasks.run(op, self.exported.emit, self.failed.emit, owner=self)
+
+    def import_from(self, path: Path) -> None:
+        store = self.store
+        self.tasks.run(lambda: export.import_json_file(store, Path(path)), self.imported.emit, self.failed.emit,
+                       owner=self)
+
+    def _ask_export(self, fmt: str) -> None:
+        if self._current() is None:
+            return
+        filt = "Markdown (*.md)" if fmt == "md" else "JSON (*.json)"
+        path, _ = QFileDialog.getSaveFileName(self, "Export chat", f"chat.{fmt}", filt)
+        if path:
+            self.export_to(self._current(), Path(path), fmt)
+
+    def _ask_import(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import chat", "", "JSON (*.json)")
+        if path:
+            self.import_from(Path(path))
