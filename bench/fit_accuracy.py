@@ -37,11 +37,12 @@ MiB = 1024**2
 CACHE = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))
 PROMPT_TOKENS = 256
 DECODE_TOKENS = 48
+ROUNDS = 3
 _BUF = re.compile(r"(\S+) model buffer size =\s+([\d.]+) MiB|(\S+) KV buffer size =\s+([\d.]+) MiB|"
                   r"(\S+) compute buffer size =\s+([\d.]+) MiB|(\S+)\s+output buffer size =\s+([\d.]+) MiB")
 
 CHILD = r"""
-import json, sys, time, psutil, llama_cpp
+import json, statistics, sys, time, psutil, llama_cpp
 args = json.loads(sys.argv[1])
 proc = psutil.Process()
 r0 = proc.memory_info().rss
@@ -50,15 +51,18 @@ llm = llama_cpp.Llama(model_path=args["path"], n_ctx=args["n_ctx"], n_threads=ar
                       type_k=args["type_k"], type_v=args["type_v"], verbose=True)
 r1 = proc.memory_info().rss
 toks = [(i * 7919) % (llm.n_vocab() - 300) + 100 for i in range(args["prompt"])]
-t0 = time.perf_counter(); llm.eval(toks); t1 = time.perf_counter()
-n = 0
-for tok in llm.generate([], temp=0.0, reset=False):
-    n += 1
-    if n == 1: t2 = time.perf_counter()
-    if n >= args["decode"]: break
-t3 = time.perf_counter()
+prefill, decode = [], []
+for _ in range(args["rounds"]):  # the median of a few rounds: this VM's speed wanders
+    llm.reset()
+    t0 = time.perf_counter(); llm.eval(toks); prefill.append(len(toks) / (time.perf_counter() - t0))
+    n = 0
+    for tok in llm.generate([], temp=0.0, reset=False):
+        n += 1
+        if n == 1: t2 = time.perf_counter()
+        if n >= args["decode"]: break
+    decode.append((n - 1) / (time.perf_counter() - t2))
 print(json.dumps({"rss_load": r1 - r0, "rss_decode": proc.memory_info().rss - r0,
-                  "prefill_tok_s": len(toks) / (t1 - t0), "decode_tok_s": (n - 1) / (t3 - t2)}))
+                  "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode)}))
 """
 GGML_TYPE = {"f16": 1, "q8_0": 8, "q4_0": 2}
 
@@ -101,7 +105,8 @@ def generated_models(include_1b: bool) -> dict[str, Path]:
 
 def run_child(path: Path, n_ctx: int, kv: str, mmap: bool, threads: int) -> tuple[dict, dict]:
     args = {"path": str(path), "n_ctx": n_ctx, "threads": threads, "mmap": mmap, "fa": kv != "f16",
-            "type_k": GGML_TYPE[kv], "type_v": GGML_TYPE[kv], "prompt": PROMPT_TOKENS, "decode": DECODE_TOKENS}
+            "type_k": GGML_TYPE[kv], "type_v": GGML_TYPE[kv], "prompt": PROMPT_TOKENS, "decode": DECODE_TOKENS,
+            "rounds": ROUNDS}
     proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
                           timeout=900)
     if proc.returncode != 0:

@@ -122,3 +122,28 @@ def test_rendered_html_is_cached_per_message_version(qtbot):
     model.toggle_reasoning(1)
     model.rendered(row)
     assert model.renders == 3
+
+
+def test_long_streaming_reply_grows_one_document_in_place(qtbot):
+    from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS
+
+    now = time.time()
+    model = MessagesModel()
+    text = "word " * (STREAM_MARKDOWN_CHARS // 5 + 10)
+    model.set_messages([Message(1, 1, None, "assistant", text, "streaming", now, now)])
+    view = MessageView()
+    qtbot.addWidget(view)
+    view.setModel(model)
+    view.resize(600, 400)
+    delegate, row = view.delegate, model.rows[0]
+    first = delegate.document(row, model)
+    for i in range(5):
+        text += f"more {i} "
+        model.update_text(1, text)
+        doc = delegate.document(row, model)
+        assert doc is first  # appended to, not rebuilt
+    assert first.toPlainText().endswith("more 4 ")
+    assert model.renders == 0  # no Markdown render while it streams this long
+    model.finish(1, "done", text + "**end**", {"generated_tokens": 9}, "stop", None)
+    done = delegate.document(model.rows[0], model)
+    assert done is not first and "end" in done.toPlainText() and "**" not in done.toPlainText()

@@ -1,4 +1,5 @@
-"""The chat database connection: WAL + synchronous=FULL, one connection behind a lock.
+"""The chat database connections: WAL + synchronous=FULL, one writer connection behind a lock, and a
+read-only connection so the UI thread's reads never wait for a writer's fsync (WAL lets them overlap).
 
 Opening checks integrity, migrates (backup first) and marks replies a crash left `streaming` as
 `interrupted`. Every write is a short `BEGIN IMMEDIATE` … `COMMIT`; a failed write rolls back and
@@ -47,12 +48,16 @@ class ChatDB:
     ) -> None:
         self.path = Path(db_path)
         self._lock = threading.RLock()
+        self._read_lock = threading.Lock()
+        self._writing = threading.local()  # reads inside a write transaction must see its changes
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = self._open(connect, busy_timeout_ms)
+        self._reader: sqlite3.Connection | None = None
         try:
             self._migrate(migrations)
             self.fts = rows.has_fts(self._conn)
             self.recovered_interrupted = self._recover_streaming()
+            self._reader = self._open_reader(busy_timeout_ms)
         except BaseException:
             self._conn.close()
             raise
@@ -81,6 +86,18 @@ class ChatDB:
             conn.close()
             raise ChatStoreCorrupt(self._corrupt_message("; ".join(problems[:3])))
         return conn
+
+    def _open_reader(self, busy_ms: int) -> sqlite3.Connection | None:
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False)
+            conn.isolation_level = None
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+            conn.execute("PRAGMA query_only = 1")
+            return conn
+        except sqlite3.Error:  # reads then share the writer connection, as before
+            logger.warning("no separate read connection for %s; reads share the writer's", self.path)
+            return None
 
     def _corrupt_message(self, detail: str) -> str:
         bak = latest_backup(self.path)
@@ -119,7 +136,9 @@ class ChatDB:
         return n
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
+            if self._reader is not None:
+                self._reader.close()
             self._conn.close()
 
     def __enter__(self) -> "ChatDB":
@@ -166,6 +185,7 @@ class ChatDB:
     @contextmanager
     def _write(self, what: str) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            self._writing.depth = getattr(self._writing, "depth", 0) + 1
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 yield self._conn
@@ -176,8 +196,13 @@ class ChatDB:
             except BaseException:
                 self._rollback()
                 raise
+            finally:
+                self._writing.depth -= 1
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        if self._reader is None or getattr(self._writing, "depth", 0):
+            with self._lock:
+                return self._conn.execute(sql, params).fetchall()
+        with self._read_lock:
+            return self._reader.execute(sql, params).fetchall()
 

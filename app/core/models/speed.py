@@ -19,11 +19,14 @@ from app.core.models.spec import ModelSpec
 # rated (table) bandwidth when nothing was measured.
 ETA = {"cpu": 0.95, "cuda": 0.86, "metal": 0.84, "vulkan": 0.7}
 ETA_CPU_RATED = 0.65
-T0 = {"cpu": 0.3e-3, "cuda": 0.84e-3, "metal": 3.7e-3, "vulkan": 1.5e-3}
+T0 = {"cpu": 0.1e-3, "cuda": 0.84e-3, "metal": 3.7e-3, "vulkan": 1.5e-3}
 # Per layer on the CPU: ~15 graph ops, each ending in a thread barrier (small models are bound by this).
-T_LAYER_CPU = 0.15e-3
-# Per vocabulary entry per token: reading the logits and sampling on the host.
-T_VOCAB = 45e-9
+T_LAYER_CPU = 0.045e-3
+# Per vocabulary entry per token: reading the logits and sampling on the host (any backend).
+T_VOCAB = 80e-9
+# On the CPU, how fast a weight type streams relative to 4-bit K/IQ quants: unquantized types need no
+# dequantisation and use all cores' bandwidth; Q8_0 is in between (fitted with bench/fit_accuracy.py).
+CPU_TYPE_SPEED = {"F32": 1.4, "F16": 1.4, "BF16": 1.4, "Q8_0": 1.1, "U8": 1.1}
 # Prefill: share of peak FLOPS reached (calibrated from measured prompt tok/s).
 ETA_COMPUTE = {"cpu": 0.30, "cuda": 0.45, "metal": 0.40, "vulkan": 0.3}
 # Peak FLOPS when the table has none: GPU ≈ 120 FLOP per byte/s of bandwidth (fp16 tensor cores).
@@ -44,6 +47,15 @@ class SpeedPrediction:
 def cpu_flops(cores: int, simd: tuple[str, ...] | list[str]) -> float:
     lanes = 16 if "avx512f" in simd else 8 if "avx2" in simd else 4  # f32 lanes per FMA
     return cores * CPU_CLOCK_HZ * lanes * 2 * 2  # 2 FMA units, 2 FLOP per FMA
+
+
+def cpu_type_speed(spec: ModelSpec) -> float:
+    """Byte-weighted harmonic mean of CPU_TYPE_SPEED over the model's tensor types (1.0 if unknown)."""
+    total = sum(spec.tensor_types.values())
+    if not total:
+        return 1.0
+    slow = sum(b / CPU_TYPE_SPEED.get(t.upper(), 1.0) for t, b in spec.tensor_types.items())
+    return total / slow
 
 
 def _active_share(spec: ModelSpec) -> float:
@@ -77,7 +89,7 @@ def predict_speed(spec: ModelSpec, plan: Plan, correction: Correction | None = N
     gpu_bw = ((m.gpus[0].bandwidth_gbps if m.gpus else None) or cpu_bw / 1e9) * 1e9
     backend = m.backend if m.gpus else "cpu"
 
-    eta_cpu = ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED
+    eta_cpu = (ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED) * cpu_type_speed(spec)
     cpu_layers = min(spec.n_layers, gpu_first)
     fixed = T0[backend] + cpu_layers * T_LAYER_CPU + spec.n_vocab * T_VOCAB
 

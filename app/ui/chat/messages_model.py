@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QByteArray, QModelIndex, QPointF, QRectF, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QCursor, QPainter, QTextDocument
+from PySide6.QtGui import QColor, QCursor, QPainter, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QStyleOptionViewItem
 
 from app.core.chat.models import Message
@@ -26,9 +26,10 @@ logger = logging.getLogger(__name__)
 MessageRole = Qt.ItemDataRole.UserRole + 1
 PAD = 10
 DOC_CACHE = 120  # a screen shows a dozen rows; more only costs memory
-# A streaming reply longer than this is shown as plain text until it finishes (Markdown + layout
-# of a huge growing document every 40 ms would stall the UI).
-STREAM_MARKDOWN_CHARS = 60_000
+# A streaming reply longer than this is shown as plain text until it finishes, and only the new text
+# is appended to its document each flush: re-rendering and re-laying out a growing document every
+# 40 ms costs time in proportion to its length and stalled the UI near the end of long replies.
+STREAM_MARKDOWN_CHARS = 6_000
 ROLE_LABEL = {"user": "You", "assistant": "Assistant", "system": "System", "tool": "Tool"}
 STATUS_NOTE = {
     "stopped": "Stopped by you",
@@ -208,6 +209,22 @@ class MessageDelegate(QStyledItemDelegate):
         self.view = view
         self._docs: collections.OrderedDict[int, tuple[tuple, SafeDocument]] = collections.OrderedDict()
         self._estimates: dict[int, tuple[tuple, int]] = {}
+        self._growing: dict[int, tuple[int, int]] = {}  # row id -> (text length shown, width): append-only
+
+    def _append_streaming(self, row: Row, width: int) -> SafeDocument | None:
+        """The cached document of a long streaming reply with only the new text appended, or None
+        when it must be built afresh (first time, resized, or the text was not simply extended)."""
+        hit, grown = self._docs.get(row.id), self._growing.get(row.id)
+        if hit is None or grown is None or grown[1] != width or len(row.text) < grown[0]:
+            return None
+        doc = hit[1]
+        cursor = QTextCursor(doc)
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(row.text[grown[0]:])  # the layout is redone for the new blocks only
+        self._growing[row.id] = (len(row.text), width)
+        self._docs[row.id] = ((row.version, row.expanded, row.status, width), doc)
+        self._docs.move_to_end(row.id)
+        return doc
 
     def _width(self) -> int:
         return max(200, self.view.viewport().width() - 2 * PAD - 4)
@@ -219,10 +236,18 @@ class MessageDelegate(QStyledItemDelegate):
         if hit is not None and hit[0] == key:
             self._docs.move_to_end(row.id)
             return hit[1]
+        growing = row.status == "streaming" and len(row.text) > STREAM_MARKDOWN_CHARS
+        if growing and (doc := self._append_streaming(row, width)) is not None:
+            return doc
+        self._growing.pop(row.id, None)
         doc = SafeDocument()
         doc.setDocumentMargin(0)
         doc.setDefaultFont(self.view.font())
-        doc.setHtml(model.rendered(row).html)
+        if growing:  # header + the text so far; later flushes append (see _append_streaming)
+            doc.setHtml(_header(row) + plain_html(row.text))
+            self._growing[row.id] = (len(row.text), width)
+        else:
+            doc.setHtml(model.rendered(row).html)
         doc.setTextWidth(width)
         self._docs[row.id] = (key, doc)
         self._docs.move_to_end(row.id)

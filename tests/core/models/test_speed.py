@@ -6,7 +6,7 @@ from synthetic import GiB, llama3_8b_spec, profile
 
 from app.core.models.devices import machine_from_profile
 from app.core.models.planner import plan_load
-from app.core.models.speed import ETA, T0, predict_speed
+from app.core.models.speed import ETA, T0, T_VOCAB, predict_speed
 
 
 def speed(prof, spec=None, n_ctx=8192):
@@ -21,7 +21,7 @@ def test_full_gpu_decode_follows_bandwidth_formula():
     assert plan.verdict == "full_gpu"
     gpu_bytes = sum(spec.block_bytes) + spec.output_bytes + spec.other_bytes
     kv_at_start = 131_072 * 1  # one position of KV
-    expected = 1 / ((gpu_bytes + kv_at_start) / (ETA["cuda"] * 1008e9) + T0["cuda"] + spec.n_vocab * 45e-9)
+    expected = 1 / ((gpu_bytes + kv_at_start) / (ETA["cuda"] * 1008e9) + T0["cuda"] + spec.n_vocab * T_VOCAB)
     assert abs(s.decode_tok_s - expected) / expected < 0.01
     assert s.decode_tok_s_full_ctx < s.decode_tok_s  # the whole KV cache is read at the end
     assert s.bound_by == "GPU"
