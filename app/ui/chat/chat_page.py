@@ -120,6 +120,8 @@ class ChatPage(QWidget):
         self.meter.setTextVisible(False)
         self.meter_label = QLabel()
         self.meter_label.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
+        # Room for the widest reading up front: a label that grows while text streams gets clipped.
+        self.meter_label.setMinimumWidth(self.meter_label.fontMetrics().horizontalAdvance("131,072 / 131,072 tokens"))
         self.settings_button = QToolButton(text="Settings", checkable=True)
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
