@@ -215,19 +215,3 @@ def cmd_chat(args: argparse.Namespace) -> int:
             _err(("[stopped] " if interrupted else "") + format_stats(final))
     finally:
         host.shutdown(10)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (`python -m app.cli_engine run|chat ...`); `hearth run|chat` is the usual one."""
-    parser = argparse.ArgumentParser(prog="hearth")
-    add_engine_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    from app.core.logs import configure_logging
-    from app.core.paths import app_paths
-
-    configure_logging(app_paths().logs, level="WARNING", console=True)
-    return args.handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -130,19 +130,3 @@ def cmd_rm(args: argparse.Namespace, ask: Callable[[str], str] = input) -> int:
         library.close()
     sys.stdout.write(f"Removed {model.name}; freed {fmt_bytes(freed)} ({freed} bytes).\n")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run one of these commands on its own (`python -m app.cli_models ls`); `hearth` wires them in too."""
-    parser = argparse.ArgumentParser(prog="hearth")
-    add_model_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    from app.core.logs import configure_logging
-    from app.core.paths import app_paths
-
-    configure_logging(app_paths().logs, console=True)
-    return args.handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

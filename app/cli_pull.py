@@ -152,19 +152,3 @@ def cmd_pull(args: argparse.Namespace, out: TextIO | None = None) -> int:
     finally:
         manager.close()
         library.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `pull` on its own (`python -m app.cli_pull pull REPO`) until `hearth` wires it in."""
-    parser = argparse.ArgumentParser(prog="hearth")
-    add_pull_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    from app.core.logs import configure_logging
-    from app.core.paths import app_paths
-
-    configure_logging(app_paths().logs, console=True)
-    return args.handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -162,8 +162,11 @@ def main() -> int:
         pred_buf = cpu.total - cpu.overhead
         real_buf = sum(bufs.values()) * MiB
         used = PROMPT_TOKENS + DECODE_TOKENS
-        # Resident now: every weight page was read; KV only for the cells used so far.
-        pred_rss = pred_buf - cpu.kv + cpu.kv * min(1.0, used / max(1, n_ctx)) + cpu.overhead
+        # Resident now: every weight page was read; the KV cache only for the cells used so far, and the
+        # compute buffer only as far as a PROMPT_TOKENS batch of the 512-token ubatch reaches into it.
+        touched_compute = cpu.compute * min(1.0, PROMPT_TOKENS / 512)
+        pred_rss = (pred_buf - cpu.kv - cpu.compute + cpu.kv * min(1.0, used / max(1, n_ctx))
+                    + touched_compute + cpu.overhead)
         rows.append({
             "case": f"{name} ctx={n_ctx} kv={kv} mmap={'on' if mmap else 'off'}",
             "pred_buffers_mib": pred_buf / MiB, "llama_buffers_mib": real_buf / MiB,
@@ -206,7 +209,9 @@ def print_table(rows: list[dict]) -> None:
     within = sum(abs(r["buffer_err_pct"]) <= 5 or abs(r["buffer_err_mib"]) <= 100 for r in rows)
     cal = [abs(r["decode_err_cal_pct"]) for r in rows]
     unc = [abs(r["decode_err_uncal_pct"]) for r in rows]
-    print(f"\nmemory: {within}/{len(rows)} cases within 5 % or 100 MiB; "
+    rss_ok = sum(abs(r["rss_err_mib"]) <= 100 or abs(r["rss_err_mib"]) <= 0.05 * r["rss_decode_mib"] for r in rows)
+    print(f"\nresident after the first decode: {rss_ok}/{len(rows)} cases within 5 % or 100 MiB")
+    print(f"memory: {within}/{len(rows)} cases within 5 % or 100 MiB; "
           f"decode error median {statistics.median(unc):.0f} % uncalibrated, {statistics.median(cal):.0f} % "
           f"calibrated (max {max(cal):.0f} %)")
 

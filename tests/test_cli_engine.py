@@ -1,4 +1,4 @@
-"""`hearth run` / `hearth chat` as subprocesses on the real SmolLM2 GGUF (run via `python -m app.cli_engine`)."""
+"""`hearth run` / `hearth chat` as subprocesses on the real SmolLM2 GGUF (run via `python -m app.cli`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ STATS = re.compile(r"\[(\d+) prompt tokens \((\d+) evaluated\).* (\d+) tokens at
 
 
 def hearth(*args: str) -> list[str]:
-    return [sys.executable, "-m", "app.cli_engine", *args]
+    return [sys.executable, "-m", "app.cli", *args]
 
 
 class Reader:

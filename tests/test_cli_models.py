@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run(*args: str, endpoint: str = "http://127.0.0.1:9", stdin: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HUB_DISABLE_TELEMETRY="1", NO_PROXY="127.0.0.1,localhost")
     env.pop("HF_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "app.cli_models", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env=env, input=stdin)
 
 

@@ -49,18 +49,18 @@ def sha(path: Path) -> str:
 
 
 def test_pull_a_named_quant_then_ls_lists_it(run, quant_files, fake_hub):
-    proc = run("app.cli_pull", "pull", f"{REPO}:q8_0")
+    proc = run("app.cli", "pull", f"{REPO}:q8_0")
     assert proc.returncode == 0, proc.stderr
     files = list(run.home.rglob("Tiny-Q8_0.gguf"))
     assert len(files) == 1 and sha(files[0]) == sha(quant_files["Q8_0"]) and "models" in files[0].parts
     assert "Done: Tiny-GGUF:Q8_0 (" in proc.stdout and str(files[0]) in proc.stdout
     assert proc.stderr.rstrip().splitlines()[-1].startswith("[" + "#" * 28 + "] 100.0%")  # the bar ends full
     assert not fake_hub.requests("GET", "Tiny-F16.gguf")  # only the chosen quant is fetched
-    ls = run("app.cli_models", "ls")
+    ls = run("app.cli", "ls")
     assert ls.returncode == 0, ls.stderr
     assert "Tiny-GGUF:Q8_0" in ls.stdout and str(files[0]) in ls.stdout
 
-    again = run("app.cli_pull", "pull", f"{REPO}:Q8_0")  # already there: nothing fetched twice
+    again = run("app.cli", "pull", f"{REPO}:Q8_0")  # already there: nothing fetched twice
     assert again.returncode == 0, again.stderr
     fake_hub.wait_idle()
     gets = [r for r in fake_hub.requests("GET", "Tiny-Q8_0.gguf") if not r.range]
@@ -68,14 +68,14 @@ def test_pull_a_named_quant_then_ls_lists_it(run, quant_files, fake_hub):
 
 
 def test_pull_without_quant_takes_the_recommended_variant(run, quant_files):
-    proc = run("app.cli_pull", "pull", REPO)
+    proc = run("app.cli", "pull", REPO)
     assert proc.returncode == 0, proc.stderr
     assert "Pulling org/Tiny-GGUF Q8_0" in proc.stdout  # F16 is no better than Q8_0 and twice the size
     assert list(run.home.rglob("Tiny-Q8_0.gguf")) and not list(run.home.rglob("Tiny-F16.gguf"))
 
 
 def test_pull_unknown_quant_lists_what_exists(run):
-    proc = run("app.cli_pull", "pull", f"{REPO}:Q2_K")
+    proc = run("app.cli", "pull", f"{REPO}:Q2_K")
     assert proc.returncode == 1
     assert "has no Q2_K" in proc.stderr and "F16" in proc.stderr and "Q8_0" in proc.stderr
 
