@@ -15,8 +15,7 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -24,82 +23,19 @@ from urllib.parse import quote
 from app.core.atomic import atomic_write_text
 from app.core.downloads.downloader import DISK_MARGIN, FileDownload
 from app.core.downloads.errors import DiskFullError, DownloadCancelled, DownloadError, DownloadPaused
+from app.core.downloads.items import UNFINISHED, DownloadItem, Progress, RemoteFile, State
+from app.core.downloads.items import eta as _eta
 from app.core.downloads.paths import check_file_type, destination, repo_folder
 from app.core.events import Event
+
+# The data types live in items.py; re-exported here, where callers have always imported them from.
+__all__ = ["UNFINISHED", "DownloadItem", "DownloadManager", "Progress", "RemoteFile", "State"]
 
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 SAVE_INTERVAL_S = 2.0
 DEFAULT_ENDPOINT = "https://huggingface.co"
-
-
-class State(str, Enum):
-    QUEUED = "queued"
-    ACTIVE = "active"
-    PAUSED = "paused"
-    FAILED = "failed"
-    VERIFYING = "verifying"
-    DONE = "done"
-
-
-UNFINISHED = (State.QUEUED, State.ACTIVE, State.VERIFYING)
-
-
-@dataclass
-class RemoteFile:
-    """One file to fetch. LFS files carry `sha256`; small non-LFS files the git blob sha1 (`blobId`)."""
-
-    path: str
-    size: int | None = None
-    sha256: str | None = None
-    git_sha1: str | None = None
-    done: bool = False
-    bytes_done: int = 0
-
-
-@dataclass
-class DownloadItem:
-    """A variant (several files, e.g. a split GGUF set and its mmproj) or a single file, downloaded in order."""
-
-    id: str
-    repo_id: str
-    commit: str
-    revision: str
-    label: str
-    files: list[RemoteFile]
-    folder: str  # relative to the models folder
-    state: State = State.QUEUED
-    error: str = ""  # plain words for failed or paused-by-error items
-    added_at: float = field(default_factory=time.time)
-
-    @property
-    def total(self) -> int:
-        return sum(f.size or 0 for f in self.files)
-
-    @property
-    def bytes_done(self) -> int:
-        return sum((f.size or 0) if f.done else f.bytes_done for f in self.files)
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Bytes/s and ETA (seconds, None when unknown) for the file in flight and for its whole item."""
-
-    item_id: str
-    path: str
-    file_done: int
-    file_total: int
-    file_rate: float
-    file_eta: float | None
-    done: int
-    total: int
-    rate: float
-    eta: float | None
-
-
-def _eta(remaining: int, rate: float) -> float | None:
-    return remaining / rate if rate > 0 and remaining >= 0 else None
 
 
 class DownloadManager:

@@ -13,14 +13,10 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
-    QMenu,
-    QPlainTextEdit,
-    QProgressBar,
-    QPushButton,
     QSizePolicy,
     QSplitter,
     QToolButton,
@@ -28,12 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.chat.context import context_usage, fit_context, history_for_request
-from app.core.chat.models import ChatStoreError, Message
+from app.core.chat.context import fit_context, history_for_request
+from app.core.chat.models import ChatStoreError
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
-from app.core.engines.base import ChatMessage, GenerateRequest
+from app.core.engines.base import GenerateRequest
 from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed, HostState
+from app.ui.chat.composer import ComposerControls, ContextMeter, estimate_tokens, reason_not_to_send, tokens_in_use
 from app.ui.chat.conversations import SEARCH_DELAY_MS, ConversationList  # noqa: F401 (re-export)
+from app.ui.chat.message_actions import MessageActions, active_branch
 from app.ui.chat.messages_model import MessagesModel, MessageView
 from app.ui.chat.model_bar import ModelBar
 from app.ui.chat.settings_panel import SettingsPanel
@@ -44,30 +42,7 @@ logger = logging.getLogger(__name__)
 REPLY_RESERVE = 512
 
 
-def estimate_tokens(messages: list[ChatMessage]) -> int:
-    """A deliberately high token estimate (the engine's tokenizer lives on the host thread):
-    ~3 ASCII characters or 1 other character per token, plus the template's per-message overhead."""
-    total = 2
-    for m in messages:
-        ascii_chars = sum(1 for ch in m.content if ch < "\x80")
-        total += ascii_chars // 3 + (len(m.content) - ascii_chars) + 6
-    return total
-
-
-class Composer(QPlainTextEdit):
-    """Enter sends, Shift+Enter is a newline."""
-
-    submitted = Signal()
-
-    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
-        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            self.submitted.emit()
-            return
-        super().keyPressEvent(event)
-
-
-class ChatPage(QWidget):
+class ChatPage(MessageActions, QWidget):
     reply_finished = Signal(int, object)  # message id, StreamResult
     conversation_opened = Signal(int)
     files_done = Signal(str)  # export/import finished: a message for the user
@@ -114,14 +89,8 @@ class ChatPage(QWidget):
         self.title.setObjectName("chatTitle")
         self.title.setMinimumWidth(40)  # a long title shrinks (elided by the layout), not the meter
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.meter = QProgressBar()
-        self.meter.setObjectName("contextMeter")
-        self.meter.setMaximumWidth(160)
-        self.meter.setTextVisible(False)
-        self.meter_label = QLabel()
-        self.meter_label.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
-        # Room for the widest reading up front: a label that grows while text streams gets clipped.
-        self.meter_label.setMinimumWidth(self.meter_label.fontMetrics().horizontalAdvance("131,072 / 131,072 tokens"))
+        self.context_meter = ContextMeter()
+        self.meter, self.meter_label = self.context_meter.bar, self.context_meter.label
         self.settings_button = QToolButton(text="Settings", checkable=True)
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
@@ -140,23 +109,14 @@ class ChatPage(QWidget):
         self.notice = QLabel(wordWrap=True)
         self.notice.setObjectName("chatNotice")
         self.notice.setVisible(False)
-        self.composer = Composer()
-        self.composer.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")
-        self.composer.setMaximumHeight(110)
+        c = self.composer_controls = ComposerControls()
+        self.composer, self.reason = c.composer, c.reason
+        self.send_button, self.stop_button, self.regen_button = c.send_button, c.stop_button, c.regen_button
         self.composer.submitted.connect(self.send)
         self.composer.textChanged.connect(self._update_controls)
-        self.reason = QLabel()
-        self.reason.setObjectName("composerReason")
-        self.send_button = QPushButton("Send")
         self.send_button.clicked.connect(self.send)
-        self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(self.stop)
-        self.regen_button = QPushButton("Regenerate")
         self.regen_button.clicked.connect(self.regenerate)
-        actions = QHBoxLayout()
-        actions.addWidget(self.reason, 1)
-        for b in (self.regen_button, self.stop_button, self.send_button):
-            actions.addWidget(b)
         center = QWidget()
         cv = QVBoxLayout(center)
         cv.addWidget(self.model_bar)
@@ -164,7 +124,7 @@ class ChatPage(QWidget):
         cv.addWidget(self.view, 1)
         cv.addWidget(self.notice)
         cv.addWidget(self.composer)
-        cv.addLayout(actions)
+        cv.addLayout(c.row)
 
         self.settings = SettingsPanel(self.store)
         self.settings.setVisible(False)
@@ -223,17 +183,7 @@ class ChatPage(QWidget):
             return
         conv = self.store.get_conversation(self.conv_id)
         everything = self.store.all_messages(self.conv_id)
-        by_id = {m.id: m for m in everything}
-        siblings: dict[int | None, list[int]] = {}
-        for m in everything:
-            siblings.setdefault(m.parent_id, []).append(m.id)
-        path: list[Message] = []
-        node = by_id.get(conv.active_leaf_id) if conv.active_leaf_id is not None else None
-        while node is not None:
-            path.append(node)
-            node = by_id.get(node.parent_id) if node.parent_id is not None else None
-        path.reverse()
-        branches = {m.id: (siblings[m.parent_id].index(m.id) + 1, len(siblings[m.parent_id])) for m in path}
+        path, branches = active_branch(everything, conv.active_leaf_id)
         live = {self.stream.msg_id: self.stream.text} if self.stream is not None else {}
         self.messages.set_messages(path, branches, live)
         self._update_meter()
@@ -289,25 +239,14 @@ class ChatPage(QWidget):
     @property
     def composer_reason(self) -> str:
         """Why sending is not possible now ('' when it is)."""
-        s = self.host_state
-        if s.status == "loading":
-            return "Loading the model…"
-        if s.model is None:
-            return "The model failed to load (see above)" if s.status == "error" else "Load a model to chat"
-        if self.stream is not None:
-            return "Replying… (Esc to stop)"
-        return ""
+        return reason_not_to_send(self.host_state, self.stream is not None)
 
     def _update_controls(self) -> None:
-        reason = self.composer_reason
-        loaded = self.host_state.model is not None and self.host_state.status != "loading"
-        self.composer.setEnabled(loaded)
-        busy = self.model_bar.busy_text
-        edit = "Editing a message: Enter resends it, Esc cancels" if self.editing else ""
-        self.reason.setText(reason or edit or (f"{busy}: your message waits its turn" if busy else ""))
-        self.send_button.setEnabled(not reason and bool(self.composer.toPlainText().strip()))
-        self.stop_button.setEnabled(self.stream is not None)
-        self.regen_button.setEnabled(not reason and self.conv_id is not None and bool(self.messages.rows))
+        s = self.host_state
+        self.composer_controls.refresh(
+            self.composer_reason, loaded=s.model is not None and s.status != "loading", editing=bool(self.editing),
+            busy=self.model_bar.busy_text, replying=self.stream is not None,
+            can_regenerate=self.conv_id is not None and bool(self.messages.rows))
 
     def n_ctx(self) -> int:
         model = self.host_state.model
@@ -318,24 +257,10 @@ class ChatPage(QWidget):
     def _update_meter(self) -> None:
         n = self.n_ctx()
         if not n or self.conv_id is None:
-            self.meter_label.setText("")
-            self.meter.setValue(0)
+            self.context_meter.clear()
             return
-        rows = self.messages.rows
-        last = rows[-1] if rows else None
-        if last is not None and last.stats and last.stats.get("prompt_tokens"):
-            used, approx = int(last.stats["prompt_tokens"]) + int(last.stats.get("generated_tokens", 0)), ""
-        else:
-            msgs = history_for_request(self.settings.system_prompt.toPlainText(), [r.message for r in rows])
-            used, approx = estimate_tokens(msgs) if msgs else 0, "~"
-        level = context_usage(used, n)
-        self.meter.setRange(0, n)
-        self.meter.setValue(min(used, n))
-        colour = {"ok": "#2da44e", "warn": "#d4a72c", "full": "#cf222e"}[level]
-        self.meter.setStyleSheet(f"QProgressBar::chunk {{ background: {colour}; }}")
-        warn = {"ok": "", "warn": " · near the limit", "full": " · context full"}[level]
-        self.meter_label.setText(f"{approx}{used:,} / {n:,} tokens{warn}")
-        self.meter_label.setProperty("level", level)
+        used, approx = tokens_in_use(self.messages.rows, self.settings.system_prompt.toPlainText())
+        self.context_meter.show_usage(used, n, approx)
 
     def show_notice(self, text: str, level: str = "info") -> None:
         colour = "#fff8c5" if level == "info" else "#ffebe9"
@@ -463,71 +388,6 @@ class ChatPage(QWidget):
         self._update_controls()
         self._update_meter()
         self.reply_finished.emit(msg_id, result)
-
-    # -- message actions ------------------------------------------------------------------------
-    def _anchor(self, msg_id: int, href: str) -> None:
-        row = self.messages.row(msg_id)
-        if row is None:
-            return
-        kind, _, arg = href.partition(":")
-        if href.startswith("copy:") and row.rendered is not None and arg.isdigit():
-            blocks = row.rendered.code_blocks
-            if int(arg) < len(blocks):
-                QGuiApplication.clipboard().setText(blocks[int(arg)])
-        elif href == "think:toggle":
-            self.messages.toggle_reasoning(msg_id)
-        elif kind == "act":
-            {"copy": self.copy_message, "edit": self.begin_edit, "delete": self.delete_message}[arg](msg_id)
-        elif kind == "branch":
-            self.switch_branch(msg_id, -1 if arg == "prev" else 1)
-        else:  # a link in the text: never opened by a click
-            QGuiApplication.clipboard().setText(href)
-            self.show_notice(f"Links are not opened from chats. Copied: {href}", "info")
-
-    def _context_menu(self, msg_id: int, pos) -> None:
-        row = self.messages.row(msg_id)
-        if row is None:
-            return
-        menu = QMenu(self)
-        menu.addAction("Copy", lambda: self.copy_message(msg_id))
-        if row.message.role == "user":
-            menu.addAction("Edit and resend", lambda: self.begin_edit(msg_id))
-        if row is self.messages.rows[-1] and row.message.role == "assistant":
-            menu.addAction("Regenerate", self.regenerate)
-        menu.addAction("Delete", lambda: self.delete_message(msg_id))
-        menu.popup(pos)
-
-    def copy_message(self, msg_id: int) -> None:
-        row = self.messages.row(msg_id)
-        if row is not None:
-            QGuiApplication.clipboard().setText(row.text)
-
-    def begin_edit(self, msg_id: int) -> None:
-        row = self.messages.row(msg_id)
-        if row is None or row.message.role != "user":
-            return
-        self.editing = msg_id
-        self.composer.setPlainText(row.text)
-        self.composer.setFocus()
-        self._update_controls()
-
-    def delete_message(self, msg_id: int) -> None:
-        if self.stream is not None and self.stream.msg_id == msg_id:
-            self.stop()
-            return  # deleting a reply mid-stream: stop it; delete the kept part afterwards
-        try:
-            self.store.delete_message(msg_id)
-        except ChatStoreError as exc:
-            self.show_notice(str(exc), "error")
-        self.reload_thread()
-        self._update_controls()
-
-    def switch_branch(self, msg_id: int, step: int) -> None:
-        siblings = self.store.branches(msg_id)
-        ids = [m.id for m in siblings]
-        target = ids[(ids.index(msg_id) + step) % len(ids)]
-        self.store.switch_branch(target)
-        self.reload_thread()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPainterPath
+from PySide6.QtCore import QRectF, QSize
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.core.units import fmt_bytes
+from app.ui.widgets.stacked_bar import begin_rounded_bar  # one rounded-bar look for both bars
 
 
 class MemoryBar(QWidget):
@@ -35,14 +36,6 @@ class MemoryBar(QWidget):
         return QSize(240, 14)
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
-        path = QPainterPath()
-        path.addRoundedRect(r, 5, 5)
-        p.fillPath(path, self.FREE)
-        p.setClipPath(path)
+        p, r = begin_rounded_bar(self, self.FREE)
         p.fillRect(QRectF(r.x(), r.y(), r.width() * min(1.0, self.fraction_used), r.height()), self.USED)
-        p.setClipping(False)
-        p.setPen(Qt.GlobalColor.transparent)
         p.end()

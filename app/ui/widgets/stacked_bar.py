@@ -32,6 +32,21 @@ OVERFLOW = QColor("#d64545")
 MARKER = QColor("#f2f2f2")
 
 
+def begin_rounded_bar(widget: QWidget, background: QColor) -> tuple[QPainter, QRectF]:
+    """Start painting a rounded bar: the background filled, later fills clipped to the rounded shape.
+
+    Returns the painter (the caller fills its spans, then calls `end()`) and the bar's rectangle.
+    """
+    p = QPainter(widget)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    r = QRectF(widget.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
+    path = QPainterPath()
+    path.addRoundedRect(r, 5, 5)
+    p.fillPath(path, background)
+    p.setClipPath(path)
+    return p, r
+
+
 class StackedMemoryBar(QWidget):
     """Full width = max(budget, total), so anything past the budget shows as a red overhang."""
 
@@ -95,13 +110,7 @@ class StackedMemoryBar(QWidget):
         return QSize(320, 18)
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
-        path = QPainterPath()
-        path.addRoundedRect(r, 5, 5)
-        p.fillPath(path, FREE)
-        p.setClipPath(path)
+        p, r = begin_rounded_bar(self, FREE)
         colours = {key: colour for key, _, colour in SEGMENTS}
         for key, x, w in self.segment_spans(r.width()):
             p.fillRect(QRectF(r.x() + x, r.y(), w, r.height()), colours[key])
