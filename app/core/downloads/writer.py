@@ -31,19 +31,26 @@ def write_at(fd: int, data: memoryview, offset: int) -> int:
 
 
 class Writer:
-    """Writes and hashes buffers on its own thread, so receiving the next bytes overlaps disk and sha256 work.
+    """Writes buffers on one thread and hashes them on another, so receiving, disk writes and sha256 all
+    overlap (one thread doing both capped a loopback download near half of curl's speed here).
 
-    Only this thread touches the partial and the hash state until `close()` returns.
+    Only these threads touch the partial and the hash state until `close()` returns; `_done` counts
+    what is both written and hashed.
     """
 
     def __init__(self, download: FileDownload, fd: int, write: WriteAt = write_at) -> None:
         self._download, self._fd, self._write = download, fd, write
+        self._pos = download._done  # where the next write lands; hashing may lag behind it
         self._queue: queue.Queue[bytearray | None] = queue.Queue(maxsize=4)
+        self._hashes: queue.Queue[memoryview | None] = queue.Queue(maxsize=4)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"writer:{download.path}", daemon=True)
+        self._hasher = threading.Thread(target=self._hash, name=f"hasher:{download.path}", daemon=True)
         self._thread.start()
+        self._hasher.start()
 
     def put(self, buf: bytearray) -> None:
+        """`buf` is handed over: the caller must not touch it again."""
         if self.error is not None:
             raise self.error
         if buf:
@@ -52,6 +59,7 @@ class Writer:
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join()
+        self._hasher.join()
         if self.error is not None:
             raise self.error
 
@@ -62,31 +70,38 @@ class Writer:
                     self._flush(buf)
                 except BaseException as exc:  # handed to the receiving thread
                     self.error = exc
+        self._hashes.put(None)
+
+    def _hash(self) -> None:
+        dl = self._download
+        while (data := self._hashes.get()) is not None:
+            dl._hasher.update(data)
+            dl._done += len(data)
 
     def _flush(self, buf: bytearray) -> None:
-        """Write `buf` at the partial's end, hash exactly what reached the file, empty `buf`."""
+        """Write `buf` at the partial's end and pass exactly what reached the file on to the hasher."""
         dl, fd = self._download, self._fd
+        view = memoryview(buf)
         written = 0
-        with memoryview(buf) as view:
-            try:
-                while written < len(view):
-                    written += self._write(fd, view[written:], dl._done + written)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-                    raise
-                self._account(view[:written])
-                os.ftruncate(fd, dl._done)
-                dl._remember_hash_state(fd)
-                needed = (dl._total or dl._done) - dl._done
-                raise DiskFullError(dl.path, needed, shutil.disk_usage(dl.dest.parent).free,
-                                    partial_kept=True) from None
-            self._account(view[:written])
-        buf.clear()
-
-    def _account(self, data: memoryview) -> None:
-        if len(data):
-            self._download._hasher.update(data)
-            self._download._done += len(data)
+        try:
+            while written < len(view):
+                written += self._write(fd, view[written:], self._pos + written)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+                raise
+            if written:
+                self._hashes.put(view[:written])
+            self._hashes.put(None)  # let the hasher catch up: the kept partial must be fully hashed
+            self._hasher.join()
+            self._hasher = threading.Thread(target=lambda: None)  # close() joins something harmless
+            self._hasher.start()
+            os.ftruncate(fd, dl._done)
+            dl._remember_hash_state(fd)
+            needed = (dl._total or dl._done) - dl._done
+            raise DiskFullError(dl.path, needed, shutil.disk_usage(dl.dest.parent).free,
+                                partial_kept=True) from None
+        self._pos += written
+        self._hashes.put(view)
 
 
 def receive_body(dl: FileDownload, response, fd: int, write: WriteAt = write_at) -> None:
