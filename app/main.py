@@ -97,6 +97,22 @@ def build_shell(
     return Shell(window=window, tasks=tasks, pool=pool, services=services)
 
 
+def _quit_on_signals(app) -> None:
+    """SIGTERM/SIGINT (logout, `kill`, Ctrl-C in a terminal) close Hearth like Quit does, so a reply
+    being written is saved as stopped and downloads keep their partials. Python only runs its signal
+    handlers between bytecodes, so a light timer lets it look in while Qt's loop runs."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # Posted, not called: a signal that arrives before the loop starts still quits once it runs.
+        signal.signal(sig, lambda *_: QTimer.singleShot(0, app.quit))
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(250)
+
+
 def main(argv: list[str] | None = None) -> int:
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
@@ -112,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv)
     app.setApplicationName("Hearth")
     collector = MainThreadGC(app)
+    _quit_on_signals(app)
     style = resource_path("styles", "hearth.qss")
     if style.exists():
         app.setStyleSheet(style.read_text(encoding="utf-8"))

@@ -177,3 +177,24 @@ def test_damaged_chat_database_is_reported_at_start(qapp, monkeypatch):
     monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda parent, title, text: shown.append(text)))
     assert app.main.main([]) == 1
     assert shown and "chats.sqlite3" in shown[0]
+
+
+def test_sigterm_closes_the_app_cleanly(hearth_home):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HEARTH_HOME": str(hearth_home)}
+    proc = subprocess.Popen([sys.executable, "-m", "app"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = hearth_home / "logs" / "hearth.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and "engine host" in log.read_text()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    text = log.read_text()
+    assert "engine host hearth-engine stopped" in text and "Hearth stopped" in text
