@@ -82,7 +82,7 @@ class ChatPage(MessageActions, QWidget):
         left.delete_requested.connect(self.delete_conversation)
         left.exported.connect(self._files_done)
         left.imported.connect(self._imported)
-        left.failed.connect(self._files_failed)
+        left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
 
         self.model_bar = ModelBar(self.host, library, self.tasks, machine_source, self)
         self.title = QLabel(DEFAULT_TITLE)
@@ -221,13 +221,9 @@ class ChatPage(MessageActions, QWidget):
         self.open_conversation(conv_id)
         self._files_done("Imported the chat")
 
-    def _files_done(self, text: str) -> None:
-        self.show_notice(text, "info")
+    def _files_done(self, text: str, level: str = "info") -> None:
+        self.show_notice(text, level)
         self.files_done.emit(text)
-
-    def _files_failed(self, exc: BaseException) -> None:
-        self.show_notice(str(exc), "error")
-        self.files_done.emit(str(exc))
 
     # -- composer state -------------------------------------------------------------------------
     def _on_host_state(self, state: HostState) -> None:
