@@ -356,3 +356,14 @@ def test_message_actions_copy_delete_and_code_copy(make_chat, qtbot):
     assert [r.id for r in page.messages.rows] == [user.id]
     page._anchor(user.id, "http://example.com/x")  # a link in text is never opened, only copied
     assert QGuiApplication.clipboard().text() == "http://example.com/x"
+
+
+def test_a_message_too_long_for_the_context_is_kept_and_explained(make_chat, qtbot):
+    h, page = make_chat(n_ctx=512)
+    limit_tokens(page, 50)
+    assert not page.send("lorem ipsum " * 2000)
+    assert page.stream is None and page.notice.property("level") == "error"
+    assert page.notice.isVisible() and page.notice.text()
+    rows = page.messages.rows
+    assert len(rows) == 1 and rows[0].message.role == "user" and rows[0].text.startswith("lorem ipsum")
+    assert page.composer_reason == "" and h.engines[0].generations == []

@@ -10,7 +10,8 @@ import pytest
 from PySide6.QtCore import QUrl
 
 from app.core.chat.models import Message
-from app.ui.chat.messages_model import MessagesModel, MessageView, SafeDocument
+from app.ui.chat.message_view import MessageView, SafeDocument
+from app.ui.chat.messages_model import MessagesModel
 from app.ui.chat.render import render_message, split_reasoning
 
 

@@ -7,9 +7,8 @@ if even the last turn does not fit, send nothing and say why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Callable, Literal, Protocol, Sequence
 
-from app.core.chat.models import Message
 from app.core.engines.base import ChatMessage
 
 # Tokens for a list of messages (after the chat template when the engine can tell).
@@ -40,7 +39,20 @@ class ContextPlan:
         return self.notice is None or self.notice.level != "error"
 
 
-def history_for_request(system_prompt: str, path: Sequence[Message]) -> list[ChatMessage]:
+class Turn(Protocol):
+    """What the policy reads of a message: a stored `Message`, or a row the chat shows."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+def history_for_request(system_prompt: str, path: Sequence[Turn]) -> list[ChatMessage]:
     """The shown thread as engine messages: system prompt first; failed/empty replies left out."""
     out: list[ChatMessage] = []
     if system_prompt.strip():

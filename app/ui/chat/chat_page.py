@@ -8,7 +8,6 @@ The user turn is committed before the job is submitted; the reply row is `stream
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -24,25 +23,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.chat.context import fit_context, history_for_request
-from app.core.chat.models import ChatStoreError
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
-from app.core.engines.base import GenerateRequest
-from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed, HostState
-from app.ui.chat.composer import ComposerControls, ContextMeter, estimate_tokens, reason_not_to_send, tokens_in_use
+from app.core.runtime.jobs import HostState
+from app.ui.chat import render
+from app.ui.chat.composer import ComposerControls, ContextMeter, reason_not_to_send, tokens_in_use
 from app.ui.chat.conversations import SEARCH_DELAY_MS, ConversationList  # noqa: F401 (re-export)
 from app.ui.chat.message_actions import MessageActions, active_branch
-from app.ui.chat.messages_model import MessagesModel, MessageView
+from app.ui.chat.message_view import MessageView
+from app.ui.chat.messages_model import MessagesModel
 from app.ui.chat.model_bar import ModelBar
+from app.ui.chat.replies import ReplyFlow
 from app.ui.chat.settings_panel import SettingsPanel
-from app.ui.chat.stream import ChatWriter, HostWatcher, StreamBridge, StreamResult
+from app.ui.chat.stream import ChatWriter, HostWatcher, StreamBridge
 
 logger = logging.getLogger(__name__)
 
-REPLY_RESERVE = 512
 
-
-class ChatPage(MessageActions, QWidget):
+class ChatPage(ReplyFlow, MessageActions, QWidget):
     reply_finished = Signal(int, object)  # message id, StreamResult
     conversation_opened = Signal(int)
     files_done = Signal(str)  # export/import finished: a message for the user
@@ -58,6 +55,7 @@ class ChatPage(MessageActions, QWidget):
         self.host_state: HostState = host.state
         self.writer = ChatWriter(store, self)
         self.writer.failed.connect(lambda text: self.show_notice(text, "error"))
+        tasks.run(render.warm, owner=self)
         self.watcher = HostWatcher(host, self)
         self.watcher.changed.connect(self._on_host_state)
         self._build(library, machine_source)
@@ -264,126 +262,6 @@ class ChatPage(MessageActions, QWidget):
         self.notice.setText(text)
         self.notice.setProperty("level", level)
         self.notice.setVisible(bool(text))
-
-    # -- sending --------------------------------------------------------------------------------
-    def send(self, text: str | None = None) -> bool:
-        text = self.composer.toPlainText() if text is None else text
-        if not text.strip() or self.composer_reason:
-            return False
-        if self.editing is not None:
-            return self.edit_and_resend(self.editing, text)
-        self.settings.save()
-        if self.conv_id is None:
-            self.new_conversation()
-        conv_id = self.conv_id
-        try:
-            user_id = self.store.add_user_message(conv_id, text)  # committed before the job exists
-            if self.store.get_conversation(conv_id).title == DEFAULT_TITLE:
-                self.rename_conversation(conv_id, " ".join(text.split())[:60])
-        except ChatStoreError as exc:
-            self.show_notice(str(exc), "error")
-            return False
-        self.composer.clear()
-        self.reload_thread()
-        return self._start_reply(conv_id, user_id)
-
-    def regenerate(self) -> bool:
-        """A new reply to the last user turn; the old reply stays as a branch."""
-        if self.composer_reason or self.conv_id is None or not self.messages.rows:
-            return False
-        last = self.messages.rows[-1].message
-        parent = last.parent_id if last.role == "assistant" else last.id
-        if parent is None:
-            return False
-        return self._start_reply(self.conv_id, parent)
-
-    def edit_and_resend(self, msg_id: int, text: str) -> bool:
-        """Resend an edited user message as a new branch; the old branch is kept."""
-        if self.composer_reason or not text.strip():
-            return False
-        self.settings.save()
-        try:
-            new_id = self.store.edit_user_message(msg_id, text)
-        except (ChatStoreError, ValueError) as exc:
-            self.show_notice(str(exc), "error")
-            return False
-        self.editing = None
-        self.composer.clear()
-        self.reload_thread()
-        return self._start_reply(self.store.get_message(new_id).conversation_id, new_id)
-
-    def _start_reply(self, conv_id: int, parent_id: int) -> bool:
-        conv = self.store.get_conversation(conv_id)
-        thread = [m for m in self.store.active_path(conv_id)]
-        cut = next((i for i, m in enumerate(thread) if m.id == parent_id), len(thread) - 1)
-        history = history_for_request(conv.system_prompt, thread[: cut + 1])
-        n_ctx = self.n_ctx()
-        sampling = conv.sampling
-        reserve = sampling.max_tokens or min(REPLY_RESERVE, max(n_ctx // 4, 1))
-        plan = fit_context(history, estimate_tokens, n_ctx, reserve=min(reserve, max(n_ctx - 16, 1)))
-        self.last_plan = plan
-        if not plan.ok:
-            self.show_notice(plan.notice.text, "error")
-            return False
-        self.show_notice(plan.notice.text if plan.notice else "", "info")
-        try:
-            msg_id = self.store.begin_assistant(conv_id, parent_id)
-        except ChatStoreError as exc:
-            self.show_notice(str(exc), "error")
-            return False
-        bridge = StreamBridge(msg_id, conv_id, self.writer, parent=self)
-        bridge.updated.connect(self._stream_updated)
-        bridge.finished.connect(self._stream_finished)
-        request = GenerateRequest(messages=plan.messages, sampling=sampling, conversation_id=str(conv_id))
-        try:
-            bridge.handle = self.host.submit(GenerateJob(request=request, source="chat"), bridge.sink)
-        except (HostBusy, HostClosed) as exc:
-            bridge.deleteLater()
-            self.writer.submit(self.store.finish_assistant, msg_id, "", "error", None, "error", str(exc))
-            self.writer.flush()
-            self.show_notice(str(exc), "error")
-            self.reload_thread()
-            return False
-        self.stream = bridge
-        self.reload_thread()
-        self._follow = True
-        self.view.scrollToBottom()
-        self._update_controls()
-        return True
-
-    def stop(self) -> None:
-        if self.stream is not None:
-            self.stream.stop()
-
-    def _escape(self) -> None:
-        if self.stream is not None:
-            self.stop()
-        elif self.editing is not None:
-            self.editing = None
-            self.composer.clear()
-            self._update_controls()
-
-    def _user_scrolled(self) -> None:
-        self._follow = self.view.at_bottom()
-
-    def _stream_updated(self, msg_id: int, text: str) -> None:
-        self.messages.update_text(msg_id, text)
-        if self._follow:
-            self.view.scrollToBottom()
-
-    def _stream_finished(self, msg_id: int, result: StreamResult) -> None:
-        stats = asdict(result.stats) if result.stats is not None else None
-        self.messages.finish(msg_id, result.status, result.text, stats, result.finish_reason, result.error)
-        if self._follow and self.messages.row(msg_id) is not None:
-            self.view.scrollToBottom()
-        if result.stats is not None and result.status == "done":
-            self.model_bar.set_measured(result.stats.decode_tok_s)
-        if self.stream is not None and self.stream.msg_id == msg_id:
-            self.stream.deleteLater()
-            self.stream = None
-        self._update_controls()
-        self._update_meter()
-        self.reply_finished.emit(msg_id, result)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:

@@ -17,8 +17,10 @@ def estimate_tokens(messages: list[ChatMessage]) -> int:
     ~3 ASCII characters or 1 other character per token, plus the template's per-message overhead."""
     total = 2
     for m in messages:
-        ascii_chars = sum(1 for ch in m.content if ch < "\x80")
-        total += ascii_chars // 3 + (len(m.content) - ascii_chars) + 6
+        text = m.content
+        # C-speed count: this runs on every send and meter update, over the whole thread.
+        ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
+        total += ascii_chars // 3 + (len(text) - ascii_chars) + 6
     return total
 
 
@@ -77,11 +79,15 @@ class ComposerControls:
 def tokens_in_use(rows, system_prompt: str) -> tuple[int, str]:
     """(tokens, "" when measured or "~" when estimated) for the shown thread.
 
-    The last reply's own stats are exact; without them the history is estimated."""
-    last = rows[-1] if rows else None
-    if last is not None and last.stats and last.stats.get("prompt_tokens"):
-        return int(last.stats["prompt_tokens"]) + int(last.stats.get("generated_tokens", 0)), ""
-    msgs = history_for_request(system_prompt, [r.message for r in rows])
+    The newest reply with stats measured its prompt and its own tokens; only the turns after it are
+    estimated (no re-count of a 1,000-message history on every send). Without stats, all is estimated."""
+    for i in range(len(rows) - 1, -1, -1):
+        stats = rows[i].stats
+        if stats and stats.get("prompt_tokens"):
+            measured = int(stats["prompt_tokens"]) + int(stats.get("generated_tokens", 0))
+            after = history_for_request("", rows[i + 1:])
+            return (measured + estimate_tokens(after) - 2, "~") if after else (measured, "")
+    msgs = history_for_request(system_prompt, rows)
     return (estimate_tokens(msgs) if msgs else 0), "~"
 
 

@@ -176,7 +176,7 @@ class StreamBridge(QObject):
                 self.chunks += pending
                 buf.pending = 0
             final_chunk = buf.final_chunk
-        if pending:
+        if pending and final is None:  # a finished reply is shown once, by `finished`, not laid out twice
             self.flushes += 1
             self.updated.emit(self.msg_id, self.text)
         if final is not None:
