@@ -367,3 +367,30 @@ def test_a_message_too_long_for_the_context_is_kept_and_explained(make_chat, qtb
     rows = page.messages.rows
     assert len(rows) == 1 and rows[0].message.role == "user" and rows[0].text.startswith("lorem ipsum")
     assert page.composer_reason == "" and h.engines[0].generations == []
+
+
+def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates(make_chat, qtbot):
+    h, page = make_chat()
+    conv = page.store.create_conversation("tables")
+    table = "| function | returns |\n|---|---|\n" + "".join(f"| `f{i}` | a value |\n" for i in range(12))
+    parent = None
+    for i in range(6):
+        parent = page.store.add_user_message(conv.id, f"question {i}")
+        reply = page.store.begin_assistant(conv.id, parent)
+        page.store.finish_assistant(reply, f"Answer {i}:\n\n{table}\n```python\nx = {i}\n```")
+    page.refresh_conversations()
+    page.open_conversation(conv.id)
+    page.show_notice("a notice that takes room from the view", "info")
+    qtbot.wait(200)
+    page.view.grab()
+    qtbot.wait(50)
+    last = page.messages.index(len(page.messages.rows) - 1)
+    assert page.view.at_bottom()
+    assert page.view.visualRect(last).bottom() <= page.view.viewport().height()
+    # Scrolled away by the user: new layouts leave the position alone.
+    bar = page.view.verticalScrollBar()
+    bar.triggerAction(bar.SliderAction.SliderToMinimum)
+    qtbot.wait(50)
+    page.show_notice("")
+    qtbot.wait(50)
+    assert bar.value() == 0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QUrl
@@ -148,3 +151,36 @@ def test_long_streaming_reply_grows_one_document_in_place(qtbot):
     model.finish(1, "done", text + "**end**", {"generated_tokens": 9}, "stop", None)
     done = delegate.document(model.rows[0], model)
     assert done is not first and "end" in done.toPlainText() and "**" not in done.toPlainText()
+
+
+RACE = """
+import threading
+from app.ui.chat import render
+barrier = threading.Barrier(2)
+errors = []
+def warm():
+    barrier.wait()
+    try:
+        render.warm()
+    except Exception as e:
+        errors.append(repr(e))
+t = threading.Thread(target=warm)
+t.start()
+barrier.wait()
+try:
+    render.render_message("```python\\nx = 1\\n```")
+except Exception as e:
+    errors.append(repr(e))
+t.join()
+print(errors)
+"""
+
+
+def test_warming_on_a_pool_thread_while_the_ui_renders_loads_pygments_once():
+    # In a fresh interpreter: pygments' lazily filled modules raised ImportError when two threads
+    # first loaded them at once (seen when the app opened on a chat with a code block).
+    root = Path(__file__).resolve().parents[2]
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", RACE], cwd=root, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "[]"

@@ -104,6 +104,8 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
         self._follow = True  # keep the newest text in view until the user scrolls away
         bar = self.view.verticalScrollBar()
         bar.actionTriggered.connect(lambda _a: QTimer.singleShot(0, self._user_scrolled))
+        # Rows laid out with estimated heights grow when first painted: stay pinned to the end.
+        bar.rangeChanged.connect(lambda _lo, hi: bar.setValue(hi) if self._follow else None)
         self.notice = QLabel(wordWrap=True)
         self.notice.setObjectName("chatNotice")
         self.notice.setVisible(False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import logging
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -25,6 +26,9 @@ MAX_HIGHLIGHT_CHARS = 20_000
 _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _CLOSE = {"think": "</think>", "thinking": "</thinking>", "reasoning": "</reasoning>"}
 _BARE_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+# Held while the Markdown/pygments stack is first imported and built: `warm()` does that on a pool
+# thread, and pygments' lazily filled modules raise ImportError when two threads load them at once.
+_LOADING = threading.RLock()
 
 
 @dataclass
@@ -72,8 +76,13 @@ def split_reasoning(text: str) -> Parts:
                  open_now, found)
 
 
-@lru_cache(maxsize=1)
 def _markdown():
+    with _LOADING:
+        return _build_markdown()
+
+
+@lru_cache(maxsize=1)
+def _build_markdown():
     from markdown_it import MarkdownIt
 
     # commonmark + tables/strikethrough; raw HTML off: `<script>` or `<img>` from a model is text.
@@ -105,8 +114,13 @@ def _markdown():
     return md
 
 
-@lru_cache(maxsize=64)
 def _lexer(lang: str):
+    with _LOADING:
+        return _load_lexer(lang)
+
+
+@lru_cache(maxsize=64)
+def _load_lexer(lang: str):
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound
 
@@ -116,8 +130,13 @@ def _lexer(lang: str):
         return None
 
 
-@lru_cache(maxsize=1)
 def _formatter():
+    with _LOADING:
+        return _build_formatter()
+
+
+@lru_cache(maxsize=1)
+def _build_formatter():
     from pygments.formatters import HtmlFormatter
 
     # Inline styles: a QTextDocument has no stylesheet classes for pygments' CSS.
@@ -128,9 +147,10 @@ def highlight(code: str, lang: str) -> str:
     lexer = _lexer(lang.lower()) if lang else None
     if lexer is None or len(code) > MAX_HIGHLIGHT_CHARS:
         return html.escape(code)
+    formatter = _formatter()
     from pygments import highlight as pyg_highlight
 
-    return pyg_highlight(code, lexer, _formatter()).rstrip("\n")
+    return pyg_highlight(code, lexer, formatter).rstrip("\n")
 
 
 def code_block_html(code: str, lang: str, index: int) -> str:
