@@ -41,7 +41,7 @@ class Row:
     stats: dict[str, Any] | None = None
     finish_reason: str | None = None
     error: str | None = None
-    version: int = 0  # bumped on every change of the row (the view's estimates follow it)
+    version: int = 0  # bumped on every change of the row; `key()` is rebuilt when it moves
     expanded: bool = False
     rendered: Rendered | None = field(default=None, repr=False)
     _key: tuple[int, tuple] | None = field(default=None, repr=False)
