@@ -83,6 +83,7 @@ def build_shell(
     machine: dict[str, Machine] = {}  # the latest probe's machine, for the chat's load defaults
     hardware.profile_ready.connect(lambda p: machine.update(now=machine_from_profile(p)))
     chat = ChatPage(services.host, services.chats, services.library, tasks, machine_source=lambda: machine.get("now"))
+    hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after `machine` is updated above
     library_changed = EventBridge(services.library.changed, chat)
     library_changed.fired.connect(lambda _id: chat.model_bar.refresh_models())
     pages = [

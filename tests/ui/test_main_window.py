@@ -198,3 +198,19 @@ def test_sigterm_closes_the_app_cleanly(hearth_home):
     assert proc.wait(timeout=30) == 0
     text = log.read_text()
     assert "engine host hearth-engine stopped" in text and "Hearth stopped" in text
+
+
+def test_chat_model_picked_before_the_probe_is_planned_again_when_it_arrives(shell_factory, qtbot, tiny_gguf_f16):
+    from app.core.library.store import ModelFile
+
+    shell, _ = shell_factory(probe=lambda measure: probe_hardware(measure_bandwidth=False))
+    bar = shell.window.page("chat").model_bar
+    hardware = shell.window.page("hardware")
+    shell.services.library.add(name="tiny", format="gguf", path=tiny_gguf_f16,
+                               files=[ModelFile(tiny_gguf_f16, tiny_gguf_f16.stat().st_size)])
+    qtbot.waitUntil(lambda: "not probed" in bar.defaults.note, timeout=10_000)  # picked, no machine yet
+    with qtbot.waitSignal(hardware.profile_ready, timeout=30_000):
+        hardware.refresh()
+    qtbot.waitUntil(lambda: bar.defaults.offload != "", timeout=10_000)
+    assert bar.defaults.note == "" and bar.defaults.predicted_tok_s > 0
+    assert "layers on GPU" in bar.defaults.offload

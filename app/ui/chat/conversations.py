@@ -52,6 +52,9 @@ class ConversationList(QWidget):
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
+        # Long titles end in "…" (full title in the tooltip) instead of a sideways scroll bar.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.itemClicked.connect(lambda it: self.open_requested.emit(it.data(Qt.ItemDataRole.UserRole)))
         self.list.itemDoubleClicked.connect(lambda it: self._ask_rename(it.data(Qt.ItemDataRole.UserRole)))
         new = QPushButton("New chat")
@@ -81,6 +84,7 @@ class ConversationList(QWidget):
         for c in convs:
             item = QListWidgetItem(c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
+            item.setToolTip(c.title)
             self.list.addItem(item)
             if c.id == current:
                 self.list.setCurrentItem(item)

@@ -186,6 +186,12 @@ class ModelBar(QWidget):
         path, fmt, source = Path(model.path), model.format, self.machine_source
         self.tasks.run(lambda: plan_defaults(path, fmt, source), self._planned, self._plan_failed, owner=self)
 
+    def replan(self) -> None:
+        """UI thread: the machine is known (or changed): plan the picked model again. A model picked
+        before the first hardware probe finished was planned with safe defaults only."""
+        if self.state.status != "loading":
+            self._picked(self.picker.currentIndex())
+
     def _planned(self, d: LoadPlanDefaults) -> None:
         """UI thread."""
         self.defaults = d
