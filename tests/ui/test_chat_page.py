@@ -384,7 +384,7 @@ def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates
     qtbot.wait(200)
     page.view.grab()
     qtbot.wait(50)
-    last = page.messages.index(len(page.messages.rows) - 1)
+    last = page.messages.index(len(page.messages.rows) - 1, 0)
     assert page.view.at_bottom()
     assert page.view.visualRect(last).bottom() <= page.view.viewport().height()
     # Scrolled away by the user: new layouts leave the position alone.

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from PySide6.QtCore import Qt
+
 from app.core.chat.models import Message
 from app.core.chat.store import ChatStore
 from app.core.engines.base import ChatMessage, Chunk, GenerationStats
@@ -127,25 +129,30 @@ def test_token_estimate_counts_ascii_by_thirds_and_other_characters_one_each():
     assert estimate_tokens([]) == 2
 
 
-def test_size_hints_are_cached_and_follow_text_width_and_inserts(qtbot):
+def test_size_hints_live_in_the_items_and_follow_text_width_and_inserts(qtbot, monkeypatch):
     now = time.time()
     model = MessagesModel()
     model.set_messages(messages(now))
     view = shown(qtbot, model)
-    delegate = view.delegate
+    calls = []
+    size_for = view.delegate.size_for
+    model.sizer = lambda row, exact: calls.append(row.id) or size_for(row, exact)
 
     def height(row: int) -> int:
-        return delegate.sizeHint(None, model.index(row)).height()
+        return model.index(row, 0).data(Qt.ItemDataRole.SizeHintRole).height()
 
     short = height(1)
-    assert delegate.sizeHint(None, model.index(1)) is delegate.sizeHint(None, model.index(1))  # cached
+    view.doItemsLayout()
+    view.grab()
+    assert calls == [], "a relayout asks Python for no sizes: the items hold them"
     model.update_text(2, THINK + "\n\n" + "\n\n".join(f"paragraph {i} " + "word " * 30 for i in range(20)))
+    assert calls == [2]  # only the changed row is measured again
     taller = height(1)
     assert taller > short + 200
     view.resize(300, 400)
-    assert height(1) > taller  # narrower: more wrapped lines
+    qtbot.waitUntil(lambda: height(1) > taller, timeout=2000)  # narrower: more wrapped lines
     model.append(Message(3, 1, 2, "user", "next", "done", now, now))
-    assert height(2) < taller and height(1) > taller
+    assert 0 < height(2) < taller and height(1) > taller
 
 
 def test_sending_in_an_open_chat_appends_rows_without_resetting_the_view(make_chat, qtbot):

@@ -1,8 +1,8 @@
 """The message view: a QListView painted by a delegate from per-message cached QTextDocuments, so
-a 1,000-message chat lays out only what is on screen.
+a 1,000-message chat renders only what is on screen.
 
-Rows not yet rendered get an estimated height; when a row is painted its real height replaces the
-estimate (sizeHintChanged). Documents are cached by what they show, like the model's HTML.
+Rows not yet painted get an estimated height; when a row is painted its real height replaces the
+estimate in the model's item. Documents are cached by what they show, like the model's HTML.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import logging
 import math
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QModelIndex, QPointF, QRectF, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QByteArray, QModelIndex, QPointF, QRectF, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QCursor, QPainter, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QStyleOptionViewItem
 
-from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS, MessageRole, MessagesModel, Row, header_html
+from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS, MessagesModel, Row, header_html
 from app.ui.chat.render import plain_html
 
 logger = logging.getLogger(__name__)
@@ -45,20 +45,6 @@ class MessageDelegate(QStyledItemDelegate):
         self._docs: collections.OrderedDict[int, tuple[tuple, SafeDocument]] = collections.OrderedDict()
         self._estimates: dict[int, tuple[tuple, int]] = {}
         self._growing: dict[int, tuple[int, int]] = {}  # row id -> (text length shown, width): append-only
-        # Size hints by row number: QListView asks for every row's size on each relayout (each
-        # streaming flush), so a long chat must answer from a dict. Dropped when the row changes.
-        self._hints: dict[int, QSize] = {}
-        self._hints_width = 0  # heights depend on the width: hints are dropped when it changes
-
-    def forget_hints(self, first: int = 0, last: int | None = None) -> None:
-        """Drop cached size hints of rows first..last, or from `first` on (UI thread, model signals)."""
-        if first == 0 and last is None:
-            self._hints.clear()
-        elif last is None:
-            self._hints = {i: h for i, h in self._hints.items() if i < first}
-        else:
-            for i in range(first, last + 1):
-                self._hints.pop(i, None)
 
     def _append_streaming(self, row: Row, width: int) -> SafeDocument | None:
         """The cached document of a long streaming reply with only the new text appended, or None
@@ -123,27 +109,20 @@ class MessageDelegate(QStyledItemDelegate):
         self._estimates[row.id] = (key, h)
         return h
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
-        if self.view.viewport().width() != self._hints_width:
-            self._hints_width = self.view.viewport().width()
-            self._hints.clear()
-        hint = self._hints.get(index.row())
-        if hint is None:
-            hint = self._hints[index.row()] = self._size_hint(index)
-        return hint
-
-    def _size_hint(self, index: QModelIndex) -> QSize:
-        row: Row = index.data(MessageRole)
+    def size_for(self, row: Row, exact: bool) -> QSize:
+        """The row's size hint (stored in the model's item, so layout never calls back into Python):
+        its laid-out height when known or `exact`, else an estimate from the text."""
         h = self.cached_height(row)
-        last = index.row() == index.model().rowCount() - 1
-        if h is None and (row.status == "streaming" or last):  # exact, so following lands at the end
-            h = math.ceil(self.document(row, index.model()).size().height())
+        if h is None and (exact or row.status == "streaming"):
+            h = math.ceil(self.document(row, self.view.model()).size().height())
         return QSize(self._width() + 2 * PAD, (h if h is not None else self.estimate(row)) + 2 * PAD)
 
+    # No sizeHint override: QStyledItemDelegate's C++ one returns the item's SizeHintRole.
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        row: Row = index.data(MessageRole)
-        before = self.cached_height(row)
-        doc = self.document(row, index.model())
+        model: MessagesModel = index.model()
+        row = model.rows[index.row()]
+        doc = self.document(row, model)
         rect = option.rect
         painter.save()
         bg = QColor("#eef4ff") if row.message.role == "user" else QColor("#ffffff")
@@ -155,13 +134,13 @@ class MessageDelegate(QStyledItemDelegate):
         doc.drawContents(painter, QRectF(0, top, doc.textWidth(), max(0.0, shown.height())))
         painter.restore()
         height = math.ceil(doc.size().height()) + 2 * PAD
-        if before is None and height != rect.height():
-            self._hints[index.row()] = QSize(self._width() + 2 * PAD, height)
-            self.sizeHintChanged.emit(index)  # the estimate was off: relayout with the real height
+        if height != rect.height():  # the estimate was off: store the real height, the view relays out
+            model.set_height(index.row(), QSize(self._width() + 2 * PAD, height))
 
     def anchor_at(self, index: QModelIndex, pos) -> str:
-        row: Row = index.data(MessageRole)
-        doc = self.document(row, index.model())
+        model: MessagesModel = index.model()
+        row = model.rows[index.row()]
+        doc = self.document(row, model)
         rect = self.view.visualRect(index)
         local = QPointF(pos.x() - rect.left() - PAD, pos.y() - rect.top() - PAD)
         return doc.documentLayout().anchorAt(local)
@@ -186,16 +165,28 @@ class MessageView(QListView):
         self.setItemDelegate(self.delegate)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._context)
+        self._sized_width = 0
+        # A drag of the window edge sends many resizes: size the rows once, on the next turn.
+        self._resize_timer = QTimer(self, singleShot=True, interval=0)
+        self._resize_timer.timeout.connect(self._resize_rows)
 
-    def setModel(self, model) -> None:  # noqa: N802 (Qt API)
-        """The delegate's size hints follow the rows: changed rows, and every row after an insert or removal."""
+    def setModel(self, model: MessagesModel) -> None:  # noqa: N802 (Qt API)
+        """The model sizes its rows with this view's delegate (at this view's width)."""
         super().setModel(model)
-        forget = self.delegate.forget_hints
-        model.modelReset.connect(lambda: forget())
-        model.layoutChanged.connect(lambda *_: forget())
-        model.rowsInserted.connect(lambda _parent, first, _last: forget(first))
-        model.rowsRemoved.connect(lambda _parent, first, _last: forget(first))
-        model.dataChanged.connect(lambda top, bottom, *_: forget(top.row(), bottom.row()))
+        model.sizer = self.delegate.size_for
+        self._resize_rows()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API); also sent when the viewport resizes
+        super().resizeEvent(event)
+        if self.delegate._width() != self._sized_width:  # wrapped heights depend on the width
+            self._resize_timer.start()
+
+    def _resize_rows(self) -> None:
+        model = self.model()
+        if isinstance(model, MessagesModel):
+            self._sized_width = self.delegate._width()
+            model.resize_rows()
+            self.scheduleDelayedItemsLayout()
 
     def at_bottom(self) -> bool:
         bar = self.verticalScrollBar()
@@ -205,7 +196,7 @@ class MessageView(QListView):
         index = self.indexAt(pos)
         if not index.isValid():
             return None, ""
-        return index.data(MessageRole).id, self.delegate.anchor_at(index, pos)
+        return self.model().rows[index.row()].id, self.delegate.anchor_at(index, pos)
 
     def mouseReleaseEvent(self, event) -> None:  # noqa: N802
         msg_id, href = self._anchor(event.position().toPoint())
@@ -224,4 +215,4 @@ class MessageView(QListView):
     def _context(self, pos) -> None:
         index = self.indexAt(pos)
         if index.isValid():
-            self.context_requested.emit(index.data(MessageRole).id, self.viewport().mapToGlobal(pos))
+            self.context_requested.emit(self.model().rows[index.row()].id, self.viewport().mapToGlobal(pos))
