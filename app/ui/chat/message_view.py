@@ -61,11 +61,11 @@ class MessageDelegate(QStyledItemDelegate):
         self._docs.move_to_end(row.id)
         return doc
 
-    def _width(self) -> int:
+    def text_width(self) -> int:
         return max(200, self.view.viewport().width() - 2 * PAD - 4)
 
     def document(self, row: Row, model: MessagesModel) -> SafeDocument:
-        width = self._width()
+        width = self.text_width()
         key = (row.key(), width)
         hit = self._docs.get(row.id)
         if hit is not None and hit[0] == key:
@@ -92,12 +92,12 @@ class MessageDelegate(QStyledItemDelegate):
 
     def cached_height(self, row: Row) -> int | None:
         hit = self._docs.get(row.id)
-        if hit is None or hit[0] != (row.key(), self._width()):
+        if hit is None or hit[0] != (row.key(), self.text_width()):
             return None
         return math.ceil(hit[1].size().height())
 
     def estimate(self, row: Row) -> int:
-        width = self._width()
+        width = self.text_width()
         key = (len(row.text), width)
         hit = self._estimates.get(row.id)
         if hit is not None and hit[0] == key:
@@ -115,7 +115,7 @@ class MessageDelegate(QStyledItemDelegate):
         h = self.cached_height(row)
         if h is None and (exact or row.status == "streaming"):
             h = math.ceil(self.document(row, self.view.model()).size().height())
-        return QSize(self._width() + 2 * PAD, (h if h is not None else self.estimate(row)) + 2 * PAD)
+        return QSize(self.text_width() + 2 * PAD, (h if h is not None else self.estimate(row)) + 2 * PAD)
 
     # No sizeHint override: QStyledItemDelegate's C++ one returns the item's SizeHintRole.
 
@@ -135,7 +135,7 @@ class MessageDelegate(QStyledItemDelegate):
         painter.restore()
         height = math.ceil(doc.size().height()) + 2 * PAD
         if height != rect.height():  # the estimate was off: store the real height, the view relays out
-            model.set_height(index.row(), QSize(self._width() + 2 * PAD, height))
+            model.set_height(index.row(), QSize(self.text_width() + 2 * PAD, height))
 
     def anchor_at(self, index: QModelIndex, pos) -> str:
         model: MessagesModel = index.model()
@@ -178,13 +178,13 @@ class MessageView(QListView):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API); also sent when the viewport resizes
         super().resizeEvent(event)
-        if self.delegate._width() != self._sized_width:  # wrapped heights depend on the width
+        if self.delegate.text_width() != self._sized_width:  # wrapped heights depend on the width
             self._resize_timer.start()
 
     def _resize_rows(self) -> None:
         model = self.model()
         if isinstance(model, MessagesModel):
-            self._sized_width = self.delegate._width()
+            self._sized_width = self.delegate.text_width()
             model.resize_rows()
             self.scheduleDelayedItemsLayout()
 
