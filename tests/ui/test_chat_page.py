@@ -4,6 +4,7 @@ switching chats mid-stream, persistence across restarts, the context policy and 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.core.chat.models import Conversation, Message
+from app.core.chat.models import ChatStoreError, Conversation, Message
 from app.core.chat.store import ChatStore
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.fake import FakeEngine, registry_with_fake
@@ -394,3 +395,34 @@ def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates
     page.show_notice("")
     qtbot.wait(50)
     assert bar.value() == 0
+
+
+def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, qtbot, monkeypatch):
+    h, page = make_chat()
+    apples = page.store.create_conversation("apples")
+    bananas = page.store.create_conversation("bananas")
+    threads, real = [], page.store.search
+
+    def slow(query, limit=50):
+        threads.append(threading.current_thread())
+        if query == "apples":
+            time.sleep(0.3)  # the older query answers last
+        return real(query, limit)
+
+    monkeypatch.setattr(page.store, "search", slow)
+    page.search.setText("apples")
+    page.conversations.refresh(None)
+    page.search.setText("bananas")
+    page.conversations.refresh(None)
+    qtbot.wait(800)
+    shown = [page.conv_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.conv_list.count())]
+    assert shown == [bananas.id] and apples.id not in shown
+    assert threads and threading.main_thread() not in threads
+
+    def broken(query, limit=50):
+        raise ChatStoreError("The chat database could not be read.")
+
+    monkeypatch.setattr(page.store, "search", broken)
+    page.search.setText("cherries")
+    qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=3000)
+    assert "Search failed" in page.notice.text()

@@ -81,6 +81,7 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
         left.exported.connect(self._files_done)
         left.imported.connect(self._imported)
         left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
+        left.search_failed.connect(lambda text: self.show_notice(text, "error"))
 
         self.model_bar = ModelBar(self.host, library, self.tasks, machine_source, self)
         self.title = QLabel(DEFAULT_TITLE)

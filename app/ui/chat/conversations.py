@@ -40,11 +40,13 @@ class ConversationList(QWidget):
     exported = Signal(str)  # a message for the user
     imported = Signal(int)  # the new conversation's id
     failed = Signal(object)  # the exception from an export or import
+    search_failed = Signal(str)  # a message for the user
 
     def __init__(self, store: ChatStore, tasks, current: Callable[[], int | None],
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store, self.tasks, self._current = store, tasks, current
+        self._query_seq = 0  # answers to older searches are dropped
         self.search = QLineEdit(placeholderText="Search chats (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DELAY_MS)
@@ -78,8 +80,19 @@ class ConversationList(QWidget):
 
     # -- the list -------------------------------------------------------------------------------
     def refresh(self, current: int | None) -> None:
+        """List the chats. A search reads every message's text, so it runs on the pool and only the
+        newest query's answer is shown; the plain list (by an index) is read here."""
         query = self.search.text().strip()
-        convs = self.store.search(query, limit=500) if query else self.store.list_conversations()
+        self._query_seq += 1
+        if not query:
+            self._show(self.store.list_conversations(), current)
+            return
+        seq, store = self._query_seq, self.store
+        self.tasks.run(lambda: store.search(query, limit=500),
+                       lambda convs: seq == self._query_seq and self._show(convs, self._current()),
+                       lambda exc: self.search_failed.emit(f"Search failed: {exc}"), owner=self)
+
+    def _show(self, convs, current: int | None) -> None:
         self.list.clear()
         for c in convs:
             item = QListWidgetItem(c.title)
