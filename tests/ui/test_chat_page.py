@@ -94,6 +94,12 @@ def limit_tokens(page: ChatPage, n: int | None) -> None:
     page.settings.set_conversation(conv)
 
 
+def reply_words(page: ChatPage) -> int:
+    """Words in the reply being shown (0 until its row appears: the turn is saved off the UI thread)."""
+    rows = page.messages.rows
+    return len(rows[-1].text.split()) if rows and rows[-1].message.role == "assistant" else 0
+
+
 def send_and_wait(qtbot, page: ChatPage, text: str, timeout: int = 10_000):
     with qtbot.waitSignal(page.reply_finished, timeout=timeout) as got:
         assert page.send(text)
@@ -138,7 +144,7 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
 def test_stop_mid_stream_keeps_partial_text_marked_stopped(make_chat, qtbot):
     h, page = make_chat(tok_s=300)
     assert page.send("Talk for a long time")
-    qtbot.waitUntil(lambda: len(page.messages.rows[-1].text.split()) >= 20, timeout=5000)
+    qtbot.waitUntil(lambda: reply_words(page) >= 20, timeout=5000)
     assert page.composer_reason.startswith("Replying")
     with qtbot.waitSignal(page.reply_finished, timeout=5000) as got:
         qtbot.keyClick(page.composer, Qt.Key.Key_Escape)
@@ -195,7 +201,7 @@ def test_switching_conversations_while_streaming_keeps_the_stream_in_its_own_cha
     limit_tokens(page, 200)
     first_conv = page.conv_id
     assert page.send("a long answer please")
-    qtbot.waitUntil(lambda: len(page.messages.rows[-1].text.split()) >= 5, timeout=5000)
+    qtbot.waitUntil(lambda: reply_words(page) >= 5, timeout=5000)
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
         second_conv = page.new_conversation()
         assert page.conv_id == second_conv and page.messages.rows == []
@@ -363,7 +369,8 @@ def test_a_message_too_long_for_the_context_is_kept_and_explained(make_chat, qtb
     h, page = make_chat(n_ctx=512)
     limit_tokens(page, 50)
     assert not page.send("lorem ipsum " * 2000)
-    assert page.stream is None and page.notice.property("level") == "error"
+    qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=5000)
+    assert page.stream is None
     assert page.notice.isVisible() and page.notice.text()
     rows = page.messages.rows
     assert len(rows) == 1 and rows[0].message.role == "user" and rows[0].text.startswith("lorem ipsum")
@@ -426,3 +433,46 @@ def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, 
     page.search.setText("cherries")
     qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=3000)
     assert "Search failed" in page.notice.text()
+
+
+def test_send_writes_on_the_writer_thread_and_never_waits_for_it(make_chat, qtbot, monkeypatch):
+    h, page = make_chat()
+    limit_tokens(page, 5)
+    threads = []
+    for name in ("add_user_message", "begin_assistant", "rename_conversation"):
+        real = getattr(page.store, name)
+
+        def spy(*args, _real=real, _name=name):
+            threads.append((_name, threading.current_thread()))
+            return _real(*args)
+
+        monkeypatch.setattr(page.store, name, spy)
+    # The writer is busy with a slow write (an fsync on a slow disk): the UI must not wait for it.
+    page.writer.submit(time.sleep, 0.5)
+    t0 = time.perf_counter()
+    with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
+        assert page.send("hello there")
+        took = time.perf_counter() - t0
+        assert took < 0.3, f"send waited {took:.2f} s for the writer"
+        assert page.composer_reason.startswith("Replying") and not page.send("again")  # one turn at a time
+    assert got.args[1].status == "done"
+    assert {n for n, _ in threads} == {"add_user_message", "begin_assistant", "rename_conversation"}
+    assert all(t is not threading.main_thread() for _, t in threads)
+    assert [r.text for r in page.messages.rows][0] == "hello there"
+
+
+def test_a_failed_save_puts_the_text_back_and_says_why(make_chat, qtbot, monkeypatch):
+    from app.core.chat.models import ChatStoreWriteError
+
+    h, page = make_chat()
+
+    def full(*args):
+        raise ChatStoreWriteError("Could not save your message: the disk is full.")
+
+    monkeypatch.setattr(page.store, "add_user_message", full)
+    page.composer.setPlainText("keep me")
+    assert page.send()
+    qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=5000)
+    assert "disk is full" in page.notice.text()
+    assert page.composer.toPlainText() == "keep me" and page.stream is None and page.composer_reason == ""
+    assert h.engines[0].generations == []

@@ -14,6 +14,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.preflight import PreflightResult
 from app.ui.chat import ChatPage
 from app.ui.tasks import TaskRunner
+from tests.ui.test_chat_page import reply_words
 
 pytestmark = pytest.mark.slow
 
@@ -86,8 +87,7 @@ def test_smollm2_answers_paris_with_stats(page, qtbot):
 def test_smollm2_stop_mid_stream_keeps_the_partial_reply(page, qtbot):
     greedy_chat(page, 400)
     assert page.send("Count from 1 to 300, writing each number as a word.")
-    qtbot.waitUntil(lambda: page.messages.rows[-1].message.role == "assistant"
-                    and len(page.messages.rows[-1].text.split()) >= 8, timeout=120_000)
+    qtbot.waitUntil(lambda: reply_words(page) >= 8, timeout=120_000)
     with qtbot.waitSignal(page.reply_finished, timeout=30_000) as got:
         qtbot.keyClick(page.composer, Qt.Key.Key_Escape)
     msg_id, result = got.args
@@ -129,8 +129,7 @@ def test_smollm2_edit_and_resend_answers_the_new_question(page, qtbot):
 def test_smollm2_switching_chats_while_a_reply_streams(page, qtbot):
     first = greedy_chat(page, 60)
     assert page.send("Describe the sea in a few sentences.")
-    qtbot.waitUntil(lambda: page.messages.rows[-1].message.role == "assistant"
-                    and len(page.messages.rows[-1].text.split()) >= 3, timeout=120_000)
+    qtbot.waitUntil(lambda: reply_words(page) >= 3, timeout=120_000)
     with qtbot.waitSignal(page.reply_finished, timeout=120_000) as got:
         second = page.new_conversation()
         assert page.messages.rows == [] and page.composer_reason.startswith("Replying")

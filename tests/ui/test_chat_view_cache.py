@@ -183,3 +183,43 @@ def test_context_meter_counts_from_the_newest_measured_reply_and_estimates_the_r
     model.append(Message(4, 1, 3, "assistant", "", "streaming", now, now))
     model.finish(4, "done", "y" * 300, None, "stop", None)
     assert tokens_in_use(model.rows, "Be brief.") == (120 + 100 + 6 + 100 + 6, "~")
+
+
+def test_partial_saves_come_every_64_tokens_but_not_closer_than_a_quarter_second(qtbot, tmp_path):
+    from app.ui.chat.stream import MIN_SAVE_GAP_S
+
+    store = ChatStore(tmp_path / "c.sqlite3")
+    conv = store.create_conversation("t")
+    msg = store.begin_assistant(conv.id, store.add_user_message(conv.id, "hi"))
+    saves: list[tuple[float, str]] = []
+
+    class Spy:  # the writer's store, counting partial saves
+        def update_streaming(self, msg_id, text):
+            saves.append((time.monotonic(), text))
+            return store.update_streaming(msg_id, text)
+
+    writer = ChatWriter(store)
+    writer.store = Spy()
+    bridge = StreamBridge(msg, conv.id, writer, flush_ms=60_000)
+    try:
+        t0 = time.monotonic()
+        words = 0
+        while time.monotonic() - t0 < 0.6:  # thousands of tok/s for 0.6 s
+            bridge.sink(ChunkEvent(Chunk(text="w ")))
+            words += 1
+            time.sleep(0.0003)
+        writer.flush()
+        assert words > 1000 and 2 <= len(saves) <= 0.6 / MIN_SAVE_GAP_S + 1
+        gaps = [b[0] - a[0] for a, b in zip(saves, saves[1:])]
+        assert all(g >= MIN_SAVE_GAP_S - 0.01 for g in gaps)
+        assert store.get_message(msg).content == saves[-1][1] and saves[-1][1].startswith("w w")
+        # At a model's usual pace, each 64 tokens are saved as they come (gap rule met already).
+        time.sleep(MIN_SAVE_GAP_S)
+        before = len(saves)
+        for _ in range(64):
+            bridge.sink(ChunkEvent(Chunk(text="x ")))
+        writer.flush()
+        assert len(saves) == before + 1
+    finally:
+        writer.close()
+        store.close()

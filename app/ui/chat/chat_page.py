@@ -191,6 +191,9 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
 
     def rename_conversation(self, conv_id: int, title: str) -> None:
         self.store.rename_conversation(conv_id, title)
+        self._retitled(conv_id)
+
+    def _retitled(self, conv_id: int) -> None:
         if conv_id == self.conv_id:
             self.title.setText(self.store.get_conversation(conv_id).title)
         self.refresh_conversations()
@@ -236,13 +239,13 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
     @property
     def composer_reason(self) -> str:
         """Why sending is not possible now ('' when it is)."""
-        return reason_not_to_send(self.host_state, self.stream is not None)
+        return reason_not_to_send(self.host_state, self.stream is not None or self.saving)
 
     def _update_controls(self) -> None:
         s = self.host_state
         self.composer_controls.refresh(
             self.composer_reason, loaded=s.model is not None and s.status != "loading", editing=bool(self.editing),
-            busy=self.model_bar.busy_text, replying=self.stream is not None,
+            busy=self.model_bar.busy_text, replying=self.stream is not None or self.saving,
             can_regenerate=self.conv_id is not None and bool(self.messages.rows))
 
     def n_ctx(self) -> int:

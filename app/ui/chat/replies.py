@@ -1,18 +1,19 @@
 """Sending and replies: send, regenerate, edit and resend, stop, and the stream's updates.
 
-A mixin of ChatPage. A send in the open chat appends its two rows instead of re-reading the thread,
-and the request's history comes from the shown rows: a 1,000-message chat is not re-read from disk
-(nor re-laid out) on every send.
+A mixin of ChatPage. The request is planned from the shown rows (a 1,000-message chat is not re-read
+on every send); the user turn and the reply row are written on the writer thread, and the job is
+submitted only once they are committed, so the UI never waits behind an fsync. A send in the open
+chat then appends its two rows instead of re-reading the thread.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
-from typing import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
 
-from app.core.chat.context import Turn, fit_context, history_for_request
-from app.core.chat.models import ChatStoreError
+from app.core.chat.context import ContextPlan, Turn, fit_context, history_for_request
+from app.core.chat.models import Conversation
 from app.core.chat.store import DEFAULT_TITLE
 from app.core.engines.base import GenerateRequest
 from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed
@@ -24,11 +25,24 @@ logger = logging.getLogger(__name__)
 REPLY_RESERVE = 512
 
 
+@dataclass(frozen=True)
+class Draft:
+    """A user turn not saved yet, as the context policy reads it."""
+
+    content: str
+    role: str = "user"
+    status: str = "done"
+
+
 class ReplyFlow:
     """Needs the host class to provide host, store, writer, messages, view, composer, settings,
     model_bar, stream, editing, conv_id and the page's notices, meter and controls."""
 
+    saving = False  # a turn is being written; sending again waits for it
+
     def send(self, text: str | None = None) -> bool:
+        """Plan, then save the user turn (and the reply row) on the writer thread; the reply starts
+        when they are committed. False when nothing will be generated (the reason is shown)."""
         text = self.composer.toPlainText() if text is None else text
         if not text.strip() or self.composer_reason:
             return False
@@ -37,16 +51,19 @@ class ReplyFlow:
         self.settings.save()
         if self.conv_id is None:
             self.new_conversation()
-        conv_id = self.conv_id
-        try:
-            user_id = self.store.add_user_message(conv_id, text)  # committed before the job exists
-            if self.store.get_conversation(conv_id).title == DEFAULT_TITLE:
-                self.rename_conversation(conv_id, " ".join(text.split())[:60])
-        except ChatStoreError as exc:
-            self.show_notice(str(exc), "error")
-            return False
+        conv_id, store = self.conv_id, self.store
+        conv = store.get_conversation(conv_id)
+        plan = self._plan(conv, [*self.messages.rows, Draft(text)])
+        title = " ".join(text.split())[:60] if conv.title == DEFAULT_TITLE else None
+
+        def save() -> tuple[int, int | None]:  # writer thread
+            user_id = store.add_user_message(conv_id, text)
+            if title:
+                store.rename_conversation(conv_id, title)
+            return user_id, (store.begin_assistant(conv_id, user_id) if plan.ok else None)
+
         self.composer.clear()
-        return self._start_reply(conv_id, user_id, sent=True)
+        return self._save_then_reply(save, conv, plan, text, sent=True, retitled=bool(title))
 
     def regenerate(self) -> bool:
         """A new reply to the last user turn; the old reply stays as a branch."""
@@ -56,34 +73,97 @@ class ReplyFlow:
         parent = last.parent_id if last.role == "assistant" else last.id
         if parent is None:
             return False
-        return self._start_reply(self.conv_id, parent)
+        conv_id, store = self.conv_id, self.store
+        conv = store.get_conversation(conv_id)
+        plan = self._plan(conv, self._thread_to(conv_id, parent))
+        return self._save_then_reply(
+            lambda: (parent, store.begin_assistant(conv_id, parent) if plan.ok else None), conv, plan)
 
     def edit_and_resend(self, msg_id: int, text: str) -> bool:
         """Resend an edited user message as a new branch; the old branch is kept."""
         if self.composer_reason or not text.strip():
             return False
         self.settings.save()
-        try:
-            new_id = self.store.edit_user_message(msg_id, text)
-        except (ChatStoreError, ValueError) as exc:
-            self.show_notice(str(exc), "error")
+        row, store = self.messages.row(msg_id), self.store
+        old = row.message if row is not None else store.get_message(msg_id)
+        if old.role != "user":
+            self.show_notice("Only your own messages can be edited and resent.", "error")
             return False
+        conv = store.get_conversation(old.conversation_id)
+        before = self._thread_to(conv.id, old.parent_id) if old.parent_id is not None else []
+        plan = self._plan(conv, [*before, Draft(text)])
+
+        def save() -> tuple[int, int | None]:  # writer thread
+            new_id = store.edit_user_message(msg_id, text)
+            return new_id, (store.begin_assistant(conv.id, new_id) if plan.ok else None)
+
         self.editing = None
         self.composer.clear()
-        return self._start_reply(self.store.get_message(new_id).conversation_id, new_id)
+        return self._save_then_reply(save, conv, plan, text)
 
-    def _start_reply(self, conv_id: int, parent_id: int, sent: bool = False) -> bool:
-        """Start the reply to `parent_id`, then show the thread once, whatever happened.
-        `sent`: `parent_id` is a user turn just added after the shown leaf."""
+    def _plan(self, conv: Conversation, turns: Sequence[Turn]) -> ContextPlan:
+        n_ctx = self.n_ctx()
+        reserve = conv.sampling.max_tokens or min(REPLY_RESERVE, max(n_ctx // 4, 1))
+        history = history_for_request(conv.system_prompt, turns)
+        return fit_context(history, estimate_tokens, n_ctx, reserve=min(reserve, max(n_ctx - 16, 1)))
+
+    def _save_then_reply(self, save: Callable[[], tuple[int, int | None]], conv: Conversation,
+                         plan: ContextPlan, typed: str = "", sent: bool = False, retitled: bool = False) -> bool:
+        """Run `save` on the writer thread; then show the turn and start the reply. If the write
+        fails, the typed text goes back into the composer: nothing the user wrote is lost."""
+
+        def saved(ids: Any) -> None:
+            self.saving = False
+            if retitled:
+                self._retitled(conv.id)
+            self._reply_saved(conv, plan, *ids, sent=sent)
+
+        def failed(message: str) -> None:
+            self.saving = False
+            if typed and not self.composer.toPlainText().strip():
+                self.composer.setPlainText(typed)
+            self.show_notice(message, "error")
+            self._update_controls()
+
+        if not self.writer.call(save, saved, failed):
+            return False
+        self.saving = True
+        self._update_controls()
+        return plan.ok
+
+    def _reply_saved(self, conv: Conversation, plan: ContextPlan, parent_id: int, reply_id: int | None,
+                     sent: bool) -> None:
+        """UI thread: the turn is committed. Start the job, then show the thread once."""
+        self.last_plan = plan
         try:
-            return self._begin_reply(conv_id, parent_id)
+            if not plan.ok:
+                self.show_notice(plan.notice.text, "error")
+            else:
+                self.show_notice(plan.notice.text if plan.notice else "", "info")
+                if reply_id is not None:
+                    self._submit(conv, plan, reply_id)
         finally:
-            if not (sent and self._append_sent(conv_id, parent_id)):
+            if not (sent and self._append_sent(conv.id, parent_id)):
                 self.reload_thread()
             if self.stream is not None:
                 self._follow = True
                 self.view.scrollToBottom()
             self._update_controls()
+
+    def _submit(self, conv: Conversation, plan: ContextPlan, reply_id: int) -> None:
+        bridge = StreamBridge(reply_id, conv.id, self.writer, parent=self)
+        bridge.updated.connect(self._stream_updated)
+        bridge.finished.connect(self._stream_finished)
+        request = GenerateRequest(messages=plan.messages, sampling=conv.sampling, conversation_id=str(conv.id))
+        try:
+            bridge.handle = self.host.submit(GenerateJob(request=request, source="chat"), bridge.sink)
+        except (HostBusy, HostClosed) as exc:
+            bridge.deleteLater()
+            self.writer.submit(self.store.finish_assistant, reply_id, "", "error", None, "error", str(exc))
+            self.writer.flush()
+            self.show_notice(str(exc), "error")
+            return
+        self.stream = bridge
 
     def _append_sent(self, conv_id: int, user_id: int) -> bool:
         """Append the new user turn and its reply to the shown thread, if they follow its last row:
@@ -103,49 +183,11 @@ class ReplyFlow:
     def _thread_to(self, conv_id: int, parent_id: int) -> Sequence[Turn]:
         """The turns up to `parent_id`: from the shown rows when they hold them (a long chat is not
         re-read from disk on every send), else from the store."""
-        rows = self.messages.rows
-        if conv_id == self.conv_id:
-            i = self.messages.row_of(parent_id)
-            if i is not None:
-                return rows[: i + 1]
-            parent = self.store.get_message(parent_id)
-            if parent.parent_id == (rows[-1].id if rows else None):  # a turn just sent after the shown leaf
-                return [*rows, parent]
+        if conv_id == self.conv_id and (i := self.messages.row_of(parent_id)) is not None:
+            return self.messages.rows[: i + 1]
         thread = self.store.active_path(conv_id)
         cut = next((i for i, m in enumerate(thread) if m.id == parent_id), len(thread) - 1)
         return thread[: cut + 1]
-
-    def _begin_reply(self, conv_id: int, parent_id: int) -> bool:
-        conv = self.store.get_conversation(conv_id)
-        history = history_for_request(conv.system_prompt, self._thread_to(conv_id, parent_id))
-        n_ctx = self.n_ctx()
-        sampling = conv.sampling
-        reserve = sampling.max_tokens or min(REPLY_RESERVE, max(n_ctx // 4, 1))
-        plan = fit_context(history, estimate_tokens, n_ctx, reserve=min(reserve, max(n_ctx - 16, 1)))
-        self.last_plan = plan
-        if not plan.ok:
-            self.show_notice(plan.notice.text, "error")
-            return False
-        self.show_notice(plan.notice.text if plan.notice else "", "info")
-        try:
-            msg_id = self.store.begin_assistant(conv_id, parent_id)
-        except ChatStoreError as exc:
-            self.show_notice(str(exc), "error")
-            return False
-        bridge = StreamBridge(msg_id, conv_id, self.writer, parent=self)
-        bridge.updated.connect(self._stream_updated)
-        bridge.finished.connect(self._stream_finished)
-        request = GenerateRequest(messages=plan.messages, sampling=sampling, conversation_id=str(conv_id))
-        try:
-            bridge.handle = self.host.submit(GenerateJob(request=request, source="chat"), bridge.sink)
-        except (HostBusy, HostClosed) as exc:
-            bridge.deleteLater()
-            self.writer.submit(self.store.finish_assistant, msg_id, "", "error", None, "error", str(exc))
-            self.writer.flush()
-            self.show_notice(str(exc), "error")
-            return False
-        self.stream = bridge
-        return True
 
     def stop(self) -> None:
         if self.stream is not None:

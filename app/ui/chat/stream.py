@@ -26,6 +26,9 @@ logger = logging.getLogger(__name__)
 FLUSH_MS = 40
 SAVE_EVERY_S = 1.0
 SAVE_EVERY_TOKENS = 64
+# Each partial save rewrites the whole reply and fsyncs: at thousands of tok/s, 64 tokens come every
+# few ms, so saves are also kept this far apart (a crash still loses at most this much, never 1 s).
+MIN_SAVE_GAP_S = 0.25
 
 
 class ChatWriter(QObject):
@@ -33,6 +36,7 @@ class ChatWriter(QObject):
     UI thread never waits on an fsync. `failed` (queued to the UI thread) carries the user message."""
 
     failed = Signal(str)
+    _deliver = Signal(object, object)  # (callback, value), queued to the UI thread
 
     def __init__(self, store: ChatStore, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -40,6 +44,7 @@ class ChatWriter(QObject):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-chat-writer")
         self._last: Future | None = None
         self._closed = False
+        self._deliver.connect(self._delivered)
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future | None:
         """Any thread. Errors are logged and reported through `failed`; nothing raises here."""
@@ -65,6 +70,35 @@ class ChatWriter(QObject):
             return None
         self._last = fut
         return fut
+
+    def call(self, fn: Callable[[], Any], then: Callable[[Any], None], failed: Callable[[str], None]) -> bool:
+        """UI thread: run `fn` on the writer thread, after every write submitted before it; then
+        `then(result)` or `failed(message)` on the UI thread. False if the writer is closed."""
+
+        def run() -> None:
+            try:
+                value, callback = fn(), then
+            except ChatStoreError as exc:
+                logger.warning("chat write failed: %s", exc)
+                value, callback = str(exc), failed
+            except Exception as exc:  # a bug must not leave the page waiting forever
+                logger.exception("chat write failed")
+                value, callback = f"Could not save the chat: {exc}", failed
+            if not self._closed:
+                self._deliver.emit(callback, value)
+
+        if self._closed:
+            return False
+        try:
+            self._last = self._pool.submit(run)
+        except RuntimeError:  # shut down meanwhile
+            return False
+        return True
+
+    def _delivered(self, callback: Callable[[Any], None], value: Any) -> None:
+        """UI thread (queued from the writer thread)."""
+        if not self._closed:
+            callback(value)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every write submitted so far is done (tests, shutdown)."""
@@ -151,8 +185,9 @@ class StreamBridge(QObject):
                 if chunk.finish_reason is not None:
                     buf.final_chunk = chunk
                 now = time.monotonic()
-                if self._unsaved and (self._unsaved >= self._save_every_tokens
-                                      or now - self._last_save >= self._save_every_s):
+                since = now - self._last_save
+                if self._unsaved and ((self._unsaved >= self._save_every_tokens and since >= MIN_SAVE_GAP_S)
+                                      or since >= self._save_every_s):
                     save = "".join(buf.parts)
                     self._unsaved, self._last_save = 0, now
             else:
