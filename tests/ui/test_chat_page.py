@@ -408,22 +408,30 @@ def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, 
     h, page = make_chat()
     apples = page.store.create_conversation("apples")
     bananas = page.store.create_conversation("bananas")
-    threads, real = [], page.store.search
+    threads, answered, real = [], [], page.store.search
+    bananas_done = threading.Event()
 
     def slow(query, limit=50):
         threads.append(threading.current_thread())
         if query == "apples":
-            time.sleep(0.3)  # the older query answers last
-        return real(query, limit)
+            bananas_done.wait(10)  # the older query answers last
+        found = real(query, limit)
+        answered.append(query)
+        if query == "bananas":
+            bananas_done.set()
+        return found
+
+    def shown() -> list[int]:
+        return [page.conv_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.conv_list.count())]
 
     monkeypatch.setattr(page.store, "search", slow)
     page.search.setText("apples")
     page.conversations.refresh(None)
     page.search.setText("bananas")
     page.conversations.refresh(None)
-    qtbot.wait(800)
-    shown = [page.conv_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.conv_list.count())]
-    assert shown == [bananas.id] and apples.id not in shown
+    qtbot.waitUntil(lambda: "apples" in answered and shown() == [bananas.id], timeout=10_000)
+    qtbot.wait(100)  # the stale "apples" answer has been delivered by now, and dropped
+    assert shown() == [bananas.id] and apples.id not in shown()
     assert threads and threading.main_thread() not in threads
 
     def broken(query, limit=50):
@@ -447,14 +455,15 @@ def test_send_writes_on_the_writer_thread_and_never_waits_for_it(make_chat, qtbo
             return _real(*args)
 
         monkeypatch.setattr(page.store, name, spy)
-    # The writer is busy with a slow write (an fsync on a slow disk): the UI must not wait for it.
-    page.writer.submit(time.sleep, 0.5)
-    t0 = time.perf_counter()
+    # The writer is stuck in a slow write (an fsync on a slow disk) until the test lets it go.
+    release = threading.Event()
+    page.writer.submit(release.wait, 10)
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
         assert page.send("hello there")
-        took = time.perf_counter() - t0
-        assert took < 0.3, f"send waited {took:.2f} s for the writer"
+        # send() returned while the writer was still stuck: it did not wait for the write.
+        assert not release.is_set() and threads == []
         assert page.composer_reason.startswith("Replying") and not page.send("again")  # one turn at a time
+        release.set()
     assert got.args[1].status == "done"
     assert {n for n, _ in threads} == {"add_user_message", "begin_assistant", "rename_conversation"}
     assert all(t is not threading.main_thread() for _, t in threads)
