@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LMSTUDIO_ROOTS = ("~/.lmstudio/models", "~/.cache/lm-studio/models")
-_REMOTE_CODE_FILES = ("config.json", "tokenizer_config.json")
 
 
 @dataclass
@@ -94,26 +93,13 @@ def _add_gguf(library: "Library", shards: list[Path], mmproj: list[Path], *, sou
                        files=files_of(shards + mmproj), quant=quant, repo_id=repo_id, commit=commit, source=source)
 
 
-def _check_mlx_code(folder: Path) -> None:
-    from app.core.models.hf_config import check_no_remote_code
-
-    for name in _REMOTE_CODE_FILES:
-        p = folder / name
-        if p.is_file():
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError) as exc:
-                raise ModelFileError(f"cannot read {name}: {exc}") from exc
-            if isinstance(data, dict):
-                check_no_remote_code(data)
-
-
 def _add_mlx(library: "Library", folder: Path, *, source: str, repo_id: str | None,
              commit: str | None) -> "LocalModel":
     from app.core.library.store import files_of
+    from app.core.models.hf_config import check_folder_configs
     from app.core.models.mlx_meta import read_mlx_folder
 
-    _check_mlx_code(folder)
+    check_folder_configs(folder)
     mlx = read_mlx_folder(folder)
     quant = f"{mlx.bits}-bit g{mlx.group_size}" if mlx.quantized else f"{mlx.bits}-bit"
     files = sorted(p for p in folder.iterdir() if p.is_file() and is_allowed_file(p.name)

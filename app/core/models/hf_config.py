@@ -6,14 +6,16 @@ A config that asks to run code from the repo (`auto_map`, `model_file`) is refus
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 from app.core.models.errors import ModelFileError
 from app.core.models.spec import SWA_PATTERN_DEFAULTS, ModelSpec
 
-__all__ = ["ARCH_ALIASES", "check_no_remote_code", "spec_from_hf_config", "text_config"]
+__all__ = ["ARCH_ALIASES", "check_folder_configs", "check_no_remote_code", "spec_from_hf_config", "text_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +25,8 @@ ARCH_ALIASES = {
     "llama4_text": "llama4", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss",
 }
 _CODE_KEYS = ("auto_map", "model_file")
+# The JSON files of a model folder that can name code to run.
+FOLDER_CONFIGS = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json")
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 # Expert tensors: HF `experts.N.` / stacked `experts.`, MLX `switch_mlp.`; shared experts are always read.
 _EXPERT = re.compile(r"\.(?:experts|switch_mlp)\.")
@@ -40,6 +44,20 @@ def check_no_remote_code(config: Mapping[str, Any]) -> None:
                     "this model wants to run its own code; Hearth never runs code from a model repo"
                 )
             stack.extend(v for v in item.values() if isinstance(v, Mapping))
+
+
+def check_folder_configs(folder: Path) -> None:
+    """Refuse a model folder whose config files ask for remote code; an unreadable one is an error."""
+    for name in FOLDER_CONFIGS:
+        file = folder / name
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise ModelFileError(f"cannot read {name}: {exc}") from exc
+        if isinstance(data, dict):
+            check_no_remote_code(data)
 
 
 def text_config(config: Mapping[str, Any]) -> dict[str, Any]:

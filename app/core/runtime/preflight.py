@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,14 +13,13 @@ from app.core.errors import HearthError
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf_split import split_shard_names
-from app.core.models.hf_config import check_no_remote_code
+from app.core.models.hf_config import check_folder_configs
 from app.core.models.planner import Plan
 from app.core.models.spec import ModelSpec
 
 logger = logging.getLogger(__name__)
 
 # Files an MLX folder may hold that are config: any of them may ask for remote code.
-_MLX_CONFIGS = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json")
 
 
 class LoadRefused(HearthError):
@@ -76,16 +74,7 @@ def check_mlx_folder(folder: Path) -> ModelSpec:
         raise ModelFileError(
             f"this model folder contains Python code ({', '.join(code[:3])}); Hearth never runs code from a model"
         )
-    for name in _MLX_CONFIGS:
-        file = folder / name
-        if not file.is_file():
-            continue
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise ModelFileError(f"cannot read {name}: {exc}") from exc
-        if isinstance(data, dict):
-            check_no_remote_code(data)
+    check_folder_configs(folder)
     from app.core.models.mlx_meta import read_mlx_folder
 
     return read_mlx_folder(folder).spec
