@@ -18,15 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 REPO = "org/Tiny-GGUF"
 
 
-@pytest.fixture(scope="module")
-def quant_files(tmp_path_factory):
-    pytest.importorskip("gguf")
-    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
-
-    d = tmp_path_factory.mktemp("pull-quants")
-    return {q: write_tiny_llama_gguf(d / f"t-{q}.gguf", dtype=q, n_ctx=4096) for q in ("F16", "Q8_0")}
-
-
 @pytest.fixture
 def run(fake_hub, quant_files, tmp_path):
     fake_hub.add_repo(gguf_repo(REPO, quants=("F16", "Q8_0"), split=None,

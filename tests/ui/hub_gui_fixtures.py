@@ -32,16 +32,6 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def quant_files(tmp_path_factory):
-    """Real tiny GGUF files (F16 and Q8_0) whose headers the fit badges are computed from."""
-    pytest.importorskip("gguf")
-    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
-
-    d = tmp_path_factory.mktemp("hub-gui-quants")
-    return {q: write_tiny_llama_gguf(d / f"t-{q}.gguf", dtype=q, n_ctx=4096) for q in ("F16", "Q8_0")}
-
-
 @pytest.fixture
 def pool_tasks(qtbot):
     pool = ThreadPoolExecutor(4, thread_name_prefix="test-bg")
@@ -86,4 +76,4 @@ def part_of(models: Path, repo_id: str, path: str) -> Path:
     return models / repo_id / (path + ".part")
 
 
-__all__ = ["FAST", "Env", "blob", "env", "machine", "part_of", "pool_tasks", "quant_files", "sha"]
+__all__ = ["FAST", "Env", "blob", "env", "machine", "part_of", "pool_tasks", "sha"]

@@ -13,7 +13,7 @@ from app.ui.library_page import LibraryPage
 from app.core.library.from_downloads import LibraryFeed
 from app.ui.settings_dialog import SettingsDialog
 from tests.fakehub import Fault, gguf_repo, mlx_repo
-from tests.ui.hub_gui_fixtures import env, machine, pool_tasks, quant_files, sha  # noqa: F401
+from tests.ui.hub_gui_fixtures import env, machine, pool_tasks, sha  # noqa: F401
 
 REPO = "org/Tiny-GGUF"
 

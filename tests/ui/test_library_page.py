@@ -10,7 +10,7 @@ from PySide6.QtCore import QUrl
 from app.core.library import Library, ModelFile
 from app.core.units import fmt_bytes
 from app.ui.library_page import LibraryPage
-from tests.ui.hub_gui_fixtures import pool_tasks, quant_files  # noqa: F401
+from tests.ui.hub_gui_fixtures import pool_tasks  # noqa: F401
 
 
 @pytest.fixture
