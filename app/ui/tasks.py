@@ -7,7 +7,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import shiboken6
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,9 @@ class TaskRunner(QObject):
         self._pending: set[Future] = set()
         self._owners: dict[Future, QObject] = {}
         self._closed = False
-        self._finished.connect(self._deliver)
+        # Always queued: an op that is done before run() returns (its done-callback then fires on this
+        # thread) must still answer later, from the event loop, never inside run().
+        self._finished.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
 
     def close(self) -> None:
         """Deliver nothing more: the widgets that asked may be gone (shutdown)."""

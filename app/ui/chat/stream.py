@@ -20,6 +20,7 @@ from app.core.chat.models import ChatStoreError
 from app.core.chat.store import ChatStore
 from app.core.engines.base import GenerationStats
 from app.core.runtime.jobs import ChunkEvent, HostEvent, JobDone, JobFailed, JobHandle
+from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
 
@@ -31,20 +32,27 @@ SAVE_EVERY_TOKENS = 64
 MIN_SAVE_GAP_S = 0.25
 
 
+def _failure(exc: BaseException) -> str:
+    """The message for a failed chat write (logged here)."""
+    if isinstance(exc, ChatStoreError):
+        logger.warning("chat write failed: %s", exc)
+        return str(exc)
+    logger.error("chat write failed", exc_info=exc)  # a bug must not kill the writer or stall the page
+    return f"Could not save the chat: {exc}"
+
+
 class ChatWriter(QObject):
     """One thread for chat writes, so partial saves and the final write land in order and the
     UI thread never waits on an fsync. `failed` (queued to the UI thread) carries the user message."""
 
     failed = Signal(str)
-    _deliver = Signal(object, object)  # (callback, value), queued to the UI thread
 
     def __init__(self, store: ChatStore, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.store = store
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-chat-writer")
-        self._last: Future | None = None
+        self._tasks = TaskRunner(self._pool, self)  # answers of `call` come back on the UI thread
         self._closed = False
-        self._deliver.connect(self._delivered)
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future | None:
         """Any thread. Errors are logged and reported through `failed`; nothing raises here."""
@@ -54,51 +62,27 @@ class ChatWriter(QObject):
         def run() -> Any:
             try:
                 return fn(*args, **kwargs)
-            except ChatStoreError as exc:
-                logger.warning("chat write failed: %s", exc)
+            except Exception as exc:
+                message = _failure(exc)
                 if not self._closed:
-                    self.failed.emit(str(exc))
-            except Exception as exc:  # a write bug must not kill the writer thread
-                logger.exception("chat write failed")
-                if not self._closed:
-                    self.failed.emit(f"Could not save the chat: {exc}")
+                    self.failed.emit(message)
             return None
 
         try:
-            fut = self._pool.submit(run)
+            return self._pool.submit(run)
         except RuntimeError:  # shut down meanwhile
             return None
-        self._last = fut
-        return fut
 
     def call(self, fn: Callable[[], Any], then: Callable[[Any], None], failed: Callable[[str], None]) -> bool:
         """UI thread: run `fn` on the writer thread, after every write submitted before it; then
         `then(result)` or `failed(message)` on the UI thread. False if the writer is closed."""
-
-        def run() -> None:
-            try:
-                value, callback = fn(), then
-            except ChatStoreError as exc:
-                logger.warning("chat write failed: %s", exc)
-                value, callback = str(exc), failed
-            except Exception as exc:  # a bug must not leave the page waiting forever
-                logger.exception("chat write failed")
-                value, callback = f"Could not save the chat: {exc}", failed
-            if not self._closed:
-                self._deliver.emit(callback, value)
-
         if self._closed:
             return False
         try:
-            self._last = self._pool.submit(run)
+            self._tasks.run(fn, then, lambda exc: failed(_failure(exc)))
         except RuntimeError:  # shut down meanwhile
             return False
         return True
-
-    def _delivered(self, callback: Callable[[Any], None], value: Any) -> None:
-        """UI thread (queued from the writer thread)."""
-        if not self._closed:
-            callback(value)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every write submitted so far is done (tests, shutdown)."""
@@ -112,6 +96,7 @@ class ChatWriter(QObject):
     def close(self) -> None:
         self.flush()
         self._closed = True
+        self._tasks.close()
         self._pool.shutdown(wait=True)
 
 
