@@ -10,9 +10,9 @@ from PySide6.QtCore import Qt
 
 from app.core.chat.models import Message
 from app.core.chat.store import ChatStore
-from app.core.engines.base import ChatMessage, Chunk, GenerationStats
+from app.core.engines.base import Chunk, GenerationStats
 from app.core.runtime.jobs import ChunkEvent, JobDone
-from app.ui.chat.composer import estimate_tokens, tokens_in_use
+from app.ui.chat.composer import tokens_in_use
 from app.ui.chat.message_view import MessageView, SafeDocument
 from app.ui.chat.messages_model import MessagesModel
 from app.ui.chat.stream import ChatWriter, StreamBridge
@@ -119,14 +119,6 @@ def test_the_last_chunk_and_the_finish_in_one_drain_lay_the_reply_out_once(qtbot
     finally:
         writer.close()
         store.close()
-
-
-def test_token_estimate_counts_ascii_by_thirds_and_other_characters_one_each():
-    ascii_only = estimate_tokens([ChatMessage(role="user", content="a" * 300)])
-    mixed = estimate_tokens([ChatMessage(role="user", content="a" * 300 + "日本語")])
-    assert ascii_only == 2 + 100 + 6
-    assert mixed == ascii_only + 3
-    assert estimate_tokens([]) == 2
 
 
 def test_size_hints_live_in_the_items_and_follow_text_width_and_inserts(qtbot, monkeypatch):

@@ -64,6 +64,18 @@ def history_for_request(system_prompt: str, path: Sequence[Turn]) -> list[ChatMe
     return out
 
 
+def estimate_tokens(messages: list[ChatMessage]) -> int:
+    """A deliberately high token estimate (the engine's tokenizer lives on the host thread):
+    ~3 ASCII characters or 1 other character per token, plus the template's per-message overhead."""
+    total = 2
+    for m in messages:
+        text = m.content
+        # C-speed count: this runs on every send and meter update, over the whole thread.
+        ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
+        total += ascii_chars // 3 + (len(text) - ascii_chars) + 6
+    return total
+
+
 def _turns(body: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
     """Split into turns: each user message with the replies that follow it."""
     turns: list[list[ChatMessage]] = []

@@ -5,23 +5,10 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QSizePolicy
 
-from app.core.chat.context import context_usage, history_for_request
-from app.core.engines.base import ChatMessage
+from app.core.chat.context import context_usage, estimate_tokens, history_for_request
 
 _LEVEL_COLOUR = {"ok": "#2da44e", "warn": "#d4a72c", "full": "#cf222e"}
 _LEVEL_WARNING = {"ok": "", "warn": " · near the limit", "full": " · context full"}
-
-
-def estimate_tokens(messages: list[ChatMessage]) -> int:
-    """A deliberately high token estimate (the engine's tokenizer lives on the host thread):
-    ~3 ASCII characters or 1 other character per token, plus the template's per-message overhead."""
-    total = 2
-    for m in messages:
-        text = m.content
-        # C-speed count: this runs on every send and meter update, over the whole thread.
-        ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
-        total += ascii_chars // 3 + (len(text) - ascii_chars) + 6
-    return total
 
 
 class Composer(QPlainTextEdit):

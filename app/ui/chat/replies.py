@@ -12,12 +12,11 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from app.core.chat.context import ContextPlan, Turn, fit_context, history_for_request
+from app.core.chat.context import ContextPlan, Turn, estimate_tokens, fit_context, history_for_request
 from app.core.chat.models import Conversation
 from app.core.chat.store import DEFAULT_TITLE
 from app.core.engines.base import GenerateRequest
 from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed
-from app.ui.chat.composer import estimate_tokens
 from app.ui.chat.stream import StreamBridge, StreamResult
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.chat.context import context_usage, fit_context, history_for_request
+from app.core.chat.context import context_usage, estimate_tokens, fit_context, history_for_request
 from app.core.chat.models import Message
 from app.core.engines.base import ChatMessage
 
@@ -129,3 +129,11 @@ def test_context_usage_levels():
     assert context_usage(100, 4096) == "ok"
     assert context_usage(3600, 4096) == "warn"
     assert context_usage(4096, 4096) == "full"
+
+
+def test_token_estimate_counts_ascii_by_thirds_and_other_characters_one_each():
+    ascii_only = estimate_tokens([ChatMessage(role="user", content="a" * 300)])
+    mixed = estimate_tokens([ChatMessage(role="user", content="a" * 300 + "日本語")])
+    assert ascii_only == 2 + 100 + 6
+    assert mixed == ascii_only + 3
+    assert estimate_tokens([]) == 2
