@@ -21,7 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="which variant of a model fits this machine, and how fast it runs")
     fit.add_argument("model", help="a Hub repo (owner/name), a GGUF file, or a folder of models")
     fit.add_argument("--ctx", type=int, default=8192, help="target context length (default 8192)")
-    fit.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
+    from app.core.models.memory import KV_CACHE_TYPES
+
+    fit.add_argument("--kv", choices=KV_CACHE_TYPES, default="f16", help="KV cache type")
     fit.add_argument("--flash-attn", action="store_true", help="plan with flash attention")
     fit.add_argument("--no-mmap", action="store_true", help="plan a load without mmap")
     fit.add_argument("--cpu-only", action="store_true", help="ignore GPUs")
@@ -89,7 +91,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     options = LoadOptions(n_ctx=args.ctx, cache_type_k=args.kv, cache_type_v=args.kv,
                           flash_attn=args.flash_attn or args.kv != "f16", use_mmap=not args.no_mmap)
     rec = assess(variants, machine, n_ctx=args.ctx, options=options,
-                 calibration=CalibrationStore(paths.cache / "calibration.json"))
+                 calibration=CalibrationStore(paths.calibration_file))
     if args.json:
         json.dump(recommendation_json(rec), sys.stdout, indent=2)
         sys.stdout.write("\n")

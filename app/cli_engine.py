@@ -81,7 +81,7 @@ def start_host(args: argparse.Namespace):
 
     path, fmt = resolve_model(args.model)
     paths = app_paths().ensure()
-    host = EngineHost(default_registry(), calibration=CalibrationStore(paths.cache / "calibration.json"),
+    host = EngineHost(default_registry(), calibration=CalibrationStore(paths.calibration_file),
                       name="hearth-engine")
     threads = args.threads
     if threads is None and fmt == "gguf":

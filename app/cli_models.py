@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 
@@ -41,30 +39,12 @@ def _table(headers: Sequence[str], rows: list[Sequence[str]], right: Sequence[in
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-def _count(n: int) -> str:
-    for unit, size in (("M", 1_000_000), ("k", 1_000)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
-
-
-def _ago(when: datetime | float | None) -> str:
-    if when is None:
-        return "-"
-    ts = when.timestamp() if isinstance(when, datetime) else float(when)
-    days = (time.time() - ts) / 86400
-    if days < 1:
-        return "today"
-    if days < 60:
-        return f"{int(days)} d ago"
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
-
-
 def cmd_search(args: argparse.Namespace) -> int:
     from app.core.hub.client import HubClient
     from app.core.hub.errors import HubError
     from app.core.paths import app_paths
     from app.core.settings import SettingsStore
+    from app.core.units import fmt_ago, fmt_count
 
     settings = SettingsStore(app_paths().settings_file).load()
     client = HubClient.from_settings(settings, env=os.environ)
@@ -78,14 +58,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not results:
         sys.stdout.write(f"No {args.format.upper()} models match {args.text!r}.\n")
         return 0
-    rows = [[r.id, _count(r.downloads), _count(r.likes), _ago(r.last_modified)] for r in results]
+    rows = [[r.id, fmt_count(r.downloads), fmt_count(r.likes), fmt_ago(r.last_modified)] for r in results]
     sys.stdout.write(_table(["MODEL", "DOWNLOADS", "LIKES", "UPDATED"], rows, right=(1, 2)) + "\n")
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
     from app.core.library import open_library
-    from app.core.units import fmt_bytes
+    from app.core.units import fmt_ago, fmt_bytes
 
     library = open_library()
     try:
@@ -98,7 +78,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = []
     for m in models:
         name = m.name if m.ready else f"{m.name} [{m.status}]"
-        rows.append([name, m.format, m.quant or "-", fmt_bytes(m.size), str(m.path), _ago(m.last_used_at)])
+        rows.append([name, m.format, m.quant or "-", fmt_bytes(m.size), str(m.path), fmt_ago(m.last_used_at)])
     sys.stdout.write(_table(["NAME", "FORMAT", "QUANT", "SIZE", "PATH", "LAST USED"], rows, right=(3,)) + "\n")
     total = sum(m.size for m in models)
     sys.stdout.write(f"\n{len(models)} model{'s' if len(models) != 1 else ''}, {fmt_bytes(total)} in total\n")

@@ -32,22 +32,14 @@ def parse_spec(text: str) -> tuple[str, str | None, str | None]:
     return text, None, None
 
 
-def _fmt_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:--"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
-        else f"{seconds // 60:02d}:{seconds % 60:02d}"
-
-
 def progress_line(done: int, total: int, rate: float, eta: float | None) -> str:
-    from app.core.units import fmt_bytes
+    from app.core.units import fmt_bytes, fmt_eta
 
     frac = done / total if total else 0.0
     filled = int(BAR_WIDTH * frac)
     bar = "#" * filled + "-" * (BAR_WIDTH - filled)
     return (f"[{bar}] {frac * 100:5.1f}%  {fmt_bytes(done)} / {fmt_bytes(total)}  "
-            f"{fmt_bytes(rate)}/s  ETA {_fmt_eta(eta)}")
+            f"{fmt_bytes(rate)}/s  {fmt_eta(eta) or 'time left unknown'}")
 
 
 def choose_variant(client, repo: str, quant: str | None, branch: str | None, paths):
@@ -100,7 +92,7 @@ def cmd_pull(args: argparse.Namespace, out: TextIO | None = None) -> int:
         sys.stderr.write(f"hearth pull: {exc}\n")
         return 1
     library = open_library(paths, settings)
-    manager = DownloadManager(library.models_dir, paths.data / "downloads.json",
+    manager = DownloadManager(library.models_dir, paths.downloads_state,
                               max_parallel=settings.parallel_downloads, token=client.token, endpoint=client.endpoint)
     lock = threading.Lock()
     last = [0.0]

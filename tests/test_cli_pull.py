@@ -83,5 +83,5 @@ def test_spec_parsing_and_the_parser():
 
 def test_progress_line():
     line = progress_line(512 * 1024, 1024 * 1024, 256 * 1024, 2.0)
-    assert line.startswith("[" + "#" * 14 + "-" * 14 + "]") and " 50.0%" in line and "ETA 00:02" in line
+    assert line.startswith("[" + "#" * 14 + "-" * 14 + "]") and " 50.0%" in line and "2 s left" in line
     assert "/s" in line and isinstance(io.StringIO().write(line), int)

@@ -22,6 +22,22 @@ class AppPaths:
     def settings_file(self) -> Path:
         return self.config / "settings.json"
 
+    @property
+    def library_db(self) -> Path:
+        return self.data / "library.db"
+
+    @property
+    def chats_db(self) -> Path:
+        return self.data / "chats.sqlite3"
+
+    @property
+    def downloads_state(self) -> Path:
+        return self.data / "downloads.json"
+
+    @property
+    def calibration_file(self) -> Path:
+        return self.cache / "calibration.json"
+
     def ensure(self) -> "AppPaths":
         for p in (self.config, self.data, self.models, self.logs, self.cache):
             p.mkdir(parents=True, exist_ok=True)

@@ -38,13 +38,13 @@ class Services:
         env = dict(os.environ if env is None else env)
         models = settings.models_path(paths)
         models.mkdir(parents=True, exist_ok=True)
-        calibration = CalibrationStore(paths.cache / "calibration.json")
-        library = Library(models, paths.data / "library.db")
+        calibration = CalibrationStore(paths.calibration_file)
+        library = Library(models, paths.library_db)
         hub = HubClient.from_settings(settings, env=env)
-        downloads = DownloadManager(models, paths.data / "downloads.json", max_parallel=settings.parallel_downloads,
+        downloads = DownloadManager(models, paths.downloads_state, max_parallel=settings.parallel_downloads,
                                     token=hub.token, endpoint=hub.endpoint)
         host = EngineHost(default_registry(), calibration=calibration)
-        chats = ChatStore(paths.data / "chats.sqlite3")
+        chats = ChatStore(paths.chats_db)
         services = cls(paths, settings, library, downloads, host, chats, calibration, env)
         services.feed = LibraryFeed(downloads, library)
         return services

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from app.core.downloads.manager import DownloadItem, DownloadManager, Progress, State
 from app.core.hub.client import HubClient
-from app.core.units import fmt_bytes
+from app.core.units import fmt_bytes, fmt_eta
 from app.ui.bridge import EventBridge
 from app.ui.tasks import TaskRunner
 
@@ -34,17 +34,6 @@ STATE_TEXT = {
     State.VERIFYING: "Verifying",
     State.DONE: "Done — verified and in My Models",
 }
-
-
-def fmt_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    seconds = int(seconds + 0.5)
-    if seconds < 60:
-        return f"{seconds} s left"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s left"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min left"
 
 
 class DownloadRow(QFrame):

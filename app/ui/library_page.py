@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -27,24 +25,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.library import ImportResult, Library, LocalModel
-from app.core.units import fmt_bytes
+from app.core.units import fmt_ago, fmt_bytes
 from app.ui.bridge import EventBridge
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["Name", "Format", "Quant", "Size", "Path", "Last used", "Status"]
-
-
-def _ago(ts: float | None) -> str:
-    if ts is None:
-        return "never"
-    days = (time.time() - ts) / 86400
-    if days < 1:
-        return "today"
-    if days < 60:
-        return f"{int(days)} d ago"
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
 
 
 def describe_import(result: ImportResult) -> str:
@@ -131,7 +118,7 @@ class LibraryPage(QWidget):
         for row, m in enumerate(self.models):
             status = "Ready" if m.ready else f"{m.status.title()}: {m.reason}" if m.reason else m.status.title()
             cells = [m.name, m.format.upper(), m.quant or "—", fmt_bytes(m.size), str(m.path),
-                     _ago(m.last_used_at), status]
+                     fmt_ago(m.last_used_at, never="never"), status]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col == 4:

@@ -11,7 +11,8 @@ from app.core.downloads.manager import Progress, State
 from app.core.events import Event
 from app.core.models.recommend import Variant
 from app.ui.bridge import EventBridge
-from app.ui.downloads_panel import DownloadsPanel, fmt_eta
+from app.core.units import fmt_eta
+from app.ui.downloads_panel import DownloadsPanel
 from app.core.library.from_downloads import LibraryFeed
 from tests.fakehub import FakeRepo, Fault
 from tests.ui.hub_gui_fixtures import blob, env, part_of, pool_tasks, sha  # noqa: F401

@@ -21,7 +21,6 @@ from app.core.engines.base import GenerationStats, SamplingParams
 
 logger = logging.getLogger(__name__)
 
-DB_FILENAME = "chats.sqlite3"
 DEFAULT_TITLE = "New chat"
 _UNSET: Any = object()
 
@@ -31,12 +30,6 @@ class ChatStore(PresetStore):
 
     `ChatStore(path)` opens (integrity check, migrations, crash recovery); see ChatDB.
     """
-
-    @classmethod
-    def open_default(cls) -> "ChatStore":
-        from app.core.paths import app_paths
-
-        return cls(app_paths().ensure().data / DB_FILENAME)
 
     # --- conversations ---------------------------------------------------------------------
     def create_conversation(

@@ -18,7 +18,6 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
-from urllib.parse import quote
 
 from app.core.atomic import atomic_write_text
 from app.core.downloads.downloader import DISK_MARGIN, FileDownload
@@ -27,6 +26,7 @@ from app.core.downloads.items import UNFINISHED, DownloadItem, Progress, RemoteF
 from app.core.downloads.items import eta as _eta
 from app.core.downloads.paths import check_file_type, destination, repo_folder
 from app.core.events import Event
+from app.core.hub.urls import DEFAULT_ENDPOINT, resolve_url
 
 # The data types live in items.py; re-exported here, where callers have always imported them from.
 __all__ = ["UNFINISHED", "DownloadItem", "DownloadManager", "Progress", "RemoteFile", "State"]
@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 SAVE_INTERVAL_S = 2.0
-DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
 class DownloadManager:
@@ -221,8 +220,7 @@ class DownloadManager:
         key = (item.id, f.path)
         dl = self._downloads.get(key)
         if dl is None:
-            url = f"{self.endpoint}/{item.repo_id}/resolve/{quote(item.commit or item.revision, safe='')}/" \
-                  f"{quote(f.path)}"
+            url = resolve_url(self.endpoint, item.repo_id, f.path, item.commit or item.revision)
             dl = FileDownload(
                 url, self.dest(item, f), root=self.models_dir, expected_size=f.size, expected_sha256=f.sha256,
                 expected_git_sha1=f.git_sha1, commit=item.commit, repo_id=item.repo_id, path=f.path,

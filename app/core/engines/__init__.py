@@ -66,7 +66,9 @@ def _make_mlx():
 
 def default_registry() -> EngineRegistry:
     """A registry with the built-in engines: "gguf" → llama.cpp, "mlx" → mlx-lm."""
+    from app.core.hardware.engines import LLAMACPP
+
     registry = EngineRegistry()
-    registry.register("gguf", "llama.cpp", _make_llamacpp, _llama_cpp_unavailable)
-    registry.register("mlx", "mlx", _make_mlx, _mlx_unavailable)
+    registry.register("gguf", LLAMACPP, _make_llamacpp, _llama_cpp_unavailable)
+    registry.register("mlx", "MLX", _make_mlx, _mlx_unavailable)
     return registry

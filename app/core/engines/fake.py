@@ -204,5 +204,5 @@ def registry_with_fake(engines: list[FakeEngine] | None = None, **engine_kwargs)
         return engine
 
     registry = EngineRegistry()
-    registry.register("fake", "fake", factory)
+    registry.register("fake", "fake engine", factory)
     return registry

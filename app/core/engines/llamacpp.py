@@ -33,6 +33,7 @@ from app.core.engines.llamacpp_options import (
     peak_memory_bytes,
 )
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
+from app.core.hardware.engines import LLAMACPP
 from app.core.models.errors import ModelFileError
 from app.core.native import import_native
 
@@ -40,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 
 class LlamaCppEngine:
-    name = "llama.cpp"
+    name = LLAMACPP
     format = "gguf"
 
     def __init__(self) -> None:

@@ -21,6 +21,10 @@ class EngineRegistry:
         """`unavailable()` returns why the engine cannot run here (e.g. a missing library), or None."""
         self._factories[fmt] = (name, factory, unavailable)
 
+    def name(self, fmt: str) -> str:
+        """The engine's name as the user reads it ("llama.cpp", "MLX"); the format itself when unknown."""
+        return self._factories[fmt][0] if fmt in self._factories else fmt
+
     def formats(self) -> list[str]:
         return sorted(self._factories)
 

@@ -15,6 +15,7 @@ from urllib.parse import quote, urlsplit
 
 from app.core.hub.errors import HubError, HubNotFound, HubRefused, map_hub_error
 from app.core.hub.names import validate_remote_name
+from app.core.hub.urls import DEFAULT_ENDPOINT, resolve_url
 from app.core.hub.results import FileMetadata, ModelSummary, Ref, RepoDetails, SearchPage, as_int, parse_time
 from app.core.hub.variants import RepoFile, VariantChoice, gguf_choices, is_allowed_file, pickle_only
 
@@ -22,7 +23,6 @@ __all__ = ["FileMetadata", "HubClient", "ModelSummary", "Ref", "RepoDetails", "S
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
 LIBRARY_NAME = "hearth"
 MAX_CARD_BYTES = 512 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -278,7 +278,7 @@ class HubClient:
     def resolve_url(self, repo_id: str, path: str, revision: str = "main") -> str:
         check_repo_id(repo_id)
         validate_remote_name(path)
-        return f"{self.endpoint}/{repo_id}/resolve/{quote(revision, safe='')}/{quote(path)}"
+        return resolve_url(self.endpoint, repo_id, path, revision)
 
     def _small_get(self, repo_id: str, path: str, revision: str, cap: int) -> bytes:
         """A capped GET of a small file; bodies over `cap` are cut (cards) or refused by the caller."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from app.core.downloads.partial import hash_file
 from app.core.events import Event
 from app.core.models.errors import ModelFileError
 
@@ -298,7 +298,7 @@ class Library:
             if f.sha256 is None:
                 continue
             try:
-                actual = sha256_file(f.path)
+                actual = hash_file(f.path, f.sha256)
             except OSError as exc:
                 self._set_status(model_id, MISSING, f"cannot read {f.path.name}: {exc.strerror or exc}")
                 return False
@@ -308,14 +308,6 @@ class Library:
         if model.status != READY:
             self._set_status(model_id, READY)
         return True
-
-
-def sha256_file(path: Path, chunk: int = 8 * 1024 * 1024) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _same_path(m: LocalModel, text: str) -> bool:
@@ -369,4 +361,4 @@ def open_library(paths=None, settings=None) -> Library:
     settings = settings or SettingsStore(paths.settings_file).load()
     models = settings.models_path(paths)
     models.mkdir(parents=True, exist_ok=True)
-    return Library(models, paths.data / "library.db")
+    return Library(models, paths.library_db)

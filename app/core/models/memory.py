@@ -20,6 +20,8 @@ KV_TYPE_BYTES = {
     "f32": 4.0, "f16": 2.0, "bf16": 2.0,
     "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32,
 }
+# The KV cache types offered in the UI and CLI: full precision and the two quantizations worth using.
+KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 # llama.cpp pads the KV cache size (cells) to this many tokens.
 KV_CELL_PAD = 256
 # Fixed costs a backend adds beyond its buffers: runtime, kernels, allocator slack (per device).

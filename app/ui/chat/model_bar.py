@@ -26,14 +26,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.engines.base import LoadSpec
+from app.core.models.memory import KV_CACHE_TYPES
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CTX = 8192  # asked of the planner; it lowers it to what fits (and to the trained length)
 FALLBACK_CTX = 4096
-KV_TYPES = ("f16", "q8_0", "q4_0")
-ENGINE_NAMES = {"gguf": "llama.cpp", "mlx": "MLX", "fake": "fake engine"}
 
 
 @dataclass
@@ -88,7 +87,7 @@ class AdvancedForm(QWidget):
         self.gpu_layers.setRange(-1, 999)
         self.gpu_layers.setSpecialValueText("all")
         self.kv_type = QComboBox()
-        self.kv_type.addItems(KV_TYPES)
+        self.kv_type.addItems(KV_CACHE_TYPES)
         self.flash_attn = QCheckBox("Flash attention")
         self.reset = QPushButton("Planner defaults")
         form.addRow("Context length", self.n_ctx)
@@ -100,7 +99,7 @@ class AdvancedForm(QWidget):
     def set_values(self, d: LoadPlanDefaults) -> None:
         self.n_ctx.setValue(d.n_ctx)
         self.gpu_layers.setValue(d.n_gpu_layers)
-        self.kv_type.setCurrentText(d.kv_type if d.kv_type in KV_TYPES else "f16")
+        self.kv_type.setCurrentText(d.kv_type if d.kv_type in KV_CACHE_TYPES else "f16")
         self.flash_attn.setChecked(d.flash_attn)
 
 
@@ -272,7 +271,7 @@ class ModelBar(QWidget):
             self.status.setText("No model loaded" + (f" · {self.defaults.note}" if self.defaults.note else ""))
             return
         info = s.model
-        parts = [f"{Path(info.path).name}", ENGINE_NAMES.get(info.format, info.format), f"ctx {info.n_ctx}"]
+        parts = [f"{Path(info.path).name}", self.host.registry.name(info.format), f"ctx {info.n_ctx}"]
         if self.defaults.offload:
             parts.append(self.defaults.offload)
         speed = []

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
-from datetime import datetime
 from typing import Any, Callable
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -21,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.core.hub.client import HubClient
 from app.core.hub.results import ModelSummary, SearchPage
+from app.core.units import fmt_ago, fmt_count
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
@@ -32,28 +31,10 @@ PAGE_SIZE = 50
 SummaryRole = Qt.ItemDataRole.UserRole + 1
 
 
-def _count(n: int) -> str:
-    for unit, size in (("M", 1_000_000), ("k", 1_000)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
-
-
-def _updated(when: datetime | None) -> str:
-    if when is None:
-        return "unknown"
-    days = (time.time() - when.timestamp()) / 86400
-    if days < 1:
-        return "today"
-    if days < 60:
-        return f"{int(days)} d ago"
-    return when.strftime("%Y-%m-%d")
-
-
 def summary_text(r: ModelSummary) -> str:
     gated = " · gated" if r.gated else ""
-    return (f"{r.id}\nby {r.author} · ↓ {_count(r.downloads)} · ♥ {_count(r.likes)} · "
-            f"updated {_updated(r.last_modified)}{gated}")
+    return (f"{r.id}\nby {r.author} · ↓ {fmt_count(r.downloads)} · ♥ {fmt_count(r.likes)} · "
+            f"updated {fmt_ago(r.last_modified, never='unknown')}{gated}")
 
 
 class SearchResultsModel(QAbstractListModel):

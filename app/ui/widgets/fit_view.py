@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.models.devices import Device, Machine
-from app.core.models.memory import DeviceUse, LoadOptions
+from app.core.models.memory import KV_CACHE_TYPES, DeviceUse, LoadOptions
 from app.core.models.planner import Plan, plan_load
 from app.core.models.spec import ModelSpec
 from app.core.models.speed import SpeedPrediction, predict_speed
@@ -34,7 +34,6 @@ VERDICT_COLOURS = {
     "cpu": ("#4f7fbf", "#ffffff"),
     "no_fit": ("#d64545", "#ffffff"),
 }
-KV_TYPES = ("f16", "q8_0", "q4_0")
 MIN_SLIDER_CTX = 512
 DEFAULT_TRAIN_CTX = 131072  # when the GGUF does not say
 DEBOUNCE_MS = 30
@@ -120,7 +119,7 @@ class FitView(QWidget):
         self.kv_combo = QComboBox()
         self.kv_combo.setAccessibleName("KV cache type")
         self.kv_combo.setToolTip("Quantized KV caches need flash attention, which is turned on with them")
-        kv_types = list(KV_TYPES) + ([self._base.cache_type_k] if self._base.cache_type_k not in KV_TYPES else [])
+        kv_types = list(KV_CACHE_TYPES) + ([self._base.cache_type_k] if self._base.cache_type_k not in KV_CACHE_TYPES else [])
         self.kv_combo.addItems(kv_types)
         self.kv_combo.setCurrentText(self._base.cache_type_k)
         self.kv_combo.currentTextChanged.connect(lambda _t: self._replan())
