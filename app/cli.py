@@ -80,10 +80,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
         else:
             import os
 
-            from app.core.models.hub_variants import variants_from_repo
+            from app.core.hub.client import HubClient
+            from app.core.hub.metadata import assessable_variants
+            from app.core.settings import SettingsStore
 
-            variants = variants_from_repo(args.model, endpoint=os.environ.get("HF_ENDPOINT"),
-                                          token=os.environ.get("HF_TOKEN"))
+            settings = SettingsStore(paths.settings_file).load()
+            variants = assessable_variants(HubClient.from_settings(settings, env=os.environ), args.model)
     except HearthError as exc:
         sys.stderr.write(f"hearth fit: {exc}\n")
         return 1

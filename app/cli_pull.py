@@ -47,7 +47,9 @@ def choose_variant(client, repo: str, quant: str | None, branch: str | None, pat
     from app.core.hub.errors import HubNotFound
 
     if quant or branch:
-        choices = client.variants(repo)
+        from app.core.hub.variants import repo_variants
+
+        choices = repo_variants(client, repo)
         if branch:
             hits = [c for c in choices if c.branch == branch]
         else:
@@ -58,10 +60,11 @@ def choose_variant(client, repo: str, quant: str | None, branch: str | None, pat
         return hits[0].to_variant()
     from app.core.hardware import probe_hardware
     from app.core.models.devices import machine_from_profile
-    from app.core.models.hub_variants import variants_from_repo
     from app.core.models.recommend import assess
 
-    variants = variants_from_repo(repo, endpoint=client.endpoint, token=client.token, api=client.api)
+    from app.core.hub.metadata import assessable_variants
+
+    variants = assessable_variants(client, repo)
     machine = machine_from_profile(probe_hardware(cache_dir=paths.cache, measure_bandwidth=False))
     rec = assess(variants, machine)
     if rec.recommended is None:

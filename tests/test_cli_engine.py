@@ -125,11 +125,11 @@ def test_sigint_cancels_the_generation_not_the_repl(smollm2_path):
 
 
 def test_run_by_library_name(smollm2_path):
-    from app.core.library import open_library
+    from app.core.library import import_path, open_library
 
     library = open_library()
     try:
-        model = library.import_path(smollm2_path).imported[0]
+        model = import_path(library, smollm2_path).imported[0]
     finally:
         library.close()
     proc = subprocess.run(hearth("run", model.name, "What is the capital of France?", "--system",

@@ -3,11 +3,3 @@
 
 class HearthError(Exception):
     """Base for errors a user may see; `str(err)` is the message to show."""
-
-
-class SettingsError(HearthError):
-    pass
-
-
-class ProbeError(HearthError):
-    pass

@@ -114,12 +114,12 @@ class DownloadsPanel(QWidget):
     download_queued = Signal(str)  # item id, after `request_download` added it
     request_failed = Signal(str)  # plain words: why a requested download could not start
 
-    def __init__(self, manager: DownloadManager, tasks: TaskRunner, *,
-                 hub: Callable[[], HubClient] | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, manager: DownloadManager, tasks: TaskRunner, *, hub: Callable[[], HubClient],
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.manager = manager
         self._tasks = tasks
-        self._hub = hub or (lambda: HubClient.from_settings(None))
+        self._hub = hub  # a client for the current Settings (token and mirror can change while Hearth runs)
         self.rows: dict[str, DownloadRow] = {}
         title = QLabel("Downloads")
         title.setObjectName("pageTitle")

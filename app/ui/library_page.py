@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.library import ImportResult, Library, LocalModel
+from app.core.library import ImportResult, Library, LocalModel, import_path
 from app.core.units import fmt_ago, fmt_bytes
 from app.ui.bridge import EventBridge
 from app.ui.tasks import TaskRunner
@@ -194,7 +194,7 @@ class LibraryPage(QWidget):
         """Import in place (nothing is copied); validating GGUF headers reads the disk, so it runs on the pool."""
         self.status.setText(f"Importing {path}…")
         library = self.library
-        self._run_import(lambda: library.import_path(path))
+        self._run_import(lambda: import_path(library, path))
 
     def import_hf_cache(self) -> None:
         from app.core.library import import_hf_cache

@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "models"))
 
 from synthetic import GiB, profile  # noqa: E402
 
+from app.core.hub.client import HubClient  # noqa: E402
 from app.ui.discover.discover_page import DiscoverPage  # noqa: E402
 from app.ui.tasks import TaskRunner  # noqa: E402
 
@@ -16,7 +17,7 @@ from app.ui.tasks import TaskRunner  # noqa: E402
 def page(qtbot):
     pool = ThreadPoolExecutor(2)
     tasks = TaskRunner(pool)
-    page = DiscoverPage(tasks)
+    page = DiscoverPage(tasks, hub=lambda: HubClient("http://127.0.0.1:9", None))  # the Hub is never asked here
     qtbot.addWidget(page)
     yield page
     tasks.close()

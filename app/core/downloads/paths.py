@@ -3,48 +3,22 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 from pathlib import Path
 
 from app.core.downloads.errors import RefusedFileTypeError, UnsafePathError
-
-ALLOWED_SUFFIXES = (".gguf", ".safetensors", ".json", ".jinja", ".md", ".txt")
-ALLOWED_NAMES = ("tokenizer.model",)
-_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
-_BAD_CHARS = re.compile(r'[\x00-\x1f\x7f<>:"|?*\\]')
-_MAX_COMPONENT = 255
-
-
-def validate_component(part: str, whole: str) -> None:
-    """One path component: no traversal, no characters or names some OS would read specially."""
-    if part in ("", ".", ".."):
-        raise UnsafePathError(f"Refused remote file {whole!r}: empty, '.' or '..' path component.")
-    if _BAD_CHARS.search(part):
-        raise UnsafePathError(f"Refused remote file {whole!r}: backslash, drive colon or control character in name.")
-    if part[-1] in ". " or part[0] == " ":
-        raise UnsafePathError(f"Refused remote file {whole!r}: a name ending in a dot or space.")
-    if part.split(".")[0].upper().rstrip() in _WINDOWS_RESERVED:
-        raise UnsafePathError(f"Refused remote file {whole!r}: {part!r} is a reserved device name on Windows.")
-    if len(part.encode("utf-8")) > _MAX_COMPONENT:
-        raise UnsafePathError(f"Refused remote file {whole!r}: a name longer than {_MAX_COMPONENT} bytes.")
+from app.core.hub.names import is_allowed_file
+from app.core.hub.names import validate_remote_name as _validate
 
 
 def validate_remote_name(name: str) -> str:
     """The repo path as given, if it is a safe relative POSIX path; otherwise `UnsafePathError`."""
-    if not isinstance(name, str) or not name:
-        raise UnsafePathError("Refused remote file: empty name.")
-    if name.startswith("/"):
-        raise UnsafePathError(f"Refused remote file {name!r}: absolute path.")
-    for part in name.split("/"):
-        validate_component(part, name)
-    return name
+    return _validate(name, UnsafePathError)
 
 
 def check_file_type(name: str) -> None:
     """Only weights and metadata Hearth can use safely; never code or pickles (T6/T7)."""
-    base = name.rsplit("/", 1)[-1]
-    if base in ALLOWED_NAMES or base.lower().endswith(ALLOWED_SUFFIXES):
+    if is_allowed_file(name):
         return
     raise RefusedFileTypeError(
         f"Refused remote file {name!r}: Hearth only downloads .gguf, .safetensors, .json, .jinja, .md, .txt "
@@ -58,9 +32,9 @@ def repo_folder(repo_id: str, revision: str = "main") -> str:
     if len(parts) != 2:
         raise UnsafePathError(f"Refused repository id {repo_id!r}: expected 'owner/name'.")
     for p in parts:
-        validate_component(p, repo_id)
+        validate_remote_name(p)
     if revision and revision != "main":
-        validate_component(f"{parts[1]}@{revision}", revision)
+        validate_remote_name(f"{parts[1]}@{revision}")
         return f"{parts[0]}/{parts[1]}@{revision}"
     return repo_id
 

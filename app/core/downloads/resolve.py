@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from app.core.downloads.manager import DownloadManager, RemoteFile, State
 from app.core.hub.client import HubClient
-from app.core.hub.errors import HubError, HubNotFound, HubRefused, map_hub_error
-from app.core.hub.variants import RepoFile, gguf_choices, is_allowed_file, pickle_only
+from app.core.hub.errors import HubError, HubNotFound
+from app.core.hub.names import is_allowed_file, refuse_pickle_only
+from app.core.hub.variants import folder_files, gguf_choices
 from app.core.models.recommend import Variant
 
 logger = logging.getLogger(__name__)
@@ -30,31 +31,15 @@ class PlannedDownload:
         return sum(f.size or 0 for f in self.files)
 
 
-def _siblings(client: HubClient, repo_id: str, revision: str) -> tuple[str, list[RepoFile], dict[str, str]]:
-    """(commit, files with size and LFS sha256, git blob id of each non-LFS file)."""
-    try:
-        info = client.api.model_info(repo_id, revision=revision, files_metadata=True, timeout=client.timeout)
-    except Exception as exc:
-        raise map_hub_error(exc, endpoint=client.endpoint, repo_id=repo_id, has_token=bool(client.token)) from exc
-    files, blobs = [], {}
-    for s in info.siblings or []:
-        lfs = getattr(s, "lfs", None)
-        size = s.size if s.size is not None else (lfs.size if lfs else 0)
-        files.append(RepoFile(s.rfilename, int(size or 0), getattr(lfs, "sha256", None) if lfs else None))
-        if getattr(s, "blob_id", None):
-            blobs[s.rfilename] = s.blob_id
-    return info.sha or revision, files, blobs
-
-
 def resolve_download(client: HubClient, variant: Variant) -> PlannedDownload:
     """Which files make up `variant` in its repo, with hashes to verify them. Runs on a worker thread."""
     if not variant.repo_id:
         raise HubNotFound(f"{variant.label} is a local model; there is nothing to download")
     revision = variant.revision or "main"
-    commit, files, blobs = _siblings(client, variant.repo_id, revision)
-    if pickle_only(files):
-        raise HubRefused(f"{variant.repo_id} offers only pickle weights (.bin/.pt), which Hearth never loads")
-    allowed = [f for f in files if is_allowed_file(f.path)]
+    details = client.model(variant.repo_id, revision)
+    commit = details.sha
+    refuse_pickle_only(variant.repo_id, [f.path for f in details.files])
+    allowed = [f for f in details.files if is_allowed_file(f.path)]
     by_path = {f.path: f for f in allowed}
     if variant.files:
         missing = [p for p in variant.files if p not in by_path]
@@ -67,14 +52,14 @@ def resolve_download(client: HubClient, variant: Variant) -> PlannedDownload:
         if not matches:
             raise HubNotFound(f"{variant.repo_id} has no {variant.label} GGUF file")
         chosen = matches[0].files
-    else:  # MLX and EXL2: the whole (branch of the) repo, minus GGUF files and docs
-        chosen = [f for f in allowed if not f.path.lower().endswith((".gguf", ".md", ".txt"))]
+    else:  # MLX and EXL2: the model folder the (branch of the) repo holds
+        chosen = folder_files(allowed)
     remote = []
     for f in chosen:
         if f.sha256:
             remote.append(RemoteFile(f.path, f.size, sha256=f.sha256))
-        elif f.path in blobs:
-            remote.append(RemoteFile(f.path, f.size, git_sha1=blobs[f.path]))
+        elif f.blob_id:
+            remote.append(RemoteFile(f.path, f.size, git_sha1=f.blob_id))
         else:
             raise HubError(f"the Hub gave no checksum for {f.path}, so Hearth cannot verify it")
     return PlannedDownload(variant.repo_id, revision, commit, variant.label, variant.format, remote)

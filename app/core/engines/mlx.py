@@ -37,16 +37,6 @@ class _Cancelled(Exception):
     pass
 
 
-def mlx_unavailable() -> str | None:
-    """Why MLX cannot run here, or None (for the registry)."""
-    try:
-        import_native("mlx.core")
-        import_native("mlx_lm")
-    except Exception as exc:  # a broken native build raises OSError/RuntimeError, not ImportError
-        return f"MLX is not available ({type(exc).__name__}: {exc}); install hearth[mlx]"
-    return None
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}

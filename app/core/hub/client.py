@@ -1,25 +1,32 @@
-"""Hub client: search, repo details, trees, branches, model cards and variants, with typed errors.
+"""The one door to the Hub (or a mirror): search, repo details, trees, branches, model cards, small
+JSON files and ranged header reads, with typed errors. What a repo offers (variants.py) and those
+variants' metadata (metadata.py) are built on these calls; nothing else in Hearth talks to the Hub.
 
-Endpoint and token are always passed explicitly; huggingface_hub's import-time environment is never trusted.
+Endpoint and token are always explicit: no token means no Authorization header, never the token
+huggingface_hub would find saved on the machine; its import-time environment is never trusted.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
 import re
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 from urllib.parse import quote, urlsplit
 
+from app.core.hub import search as query
 from app.core.hub.errors import HubError, HubNotFound, HubRefused, map_hub_error
 from app.core.hub.names import validate_remote_name
-from app.core.hub.urls import DEFAULT_ENDPOINT, resolve_url
+from app.core.hub.ranged import HttpRangeSource, read_remote_gguf_split
 from app.core.hub.results import FileMetadata, ModelSummary, Ref, RepoDetails, SearchPage, as_int, parse_time
-from app.core.hub.variants import RepoFile, VariantChoice, gguf_choices, is_allowed_file, pickle_only
+from app.core.hub.urls import DEFAULT_ENDPOINT, resolve_url
+from app.core.models.files import RepoFile
 
-__all__ = ["FileMetadata", "HubClient", "ModelSummary", "Ref", "RepoDetails", "SearchPage", "VariantChoice"]
+if TYPE_CHECKING:
+    import httpx
+
+    from app.core.models.gguf import GGUFHeader
 
 logger = logging.getLogger(__name__)
 
@@ -27,12 +34,7 @@ LIBRARY_NAME = "hearth"
 MAX_CARD_BYTES = 512 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_PAGES = 200  # tree listings: a runaway Link chain must end
-SORTS = {"downloads": "downloads", "likes": "likes", "trending": "trendingScore", "updated": "lastModified"}
-# The Hub indexes a repo's library as a tag too, so every format is one `filter=` value.
-FORMAT_FILTERS = {"gguf": "gguf", "mlx": "mlx", "exl2": "exl2"}
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
-_EXPAND = ("author", "downloads", "likes", "trendingScore", "lastModified", "createdAt", "tags",
-           "library_name", "pipeline_tag", "gated", "private")
 
 
 def _hf() -> Any:
@@ -46,12 +48,14 @@ def _hf() -> Any:
     return huggingface_hub
 
 
-def _repo_files(info: Any) -> list[RepoFile]:
+def repo_files(info: Any) -> list[RepoFile]:
+    """A `model_info(files_metadata=True)` listing: size, LFS sha256, and the git blob id of small files."""
     out = []
     for s in info.siblings or []:
         lfs = getattr(s, "lfs", None)
         size = s.size if s.size is not None else (lfs.size if lfs else 0)
-        out.append(RepoFile(s.rfilename, int(size or 0), getattr(lfs, "sha256", None) if lfs else None))
+        out.append(RepoFile(s.rfilename, int(size or 0), getattr(lfs, "sha256", None) if lfs else None,
+                            getattr(s, "blob_id", None)))
     return out
 
 
@@ -72,7 +76,8 @@ def _checked(repo_id: str, files: list[RepoFile]) -> list[RepoFile]:
 
 
 class HubClient:
-    """A Hub (or mirror) session. Every call has a timeout and raises only HubError subclasses."""
+    """A Hub (or mirror) session. Every call has a timeout and raises only HubError subclasses
+    (ranged header reads raise ModelFileError, as reading any model file does)."""
 
     def __init__(self, endpoint: str | None, token: str | None, *, timeout: float = 15) -> None:
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
@@ -81,7 +86,7 @@ class HubClient:
         self._api: Any = None
 
     @classmethod
-    def from_settings(cls, settings: Any, env: Mapping[str, str] | None = None, **kw: Any) -> "HubClient":
+    def from_settings(cls, settings: Any, env: Mapping[str, str] | None = None, **kw: Any) -> HubClient:
         """Settings win; `HF_ENDPOINT` / `HF_TOKEN` from `env` are the defaults."""
         env = os.environ if env is None else env
         endpoint = getattr(settings, "hf_endpoint", "") or env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
@@ -92,16 +97,14 @@ class HubClient:
 
     @property
     def api(self) -> Any:
-        """The underlying `huggingface_hub.HfApi`, bound to this endpoint and token."""
+        """The underlying `huggingface_hub.HfApi`, bound to this endpoint and token (False: never a saved one)."""
         if self._api is None:
             hf = _hf()
             self._api = hf.HfApi(endpoint=self.endpoint, token=self.token or False, library_name=LIBRARY_NAME)
         return self._api
 
-    def auth_headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def _headers(self) -> dict[str, str]:
+    def request_headers(self) -> dict[str, str]:
+        """What every request sends: Hearth's user agent, and Authorization only when a token was given."""
         from app import __version__
 
         _hf()
@@ -120,7 +123,7 @@ class HubClient:
             _hf()
             from huggingface_hub.utils import get_session, hf_raise_for_status
 
-            response = get_session().get(url, params=params, headers=self._headers(), timeout=self.timeout)
+            response = get_session().get(url, params=params, headers=self.request_headers(), timeout=self.timeout)
             hf_raise_for_status(response)
             return response
         except Exception as exc:
@@ -161,15 +164,11 @@ class HubClient:
         page_token: str | None = None,
     ) -> SearchPage:
         """One page of models. Several formats run one query each (the Hub ANDs filters), merged by `sort`."""
-        if sort not in SORTS:
-            raise ValueError(f"sort must be one of {sorted(SORTS)}, not {sort!r}")
-        unknown = [f for f in formats if f not in FORMAT_FILTERS]
-        if unknown:
-            raise ValueError(f"unknown format(s) {unknown}; choose from {sorted(FORMAT_FILTERS)}")
+        query.check_query(formats, sort)
         limit = max(1, min(int(limit), 1000))
-        queries = list(formats) or [None]
+        queries: list[str | None] = list(formats) or [None]
         if page_token:
-            urls = self._decode_token(page_token, len(queries))
+            urls = query.decode_page_token(page_token, len(queries))
             if any(u and not self._same_origin(u) for u in urls):
                 raise ValueError("the page token points away from this Hub endpoint")
         else:
@@ -183,7 +182,8 @@ class HubClient:
             if url:
                 response = self._get(url)
             else:
-                response = self._get(f"{self.endpoint}/api/models", self._params(text, author, fmt, sort, limit))
+                params = query.search_params(text, author, fmt, sort, limit)
+                response = self._get(f"{self.endpoint}/api/models", params)
             items = self._json(response)
             if not isinstance(items, list):
                 raise HubError("the Hub sent an unexpected search answer")
@@ -191,49 +191,13 @@ class HubClient:
             link = response.links.get("next", {}).get("url")
             nexts.append(link if link and self._same_origin(link) else None)
         if len(queries) > 1:
-            seen: set[str] = set()
-            results = [r for r in results if not (r.id in seen or seen.add(r.id))]
-            results.sort(key=_sort_key(sort), reverse=True)
-        return SearchPage(results, self._encode_token(nexts))
-
-    @staticmethod
-    def _params(text: str, author: str | None, fmt: str | None, sort: str, limit: int) -> list[tuple[str, Any]]:
-        params: list[tuple[str, Any]] = []
-        if text:
-            params.append(("search", text))
-        if author:
-            params.append(("author", author))
-        if fmt:
-            params.append(("filter", FORMAT_FILTERS[fmt]))
-        params += [("sort", SORTS[sort]), ("limit", limit)]
-        params += [("expand", e) for e in _EXPAND]
-        return params
-
-    @staticmethod
-    def _encode_token(nexts: list[str | None]) -> str | None:
-        if not any(nexts):
-            return None
-        if len(nexts) == 1:
-            return nexts[0]
-        return "m:" + base64.urlsafe_b64encode(json.dumps(nexts).encode()).decode()
-
-    @staticmethod
-    def _decode_token(token: str, n: int) -> list[str | None]:
-        try:
-            if token.startswith("m:"):
-                urls = json.loads(base64.urlsafe_b64decode(token[2:].encode()))
-            else:
-                urls = [token]
-        except ValueError as exc:
-            raise ValueError("not a page token from this search") from exc
-        if not isinstance(urls, list) or len(urls) != n or not all(u is None or isinstance(u, str) for u in urls):
-            raise ValueError("the page token does not match these search formats")
-        return urls
+            results = query.merge_results(results, sort)
+        return SearchPage(results, query.encode_page_token(nexts))
 
     # ---- one repo ----
 
     def model(self, repo_id: str, revision: str = "main") -> RepoDetails:
-        """Repo metadata with every file's size and LFS sha256. Works for gated repos without access."""
+        """Repo metadata with every file's size and hash. Works for gated repos without access."""
         check_repo_id(repo_id)
         try:
             info = self.api.model_info(repo_id, revision=revision, files_metadata=True, timeout=self.timeout)
@@ -244,7 +208,7 @@ class HubClient:
         return RepoDetails(
             id=info.id,
             sha=info.sha or revision,
-            files=_checked(repo_id, _repo_files(info)),
+            files=_checked(repo_id, repo_files(info)),
             gated=info.gated or False,
             private=bool(info.private),
             tags=list(info.tags or []),
@@ -256,7 +220,7 @@ class HubClient:
         )
 
     def tree(self, repo_id: str, revision: str = "main") -> list[RepoFile]:
-        """Every file of a revision (recursive), with size and LFS sha256."""
+        """Every file of a revision (recursive), with size and hash."""
         check_repo_id(repo_id)
         url = f"{self.endpoint}/api/models/{repo_id}/tree/{quote(revision, safe='')}"
         files = []
@@ -264,7 +228,9 @@ class HubClient:
             if not isinstance(e, dict) or e.get("type") != "file":
                 continue
             lfs = e.get("lfs") if isinstance(e.get("lfs"), dict) else None
-            files.append(RepoFile(str(e.get("path")), as_int(e.get("size")), lfs.get("oid") if lfs else None))
+            oid = e.get("oid") if isinstance(e.get("oid"), str) else None
+            files.append(RepoFile(str(e.get("path")), as_int(e.get("size")), lfs.get("oid") if lfs else None,
+                                  None if lfs else oid))
         return _checked(repo_id, files)
 
     def branches(self, repo_id: str) -> list[Ref]:
@@ -281,13 +247,13 @@ class HubClient:
         return resolve_url(self.endpoint, repo_id, path, revision)
 
     def _small_get(self, repo_id: str, path: str, revision: str, cap: int) -> bytes:
-        """A capped GET of a small file; bodies over `cap` are cut (cards) or refused by the caller."""
+        """A capped GET of a small file: at most `cap + 1` bytes come back, so a caller sees it was cut."""
         try:
             _hf()
             from huggingface_hub.utils import get_session, hf_raise_for_status
 
             url = self.resolve_url(repo_id, path, revision)
-            with get_session().stream("GET", url, headers=self._headers(), timeout=self.timeout) as response:
+            with get_session().stream("GET", url, headers=self.request_headers(), timeout=self.timeout) as response:
                 if response.status_code >= 400:
                     response.read()
                     hf_raise_for_status(response)
@@ -309,6 +275,30 @@ class HubClient:
             return ""
         return raw[:MAX_CARD_BYTES].decode("utf-8", errors="replace")
 
+    def json_file(self, repo_id: str, path: str, revision: str = "main", *, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+        """A small JSON file of the repo (a config, an index); refused above `max_bytes` or when not JSON."""
+        raw = self._small_get(repo_id, path, revision, max_bytes)
+        if len(raw) > max_bytes:
+            raise HubRefused(f"{repo_id}: {path} is larger than {max_bytes // 1024} KiB")
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise HubRefused(f"{repo_id}: {path} is not valid JSON") from exc
+
+    def config(self, repo_id: str, revision: str = "main") -> dict[str, Any]:
+        """config.json, refused when it is not an object or asks to run the repo's own code (T6)."""
+        from app.core.models.errors import ModelFileError
+        from app.core.models.hf_config import check_no_remote_code
+
+        config = self.json_file(repo_id, "config.json", revision)
+        if not isinstance(config, dict):
+            raise HubRefused(f"{repo_id}: config.json is not a JSON object")
+        try:
+            check_no_remote_code(config)
+        except ModelFileError as exc:
+            raise HubRefused(f"{repo_id}: {exc}") from exc
+        return config
+
     def file_metadata(self, repo_id: str, path: str, revision: str = "main") -> FileMetadata:
         """HEAD of a file: commit, ETag, size. The first call with download intent (raises HubGated)."""
         url = self.resolve_url(repo_id, path, revision)
@@ -320,77 +310,16 @@ class HubClient:
             raise self._error(exc, repo_id) from exc
         return FileMetadata(url=url, commit=meta.commit_hash, etag=meta.etag, size=meta.size)
 
-    # ---- variants ----
+    # ---- model headers by HTTP Range ----
 
-    def variants(self, repo_id: str, revision: str = "main") -> list[VariantChoice]:
-        """What a user can choose in a repo; raises HubRefused (pickle-only, remote code, nothing usable)."""
-        details = self.model(repo_id, revision)
-        if pickle_only(details.files):
-            raise HubRefused(f"{repo_id} offers only pickle weights (.bin/.pt), which Hearth never loads")
-        allowed = [f for f in details.files if is_allowed_file(f.path)]
-        gated = bool(details.gated)
-        out = gguf_choices(repo_id, allowed, details.sha, gated=gated)
-        names = {f.path for f in allowed}
-        tags = set(details.tags)
-        if ("mlx" in tags or details.library_name == "mlx") and "config.json" in names:
-            out.append(self._mlx_choice(repo_id, details, allowed))
-        if "exl2" in tags or details.library_name == "exllamav2":
-            out += self._exl2_choices(repo_id, gated)
-        if not out:
-            raise HubRefused(f"{repo_id} has no GGUF, MLX or EXL2 model Hearth can use")
-        return out
+    def range_source(self, repo_id: str, path: str, revision: str = "main", *, http: httpx.Client | None = None,
+                     **kw: Any) -> HttpRangeSource:
+        """Random access to one remote file in ranged GETs (for a header parser); nothing else is fetched."""
+        return HttpRangeSource(self.resolve_url(repo_id, path, revision), client=http,
+                               headers=self.request_headers(), **kw)
 
-    def _config(self, repo_id: str, revision: str) -> dict[str, Any]:
-        raw = self._small_get(repo_id, "config.json", revision, MAX_CONFIG_BYTES)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise HubRefused(f"{repo_id}: config.json is larger than {MAX_CONFIG_BYTES // 1024} KiB")
-        try:
-            config = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise HubRefused(f"{repo_id}: config.json is not valid JSON") from exc
-        if not isinstance(config, dict):
-            raise HubRefused(f"{repo_id}: config.json is not a JSON object")
-        from app.core.models.errors import ModelFileError
-        from app.core.models.hf_config import check_no_remote_code
-
-        try:
-            check_no_remote_code(config)
-        except ModelFileError as exc:
-            raise HubRefused(f"{repo_id}: {exc}") from exc
-        return config
-
-    def _mlx_choice(self, repo_id: str, details: RepoDetails, allowed: list[RepoFile]) -> VariantChoice:
-        from app.core.models.errors import ModelFileError
-        from app.core.models.mlx_meta import mlx_quantization
-
-        config = self._config(repo_id, details.sha)
-        try:
-            bits, group, _, _ = mlx_quantization(config)
-        except ModelFileError as exc:
-            raise HubRefused(f"{repo_id}: {exc}") from exc
-        label = f"{bits}-bit g{group}" if group else f"{bits}-bit"
-        files = [f for f in allowed if not f.path.lower().endswith(".gguf")]
-        return VariantChoice(repo_id, "mlx", label, details.sha, files, bits=float(bits), gated=bool(details.gated))
-
-    def _exl2_choices(self, repo_id: str, gated: bool) -> list[VariantChoice]:
-        from app.core.models.exl2 import parse_bpw
-
-        out = []
-        for ref in self.branches(repo_id):
-            bpw = parse_bpw(ref.name)
-            if bpw is None:
-                continue
-            files = [f for f in self.tree(repo_id, ref.commit or ref.name) if is_allowed_file(f.path)]
-            if not any(f.path.endswith(".safetensors") for f in files):
-                logger.debug("branch %s of %s holds no weights", ref.name, repo_id)
-                continue
-            out.append(VariantChoice(repo_id, "exl2", ref.name, ref.commit or ref.name, files,
-                                     branch=ref.name, bits=bpw, gated=gated))
-        return sorted(out, key=lambda v: v.bits or 0)
-
-
-def _sort_key(sort: str):
-    if sort == "updated":
-        return lambda r: r.last_modified.timestamp() if r.last_modified else 0.0
-    attr = {"downloads": "downloads", "likes": "likes", "trending": "trending_score"}[sort]
-    return lambda r: getattr(r, attr)
+    def gguf_headers(self, repo_id: str, paths: Sequence[str], revision: str = "main", *,
+                     http: httpx.Client | None = None) -> list[GGUFHeader]:
+        """Every shard's GGUF header of one model, checked to belong together."""
+        urls = [self.resolve_url(repo_id, p, revision) for p in paths]
+        return read_remote_gguf_split(urls, client=http, headers=self.request_headers(), timeout=self.timeout * 2)

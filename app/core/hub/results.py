@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from app.core.hub.variants import RepoFile
+from app.core.models.files import RepoFile
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -1,91 +1,25 @@
-"""Group a repo's files into variants a user chooses: GGUF quants (split sets as one), MLX, EXL2."""
+"""What a user can choose in a repo: GGUF quants (split sets as one, with their mmproj), an MLX model,
+EXL2 branches; each with the exact files to fetch, pinned to a commit."""
 
 from __future__ import annotations
 
-import re
+import logging
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
 
-from app.core.models.gguf_split import parse_split_name
+from app.core.hub.errors import HubRefused
+from app.core.hub.names import is_allowed_file, refuse_pickle_only
+from app.core.hub.results import RepoDetails
+from app.core.models.errors import ModelFileError
+from app.core.models.exl2 import exl2_quant_method, parse_bpw
+from app.core.models.files import RepoFile, group_gguf
+from app.core.models.mlx_meta import mlx_label, mlx_quantization
+from app.core.models.recommend import Variant
 
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt", ".pickle")
-# The only files Hearth ever downloads (security.md T6): no code, no pickles.
-ALLOWED_SUFFIXES = (".gguf", ".safetensors", ".json", ".jinja", ".md", ".txt")
-ALLOWED_NAMES = ("tokenizer.model",)
-# File-type labels as they appear in GGUF file names (longest first so Q4_K_M beats Q4_K).
-QUANT_LABELS = sorted(
-    """F32 F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K_S Q5_K_L Q5_K Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_K_L Q4_K Q4_1 Q4_0
-    Q4_0_4_4 Q4_0_4_8 Q4_0_8_8 Q3_K_XL Q3_K_L Q3_K_M Q3_K_S Q3_K Q2_K_L Q2_K_S Q2_K IQ4_NL IQ4_XS IQ3_M IQ3_S
-    IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S TQ1_0 TQ2_0 MXFP4 MXFP4_MOE""".split(),
-    key=len, reverse=True,
-)
-_QUANT_RE = re.compile(
-    r"(?<![A-Za-z0-9])(" + "|".join(re.escape(q) for q in QUANT_LABELS) + r")(?![A-Za-z0-9])", re.IGNORECASE
-)
+if TYPE_CHECKING:
+    from app.core.hub.client import HubClient
 
-
-@dataclass
-class RepoFile:
-    path: str
-    size: int = 0
-    sha256: str | None = None
-
-
-@dataclass
-class GgufVariant:
-    label: str  # "Q4_K_M"
-    files: list[RepoFile]  # every shard, in order
-    mmproj: list[RepoFile] = field(default_factory=list)
-
-    @property
-    def size(self) -> int:
-        return sum(f.size for f in self.files)
-
-    @property
-    def is_split(self) -> bool:
-        return len(self.files) > 1
-
-
-def quant_label(name: str) -> str | None:
-    """The quant a GGUF file name states ("Llama-3-8B-Q4_K_M.gguf" → "Q4_K_M")."""
-    stem = PurePosixPath(name).name
-    matches = _QUANT_RE.findall(stem)
-    return matches[-1].upper() if matches else None
-
-
-def group_gguf(files: list[RepoFile]) -> list[GgufVariant]:
-    """GGUF quants of a repo: a split set is one variant; mmproj files attach to every variant."""
-    ggufs = [f for f in files if f.path.lower().endswith(".gguf")]
-    mmproj = [f for f in ggufs if "mmproj" in PurePosixPath(f.path).name.lower()]
-    variants: dict[str, GgufVariant] = {}
-    for f in ggufs:
-        if f in mmproj:
-            continue
-        name = PurePosixPath(f.path).name
-        split = parse_split_name(name)
-        folder = str(PurePosixPath(f.path).parent)
-        key_stem = split[0] if split else name[: -len(".gguf")]
-        label = quant_label(key_stem) or quant_label(folder) or key_stem
-        key = f"{folder}/{key_stem}"
-        v = variants.setdefault(key, GgufVariant(label=label, files=[], mmproj=mmproj))
-        v.files.append(f)
-    for v in variants.values():
-        v.files.sort(key=lambda f: f.path)
-    # Two files with the same quant label in one repo (e.g. different sub-models) keep their stems.
-    return sorted(variants.values(), key=lambda v: (-v.size, v.label))
-
-
-def pickle_only(files: list[RepoFile]) -> bool:
-    """True when a repo's only weights are pickle files (which Hearth never loads)."""
-    names = [f.path.lower() for f in files]
-    has_safe = any(n.endswith((".gguf", ".safetensors")) for n in names)
-    return not has_safe and any(n.endswith(PICKLE_SUFFIXES) for n in names)
-
-
-def is_allowed_file(path: str) -> bool:
-    """True for file types Hearth may download (`*.gguf`, `*.safetensors`, `*.json`, `tokenizer.model`, ...)."""
-    name = PurePosixPath(path).name.lower()
-    return name.endswith(ALLOWED_SUFFIXES) or name in ALLOWED_NAMES
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -101,15 +35,14 @@ class VariantChoice:
     bits: float | None = None  # MLX bits / EXL2 bpw; None for GGUF (the label says)
     mmproj: list[RepoFile] = field(default_factory=list)  # part of `files`, listed for the UI
     gated: bool = False
+    config: dict[str, Any] | None = None  # MLX / EXL2: the config.json already read for the label
 
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
 
-    def to_variant(self):
-        """The recommender's Variant (without a spec: `hub_variants.variants_from_repo` reads that remotely)."""
-        from app.core.models.recommend import Variant
-
+    def to_variant(self) -> Variant:
+        """The recommender's Variant from the listing alone (no spec: `metadata.assessable_variants` reads it)."""
         return Variant(label=self.label, format=self.format, size_bytes=self.size, bpw=self.bits,
                        repo_id=self.repo_id, revision=self.branch if self.format == "exl2" else self.revision,
                        files=[f.path for f in self.files])
@@ -119,3 +52,62 @@ def gguf_choices(repo_id: str, files: list[RepoFile], revision: str, *, gated: b
     """GGUF quants of a repo as choices: a split set is one; mmproj files ride along with each."""
     return [VariantChoice(repo_id, "gguf", g.label, revision, list(g.files) + list(g.mmproj), gated=gated,
                           mmproj=list(g.mmproj)) for g in group_gguf(files)]
+
+
+def folder_files(files: list[RepoFile]) -> list[RepoFile]:
+    """What an MLX or EXL2 model folder needs from its (branch of the) repo: every allowed file but GGUFs."""
+    return [f for f in files if is_allowed_file(f.path) and not f.path.lower().endswith(".gguf")]
+
+
+def repo_variants(client: HubClient, repo_id: str, revision: str = "main") -> list[VariantChoice]:
+    """Every variant of a repo from one listing (plus an MLX repo's config and EXL2 branches' trees)."""
+    details = client.model(repo_id, revision)
+    refuse_pickle_only(repo_id, [f.path for f in details.files])
+    allowed = [f for f in details.files if is_allowed_file(f.path)]
+    gated = bool(details.gated)
+    out = gguf_choices(repo_id, allowed, details.sha, gated=gated)
+    tags = set(details.tags)
+    if ("mlx" in tags or details.library_name == "mlx") and any(f.path == "config.json" for f in allowed):
+        out.append(_mlx_choice(client, details, allowed))
+    if "exl2" in tags or details.library_name == "exllamav2":
+        out += _exl2_choices(client, repo_id, gated)
+    if not out:
+        raise HubRefused(f"{repo_id} has no GGUF, MLX or EXL2 model Hearth can use")
+    return out
+
+
+def _mlx_choice(client: HubClient, details: RepoDetails, allowed: list[RepoFile]) -> VariantChoice:
+    config = client.config(details.id, details.sha)
+    try:
+        bits, group, _, _ = mlx_quantization(config)
+    except ModelFileError as exc:
+        raise HubRefused(f"{details.id}: {exc}") from exc
+    return VariantChoice(details.id, "mlx", mlx_label(bits, group), details.sha, folder_files(allowed),
+                         bits=float(bits), gated=bool(details.gated), config=config)
+
+
+def _exl2_choices(client: HubClient, repo_id: str, gated: bool) -> list[VariantChoice]:
+    """A quant per branch named for its bits (`4.0bpw`); `main` counts when its config says EXL2."""
+    out = []
+    for ref in client.branches(repo_id):
+        bpw = parse_bpw(ref.name)
+        if bpw is None and ref.name != "main":
+            continue
+        commit = ref.commit or ref.name
+        files = folder_files(client.tree(repo_id, commit))
+        names = {f.path for f in files}
+        if "config.json" not in names or not any(n.endswith(".safetensors") for n in names):
+            logger.debug("branch %s of %s holds no EXL2 model", ref.name, repo_id)
+            continue
+        config = None
+        label = ref.name
+        if bpw is None:  # main: only when its config says so, labelled by the bits it states
+            config = client.config(repo_id, commit)
+            quant = config.get("quantization_config")
+            bits = quant.get("bits") if isinstance(quant, dict) else None
+            if not exl2_quant_method(config) or not isinstance(bits, (int, float)) or isinstance(bits, bool):
+                continue
+            bpw, label = float(bits), f"{float(bits):g}bpw"
+        out.append(VariantChoice(repo_id, "exl2", label, commit, files, branch=ref.name, bits=bpw, gated=gated,
+                                 config=config))
+    return sorted(out, key=lambda v: v.bits or 0)

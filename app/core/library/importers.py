@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from app.core.hub.variants import RepoFile, group_gguf, is_allowed_file, quant_label
+from app.core.hub.names import is_allowed_file
 from app.core.models.errors import ModelFileError
+from app.core.models.files import RepoFile, group_gguf, quant_label
 from app.core.models.gguf_split import parse_split_name, split_shard_names
 
 if TYPE_CHECKING:
@@ -97,11 +98,11 @@ def _add_mlx(library: "Library", folder: Path, *, source: str, repo_id: str | No
              commit: str | None) -> "LocalModel":
     from app.core.library.store import files_of
     from app.core.models.hf_config import check_folder_configs
-    from app.core.models.mlx_meta import read_mlx_folder
+    from app.core.models.mlx_meta import mlx_label, read_mlx_folder
 
     check_folder_configs(folder)
     mlx = read_mlx_folder(folder)
-    quant = f"{mlx.bits}-bit g{mlx.group_size}" if mlx.quantized else f"{mlx.bits}-bit"
+    quant = mlx_label(mlx.bits, mlx.group_size)
     files = sorted(p for p in folder.iterdir() if p.is_file() and is_allowed_file(p.name)
                    and not p.name.lower().endswith(".gguf"))
     return library.add(name=_display_name(folder.name, None, repo_id), format="mlx", path=folder,

@@ -12,14 +12,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from app.core.downloads.partial import hash_file
 from app.core.events import Event
 from app.core.models.errors import ModelFileError
-
-if TYPE_CHECKING:
-    from app.core.library.importers import ImportResult
 
 logger = logging.getLogger(__name__)
 
@@ -216,16 +213,6 @@ class Library:
         return self.add(name=label, format=format, path=path, files=files, quant=quant, repo_id=repo_id,
                         commit=commit, source="download", status=READY if verified else QUARANTINED,
                         reason="" if verified else (reason or "failed verification"))
-
-    def import_path(self, path: str | os.PathLike[str], *, source: str = "import", repo_id: str | None = None,
-                    commit: str | None = None) -> "ImportResult":
-        """Import a GGUF file, a folder of GGUFs or an MLX folder in place (nothing is copied).
-
-        Raises ModelFileError with the reason(s) when nothing in `path` could be imported.
-        """
-        from app.core.library.importers import import_path
-
-        return import_path(self, path, source=source, repo_id=repo_id, commit=commit)
 
     def quarantine(self, model_id: str, reason: str) -> None:
         self._set_status(model_id, QUARANTINED, reason)

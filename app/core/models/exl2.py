@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from app.core.models.errors import ModelFileError
 from app.core.models.hf_config import check_no_remote_code, spec_from_hf_config
 from app.core.models.spec import ModelSpec
 
-__all__ = ["Exl2Variant", "list_exl2_variants", "parse_bpw", "parse_head_bits", "read_exl2_branch"]
+__all__ = ["Exl2Variant", "exl2_quant_method", "parse_bpw", "parse_head_bits", "read_exl2_branch"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,11 @@ def _quant_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return block if isinstance(block, Mapping) else {}
 
 
+def exl2_quant_method(config: Mapping[str, Any]) -> bool:
+    """True when a config.json says its weights are EXL2 (a repo may keep one quant on `main`)."""
+    return _quant_config(config).get("quant_method") == "exl2"
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -94,46 +99,3 @@ def read_exl2_branch(
         name=repo_id,
     )
     return Exl2Variant(branch, bpw, int(head), weight_bytes, spec, repo_id, tuple(weights))
-
-
-def list_exl2_variants(
-    api: Any,
-    repo_id: str,
-    *,
-    token: str | None = None,
-    fetch_config: Callable[[str], Mapping[str, Any]] | None = None,
-) -> list[Exl2Variant]:
-    """Every EXL2 quant of a repo, by bpw: one `list_repo_refs`, then a tree and a config per branch.
-
-    `api` is a `huggingface_hub.HfApi`; `fetch_config(branch)` defaults to a small GET of the
-    branch's config.json.
-    """
-    from app.core.models.remote import fetch_small_json, resolve_url
-
-    if token is None and isinstance(getattr(api, "token", None), str):
-        token = api.token
-    if fetch_config is None:
-        endpoint = getattr(api, "endpoint", None) or "https://huggingface.co"
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-        def fetch_config(branch: str) -> Mapping[str, Any]:
-            return fetch_small_json(resolve_url(endpoint, repo_id, "config.json", branch), headers=headers)
-
-    refs = api.list_repo_refs(repo_id, token=token)
-    variants: list[Exl2Variant] = []
-    for ref in refs.branches:
-        name = ref.name
-        if parse_bpw(name) is None and name != "main":
-            continue
-        sizes = {
-            e.path: e.size for e in api.list_repo_tree(repo_id, revision=name, recursive=True, token=token)
-            if isinstance(getattr(e, "size", None), int)
-        }
-        if "config.json" not in sizes or not any(p.endswith(".safetensors") for p in sizes):
-            logger.debug("branch %s of %s holds no EXL2 model", name, repo_id)
-            continue
-        config = fetch_config(name)
-        if name == "main" and _quant_config(config).get("quant_method") != "exl2":
-            continue
-        variants.append(read_exl2_branch(config, sizes, name, repo_id=repo_id))
-    return sorted(variants, key=lambda v: (v.bpw, v.head_bits))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.hub.variants import RepoFile, group_gguf, quant_label
 from app.core.models.errors import ModelFileError
+from app.core.models.files import RepoFile, group_gguf, quant_label
 from app.core.models.gguf import read_gguf_header
 from app.core.models.gguf_split import parse_split_name, split_shard_names
 from app.core.models.recommend import Variant
@@ -38,10 +38,10 @@ def variants_from_path(path: str | Path) -> list[Variant]:
     if not path.is_dir():
         raise ModelFileError(f"no such file or folder: {path}")
     if (path / "config.json").exists() and any(path.glob("*.safetensors")):
-        from app.core.models.mlx_meta import read_mlx_folder
+        from app.core.models.mlx_meta import mlx_label, read_mlx_folder
 
         mlx = read_mlx_folder(path)
-        label = f"{mlx.bits}-bit g{mlx.group_size}" if mlx.quantized else f"{mlx.bits}-bit"
+        label = mlx_label(mlx.bits, mlx.group_size)
         return [Variant(label=label, format="mlx", size_bytes=mlx.weight_bytes, spec=mlx.spec, bpw=mlx.bpw,
                         files=list(mlx.files), path=path)]
     files = [RepoFile(str(p.relative_to(path)), p.stat().st_size) for p in sorted(path.rglob("*.gguf"))]

@@ -1,4 +1,4 @@
-"""MLX repo metadata: quantization from config.json and exact weight bytes from the safetensors headers.
+"""MLX model metadata: quantization from config.json and exact weight bytes from the safetensors headers.
 
 MLX affine quantization stores each group's scale and bias in 16 bits, hence
 bpw = bits + 32 / group_size (q4 g64 = 4.5); the microscaling modes keep one 8-bit scale per group.
@@ -11,30 +11,23 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from app.core.models.errors import ModelFileError
 from app.core.models.hf_config import check_no_remote_code, spec_from_hf_config, text_config
-from app.core.models.remote import DEFAULT_TIMEOUT, HttpRangeSource, fetch_small_json, new_http_client, resolve_url
 from app.core.models.safetensors_meta import (
-    INDEX_NAME,
-    MAX_HEADER_BYTES,
     SafetensorsEntry,
     SafetensorsModel,
     local_safetensors_model,
-    read_safetensors_model,
     shard_names_from_index,
 )
 from app.core.models.spec import ModelSpec
 
-if TYPE_CHECKING:
-    import httpx
-
-__all__ = ["MlxVariant", "mlx_params", "mlx_quantization", "mlx_variant", "read_mlx_folder", "read_mlx_repo"]
+__all__ = ["MlxVariant", "mlx_label", "mlx_params", "mlx_quantization", "mlx_variant", "read_mlx_folder",
+           "weight_files"]
 
 logger = logging.getLogger(__name__)
 
-SAFETENSORS_CHUNK = 1024 * 1024
 _FLOAT_BITS = {"float32": 32, "float16": 16, "bfloat16": 16, "F32": 32, "F16": 16, "BF16": 16}
 # Bits of per-group metadata: affine keeps a 16-bit scale and bias, the microscaling modes an 8-bit scale.
 _GROUP_BITS = {"affine": 32, "mxfp4": 8, "mxfp8": 8, "nvfp4": 8}
@@ -147,54 +140,14 @@ def read_mlx_folder(folder: str | os.PathLike[str], repo_id: str = "") -> MlxVar
     return mlx_variant(repo_id or folder.name, config, local_safetensors_model(folder))
 
 
-def _weight_files(files: Iterable[str] | None, index: Any) -> list[str]:
+def mlx_label(bits: int, group_size: int) -> str:
+    """How Hearth names an MLX quantization to the user: "4-bit g64", or "16-bit" unquantized."""
+    return f"{bits}-bit g{group_size}" if group_size else f"{bits}-bit"
+
+
+def weight_files(listing: Iterable[str] | None, index: Any) -> list[str]:
+    """The safetensors files holding an MLX model's weights: the index's shards, else the top-level files."""
     if index is not None:
         return shard_names_from_index(index)
-    names = sorted(f for f in files or () if f.endswith(".safetensors") and "/" not in f)
+    names = sorted(f for f in listing or () if f.endswith(".safetensors") and "/" not in f)
     return names or ["model.safetensors"]
-
-
-def read_mlx_repo(
-    repo_id: str,
-    *,
-    endpoint: str,
-    revision: str = "main",
-    files: Iterable[str] | None = None,
-    token: str | None = None,
-    client: httpx.Client | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-) -> MlxVariant:
-    """An MLX repo on the Hub: config.json, the index if any, and each safetensors header by Range.
-
-    `files` is the repo listing (model_info siblings) when known; it saves a probe for the index.
-    """
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    own = client is None
-    client = client or new_http_client(timeout)
-    try:
-        url = lambda path: resolve_url(endpoint, repo_id, path, revision)  # noqa: E731
-        config = fetch_small_json(url("config.json"), client=client, headers=headers)
-        if not isinstance(config, Mapping):
-            raise ModelFileError("config.json is not a JSON object")
-        check_no_remote_code(config)  # before touching anything else the repo offers
-        file_list = list(files) if files is not None else None
-        index = None
-        if file_list is None or INDEX_NAME in file_list:
-            try:
-                index = fetch_small_json(url(INDEX_NAME), client=client, headers=headers)
-            except ModelFileError:
-                if file_list is not None:
-                    raise
-        names = _weight_files(file_list, index)
-
-        def open_source(name: str) -> HttpRangeSource:
-            return HttpRangeSource(
-                url(name), client=client, headers=headers, chunk_size=SAFETENSORS_CHUNK,
-                max_bytes=MAX_HEADER_BYTES + SAFETENSORS_CHUNK, timeout=timeout,
-            )
-
-        model = read_safetensors_model(names, open_source)
-    finally:
-        if own:
-            client.close()
-    return mlx_variant(repo_id, config, model, revision=revision)

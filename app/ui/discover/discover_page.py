@@ -9,7 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.hardware.profile import HardwareProfile
-from app.core.hub.catalog import CatalogPick, ranked_catalog
+from app.core.models.catalog import CatalogPick, ranked_catalog
 from app.core.hub.client import HubClient
 from app.core.models.devices import Machine, machine_from_profile
 from app.ui.discover.model_page import HubModel, load_hub_model
@@ -29,12 +29,12 @@ class DiscoverPage(QWidget):
     repo_ready = Signal(object)  # HubModel, once a Hub repo's page is shown
     repo_failed = Signal(str)  # why a Hub repo could not be opened
 
-    def __init__(self, tasks: TaskRunner, *, ranker: Ranker = ranked_catalog,
-                 hub: Callable[[], HubClient] | None = None, parent: QWidget | None = None):
+    def __init__(self, tasks: TaskRunner, *, hub: Callable[[], HubClient], ranker: Ranker = ranked_catalog,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._tasks = tasks
         self._ranker = ranker
-        self._hub = hub or (lambda: HubClient.from_settings(None))
+        self._hub = hub  # a client for the current Settings (token and mirror can change while Hearth runs)
         self._opening = 0  # only the last repo asked for is shown
         self.machine: Machine | None = None
         self.picks: list[CatalogPick] = []

@@ -14,6 +14,8 @@ from PySide6.QtWidgets import QTextBrowser
 from app.core.errors import HearthError
 from app.core.hub.client import HubClient
 from app.core.hub.errors import HubGated
+from app.core.hub.metadata import assessable_variants
+from app.core.hub.variants import repo_variants
 from app.core.models.devices import Machine
 from app.core.models.recommend import Recommendation, assess
 
@@ -74,8 +76,6 @@ class HubModel:
 
 def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_ctx: int = 8192) -> HubModel:
     """Runs on the pool: details, card and variants with metadata read remotely (GGUF headers by Range)."""
-    from app.core.models.hub_variants import variants_from_repo
-
     if machine is None:
         from app.core.hardware import probe_hardware
         from app.core.models.devices import machine_from_profile
@@ -96,13 +96,13 @@ def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_c
                 notice = str(exc)
     if notice:
         # Without access the headers cannot be read: list what the file listing says (sizes), fit estimated.
-        variants = [c.to_variant() for c in client.variants(repo_id)]
+        variants = [c.to_variant() for c in repo_variants(client, repo_id)]
     else:
         try:
-            variants = variants_from_repo(repo_id, endpoint=client.endpoint, token=client.token, api=client.api)
+            variants = assessable_variants(client, repo_id, details.sha)
         except HearthError as exc:
             logger.info("reading %s remotely failed: %s", repo_id, exc)
-            variants = [c.to_variant() for c in client.variants(repo_id)]
+            variants = [c.to_variant() for c in repo_variants(client, repo_id)]
             notice = f"Could not read the model files' details ({exc}); sizes only."
     lic = details.card_data.get("license") if isinstance(details.card_data, dict) else None
     bits = [f"by {repo_id.split('/')[0]}", f"↓ {details.downloads:,}", f"♥ {details.likes:,}"]

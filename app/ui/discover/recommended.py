@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.core.hub.catalog import CatalogPick
+from app.core.models.catalog import CatalogPick
 from app.core.units import fmt_bytes
 from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
 

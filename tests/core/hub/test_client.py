@@ -20,6 +20,7 @@ from app.core.hub.errors import (
     HubUnsafeName,
 )
 from app.core.hub.names import validate_remote_name
+from app.core.hub.variants import repo_variants
 from app.core.settings import Settings
 from tests.fakehub import (
     GOOD_TOKEN,
@@ -178,7 +179,7 @@ def test_variants_of_a_gguf_repo(client, fake_hub):
         **{f"Q8_0/Tiny-Q8_0-0000{i}-of-00003.gguf": default_gguf("Q8_0", i - 1, 3) for i in (1, 2, 3)},
     }
     repo = fake_hub.add_repo(FakeRepo("fake-org/Tiny-GGUF", files=files, tags=["gguf"]))
-    choices = client.variants("fake-org/Tiny-GGUF")
+    choices = repo_variants(client, "fake-org/Tiny-GGUF")
     assert sorted(c.label for c in choices) == ["Q4_K_M", "Q8_0"]
     q8 = next(c for c in choices if c.label == "Q8_0")
     assert [f.path for f in q8.files if "mmproj" not in f.path] == [
@@ -195,7 +196,7 @@ def test_variants_of_a_gguf_repo(client, fake_hub):
 
 def test_variants_of_an_mlx_repo(client, fake_hub):
     fake_hub.add_repo(mlx_repo())
-    (choice,) = client.variants("mlx-community/Tiny-4bit")
+    (choice,) = repo_variants(client, "mlx-community/Tiny-4bit")
     assert (choice.format, choice.bits, choice.label) == ("mlx", 4.0, "4-bit g64")
     names = {f.path for f in choice.files}
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= names
@@ -209,12 +210,12 @@ def test_mlx_repo_with_remote_code_refused(client, fake_hub):
     repo.set_file("evil.py", b"import os\n")
     fake_hub.add_repo(repo)
     with pytest.raises(HubRefused, match="own code"):
-        client.variants("mlx-community/Evil-4bit")
+        repo_variants(client, "mlx-community/Evil-4bit")
 
 
 def test_variants_of_an_exl2_repo(client, fake_hub):
     repo = fake_hub.add_repo(exl2_repo())
-    choices = client.variants("fake-org/Tiny-exl2")
+    choices = repo_variants(client, "fake-org/Tiny-exl2")
     assert [(c.label, c.bits, c.branch) for c in choices] == [("4.0bpw", 4.0, "4.0bpw"), ("6.5bpw", 6.5, "6.5bpw")]
     for c in choices:
         assert c.format == "exl2" and c.revision == repo.snapshot(c.branch).commit
@@ -226,7 +227,7 @@ def test_gated_repo_details_work_but_download_intent_is_gated(hf_env, fake_hub):
     anon = HubClient(fake_hub.url, None, timeout=5)
     details = anon.model("fake-org/Gated-GGUF")
     assert details.gated == "auto"
-    (choice,) = anon.variants("fake-org/Gated-GGUF")
+    (choice,) = repo_variants(anon, "fake-org/Gated-GGUF")
     assert choice.gated and choice.label == "Q4_K_M"
     with pytest.raises(HubGated, match="accept the licence on the model page, then add a token"):
         anon.file_metadata("fake-org/Gated-GGUF", "Gated-Q4_K_M.gguf")
@@ -238,18 +239,18 @@ def test_gated_repo_details_work_but_download_intent_is_gated(hf_env, fake_hub):
 def test_pickle_only_repo_refused_with_reason(client, fake_hub):
     fake_hub.add_repo(pickle_repo())
     with pytest.raises(HubRefused, match="only pickle weights"):
-        client.variants("fake-org/Pickle-Only")
+        repo_variants(client, "fake-org/Pickle-Only")
 
 
 def test_repo_without_usable_model_refused(client, fake_hub):
     fake_hub.add_repo(FakeRepo("fake-org/Docs", files={"README.md": b"hi"}))
     with pytest.raises(HubRefused, match="no GGUF, MLX or EXL2"):
-        client.variants("fake-org/Docs")
+        repo_variants(client, "fake-org/Docs")
 
 
 def test_hostile_names_rejected(client, fake_hub, tmp_path):
     fake_hub.add_repo(hostile_repo())
-    for call in (client.model, client.variants):
+    for call in (client.model, lambda repo_id: repo_variants(client, repo_id)):
         with pytest.raises(HubUnsafeName, match="unsafe file name"):
             call("fake-org/Hostile-GGUF")
     for name in HOSTILE_NAMES:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from app.core.library import MISSING, QUARANTINED, READY, Library, ModelFile
+from app.core.library import MISSING, QUARANTINED, READY, Library, ModelFile, import_path
 from app.core.models.errors import ModelFileError
 from tests.core.library.conftest import write_split_set
 
@@ -17,13 +17,13 @@ def test_import_gguf_file_in_place(library, gguf_copy, tmp_path):
     inode = src.stat().st_ino
     events = []
     library.changed.connect(events.append)
-    (m,) = library.import_path(src).imported
+    (m,) = import_path(library, src).imported
     assert m.path == src and m.files[0].path.stat().st_ino == inode
     assert (m.format, m.quant, m.source, m.status) == ("gguf", "F16", "import", READY)
     assert m.size == src.stat().st_size
     assert list((tmp_path / "models").iterdir()) == []  # nothing copied
     assert events == [m.id]
-    again = library.import_path(src).imported[0]
+    again = import_path(library, src).imported[0]
     assert again.id == m.id and len(library.list()) == 1
 
 
@@ -31,7 +31,7 @@ def test_import_folder_with_split_set_as_one_entry(library, gguf_copy, tmp_path)
     folder = tmp_path / "quants"
     shards = write_split_set(folder / "Q8_0")
     gguf_copy(folder / "Tiny-F16.gguf")
-    result = library.import_path(folder)
+    result = import_path(library, folder)
     assert result.skipped == []
     by_quant = {m.quant: m for m in result.imported}
     assert set(by_quant) == {"Q8_0", "F16"}
@@ -45,12 +45,12 @@ def test_incomplete_split_set_is_skipped_with_reason(library, tmp_path):
     shards = write_split_set(tmp_path / "broken")
     shards[1].unlink()
     with pytest.raises(ModelFileError, match="incomplete: missing Tiny-Q8_0-00002-of-00003.gguf"):
-        library.import_path(tmp_path / "broken")
+        import_path(library, tmp_path / "broken")
     assert library.list() == []
 
 
 def test_import_mlx_folder(library, tiny_mlx_model):
-    (m,) = library.import_path(tiny_mlx_model).imported
+    (m,) = import_path(library, tiny_mlx_model).imported
     assert m.format == "mlx" and m.path == tiny_mlx_model
     assert m.quant == "32-bit"
     names = {f.path.name for f in m.files}
@@ -68,7 +68,7 @@ def test_mlx_folder_asking_for_remote_code_refused(library, tiny_mlx_model, tmp_
     (evil / "tokenizer_config.json").write_text(json.dumps(tok))
     (evil / "evil.py").write_text("import os\n")
     with pytest.raises(ModelFileError, match="own code"):
-        library.import_path(evil)
+        import_path(library, evil)
 
 
 def test_invalid_gguf_refused_with_the_validator_message(library, gguf_copy, tmp_path):
@@ -80,19 +80,19 @@ def test_invalid_gguf_refused_with_the_validator_message(library, gguf_copy, tmp
     with pytest.raises(ModelFileError) as expected:
         validate_gguf(bad)
     with pytest.raises(ModelFileError) as got:
-        library.import_path(bad)
+        import_path(library, bad)
     assert str(expected.value) in str(got.value) and "cut-F16.gguf" in str(got.value)
     not_gguf = tmp_path / "notes.txt"
     not_gguf.write_text("hi")
     with pytest.raises(ModelFileError, match="not a GGUF"):
-        library.import_path(not_gguf)
+        import_path(library, not_gguf)
     assert library.list() == []
 
 
 def test_folder_with_one_bad_file_imports_the_rest(library, gguf_copy, tmp_path):
     gguf_copy(tmp_path / "mixed" / "good-F16.gguf")
     (tmp_path / "mixed" / "bad-Q4_0.gguf").write_bytes(b"GGUF\x03\x00\x00\x00garbage")
-    result = library.import_path(tmp_path / "mixed")
+    result = import_path(library, tmp_path / "mixed")
     assert [m.name for m in result.imported] == ["good-F16"]
     assert [s.path.name for s in result.skipped] == ["bad-Q4_0.gguf"] and result.skipped[0].reason
 
@@ -141,10 +141,10 @@ def test_delete_frees_space_inside_models_folder(library, tmp_path):
 
 def test_delete_of_imported_entry_keeps_files_unless_asked(library, gguf_copy, tmp_path):
     src = gguf_copy(tmp_path / "mine" / "tiny-F16.gguf")
-    m = library.import_path(src).imported[0]
+    m = import_path(library, src).imported[0]
     assert library.delete(m.id) == 0
     assert src.exists() and library.list() == []
-    m = library.import_path(src).imported[0]
+    m = import_path(library, src).imported[0]
     size = src.stat().st_size
     assert library.delete(m.id, delete_imported=True) == size
     assert not src.exists()

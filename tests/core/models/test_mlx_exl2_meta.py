@@ -1,4 +1,4 @@
-"""HF config.json -> ModelSpec, MLX repos and EXL2 branches (fake Hub over loopback)."""
+"""HF config.json -> ModelSpec, MLX folders and EXL2 branches (their Hub side: tests/core/hub/test_metadata.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import struct
 import pytest
 
 from app.core.models.errors import ModelFileError
-from app.core.models.exl2 import list_exl2_variants, parse_bpw, parse_head_bits, read_exl2_branch
+from app.core.models.exl2 import parse_bpw, parse_head_bits, read_exl2_branch
 from app.core.models.gguf import read_gguf_header
 from app.core.models.hf_config import spec_from_hf_config
 from app.core.models.memory import LoadOptions, kv_cache_bytes
-from app.core.models.mlx_meta import mlx_quantization, read_mlx_folder, read_mlx_repo
+from app.core.models.mlx_meta import mlx_quantization, read_mlx_folder
 from app.core.models.spec import spec_from_gguf
-from tests.fakehub import FakeRepo, exl2_repo, mlx_repo, safetensors_bytes
+from tests.fakehub import safetensors_bytes
 
 LLAMA3_8B = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -150,66 +150,6 @@ def test_mlx_f32_folder_matches_the_same_model_as_gguf(tiny_pair_std02):
     assert kv_cache_bytes(m, opts) == kv_cache_bytes(g, opts)
 
 
-# ---- MLX on the (fake) Hub ----
-
-
-def test_mlx_repo_bits_group_bpw_and_exact_bytes(fake_hub):
-    repo = fake_hub.add_repo(mlx_repo("mlx-community/Tiny-4bit"))
-    files = list(repo.files) + ["README.md"]
-    v = read_mlx_repo(repo.repo_id, endpoint=fake_hub.url, files=files)
-    assert (v.bits, v.group_size, v.bpw, v.mode) == (4, 64, 4.5, "affine")
-    assert v.weight_bytes == _data_bytes(repo.files["model.safetensors"]) == 16 + 8
-    assert v.spec.input_bytes == 24 and v.spec.tied_embeddings and v.spec.file_type == "4bit-g64"
-    assert v.spec.n_params == 4 * 64  # 4 groups of 64 weights
-    assert v.files == ("model.safetensors",)
-    st_gets = fake_hub.requests("GET", "/model.safetensors")
-    assert st_gets and all(r.range for r in st_gets)
-    assert not fake_hub.requests("GET", "index.json")  # the listing said there is no index
-
-
-def test_mlx_repo_without_listing_probes_the_index(fake_hub):
-    repo = fake_hub.add_repo(mlx_repo("mlx-community/Tiny-4bit"))
-    v = read_mlx_repo(repo.repo_id, endpoint=fake_hub.url)
-    assert v.weight_bytes == 24
-    assert [r.status for r in fake_hub.requests("GET", "index.json")] == [404]
-
-
-def test_sharded_mlx_repo_sums_shards(fake_hub):
-    shard1 = safetensors_bytes({"model.embed_tokens.weight": ("U32", [16, 2]),
-                                "model.embed_tokens.scales": ("BF16", [16, 1]),
-                                "model.embed_tokens.biases": ("BF16", [16, 1])})
-    shard2 = safetensors_bytes({"model.layers.0.mlp.down_proj.weight": ("U32", [16, 4]),
-                                "model.layers.0.mlp.down_proj.scales": ("BF16", [16, 2]),
-                                "model.layers.0.mlp.down_proj.biases": ("BF16", [16, 2]),
-                                "model.layers.0.input_layernorm.weight": ("BF16", [16])})
-    index = {"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
-                            "model.layers.0.mlp.down_proj.weight": "model-00002-of-00002.safetensors"}}
-    config = {"model_type": "qwen3", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-              "vocab_size": 16, "quantization": {"bits": 8, "group_size": 32,
-                                                 "model.layers.0.mlp.down_proj": {"bits": 8, "group_size": 32}}}
-    repo = fake_hub.add_repo(FakeRepo("mlx-community/Sharded-8bit", files={
-        "config.json": json.dumps(config).encode(),
-        "model.safetensors.index.json": json.dumps(index).encode(),
-        "model-00001-of-00002.safetensors": shard1,
-        "model-00002-of-00002.safetensors": shard2,
-    }))
-    v = read_mlx_repo(repo.repo_id, endpoint=fake_hub.url, files=list(repo.files))
-    assert (v.bits, v.group_size, v.bpw) == (8, 32, 9.0)
-    assert v.weight_bytes == _data_bytes(shard1) + _data_bytes(shard2) == 128 + 64 + 256 + 128 + 32
-    assert v.spec.block_bytes == [256 + 128 + 32] and v.spec.input_bytes == 192
-    assert v.spec.n_params == 16 * 32 + 32 * 32 + 16  # scales elements x group size, plus the norm
-    assert v.effective_bpw == pytest.approx(v.weight_bytes * 8 / v.spec.n_params)
-
-
-def test_mlx_repo_asking_for_code_is_refused_before_weights(fake_hub):
-    repo = fake_hub.add_repo(mlx_repo("mlx-community/Sneaky"))
-    config = json.loads(repo.files["config.json"])
-    repo.set_file("config.json", json.dumps(dict(config, auto_map={"AutoModel": "m.M"})).encode())
-    with pytest.raises(ModelFileError, match="never runs code"):
-        read_mlx_repo(repo.repo_id, endpoint=fake_hub.url, files=list(repo.files))
-    assert not fake_hub.requests("GET", ".safetensors")
-
-
 def test_mlx_quantization_from_config():
     assert mlx_quantization({"quantization": {"bits": 4, "group_size": 32}})[:3] == (4, 32, 5.0)
     assert mlx_quantization({"quantization_config": {"bits": 8, "group_size": 64}})[:3] == (8, 64, 8.5)
@@ -222,18 +162,6 @@ def test_mlx_quantization_from_config():
 
 
 # ---- EXL2 ----
-
-
-def test_exl2_branches_become_variants(fake_hub, hf_api):
-    repo = fake_hub.add_repo(exl2_repo("org/Tiny-exl2"))
-    variants = list_exl2_variants(hf_api, repo.repo_id)
-    assert [(v.branch, v.bpw, v.head_bits) for v in variants] == [("4.0bpw", 4.0, 6), ("6.5bpw", 6.5, 6)]
-    for v in variants:
-        sizes = {p: f.size for p, f in repo.snapshot(v.branch).files.items() if p.endswith(".safetensors")}
-        assert v.weight_bytes == sum(sizes.values()) == len(safetensors_bytes())
-        assert v.files == ("output.safetensors",) and v.spec.architecture == "llama"
-        assert v.spec.weight_bytes == v.weight_bytes and v.spec.file_type == f"EXL2 {v.bpw:g}bpw h6"
-    assert len(fake_hub.requests("GET", "/refs")) == 1
 
 
 def test_exl2_branch_with_head_bits_and_real_config():

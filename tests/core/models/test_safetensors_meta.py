@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.core.models.errors import ModelFileError
-from app.core.models.remote import HttpRangeSource, resolve_url
+from app.core.hub.ranged import HttpRangeSource
+from app.core.hub.urls import resolve_url
 from app.core.models.safetensors_meta import (
     SafetensorsEntry,
     local_safetensors_model,

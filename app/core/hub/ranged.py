@@ -1,16 +1,14 @@
 """Model headers over HTTP: a Range-reading ByteSource, so a GGUF or safetensors header is read
-without downloading the weights (the way huggingface.js and gguf-parser-go do it).
+without downloading the weights (the way huggingface.js and gguf-parser-go do it), and small JSON files.
 
 httpx is imported lazily: without it remote metadata is unavailable, nothing else breaks.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
-from urllib.parse import quote
 
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf import GGUFHeader, read_gguf_header
@@ -19,8 +17,8 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_BYTES", "HttpRangeSource", "fetch_small_json", "new_http_client",
-    "read_remote_gguf", "read_remote_gguf_split", "resolve_url",
+    "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_BYTES", "HttpRangeSource", "new_http_client",
+    "read_remote_gguf", "read_remote_gguf_split",
 ]
 
 logger = logging.getLogger(__name__)
@@ -29,13 +27,7 @@ MiB = 1024 * 1024
 DEFAULT_CHUNK_BYTES = 2 * MiB
 DEFAULT_MAX_BYTES = 64 * MiB
 DEFAULT_TIMEOUT = 30.0
-MAX_JSON_BYTES = 8 * MiB
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)\s*$", re.IGNORECASE)
-
-
-def resolve_url(endpoint: str, repo_id: str, path: str, revision: str = "main") -> str:
-    """`{endpoint}/{repo}/resolve/{rev}/{path}`, quoted as huggingface_hub's `hf_hub_url` does."""
-    return f"{endpoint.rstrip('/')}/{repo_id}/resolve/{quote(revision, safe='')}/{quote(path)}"
 
 
 def _size_text(n: int) -> str:
@@ -299,36 +291,3 @@ def read_remote_gguf_split(
         if number is not None and number != i:
             raise ModelFileError(f"shard {i + 1} says it is part {number + 1}; the shards are out of order")
     return headers
-
-
-def fetch_small_json(
-    url: str,
-    *,
-    client: httpx.Client | None = None,
-    headers: Mapping[str, str] | None = None,
-    max_bytes: int = MAX_JSON_BYTES,
-    timeout: float = DEFAULT_TIMEOUT,
-) -> Any:
-    """GET a small JSON file (config.json, an index), refusing bodies above `max_bytes`."""
-    import httpx
-
-    own = client is None
-    client = client or new_http_client(timeout)
-    try:
-        with client.stream("GET", url, headers=dict(headers or {})) as resp:
-            if resp.status_code != 200:
-                raise _status_error(url, resp.status_code)
-            body = bytearray()
-            for piece in resp.iter_bytes():
-                body += piece
-                if len(body) > max_bytes:
-                    raise ModelFileError(f"{url} is larger than {_size_text(max_bytes)}; not a config file")
-    except httpx.HTTPError as exc:
-        raise ModelFileError(f"cannot read {url}: {exc}") from exc
-    finally:
-        if own:
-            client.close()
-    try:
-        return json.loads(bytes(body).decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise ModelFileError(f"{url} is not valid JSON: {exc}") from exc

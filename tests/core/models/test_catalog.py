@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from synthetic import GiB, apple_profile, profile  # noqa: E402
 
-from app.core.hub.catalog import load_catalog, ranked_catalog  # noqa: E402
+from app.core.models.catalog import load_catalog, ranked_catalog  # noqa: E402
 from app.core.models.devices import machine_from_profile  # noqa: E402
 from app.core.models.recommend import COMFORTABLE_TOK_S  # noqa: E402
 

@@ -8,15 +8,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.core.hub.client import HubClient
+from app.core.hub.errors import HubRefused
+from app.core.hub.ranged import HttpRangeSource, read_remote_gguf, read_remote_gguf_split
+from app.core.hub.urls import resolve_url
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf import read_gguf_header
-from app.core.models.remote import (
-    HttpRangeSource,
-    fetch_small_json,
-    read_remote_gguf,
-    read_remote_gguf_split,
-    resolve_url,
-)
 from app.core.models.spec import spec_from_gguf
 from tests.fakehub import GOOD_TOKEN, FakeRepo, Fault, default_gguf, gated_repo, gguf_repo
 
@@ -198,23 +195,25 @@ def test_range_source_size_past_end_and_empty_file(fake_hub):
         read_gguf_header(HttpRangeSource(resolve_url(fake_hub.url, REPO, "empty.bin")))
 
 
-def test_shared_client_is_not_closed(fake_hub):
+def test_shared_client_is_not_closed(fake_hub, hf_env):
     _serve(fake_hub, {"m.gguf": default_gguf("Q4_0")})
     with httpx.Client() as client:
         read_remote_gguf(resolve_url(fake_hub.url, REPO, "m.gguf"), client=client)
         assert not client.is_closed
+        hub = HubClient(fake_hub.url, None, timeout=5)
+        assert len(hub.gguf_headers(REPO, ["m.gguf"], http=client)) == 1
+        assert not client.is_closed
         fake_hub.add_repo(FakeRepo("org/cfg", files={"config.json": b'{"model_type": "llama"}'}))
-        assert fetch_small_json(resolve_url(fake_hub.url, "org/cfg", "config.json"), client=client) == {
-            "model_type": "llama"
-        }
+        assert hub.json_file("org/cfg", "config.json") == {"model_type": "llama"}
 
 
-def test_fetch_small_json_refuses_big_bodies_and_bad_json(fake_hub):
+def test_small_json_files_refuse_big_bodies_and_bad_json(fake_hub, hf_env):
     _serve(fake_hub, {"big.json": b"[" + b"1," * 5000 + b"1]", "bad.json": b"{nope"})
-    with pytest.raises(ModelFileError, match="larger than"):
-        fetch_small_json(resolve_url(fake_hub.url, REPO, "big.json"), max_bytes=1000)
-    with pytest.raises(ModelFileError, match="not valid JSON"):
-        fetch_small_json(resolve_url(fake_hub.url, REPO, "bad.json"))
+    hub = HubClient(fake_hub.url, None, timeout=5)
+    with pytest.raises(HubRefused, match="larger than"):
+        hub.json_file(REPO, "big.json", max_bytes=1000)
+    with pytest.raises(HubRefused, match="not valid JSON"):
+        hub.json_file(REPO, "bad.json")
 
 
 def _mock_client(handler) -> httpx.Client:

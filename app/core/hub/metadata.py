@@ -1,0 +1,109 @@
+"""A repo's variants with what the planner needs, read remotely and never the weights: GGUF headers by
+HTTP Range, MLX config.json and safetensors headers, EXL2 branch configs. Every request goes through
+the HubClient (its endpoint, its token or none); this module decides what to read."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from app.core.hub.errors import HubNotFound
+from app.core.hub.ranged import HttpRangeSource, new_http_client
+from app.core.hub.variants import VariantChoice, repo_variants
+from app.core.models.errors import ModelFileError
+from app.core.models.exl2 import read_exl2_branch
+from app.core.models.files import quant_label
+from app.core.models.mlx_meta import MlxVariant, mlx_variant, weight_files
+from app.core.models.recommend import Variant
+from app.core.models.safetensors_meta import INDEX_NAME, MAX_HEADER_BYTES, read_safetensors_model
+from app.core.models.spec import spec_from_gguf
+
+if TYPE_CHECKING:
+    import httpx
+
+    from app.core.hub.client import HubClient
+
+logger = logging.getLogger(__name__)
+
+HEADER_WORKERS = 4  # GGUF quants of a repo read in parallel; each is a few ranged GETs
+SAFETENSORS_CHUNK = 1024 * 1024
+MAX_INDEX_BYTES = 8 * 1024 * 1024  # the largest models' weight maps run to a few MiB
+
+
+def assessable_variants(client: HubClient, repo_id: str, revision: str = "main") -> list[Variant]:
+    """Every variant of `repo_id`, each with a ModelSpec from its real metadata. A GGUF whose header
+    cannot be read (gated, damaged) is still listed, by size only."""
+    choices = repo_variants(client, repo_id, revision)
+    ggufs = [c for c in choices if c.format == "gguf"]
+    out: list[Variant] = []
+    with new_http_client(client.timeout) as http:
+        if ggufs:
+            with ThreadPoolExecutor(HEADER_WORKERS, thread_name_prefix="hub-headers") as pool:
+                futures = [pool.submit(gguf_variant, client, c, http) for c in ggufs]
+                for choice, future in zip(ggufs, futures):
+                    try:
+                        out.append(future.result())
+                    except ModelFileError as exc:
+                        logger.warning("%s %s: %s", repo_id, choice.label, exc)
+                        out.append(choice.to_variant())
+        for choice in choices:
+            if choice.format == "mlx":
+                out.append(_mlx_as_variant(client, choice, http))
+            elif choice.format == "exl2":
+                out.append(exl2_variant(client, choice))
+    return out
+
+
+def gguf_variant(client: HubClient, choice: VariantChoice, http: httpx.Client | None = None) -> Variant:
+    """One GGUF quant with the spec read from every shard's header (the mmproj is not part of the model)."""
+    shards = [f.path for f in choice.files if f not in choice.mmproj]
+    spec = spec_from_gguf(client.gguf_headers(choice.repo_id, shards, choice.revision, http=http))
+    # A file name that states no quant is labelled by what its header says it holds.
+    label = choice.label if quant_label(choice.label) else spec.file_type
+    return Variant(label=label, format="gguf", size_bytes=choice.size, spec=spec, repo_id=choice.repo_id,
+                   revision=choice.revision, files=[f.path for f in choice.files])
+
+
+def read_mlx_repo(client: HubClient, repo_id: str, revision: str = "main", *, files: Iterable[str] | None = None,
+                  config: Mapping[str, Any] | None = None, http: httpx.Client | None = None) -> MlxVariant:
+    """An MLX repo: config.json (checked for remote code before anything else is read), the index when
+    the listing has one (probed when there is no listing), and each safetensors header by Range."""
+    if config is None:
+        config = client.config(repo_id, revision)
+    listing = list(files) if files is not None else None
+    index = None
+    if listing is None or INDEX_NAME in listing:
+        try:
+            index = client.json_file(repo_id, INDEX_NAME, revision, max_bytes=MAX_INDEX_BYTES)
+        except HubNotFound:
+            if listing is not None:
+                raise
+    own = http is None
+    http = http or new_http_client(client.timeout)
+    try:
+        def open_source(name: str) -> HttpRangeSource:
+            return client.range_source(repo_id, name, revision, http=http, chunk_size=SAFETENSORS_CHUNK,
+                                       max_bytes=MAX_HEADER_BYTES + SAFETENSORS_CHUNK)
+
+        model = read_safetensors_model(weight_files(listing, index), open_source)
+    finally:
+        if own:
+            http.close()
+    return mlx_variant(repo_id, config, model, revision=revision)
+
+
+def _mlx_as_variant(client: HubClient, choice: VariantChoice, http: httpx.Client) -> Variant:
+    mlx = read_mlx_repo(client, choice.repo_id, choice.revision, files=[f.path for f in choice.files],
+                        config=choice.config, http=http)
+    return Variant(label=choice.label, format="mlx", size_bytes=mlx.weight_bytes, spec=mlx.spec, bpw=mlx.bpw,
+                   repo_id=choice.repo_id, revision=choice.revision, files=[f.path for f in choice.files])
+
+
+def exl2_variant(client: HubClient, choice: VariantChoice) -> Variant:
+    """One EXL2 branch: its config.json and the safetensors sizes the branch listing gave."""
+    config = choice.config if choice.config is not None else client.config(choice.repo_id, choice.revision)
+    sizes = {f.path: f.size for f in choice.files}
+    v = read_exl2_branch(config, sizes, choice.branch, repo_id=choice.repo_id)
+    return Variant(label=choice.label, format="exl2", size_bytes=v.weight_bytes, spec=v.spec, bpw=v.bpw,
+                   repo_id=choice.repo_id, revision=choice.branch, files=[f.path for f in choice.files])
