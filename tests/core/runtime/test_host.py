@@ -23,7 +23,7 @@ from app.core.runtime.jobs import (
 )
 from app.core.runtime.preflight import PreflightResult
 from tests.core.runtime.conftest import Recorder, fake_spec
-from tests.helpers import wait_until
+from tests.helpers import ctrl_c_on_wait, wait_until
 
 
 def req(prompt: str = "tell me a story", max_tokens: int | None = 5, **sampling) -> GenerateRequest:
@@ -259,22 +259,6 @@ def test_prefix_reuse_is_reported(make_host):
     assert first.stats.prompt_tokens_evaluated == 5
     _, second = host.generate_sync(req("one two three four five a b c six seven"))
     assert second.stats.prompt_tokens == 10 and second.stats.prompt_tokens_evaluated == 2
-
-
-def ctrl_c_on_wait(monkeypatch, when: threading.Event, times: int = 1) -> list[JobHandle]:
-    """Make JobHandle.wait raise KeyboardInterrupt, as Ctrl-C in the waiting thread would, the next
-    `times` calls after `when` is set. Returns the handles it interrupted."""
-    real = JobHandle.wait
-    hit: list[JobHandle] = []
-
-    def wait(self, timeout=None):
-        if len(hit) < times and when.is_set():
-            hit.append(self)
-            raise KeyboardInterrupt
-        return real(self, timeout)
-
-    monkeypatch.setattr(JobHandle, "wait", wait)
-    return hit
 
 
 def test_ctrl_c_in_generate_sync_cancels_the_job_then_reraises(make_host, monkeypatch):
