@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -135,12 +134,7 @@ class EngineHost:
         return result.text, result.final
 
     def _wait(self, handle: JobHandle, timeout: float | None):
-        try:
-            finished = handle.wait(timeout)
-        except KeyboardInterrupt:
-            handle.cancel()
-            handle.wait(30.0)
-            raise
+        finished = handle.wait_or_cancel(timeout)
         if not finished:
             handle.cancel()
             raise HearthError(f"the engine did not answer within {timeout:.0f} s")
@@ -315,12 +309,3 @@ class EngineHost:
     def __repr__(self) -> str:
         return f"EngineHost({self._thread.name!r}, {self._state.status})"
 
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.005) -> bool:
-    """Poll `predicate` until true or timeout (for callers and tests that watch host state)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

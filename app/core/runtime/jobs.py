@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Union
 
@@ -82,6 +83,9 @@ HostEvent = Union[ChunkEvent, JobDone, JobFailed]
 Sink = Callable[[HostEvent], None]
 
 _ids = itertools.count(1)
+# Waits are sliced so Ctrl-C reaches a waiting main thread promptly on every platform (a long lock wait
+# is not interruptible on Windows).
+WAIT_SLICE_S = 0.1
 
 
 @dataclass(eq=False)
@@ -107,6 +111,37 @@ class JobHandle:
 
     def wait(self, timeout: float | None = None) -> bool:
         return self.done.wait(timeout)
+
+    def wait_or_cancel(self, timeout: float | None = None, *, grace: float | None = 30.0) -> bool:
+        """Wait for the job from the caller's (main) thread; True if it ended within `timeout`.
+
+        Ctrl-C (KeyboardInterrupt) while waiting cancels the job, waits for the host to finish it and
+        re-raises, so `result` then holds what was done (a stopped reply's text). That wait lasts at most
+        `grace` seconds, where another Ctrl-C gets out at once; with `grace=None` it lasts until the job
+        ends and another Ctrl-C only repeats the cancel.
+        """
+        try:
+            return self._wait_sliced(timeout)
+        except KeyboardInterrupt:
+            self.cancel()
+            while True:
+                try:
+                    self._wait_sliced(grace)
+                    break
+                except KeyboardInterrupt:
+                    if grace is not None:
+                        raise
+                    self.cancel()
+            raise
+
+    def _wait_sliced(self, timeout: float | None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = WAIT_SLICE_S if end is None else min(WAIT_SLICE_S, end - time.monotonic())
+            if left <= 0:
+                return self.done.is_set()
+            if self.wait(left):
+                return True
 
 
 @dataclass(frozen=True)

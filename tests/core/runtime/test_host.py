@@ -10,7 +10,6 @@ import pytest
 from app.core.engines.base import GenerateRequest, SamplingParams
 from app.core.errors import HearthError
 from app.core.models.calibration import CalibrationStore
-from app.core.runtime.host import wait_until
 from app.core.runtime.jobs import (
     ChunkEvent,
     EmbedJob,
@@ -19,10 +18,12 @@ from app.core.runtime.jobs import (
     HostClosed,
     JobDone,
     JobFailed,
+    JobHandle,
     UnloadJob,
 )
 from app.core.runtime.preflight import PreflightResult
 from tests.core.runtime.conftest import Recorder, fake_spec
+from tests.helpers import ctrl_c_on_wait, wait_until
 
 
 def req(prompt: str = "tell me a story", max_tokens: int | None = 5, **sampling) -> GenerateRequest:
@@ -258,3 +259,79 @@ def test_prefix_reuse_is_reported(make_host):
     assert first.stats.prompt_tokens_evaluated == 5
     _, second = host.generate_sync(req("one two three four five a b c six seven"))
     assert second.stats.prompt_tokens == 10 and second.stats.prompt_tokens_evaluated == 2
+
+
+def test_ctrl_c_in_generate_sync_cancels_the_job_then_reraises(make_host, monkeypatch):
+    host = make_host(tok_s=20)  # 1000 tokens would take 50 s
+    host.load_sync(fake_spec(), "fake")
+    first = threading.Event()
+    hit = ctrl_c_on_wait(monkeypatch, first)
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        host.generate_sync(req(max_tokens=1000), on_chunk=lambda c: first.set())
+    assert time.perf_counter() - t0 < 5
+    (handle,) = hit
+    # It returned only once the host had finished the job: the stopped reply is there, and the host is free.
+    assert handle.done.is_set() and handle.cancelled
+    assert handle.result.finish_reason == "cancelled"
+    assert 0 < handle.result.final.stats.generated_tokens < 1000 and handle.result.text
+    assert host.state.status == "ready"
+    monkeypatch.undo()
+    assert host.generate_sync(req(max_tokens=2))[1].finish_reason == "length"
+
+
+def test_ctrl_c_in_load_sync_cancels_the_load(make_host, monkeypatch):
+    # Ctrl-C lands during a slow preflight; the host checks cancel before the engine loads.
+    started = threading.Event()
+
+    def preflight(spec, fmt, plan_check):
+        started.set()
+        time.sleep(0.3)
+        return PreflightResult()
+
+    host = make_host(preflight=preflight)
+    ctrl_c_on_wait(monkeypatch, started)
+    with pytest.raises(KeyboardInterrupt):
+        host.load_sync(fake_spec(), "fake")
+    assert host.state.status == "error" and "cancelled" in host.state.error
+
+
+def _handle_that_stops(delay: float) -> JobHandle:
+    """A handle whose 'host' finishes it `delay` seconds after it is cancelled."""
+    handle = JobHandle(job=UnloadJob())
+
+    def host() -> None:
+        handle.cancel_event.wait(5)
+        time.sleep(delay)
+        handle.done.set()
+
+    threading.Thread(target=host, daemon=True).start()
+    return handle
+
+
+def test_wait_or_cancel_without_grace_waits_for_the_job_through_another_ctrl_c(monkeypatch):
+    now = threading.Event()
+    now.set()
+    hit = ctrl_c_on_wait(monkeypatch, now, times=2)
+    handle = _handle_that_stops(0.3)
+    with pytest.raises(KeyboardInterrupt):
+        handle.wait_or_cancel(grace=None)
+    assert len(hit) == 2 and handle.cancelled and handle.done.is_set()
+
+
+def test_wait_or_cancel_with_grace_lets_another_ctrl_c_out(monkeypatch):
+    now = threading.Event()
+    now.set()
+    hit = ctrl_c_on_wait(monkeypatch, now, times=2)
+    handle = _handle_that_stops(0.3)
+    with pytest.raises(KeyboardInterrupt):
+        handle.wait_or_cancel(grace=30)
+    assert len(hit) == 2 and handle.cancelled and not handle.done.is_set()
+    assert handle.wait_or_cancel(5)
+
+
+def test_wait_or_cancel_times_out_without_cancelling():
+    handle = _handle_that_stops(0)
+    t0 = time.perf_counter()
+    assert handle.wait_or_cancel(0.25) is False
+    assert 0.2 <= time.perf_counter() - t0 < 2 and not handle.cancelled

@@ -11,7 +11,12 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.cli.context import CliContext
+    from app.core.engines.base import Chunk, GenerateRequest, ModelInfo
+    from app.core.runtime.host import EngineHost
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +24,7 @@ EXIT_INTERRUPTED = 130
 
 
 def add_engine_commands(subparsers: Any) -> None:
-    """Add `run` and `chat` to the `hearth` parser's subparsers (each sets `handler`)."""
+    """Add `run` and `chat` to the `hearth` parser's subparsers (each sets `handler(ctx, args)`)."""
     run = subparsers.add_parser("run", help="generate a reply to one prompt and print it")
     run.add_argument("model", help="a GGUF file or an MLX model folder")
     run.add_argument("prompt", help="the user message")
@@ -47,16 +52,15 @@ def _err(text: str) -> None:
     sys.stderr.flush()
 
 
-def resolve_model(name: str) -> tuple[Path, str]:
+def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
     """A path to a GGUF file or MLX folder, and its format: a path, or a name from `hearth ls`."""
     from app.core.runtime.preflight import format_for_path
 
     path = Path(name).expanduser()
     if not path.exists():
-        from app.core.library import open_library
         from app.core.models.errors import ModelFileError
 
-        library = open_library()
+        library = ctx.open_library()
         try:
             model = library.find(name)
             if model is None:
@@ -71,18 +75,14 @@ def resolve_model(name: str) -> tuple[Path, str]:
     return path.resolve(), format_for_path(path)
 
 
-def start_host(args: argparse.Namespace):
-    """Resolve the model, start a host and load it. Returns (host, ModelInfo)."""
+def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, ModelInfo]:
+    """Resolve the model, start a host and load it (Ctrl-C cancels the load). Returns (host, ModelInfo)."""
     from app.core.engines import default_registry
     from app.core.engines.base import LoadSpec
-    from app.core.models.calibration import CalibrationStore
-    from app.core.paths import app_paths
     from app.core.runtime.host import EngineHost
 
-    path, fmt = resolve_model(args.model)
-    paths = app_paths().ensure()
-    host = EngineHost(default_registry(), calibration=CalibrationStore(paths.calibration_file),
-                      name="hearth-engine")
+    path, fmt = resolve_model(ctx, args.model)
+    host = EngineHost(default_registry(), calibration=ctx.calibration, name="hearth-engine")
     threads = args.threads
     if threads is None and fmt == "gguf":
         from app.core.engines.llamacpp_options import physical_cores
@@ -98,7 +98,7 @@ def start_host(args: argparse.Namespace):
     return host, info
 
 
-def format_stats(final) -> str:
+def format_stats(final: Chunk) -> str:
     s = final.stats
     if s is None:
         return f"[{final.finish_reason}]"
@@ -112,24 +112,24 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def generate(host, request) -> tuple[str, Any, bool]:
-    """Stream a reply to stdout. Ctrl-C cancels the generation; returns (text, final, interrupted)."""
+def generate(host: EngineHost, request: GenerateRequest) -> tuple[str, Chunk, bool]:
+    """Stream a reply to stdout. Ctrl-C cancels the generation; returns (text, final, interrupted),
+    where a stopped reply keeps the text it had."""
     from app.core.errors import HearthError
     from app.core.runtime.jobs import ChunkEvent, GenerateJob
 
-    def sink(event) -> None:  # on the host thread
+    def sink(event) -> None:
+        """Host thread: tokens go to stdout as they come."""
         if isinstance(event, ChunkEvent) and event.chunk.text:
             _write(event.chunk.text)
 
     handle = host.submit(GenerateJob(request=request, source="cli"), sink)
-    interrupted = False
-    while True:
-        try:
-            if handle.wait(0.1):
-                break
-        except KeyboardInterrupt:
-            interrupted = True
-            handle.cancel()
+    try:
+        # No grace limit: a cancelled generation stops within a token, and its partial reply is wanted.
+        handle.wait_or_cancel(grace=None)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
     if handle.error is not None:
         raise HearthError(handle.error)
     return handle.result.text, handle.result.final, interrupted
@@ -141,7 +141,7 @@ def _sampling(args: argparse.Namespace):
     return SamplingParams(temperature=args.temp, max_tokens=args.max_tokens, seed=args.seed)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.engines.base import ChatMessage, GenerateRequest
     from app.core.errors import HearthError
 
@@ -150,15 +150,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             schema = json.loads(args.json_schema.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            _err(f"hearth run: cannot read the JSON schema: {exc}")
-            return 2
+            return ctx.fail(f"cannot read the JSON schema: {exc}", 2)
     messages = [ChatMessage(role="system", content=args.system)] if args.system else []
     messages.append(ChatMessage(role="user", content=args.prompt))
     try:
-        host, _info = start_host(args)
+        host, _info = start_host(ctx, args)
     except HearthError as exc:
-        _err(f"hearth run: {exc}")
-        return 1
+        return ctx.fail(exc)
     try:
         _, final, interrupted = generate(host, GenerateRequest(messages=messages, sampling=_sampling(args),
                                                                json_schema=schema))
@@ -166,21 +164,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(format_stats(final))
         return EXIT_INTERRUPTED if interrupted else 0
     except HearthError as exc:
-        _err(f"\nhearth run: {exc}")
-        return 1
+        return ctx.fail(exc, new_line=True)
     finally:
         host.shutdown(10)
 
 
-def cmd_chat(args: argparse.Namespace) -> int:
+def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.engines.base import ChatMessage, GenerateRequest
     from app.core.errors import HearthError
 
     try:
-        host, info = start_host(args)
+        host, info = start_host(ctx, args)
     except HearthError as exc:
-        _err(f"hearth chat: {exc}")
-        return 1
+        return ctx.fail(exc)
     _err(f"Chatting with {Path(info.path).name}. /reset clears the history; Ctrl-D or /exit quits; "
          "Ctrl-C stops a reply.")
     system = [ChatMessage(role="system", content=args.system)] if args.system else []

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from app.cli.context import CliContext
 
 
 def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add `search`, `ls` and `rm`; each parser's `handler` default is the function to call with the args."""
+    """Add `search`, `ls` and `rm`; each parser's `handler` default is the function to call with (ctx, args)."""
     search = subparsers.add_parser("search", help="search the Hugging Face Hub for models")
     search.add_argument("text", nargs="?", default="", help="words in the model id")
     search.add_argument("--format", choices=["gguf", "mlx", "exl2"], default="gguf", help="model format (gguf)")
@@ -39,21 +41,15 @@ def _table(headers: Sequence[str], rows: list[Sequence[str]], right: Sequence[in
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    from app.core.hub.client import HubClient
+def cmd_search(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.hub.errors import HubError
-    from app.core.paths import app_paths
-    from app.core.settings import SettingsStore
     from app.core.units import fmt_ago, fmt_count
 
-    settings = SettingsStore(app_paths().settings_file).load()
-    client = HubClient.from_settings(settings, env=os.environ)
     try:
-        page = client.search(args.text, author=args.author, formats=(args.format,), sort=args.sort,
-                             limit=max(1, args.limit))
+        page = ctx.hub.search(args.text, author=args.author, formats=(args.format,), sort=args.sort,
+                              limit=max(1, args.limit))
     except HubError as exc:
-        sys.stderr.write(f"hearth search: {exc}\n")
-        return 1
+        return ctx.fail(exc)
     results = page.results[: max(1, args.limit)]
     if not results:
         sys.stdout.write(f"No {args.format.upper()} models match {args.text!r}.\n")
@@ -63,11 +59,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ls(args: argparse.Namespace) -> int:
-    from app.core.library import open_library
+def cmd_ls(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.units import fmt_ago, fmt_bytes
 
-    library = open_library()
+    library = ctx.open_library()
     try:
         models = library.refresh()
     finally:
@@ -85,16 +80,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_rm(args: argparse.Namespace, ask: Callable[[str], str] = input) -> int:
-    from app.core.library import open_library
+def cmd_rm(ctx: CliContext, args: argparse.Namespace, ask: Callable[[str], str] = input) -> int:
     from app.core.units import fmt_bytes
 
-    library = open_library()
+    library = ctx.open_library()
     try:
         model = library.find(args.model)
         if model is None:
-            sys.stderr.write(f"hearth rm: no model {args.model!r} in the library (see `hearth ls`)\n")
-            return 1
+            return ctx.fail(f"no model {args.model!r} in the library (see `hearth ls`)")
         inside = [f for f in model.files if f.path.is_relative_to(library.models_dir)]
         what = "delete its files" if inside and not args.keep_files else "keep its files (imported in place)"
         if not args.yes:

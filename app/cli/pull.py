@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from app.cli.context import CliContext
 
 BAR_WIDTH = 28
 REDRAW_S = 0.1
 
 
 def add_pull_command(subparsers: argparse._SubParsersAction) -> None:
-    """Add `pull`; its parser's `handler` default is the function to call with the args."""
+    """Add `pull`; its parser's `handler` default is the function to call with (ctx, args)."""
     pull = subparsers.add_parser("pull", help="download a model from the Hugging Face Hub into your library")
     pull.add_argument("model", help="owner/name, owner/name:QUANT (e.g. :Q4_K_M) or owner/name@BRANCH (EXL2)")
     pull.set_defaults(handler=cmd_pull)
@@ -42,14 +44,14 @@ def progress_line(done: int, total: int, rate: float, eta: float | None) -> str:
             f"{fmt_bytes(rate)}/s  {fmt_eta(eta) or 'time left unknown'}")
 
 
-def choose_variant(client, repo: str, quant: str | None, branch: str | None, paths):
+def choose_variant(ctx: CliContext, repo: str, quant: str | None, branch: str | None):
     """The recommender's Variant to fetch: the named quant or branch, else the one recommended here."""
     from app.core.hub.errors import HubNotFound
 
     if quant or branch:
         from app.core.hub.variants import repo_variants
 
-        choices = repo_variants(client, repo)
+        choices = repo_variants(ctx.hub, repo)
         if branch:
             hits = [c for c in choices if c.branch == branch]
         else:
@@ -62,41 +64,33 @@ def choose_variant(client, repo: str, quant: str | None, branch: str | None, pat
     from app.core.models.devices import machine_from_profile
     from app.core.models.recommend import assess
 
-    from app.core.hub.metadata import assessable_variants
-
-    variants = assessable_variants(client, repo)
-    machine = machine_from_profile(probe_hardware(cache_dir=paths.cache, measure_bandwidth=False))
+    variants = ctx.hub_variants(repo)
+    machine = machine_from_profile(probe_hardware(cache_dir=ctx.paths.cache, measure_bandwidth=False))
     rec = assess(variants, machine)
     if rec.recommended is None:
         raise HubNotFound(f"no variant of {repo} runs on this machine: {rec.why}")
     return rec.recommended.variant
 
 
-def cmd_pull(args: argparse.Namespace, out: TextIO | None = None) -> int:
+def cmd_pull(ctx: CliContext, args: argparse.Namespace, out: TextIO | None = None) -> int:
     from app.core.downloads.manager import DownloadManager, State
-    from app.core.errors import HearthError
-    from app.core.hub.client import HubClient
-    from app.core.library import open_library
-    from app.core.paths import app_paths
-    from app.core.settings import SettingsStore
-    from app.core.units import fmt_bytes
     from app.core.downloads.resolve import queue_download, resolve_download
+    from app.core.errors import HearthError
     from app.core.library.from_downloads import add_to_library
+    from app.core.units import fmt_bytes
 
     out = out or sys.stderr
-    paths = app_paths().ensure()
-    settings = SettingsStore(paths.settings_file).load()
-    client = HubClient.from_settings(settings, env=os.environ)
+    client = ctx.hub
     repo, quant, branch = parse_spec(args.model)
     try:
-        variant = choose_variant(client, repo, quant, branch, paths)
+        variant = choose_variant(ctx, repo, quant, branch)
         plan = resolve_download(client, variant)
     except HearthError as exc:
-        sys.stderr.write(f"hearth pull: {exc}\n")
-        return 1
-    library = open_library(paths, settings)
-    manager = DownloadManager(library.models_dir, paths.downloads_state,
-                              max_parallel=settings.parallel_downloads, token=client.token, endpoint=client.endpoint)
+        return ctx.fail(exc)
+    library = ctx.open_library()
+    manager = DownloadManager(library.models_dir, ctx.paths.downloads_state,
+                              max_parallel=ctx.settings.parallel_downloads, token=client.token,
+                              endpoint=client.endpoint)
     lock = threading.Lock()
     last = [0.0]
 
@@ -137,7 +131,7 @@ def cmd_pull(args: argparse.Namespace, out: TextIO | None = None) -> int:
             out.write("\n")
         if item is None or state != State.DONE:
             why = item.error if item and item.error else f"the download is {state.value if state else 'gone'}"
-            sys.stderr.write(f"hearth pull: {why}\n")
+            ctx.fail(why)
             if item is not None and state in (State.FAILED, State.PAUSED):
                 sys.stderr.write(f"Run `hearth pull {args.model}` again to retry.\n")
             return 1

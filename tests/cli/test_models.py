@@ -14,7 +14,7 @@ import pytest
 from app.core.library import ModelFile, open_library
 from tests.fakehub import gguf_repo, mlx_repo
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, endpoint: str = "http://127.0.0.1:9", stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -25,7 +25,7 @@ def run(*args: str, endpoint: str = "http://127.0.0.1:9", stdin: str | None = No
 
 
 def test_commands_attach_to_a_parser():
-    from app.cli_models import MODEL_COMMANDS, add_model_commands, cmd_rm
+    from app.cli.models import MODEL_COMMANDS, add_model_commands, cmd_rm
 
     parser = argparse.ArgumentParser()
     add_model_commands(parser.add_subparsers(dest="command"))

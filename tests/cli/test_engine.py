@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SYSTEM = "You are a helpful assistant."
 STATS = re.compile(r"\[(\d+) prompt tokens \((\d+) evaluated\).* (\d+) tokens at [\d.]+ tok/s · (\w+)\]")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli_pull import add_pull_command, parse_spec, progress_line
+from app.cli.pull import add_pull_command, parse_spec, progress_line
 from tests.fakehub import gguf_repo
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPO = "org/Tiny-GGUF"
 
 

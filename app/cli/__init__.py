@@ -1,0 +1,44 @@
+"""The `hearth` command. With no subcommand it opens the GUI.
+
+One module per command group (hardware, fit, models, pull, engine); each adds its parsers and sets
+`handler(ctx, args)`, where `ctx` is the command's `CliContext`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from app import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from app.cli.engine import add_engine_commands
+    from app.cli.fit import add_fit_command
+    from app.cli.hardware import add_hardware_command
+    from app.cli.models import add_model_commands
+    from app.cli.pull import add_pull_command
+
+    parser = argparse.ArgumentParser(prog="hearth", description="Run open LLMs on your own machine.")
+    parser.add_argument("--version", action="version", version=f"hearth {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("gui", help="open the Hearth window (the default)")
+    add_hardware_command(sub)
+    add_fit_command(sub)
+    add_engine_commands(sub)
+    add_model_commands(sub)
+    add_pull_command(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command in (None, "gui"):
+        from app.main import main as gui_main
+
+        return gui_main()
+    from app.cli.context import CliContext
+    from app.core.logs import configure_logging
+
+    ctx = CliContext(args.command)
+    configure_logging(ctx.paths.logs, console=True)
+    return args.handler(ctx, args)
