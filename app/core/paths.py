@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 APP_NAME = "Hearth"
 HOME_ENV = "HEARTH_HOME"
@@ -44,10 +45,9 @@ class AppPaths:
         return self
 
 
-def app_paths(env: dict[str, str] | None = None) -> AppPaths:
+def app_paths(env: Mapping[str, str] | None = None) -> AppPaths:
     """Resolve Hearth's directories (not created; call `.ensure()`)."""
-    env = os.environ if env is None else env
-    home = env.get(HOME_ENV)
+    home = (os.environ if env is None else env).get(HOME_ENV)
     if home:
         root = Path(home).expanduser().resolve()
         return AppPaths(

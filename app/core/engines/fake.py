@@ -15,6 +15,7 @@ from app.core.engines.base import (
     Capabilities,
     Chunk,
     EngineError,
+    FinishReason,
     GenerateRequest,
     GenerationStats,
     LoadSpec,
@@ -160,7 +161,7 @@ class FakeEngine:
         if request.sampling.max_tokens is not None:
             limit = min(limit, request.sampling.max_tokens)
         stops = StopScanner(request.sampling.stop)
-        finish = "stop"
+        finish: FinishReason = "stop"
         n = 0
         t_first = t_prompt
         words = self._words(prompt)

@@ -19,6 +19,7 @@ from app.core.engines.base import (
     Capabilities,
     Chunk,
     EngineError,
+    FinishReason,
     GenerateRequest,
     GenerationStats,
     LoadSpec,
@@ -75,9 +76,9 @@ class MlxEngine:
         self.capabilities = Capabilities(chat=True, completion=True)
         self.info: ModelInfo | None = None
         self.prefill_step = prefill_step
-        self._model = None
-        self._tok = None  # mlx_lm TokenizerWrapper
-        self._hf = None  # the Hugging Face tokenizer inside it
+        self._model: Any = None
+        self._tok: Any = None  # mlx_lm TokenizerWrapper
+        self._hf: Any = None  # the Hugging Face tokenizer inside it
         self._template: str | None = None
         self._bos = ""
         self._eos = ""
@@ -244,7 +245,7 @@ class MlxEngine:
         stops = StopScanner(s.stop)
         generated: list[int] = []  # tokens the caller sees
         fed: list[int] = []  # every token generate_step yielded (it feeds each one before yielding)
-        finish = "length"
+        finish: FinishReason = "length"
         t_first = t0
         try:
             for token, _logprobs in steps:

@@ -203,7 +203,7 @@ class HubClient:
             info = self.api.model_info(repo_id, revision=revision, files_metadata=True, timeout=self.timeout)
         except Exception as exc:
             raise self._error(exc, repo_id) from exc
-        card = getattr(info, "card_data", None)
+        card: Any = getattr(info, "card_data", None)
         card_dict = card.to_dict() if hasattr(card, "to_dict") else (dict(card) if isinstance(card, Mapping) else {})
         return RepoDetails(
             id=info.id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.core.errors import HearthError
 
 
@@ -78,6 +80,7 @@ def map_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | None = No
     if isinstance(exc, HubError):
         return exc
     what = repo_id or "the model"
+    hfe: Any
     try:
         from huggingface_hub import errors as hfe
     except ImportError:  # without huggingface_hub only transport errors can occur
@@ -107,7 +110,7 @@ def map_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | None = No
     if isinstance(exc, getattr(hfe, "LocalEntryNotFoundError", ())):
         return HubOffline(offline)
     if status == 429:
-        retry = parse_retry_after(response.headers.get("Retry-After"))
+        retry = parse_retry_after(getattr(response, "headers", {}).get("Retry-After"))
         wait = f"; try again in {retry:.0f} s" if retry is not None else "; try again later"
         return HubRateLimited(f"the Hub is rate limiting requests{wait}", retry)
     if status in (401, 403):

@@ -60,7 +60,7 @@ def gguf_variant(client: HubClient, choice: VariantChoice, http: httpx.Client | 
     shards = [f.path for f in choice.files if f not in choice.mmproj]
     spec = spec_from_gguf(client.gguf_headers(choice.repo_id, shards, choice.revision, http=http))
     # A file name that states no quant is labelled by what its header says it holds.
-    label = choice.label if quant_label(choice.label) else spec.file_type
+    label = choice.label if quant_label(choice.label) or not spec.file_type else spec.file_type
     return Variant(label=label, format="gguf", size_bytes=choice.size, spec=spec, repo_id=choice.repo_id,
                    revision=choice.revision, files=[f.path for f in choice.files])
 

@@ -51,7 +51,7 @@ class ModelSummary:
             tags=[str(t) for t in tags] if isinstance(tags, list) else [],
             library_name=d.get("library_name") if isinstance(d.get("library_name"), str) else None,
             pipeline_tag=d.get("pipeline_tag") if isinstance(d.get("pipeline_tag"), str) else None,
-            gated=d.get("gated") if isinstance(d.get("gated"), (bool, str)) else False,
+            gated=gated if isinstance(gated := d.get("gated"), (bool, str)) else False,
         )
 
 

@@ -14,7 +14,7 @@ from app.core.models.errors import ModelFileError
 from app.core.models.exl2 import exl2_quant_method, parse_bpw
 from app.core.models.files import RepoFile, group_gguf
 from app.core.models.mlx_meta import mlx_label, mlx_quantization
-from app.core.models.recommend import Variant
+from app.core.models.recommend import Format, Variant
 
 if TYPE_CHECKING:
     from app.core.hub.client import HubClient
@@ -27,7 +27,7 @@ class VariantChoice:
     """One thing a user can download from a repo: a GGUF quant (all shards + mmproj), an MLX model, an EXL2 branch."""
 
     repo_id: str
-    format: str  # "gguf" | "mlx" | "exl2"
+    format: Format
     label: str  # "Q4_K_M", "4-bit g64", "4.0bpw"
     revision: str  # the commit sha to pin downloads to
     files: list[RepoFile]  # everything to download, each with size and sha256 (LFS)

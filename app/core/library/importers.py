@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from app.core.hub.names import is_allowed_file
 from app.core.models.errors import ModelFileError
@@ -118,7 +118,7 @@ def import_path(library: "Library", path: str | os.PathLike[str], *, source: str
     """Import what `path` holds; raises ModelFileError (with the reasons) when nothing could be imported."""
     path = Path(path).expanduser().absolute()
     result = ImportResult()
-    kw = dict(source=source, repo_id=repo_id, commit=commit)
+    kw: dict[str, Any] = dict(source=source, repo_id=repo_id, commit=commit)
     if path.is_file():
         if not path.name.lower().endswith(".gguf"):
             raise ModelFileError(f"{path.name} is not a GGUF file")
@@ -156,13 +156,13 @@ def _try(library: "Library", result: ImportResult, path: Path, **kw) -> None:
         result.skipped.append(Skipped(path, str(exc)))
 
 
-def hf_cache_dir(env: dict[str, str] | None = None) -> Path:
+def hf_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """The Hugging Face hub cache as the environment says now (huggingface_hub reads it only at import)."""
-    env = os.environ if env is None else env
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
-    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                                              "huggingface")
+    environ = os.environ if env is None else env
+    if environ.get("HF_HUB_CACHE"):
+        return Path(environ["HF_HUB_CACHE"]).expanduser()
+    home = environ.get("HF_HOME") or os.path.join(environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                                  "huggingface")
     return Path(home).expanduser() / "hub"
 
 
@@ -175,7 +175,7 @@ def import_hf_cache(library: "Library", cache_dir: str | os.PathLike[str] | None
     except ImportError:
         logger.info("huggingface_hub is not installed; no HF cache to import")
         return result
-    cache_dir = cache_dir or hf_cache_dir()
+    cache_dir = Path(cache_dir) if cache_dir else hf_cache_dir()
     try:
         info = scan_cache_dir(cache_dir)
     except CacheNotFound:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -255,7 +256,7 @@ class Library:
         self.changed.emit(model_id)
         return freed
 
-    def refresh(self) -> list[LocalModel]:
+    def refresh(self) -> builtins.list[LocalModel]:  # `list` is a method here
         """Re-check files on disk: vanished → missing, size changed → quarantined, back again → ready."""
         changed = False
         for m in self.list():

@@ -49,7 +49,7 @@ def _rank(pick: CatalogPick) -> tuple:
     if best is None:
         return (3, pick.model.params)
     tok_s = best.speed.decode_tok_s if best.speed else 0.0
-    if tok_s >= COMFORTABLE_TOK_S and not best.plan.ctx_reduced:
+    if tok_s >= COMFORTABLE_TOK_S and best.plan is not None and not best.plan.ctx_reduced:
         # Most capable first: parameters, discounted by how much the quant loses.
         return (0, -math.log(pick.model.params) + (best.kld or 0) * 10)
     if tok_s >= COMFORTABLE_TOK_S:

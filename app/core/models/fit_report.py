@@ -32,7 +32,7 @@ def format_recommendation(rec: Recommendation, title: str = "") -> str:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     lines.append("")
     best = rec.recommended
-    if best is not None:
+    if best is not None and best.plan is not None:
         lines.append(f"Recommended: {best.variant.label} — {rec.why}")
         lines += ["  " + ln for ln in best.plan.explanation.splitlines()]
         if best.speed:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from app.core.models.errors import ModelFileError
 
@@ -27,9 +27,9 @@ class FileSource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._fh = None
+        self._fh: BinaryIO | None = None
 
-    def _handle(self):
+    def _handle(self) -> BinaryIO:
         if self._fh is None:
             self._fh = open(self.path, "rb")
         return self._fh

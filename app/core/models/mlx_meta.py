@@ -81,11 +81,11 @@ def mlx_quantization(
         return bits, group, bits + _GROUP_BITS.get(mode, 32) / group, mode
     cfg = text_config(config)
     dtype = cfg.get("torch_dtype") or cfg.get("dtype")
-    bits = _FLOAT_BITS.get(dtype) if isinstance(dtype, str) else None
-    if bits is None and dtype_bytes:
-        bits = _FLOAT_BITS.get(max(dtype_bytes, key=dtype_bytes.get), 16)
-    bits = bits or 16
-    return bits, 0, float(bits), "none"
+    float_bits = _FLOAT_BITS.get(dtype) if isinstance(dtype, str) else None
+    if float_bits is None and dtype_bytes:
+        float_bits = _FLOAT_BITS.get(max(dtype_bytes, key=lambda k: dtype_bytes[k]), 16)
+    float_bits = float_bits or 16
+    return float_bits, 0, float(float_bits), "none"
 
 
 def mlx_params(tensors: Mapping[str, SafetensorsEntry], config: Mapping[str, Any]) -> int:

@@ -128,13 +128,19 @@ def _bpw(v: Variant, spec: ModelSpec | None) -> float | None:
     return None
 
 
+def _plan(a: Assessment) -> Plan:
+    """The plan of an assessment that has one (every variant that fits, or was planned at all)."""
+    assert a.plan is not None
+    return a.plan
+
+
 def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[Assessment | None, str]:
     fits = [a for a in items if a.fits]
     if not fits:
-        smallest = min((a for a in items if a.plan), key=lambda a: a.plan.estimate.total, default=None)
+        smallest = min((a for a in items if a.plan), key=lambda a: _plan(a).estimate.total, default=None)
         if smallest is None:
             return None, "no variant can run on this machine"
-        return None, "nothing fits: " + smallest.plan.explanation.splitlines()[-1].lstrip("→ ")
+        return None, "nothing fits: " + _plan(smallest).explanation.splitlines()[-1].lstrip("→ ")
     floor = floor_kld()
 
     def quality(a: Assessment) -> float:
@@ -142,33 +148,33 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
         return max(a.kld, Q8_KLD) if a.kld is not None else 1.0
 
     def key(a: Assessment):
-        verdict_rank = {"full_gpu": 0, "cpu": 0, "partial": 1}.get(a.plan.verdict, 2)
+        verdict_rank = {"full_gpu": 0, "cpu": 0, "partial": 1}.get(_plan(a).verdict, 2)
         return (prefs.get(id(a), 5), verdict_rank, quality(a), a.variant.size_bytes)
 
     best_engine = min(prefs.get(id(a), 5) for a in fits)
     fits = [a for a in fits if prefs.get(id(a), 5) == best_engine]
-    full_ctx = [a for a in fits if not a.plan.ctx_reduced]
+    full_ctx = [a for a in fits if not _plan(a).ctx_reduced]
     good = [a for a in full_ctx if quality(a) <= floor]
     # Trade quality for speed only down to Q4_K_M; below that, quality loss is easy to notice.
     comfortable = [a for a in good if a.speed and a.speed.decode_tok_s >= COMFORTABLE_TOK_S
                    and quality(a) <= BALANCED_KLD]
     if comfortable:
         a = min(comfortable, key=key)
-        return a, f"best quality that fits at {a.plan.options.n_ctx:,} context ({a.plan.label.lower()})"
+        return a, f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
     balanced = [a for a in good if quality(a) <= BALANCED_KLD]
     if balanced:
         # Nothing is fast here: a bigger quant would only be slower for a barely visible gain.
         a = max(balanced, key=lambda a: (a.speed.decode_tok_s if a.speed else 0.0, -quality(a)))
-        return a, (f"fits at {a.plan.options.n_ctx:,} context; the balanced choice, since no variant reaches "
+        return a, (f"fits at {_plan(a).options.n_ctx:,} context; the balanced choice, since no variant reaches "
                    f"{COMFORTABLE_TOK_S:.0f} tok/s here")
     if good:
         a = min(good, key=key)
-        return a, f"best quality that fits at {a.plan.options.n_ctx:,} context ({a.plan.label.lower()})"
+        return a, f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
     # Lower the context before dropping below the floor quant (Q3_K_M).
     reduced = [a for a in fits if quality(a) <= floor]
     if reduced:
-        a = max(reduced, key=lambda a: (a.plan.options.n_ctx, -quality(a)))
-        return a, (f"{a.variant.label} fits only at {a.plan.options.n_ctx:,} context; preferred to a quant below "
+        a = max(reduced, key=lambda a: (_plan(a).options.n_ctx, -quality(a)))
+        return a, (f"{a.variant.label} fits only at {_plan(a).options.n_ctx:,} context; preferred to a quant below "
                    f"Q3 at {n_ctx:,}")
     a = min(full_ctx or fits, key=key)
     return a, "only a low-quality quant fits; expect noticeably worse answers"
