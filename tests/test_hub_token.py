@@ -17,7 +17,7 @@ import pytest
 from app.core.hub.client import HubClient
 from app.core.models.devices import GiB, Device, Machine
 from app.core.settings import Settings
-from app.ui.discover.model_page import load_hub_model
+from app.core.hub.repo_page import load_hub_model
 from tests.fakehub import GOOD_TOKEN, gguf_repo
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,26 +6,10 @@ import importlib.util
 import threading
 from typing import Iterable
 
-from app.core.engines.base import (
-    Capabilities,
-    ChatMessage,
-    Chunk,
-    Engine,
-    EngineError,
-    GenerateRequest,
-    GenerationStats,
-    LoadSpec,
-    ModelInfo,
-    SamplingParams,
-)
+from app.core.engines.base import Chunk, Engine, GenerateRequest
 from app.core.engines.registry import EngineRegistry
-from app.core.engines.templates import RenderedPrompt, TemplateError, render_chat, tokenize_segments
 
-__all__ = [
-    "Capabilities", "ChatMessage", "Chunk", "Engine", "EngineError", "EngineRegistry", "GenerateRequest",
-    "GenerationStats", "LoadSpec", "ModelInfo", "RenderedPrompt", "SamplingParams", "TemplateError",
-    "collect", "default_registry", "generate_all", "render_chat", "tokenize_segments",
-]
+__all__ = ["collect", "default_registry", "generate_all"]
 
 
 def collect(chunks: Iterable[Chunk]) -> tuple[str, Chunk]:

@@ -1,6 +1,6 @@
 """The local model library: downloaded and imported models, their files, hashes and status."""
 
-from app.core.library.importers import ImportResult, Skipped, import_hf_cache, import_lmstudio, import_path
+from app.core.library.importers import ImportResult, import_hf_cache, import_lmstudio, import_path
 from app.core.library.store import MISSING, QUARANTINED, READY, Library, LocalModel, ModelFile, open_library
 
 __all__ = [
@@ -11,7 +11,6 @@ __all__ = [
     "Library",
     "LocalModel",
     "ModelFile",
-    "Skipped",
     "import_hf_cache",
     "import_lmstudio",
     "import_path",

@@ -34,11 +34,7 @@ from app.core.models.gguf_types import (
     value_type_name,
 )
 
-__all__ = [
-    "ArraySummary", "BytesSource", "ByteSource", "FileSource", "GGUFHeader", "ModelFileError",
-    "TensorInfo", "ftype_label", "parse_split_name", "read_gguf_header", "split_shard_names",
-    "tensor_nbytes", "validate_gguf",
-]
+__all__ = ["ArraySummary", "BytesSource", "FileSource", "GGUFHeader", "TensorInfo", "read_gguf_header", "validate_gguf"]
 
 logger = logging.getLogger(__name__)
 

@@ -1,25 +1,13 @@
-"""A Hub repo's page: its model card (rendered, nothing remote loaded) and its variants assessed for this machine."""
+"""A Hub repo's model card, rendered with nothing remote loaded (the page's data: app.core.hub.repo_page)."""
 
 from __future__ import annotations
 
-import logging
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QTextBrowser
-
-from app.core.errors import HearthError
-from app.core.hub.client import HubClient
-from app.core.hub.errors import HubGated
-from app.core.hub.metadata import assessable_variants
-from app.core.hub.variants import repo_variants
-from app.core.models.devices import Machine
-from app.core.models.recommend import Recommendation, assess
-
-logger = logging.getLogger(__name__)
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.DOTALL)
 
@@ -60,55 +48,3 @@ class CardBrowser(QTextBrowser):
         self.link_clicked.emit(url)
         if url.scheme().lower() in ("http", "https"):
             QDesktopServices.openUrl(url)
-
-
-@dataclass
-class HubModel:
-    """Everything the model view needs for a Hub repo, gathered on a worker thread."""
-
-    repo_id: str
-    subtitle: str
-    card: str
-    recommendation: Recommendation
-    machine: Machine
-    notice: str = ""  # gated: what the user must do; or why variant details are missing
-
-
-def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_ctx: int = 8192) -> HubModel:
-    """Runs on the pool: details, card and variants with metadata read remotely (GGUF headers by Range)."""
-    if machine is None:
-        from app.core.hardware import probe_hardware
-        from app.core.models.devices import machine_from_profile
-
-        machine = machine_from_profile(probe_hardware(measure_bandwidth=False))
-    details = client.model(repo_id)
-    notice, card = "", ""
-    try:
-        card = client.model_card(repo_id, details.sha)
-    except HubGated as exc:
-        notice = str(exc)
-    if details.gated and not notice:
-        first = next((f for f in details.files if f.path.lower().endswith((".gguf", ".safetensors"))), None)
-        if first is not None:
-            try:
-                client.file_metadata(repo_id, first.path, details.sha)
-            except HubGated as exc:
-                notice = str(exc)
-    if notice:
-        # Without access the headers cannot be read: list what the file listing says (sizes), fit estimated.
-        variants = [c.to_variant() for c in repo_variants(client, repo_id)]
-    else:
-        try:
-            variants = assessable_variants(client, repo_id, details.sha)
-        except HearthError as exc:
-            logger.info("reading %s remotely failed: %s", repo_id, exc)
-            variants = [c.to_variant() for c in repo_variants(client, repo_id)]
-            notice = f"Could not read the model files' details ({exc}); sizes only."
-    lic = details.card_data.get("license") if isinstance(details.card_data, dict) else None
-    bits = [f"by {repo_id.split('/')[0]}", f"↓ {details.downloads:,}", f"♥ {details.likes:,}"]
-    if lic:
-        bits.append(f"licence {lic}")
-    if details.gated:
-        bits.append("gated")
-    return HubModel(repo_id, " · ".join(bits), card, assess(variants, machine, n_ctx=n_ctx), machine, notice)
-
