@@ -39,7 +39,7 @@ STATE_TEXT = {
 class DownloadRow(QFrame):
     """One download. Buttons call back into the panel, which runs the manager call off the UI thread."""
 
-    def __init__(self, item: DownloadItem, act: Callable[[str, str], None], parent: QWidget | None = None):
+    def __init__(self, item: DownloadItem, act: Callable[[str, str], None], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("card")
         self.item_id = item.id

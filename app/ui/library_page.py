@@ -146,7 +146,7 @@ class LibraryPage(QWidget):
                 self.table.selectRow(row)
 
     def row_text(self, row: int) -> list[str]:
-        return [self.table.item(row, c).text() for c in range(len(COLUMNS))]
+        return [item.text() if (item := self.table.item(row, c)) is not None else "" for c in range(len(COLUMNS))]
 
     def _selection_changed(self) -> None:
         has = self.selected() is not None

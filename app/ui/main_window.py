@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -70,7 +71,8 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         menu.addAction(quit_action)
 
-    def page(self, key: str) -> QWidget:
+    def page(self, key: str) -> Any:
+        """The page widget registered under `key` (each page's own type; the caller knows which)."""
         return self.stack.widget(self._keys.index(key))
 
     def show_page(self, key: str) -> None:
@@ -100,7 +102,7 @@ class MainWindow(QMainWindow):
         self.show_page(w.page if w.page in self._keys else "hardware" if "hardware" in self._keys else self._keys[0])
 
     def save_state(self) -> None:
-        geometry = bytes(self.saveGeometry().toBase64()).decode("ascii")
+        geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
         window = self.settings.window.model_copy(update={"geometry": geometry, "page": self.current_page_key})
         self.settings = self.settings.model_copy(update={"window": window})
         try:

@@ -61,10 +61,10 @@ class DiscoverPage(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setWidget(home)
 
+        self.stack = QStackedWidget()
         self.model_view = ModelView()
         self.model_view.back.connect(lambda: self.stack.setCurrentIndex(0))
         self.model_view.download_requested.connect(self.download_requested.emit)
-        self.stack = QStackedWidget()
         self.stack.addWidget(scroll)
         self.stack.addWidget(self.model_view)
         layout = QVBoxLayout(self)

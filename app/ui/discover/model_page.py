@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QTextBrowser
+from PySide6.QtWidgets import QTextBrowser, QWidget
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.DOTALL)
 
@@ -25,15 +25,16 @@ class CardBrowser(QTextBrowser):
 
     link_clicked = Signal(QUrl)
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setOpenExternalLinks(False)
         self.setOpenLinks(False)
         self.blocked: list[str] = []  # remote resources the card asked for and did not get
         self.anchorClicked.connect(self._clicked)
 
-    def loadResource(self, kind: int, url: QUrl) -> Any:  # noqa: N802 (Qt API)
+    def loadResource(self, kind: int, url: QUrl | str) -> Any:  # noqa: N802 (Qt API)
         # A card is third-party content: fetching its images would tell a tracker who looked at it.
+        url = QUrl(url)
         if url.scheme().lower() in ("http", "https", "ftp") or url.isRelative() or url.isLocalFile():
             self.blocked.append(url.toString())
             return None

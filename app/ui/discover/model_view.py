@@ -54,7 +54,7 @@ class ModelView(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
 
-    def show_model(self, title: str, subtitle: str, rec: Recommendation, machine: Machine) -> None:
+    def show_model(self, title: str, subtitle: str, rec: Recommendation, machine: Machine | None) -> None:
         self.machine, self.recommendation = machine, rec
         self.title.setText(title)
         self.subtitle.setText(subtitle)

@@ -32,7 +32,7 @@ class PickRow(QFrame):
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.detail = QLabel()
         self.detail.setWordWrap(True)
-        if best is not None:
+        if best is not None and best.plan is not None:
             bg, fg = VERDICT_COLOURS[best.plan.verdict]
             self.badge.setText(best.plan.label)
             self.badge.setStyleSheet(f"background:{bg}; color:{fg}; border-radius:6px; padding:3px 8px;")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QPushButton, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QPushButton, QTableWidget, QTableWidgetItem, QWidget
 
 from app.core.models.recommend import Assessment
 from app.core.units import fmt_bytes
@@ -18,7 +18,7 @@ class VariantsTable(QTableWidget):
     variant_selected = Signal(object)  # Assessment
     download_requested = Signal(object)  # Assessment
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, len(COLUMNS), parent)
         self.setHorizontalHeaderLabels(COLUMNS)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -73,10 +73,12 @@ class VariantsTable(QTableWidget):
             self.variant_selected.emit(self.assessments[min(rows)])
 
     def row_text(self, row: int) -> list[str]:
-        return [self.item(row, c).text() for c in range(len(COLUMNS) - 1)]
+        return [item.text() if (item := self.item(row, c)) is not None else "" for c in range(len(COLUMNS) - 1)]
 
     def download_button(self, row: int) -> QPushButton:
-        return self.cellWidget(row, len(COLUMNS) - 1)
+        button = self.cellWidget(row, len(COLUMNS) - 1)
+        assert isinstance(button, QPushButton)
+        return button
 
     def __len__(self) -> int:
         return self.rowCount()

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.models.calibration import Correction
 from app.core.models.devices import Device, Machine
 from app.core.models.memory import KV_CACHE_TYPES, DeviceUse, LoadOptions
 from app.core.models.planner import Plan, plan_load
@@ -80,7 +81,7 @@ class FitView(QWidget):
         *,
         n_ctx: int = 8192,
         options: LoadOptions | None = None,
-        correction=None,
+        correction: Correction | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -239,7 +240,7 @@ class FitView(QWidget):
             self.ctx_note.setText("flash attention on")
         else:
             self.ctx_note.setText("")
-        self._show_bars(plan.device_rows())
+        self._show_bars(plan, plan.device_rows())
         overflowing = any(bar.overflow_bytes for bar in self.bars.values())
         for w in self._over_legend:
             w.setHidden(not overflowing)
@@ -249,7 +250,7 @@ class FitView(QWidget):
         else:
             self.speed_label.setText(speed_text(self.speed))
 
-    def _show_bars(self, rows: list[tuple[Device, DeviceUse]]) -> None:
+    def _show_bars(self, plan: Plan, rows: list[tuple[Device, DeviceUse]]) -> None:
         names = [d.name for d, _ in rows]
         if names != list(self.bars):
             self._clear_bars()
@@ -267,7 +268,7 @@ class FitView(QWidget):
             pool = device.label or "memory"
             self.bars[device.name].set_values(use.parts(), device.budget_bytes, pool)
             # The CPU's count includes the output layer when it stays on the host.
-            n = self.plan.n_layers - self.plan.layers_on_gpu if device.kind == "cpu" else use.layers
+            n = plan.n_layers - plan.layers_on_gpu if device.kind == "cpu" else use.layers
             layers = f" · {n} layer{'s' if n != 1 else ''}" if self.machine.gpus else ""
             shared = " (shared)" if self.machine.unified else ""
             over = self.bars[device.name].overflow_bytes
@@ -279,8 +280,9 @@ class FitView(QWidget):
     def _clear_bars(self) -> None:
         while self._bars_layout.count():
             item = self._bars_layout.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         self.bars.clear()
         self.captions.clear()
 
