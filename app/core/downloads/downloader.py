@@ -15,7 +15,7 @@ from typing import Callable, NoReturn
 
 from app.core.downloads.errors import DiskFullError, DownloadCancelled, IntegrityError, NetworkError
 from app.core.downloads.locking import FileLock
-from app.core.downloads.partial import PartialFile, hash_file
+from app.core.downloads.partial import PartialFile, hash_file, partial_paths
 from app.core.downloads.paths import check_file_type, check_no_symlinks, destination, make_parents, validate_remote_name
 from app.core.downloads.progress import Reporting
 from app.core.downloads.response import Complete, Decision, Fail, Restart, RetryLater, Stream, decide, redirect_etags
@@ -67,8 +67,7 @@ class FileDownload:
         self._headers = {"Accept-Encoding": "identity"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self.part = self.dest.with_name(self.dest.name + ".part")
-        self.sidecar_path = self.dest.with_name(self.dest.name + ".part.json")
+        self.part, self.sidecar_path = partial_paths(self.dest)
         self.lock_path = self.dest.with_name(f".{self.dest.name}.lock")
         self.bytes_received = 0  # body bytes off the network over all attempts and runs
         self.prefix_rehash_s = 0.0  # time spent re-reading the partial on the last resume

@@ -24,6 +24,7 @@ from app.core.downloads.downloader import DISK_MARGIN, FileDownload
 from app.core.downloads.errors import DiskFullError, DownloadCancelled, DownloadError, DownloadPaused
 from app.core.downloads.items import UNFINISHED, DownloadItem, Progress, RemoteFile, State
 from app.core.downloads.items import eta as _eta
+from app.core.downloads.partial import partial_paths
 from app.core.downloads.paths import check_file_type, destination, repo_folder
 from app.core.downloads.progress import Reporting
 from app.core.downloads.spec import Controls, DownloadOptions, Source, Target
@@ -255,7 +256,7 @@ class DownloadManager:
         for f in item.files:
             if f.done or f.size is None:
                 continue
-            part = self.dest(item, f).with_name(Path(f.path).name + ".part")
+            part, _ = partial_paths(self.dest(item, f))
             remaining += max(0, f.size - (part.stat().st_size if part.exists() else 0))
         probe = self.models_dir if self.models_dir.exists() else self.models_dir.parent
         free = shutil.disk_usage(probe).free
@@ -303,9 +304,8 @@ class DownloadManager:
         if delete_partials:
             for f in item.files:
                 if not f.done:
-                    dest = self.dest(item, f)
-                    for suffix in (".part", ".part.json"):
-                        dest.with_name(dest.name + suffix).unlink(missing_ok=True)
+                    for path in partial_paths(self.dest(item, f)):
+                        path.unlink(missing_ok=True)
         self._save(force=True)
         with self._cond:
             self._cond.notify_all()

@@ -95,6 +95,11 @@ def hash_file(path: Path, sha256: str | None) -> str:
     return hasher.hexdigest()
 
 
+def partial_paths(dest: Path) -> tuple[Path, Path]:
+    """Where the unfinished bytes of `dest` and their sidecar live, next to it."""
+    return dest.with_name(dest.name + ".part"), dest.with_name(dest.name + ".part.json")
+
+
 def write_at(fd: int, data: memoryview, offset: int) -> int:
     """One positioned write; returns how many bytes reached the file."""
     if hasattr(os, "pwrite"):
