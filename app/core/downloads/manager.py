@@ -228,7 +228,8 @@ class DownloadManager:
         if dl is None:
             url = resolve_url(self.endpoint, item.repo_id, f.path, item.commit or item.revision)
             dl = FileDownload(
-                Source(url, f.path, f.sha256, f.git_sha1, f.size, item.repo_id, item.commit),
+                Source(url, f.path, sha256=f.sha256, git_sha1=f.git_sha1, size=f.size, repo_id=item.repo_id,
+                       commit=item.commit),
                 Target(self.dest(item, f), self.models_dir),
                 options=self.download_options,
                 controls=controls,
