@@ -106,7 +106,7 @@ def resume_test(hub, f, out_dir: Path) -> dict:
         pass
     import httpx
 
-    dl2 = make_ours(hub, f, out_dir, backoff_s=1.0)  # a fresh object: as after an app restart
+    dl2 = make_ours(hub, f, out_dir)  # a fresh object: as after an app restart
     with httpx.Client(trust_env=False) as client:
         dl2.run(client)
     hub.wait_idle(30)
