@@ -55,17 +55,23 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def run_ours(hub, f, out_dir: Path, **kw):
-    import httpx
+def make_ours(hub, f, out_dir: Path, **retry):
+    """Our downloader for the bench file; `retry` overrides `RetryPolicy` fields (a short backoff by default)."""
+    from app.core.downloads import DownloadOptions, FileDownload, RetryPolicy, Source, Target
 
-    from app.core.downloads import FileDownload
+    source = Source(hub.resolve_url(REPO, NAME), NAME, f.sha256, size=f.size)
+    options = DownloadOptions(RetryPolicy(**{"backoff_s": 0.05, **retry}))
+    return FileDownload(source, Target(out_dir / NAME, out_dir), options=options)
+
+
+def run_ours(hub, f, out_dir: Path, **retry):
+    import httpx
 
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
+    dl = make_ours(hub, f, out_dir, **retry)
     with httpx.Client(trust_env=False) as client:
-        dl = FileDownload(hub.resolve_url(REPO, NAME), out_dir / NAME, root=out_dir, path=NAME,
-                          expected_size=f.size, expected_sha256=f.sha256, client=client, backoff_s=0.05, **kw)
-        dl.run()
+        dl.run(client)
     return dl
 
 
@@ -100,12 +106,9 @@ def resume_test(hub, f, out_dir: Path) -> dict:
         pass
     import httpx
 
-    from app.core.downloads import FileDownload
-
-    with httpx.Client(trust_env=False) as client:  # a fresh object: as after an app restart
-        dl2 = FileDownload(hub.resolve_url(REPO, NAME), out_dir / NAME, root=out_dir, path=NAME,
-                           expected_size=f.size, expected_sha256=f.sha256, client=client)
-        dl2.run()
+    dl2 = make_ours(hub, f, out_dir)  # a fresh object: as after an app restart
+    with httpx.Client(trust_env=False) as client:
+        dl2.run(client)
     hub.wait_idle(30)
     restart = sum(r.bytes_sent for r in hub.requests("GET", NAME))
     return {

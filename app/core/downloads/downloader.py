@@ -1,46 +1,33 @@
 """One file from the Hub: ranged GET that resumes across restarts, hashed while streaming, verified, then placed.
 
-Threads: `run()` blocks its caller; `progress` and `on_phase` are called on that same thread. Another thread may
-set `cancel` or `pause` at any time; a watchdog thread then ends even a stalled read within ~0.1 s.
+Threads: `run()` blocks its caller; the `Reporting` callbacks are called on that same thread. Another thread may
+set the `Controls` events at any time; a watchdog thread then ends even a stalled read within ~0.1 s.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import random
 import shutil
-import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
-from app.core.atomic import _fsync_dir
-from app.core.downloads.errors import (
-    DiskFullError,
-    DownloadCancelled,
-    DownloadPaused,
-    IntegrityError,
-    NetworkError,
-)
+from app.core.downloads.errors import DiskFullError, DownloadCancelled, IntegrityError, NetworkError
 from app.core.downloads.locking import FileLock
-from app.core.downloads.partial import RateMeter, Sidecar, hash_file, hash_prefix, new_hasher
-from app.core.downloads.paths import (
-    check_file_type,
-    check_no_symlinks,
-    destination,
-    make_parents,
-    open_nofollow,
-    validate_remote_name,
-)
-from app.core.downloads.response import Retry, accept
-from app.core.downloads.writer import WRITE_CHUNK, receive_body
-from app.core.downloads.writer import write_at as _write_at  # a module attribute: tests swap it for a full disk
+from app.core.downloads.partial import PartialFile, hash_file, partial_paths
+from app.core.downloads.paths import check_file_type, check_no_symlinks, destination, make_parents, validate_remote_name
+from app.core.downloads.progress import Reporting
+from app.core.downloads.response import Complete, Decision, Fail, Restart, RetryLater, Stream, decide, redirect_etags
+from app.core.downloads.retry import Retry
+from app.core.downloads.spec import Controls, DownloadOptions, Source, Target
+from app.core.downloads.watchdog import Watchdog
+from app.core.downloads.writer import receive_body
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DISK_MARGIN", "WRITE_CHUNK", "FileDownload", "download_file", "enlarge_socket_reads"]
 SOCKET_READ = 1024 * 1024
+DISK_MARGIN = 64 * 1024 * 1024
 
 
 def enlarge_socket_reads() -> None:
@@ -55,99 +42,65 @@ def enlarge_socket_reads() -> None:
         HTTP11Connection.READ_NUM_BYTES = SOCKET_READ
 
 
-DISK_MARGIN = 64 * 1024 * 1024
-PROGRESS_INTERVAL_S = 0.2
-MAX_RETRY_AFTER_S = 600.0
-ProgressFn = Callable[[int, int, float], None]
-
-
 class FileDownload:
-    """Download `url` to `dest`, verified against `expected_sha256` (LFS) or `expected_git_sha1` (small files).
+    """Download `source` to `target.dest`, verified against its sha256 (LFS) or git sha1 (small files).
 
-    `root` is the models folder: `dest` must lie inside it and no folder on the way may be a symlink.
-    Kept across `run()` calls (pause → resume), the object also keeps the partial's hash state in memory.
+    `dest` must lie inside `target.root` and no folder on the way may be a symlink. Kept across `run()` calls
+    (pause → resume), the object also keeps the partial's hash state in memory.
     """
 
     def __init__(
         self,
-        url: str,
-        dest: Path,
+        source: Source,
+        target: Target,
         *,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        expected_git_sha1: str | None = None,
-        commit: str = "",
-        repo_id: str = "",
-        path: str = "",
-        root: Path | None = None,
+        options: DownloadOptions | None = None,
+        controls: Controls | None = None,
+        reporting: Reporting | None = None,
         token: str | None = None,
-        headers: dict[str, str] | None = None,
-        client=None,
-        cancel: threading.Event | None = None,
-        pause: threading.Event | None = None,
-        progress: ProgressFn | None = None,
-        on_phase: Callable[[str], None] | None = None,
-        stall_timeout_s: float = 30.0,
-        max_retries: int = 8,
-        backoff_s: float = 1.0,
-        backoff_max_s: float = 60.0,
-        quarantine_dir: Path | None = None,
     ) -> None:
-        if not (expected_sha256 or expected_git_sha1):
-            raise ValueError("a download needs the file's sha256 or git sha1 to verify it")
-        self.url, self.dest = url, Path(dest)
-        self.root = Path(root) if root is not None else self.dest.parent
-        self.path = path or self.dest.name
-        self.expected_size = expected_size
-        self.sha256 = expected_sha256.lower() if expected_sha256 else None
-        self.git_sha1 = None if self.sha256 else expected_git_sha1.lower()
-        self.commit, self.repo_id = commit, repo_id
-        self.headers = {"Accept-Encoding": "identity", **(headers or {})}
+        self.source, self.path = source, source.path
+        self.dest, self.root, self.quarantine_dir = target.dest, target.root, target.quarantine_dir
+        self.options = options or DownloadOptions()
+        self.controls = controls or Controls()
+        self.reporting = reporting or Reporting()
+        self._headers = {"Accept-Encoding": "identity"}
         if token:
-            self.headers["Authorization"] = f"Bearer {token}"
-        self.client = client
-        self.cancel = cancel or threading.Event()
-        self.pause = pause or threading.Event()
-        self.progress, self.on_phase = progress, on_phase
-        self.stall_timeout_s, self.max_retries = stall_timeout_s, max_retries
-        self.backoff_s, self.backoff_max_s = backoff_s, backoff_max_s
-        self.quarantine_dir = Path(quarantine_dir) if quarantine_dir else self.root / "quarantine"
-        self.part = self.dest.with_name(self.dest.name + ".part")
-        self.sidecar_path = self.dest.with_name(self.dest.name + ".part.json")
+            self._headers["Authorization"] = f"Bearer {token}"
+        self.part, self.sidecar_path = partial_paths(self.dest)
         self.lock_path = self.dest.with_name(f".{self.dest.name}.lock")
         self.bytes_received = 0  # body bytes off the network over all attempts and runs
         self.prefix_rehash_s = 0.0  # time spent re-reading the partial on the last resume
-        self._hasher = None
-        self._hashed_id: tuple | None = None  # (ino, size, mtime) of the partial the in-memory hash covers
-        self._done = 0
-        self._total: int | None = expected_size
-        self._side: Sidecar | None = None
-        self._rate = RateMeter()
-        self._last_emit = 0.0
-        self._watch = None
+        self._partial: PartialFile | None = None  # made once the paths are checked; kept for its hash state
+        self._watch: Watchdog | None = None
 
     # ---- public ----
 
-    def run(self) -> Path:
-        """Download (or find already downloaded) and verify; returns `dest`. Raises a `DownloadError`."""
+    def run(self, client=None) -> Path:
+        """Download (or find already downloaded) and verify; returns `dest`. Raises a `DownloadError`.
+
+        `client` is an `httpx.Client` to use for this run (closed by its owner); without one, a client is made
+        and closed here.
+        """
         self._check_paths()
         if self._existing_ok(fix=False):
             return self.dest
         self._precheck_space()
         make_parents(self.root, self.dest)
-        lock = FileLock(self.lock_path, self._stopping)
+        lock = FileLock(self.lock_path, self.controls.stopping)
         if not lock.acquire():
-            self._raise_if_stopped()
+            self.controls.raise_if_stopped(self.path)
         try:
             if self._existing_ok(fix=True):
                 return self.dest
-            return self._download()
+            return self._download(client)
         finally:
             lock.release()
 
     @property
     def total(self) -> int | None:
-        return self._total
+        """The file's size: from the Hub's metadata, or once a response told it."""
+        return self._partial.total if self._partial is not None else self.source.size
 
     # ---- checks before writing ----
 
@@ -162,6 +115,8 @@ class FileDownload:
             check_no_symlinks(self.root, self.dest.parent / p.name)
         self.part, self.sidecar_path, self.lock_path = (self.dest.parent / p.name for p in
                                                         (self.part, self.sidecar_path, self.lock_path))
+        if self._partial is None:
+            self._partial = PartialFile(self.part, self.sidecar_path, self.source)
 
     def _existing_ok(self, fix: bool) -> bool:
         """A file already in place that verifies; with `fix`, a bad one is quarantined and stale partials go."""
@@ -169,26 +124,30 @@ class FileDownload:
             size = os.lstat(self.dest).st_size
         except FileNotFoundError:
             return False
-        if self.expected_size is not None and size != self.expected_size:
+        if self.source.size is not None and size != self.source.size:
             ok = False
         else:
-            self._phase("verifying")
-            ok = hash_file(self.dest, self.sha256) == (self.sha256 or self.git_sha1)
+            self.reporting.phase("verifying")
+            ok = hash_file(self.dest, self.source.sha256) == self.source.digest
         if ok and fix:
             for stale in (self.part, self.sidecar_path):
                 stale.unlink(missing_ok=True)
         elif not ok and fix:
-            self._quarantine(self.dest, "the file already in place does not match the Hub's hash")
+            def move(target: Path) -> None:
+                os.replace(self.dest, target)
+                self.sidecar_path.unlink(missing_ok=True)
+
+            self._quarantine(move, "the file already in place does not match the Hub's hash")
         return ok
 
     def _precheck_space(self) -> None:
-        if self.expected_size is None:
+        if self.source.size is None:
             return
         try:
             have = os.lstat(self.part).st_size
         except FileNotFoundError:
             have = 0
-        needed = max(0, self.expected_size - have) + DISK_MARGIN
+        needed = max(0, self.source.size - have) + DISK_MARGIN
         probe = self.dest.parent
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
@@ -198,38 +157,27 @@ class FileDownload:
 
     # ---- the download ----
 
-    def _download(self) -> Path:
-        from app.core.downloads.watchdog import Watchdog
-
-        own_client = self.client is None
-        client = self._make_client() if own_client else self.client
-        fd = open_nofollow(self.part, os.O_RDWR | os.O_CREAT)
-        self._watch = Watchdog(self.stall_timeout_s, self._stopping, self.path)
+    def _download(self, client) -> Path:
+        own_client = client is None
+        if own_client:
+            client = self._make_client()
+        partial = self._partial
+        self._watch = Watchdog(self.options.stall_timeout_s, self.controls.stopping, self.path)
         try:
-            self._open_partial(fd)
-            self._fetch(client, fd)
-            self._verify(fd)
-            os.fsync(fd)
-            os.close(fd)
-            fd = -1
-            os.replace(self.part, self.dest)
-            _fsync_dir(self.dest.parent)
-            self.sidecar_path.unlink(missing_ok=True)
-            self._emit(self._done, force=True)
-            logger.info("downloaded and verified %s (%d bytes)", self.path, self._done)
+            if partial.open():
+                self.reporting.phase("verifying")
+                self.prefix_rehash_s = partial.rehash()
+            self._fetch(client, partial)
+            self._verify(partial)
+            partial.finish(self.dest)
+            self.reporting.emit(partial.done, partial.total, force=True)
+            logger.info("downloaded and verified %s (%d bytes)", self.path, partial.done)
             return self.dest
         except DownloadCancelled:
-            if fd >= 0:
-                os.close(fd)
-                fd = -1
-            self.part.unlink(missing_ok=True)
-            self.sidecar_path.unlink(missing_ok=True)
-            self._hasher = None
+            partial.discard()
             raise
         finally:
-            if fd >= 0:
-                self._remember_hash_state(fd)
-                os.close(fd)
+            partial.close()
             self._watch.close()
             if own_client:
                 client.close()
@@ -240,73 +188,35 @@ class FileDownload:
         enlarge_socket_reads()
         return httpx.Client(follow_redirects=True, trust_env=True)
 
-    def _open_partial(self, fd: int) -> None:
-        want = Sidecar(self.url, self.repo_id, self.commit, self.path, self.expected_size, self.sha256,
-                       self.git_sha1)
-        have = Sidecar.load(self.sidecar_path)
-        size = os.fstat(fd).st_size
-        if have is None or not have.same_content(want) or (size and have.size is None):
-            if size:
-                logger.info("discarding a partial of %s that belongs to another version", self.path)
-            os.ftruncate(fd, 0)
-            size, have = 0, want
-        self._side, self._done, self._total = have, size, have.size
-        self._side.url, self._side.commit = self.url, self.commit
-        self._side.save(self.sidecar_path)
-        if self._hasher is not None and self._hashed_id == self._file_id(fd):
-            return  # same process resumed after pause: the hash state in memory already covers the prefix
-        self._hasher = new_hasher(self.sha256, self._total) if self._total is not None or self.sha256 else None
-        if size:
-            self._phase("verifying")
-            self.prefix_rehash_s = hash_prefix(fd, self._hasher, size)
-            logger.info("resuming %s at %d bytes; re-hashing the partial took %.2f s",
-                        self.path, size, self.prefix_rehash_s)
-
-    def _file_id(self, fd: int) -> tuple:
-        st = os.fstat(fd)
-        return st.st_ino, st.st_size, st.st_mtime_ns
-
-    def _remember_hash_state(self, fd: int) -> None:
-        self._hashed_id = self._file_id(fd) if self._hasher is not None else None
-
-    def _restart_from_zero(self, fd: int, why: str) -> None:
-        logger.info("restarting %s from zero: %s", self.path, why)
-        os.ftruncate(fd, 0)
-        self._done = 0
-        self._hasher = new_hasher(self.sha256, self._total) if self._total is not None or self.sha256 else None
-
-    def _fetch(self, client, fd: int) -> None:
-        failures = 0
+    def _fetch(self, client, partial: PartialFile) -> None:
+        budget = self.options.retry.attempts()
         while True:
-            self._raise_if_stopped()
-            before = self._done
+            self.controls.raise_if_stopped(self.path)
+            before = partial.done
             try:
-                self._attempt(client, fd)
+                self._attempt(client, partial)
                 return
             except Retry as retry:
-                failures = 1 if self._done > before else failures + 1  # progress resets the count
-                if failures > self.max_retries:
+                delay = budget.failed(partial.done > before, retry.retry_after)
+                if delay is None:
                     raise NetworkError(
-                        f"Gave up downloading {self.path} after {failures} failed attempts ({retry}). "
+                        f"Gave up downloading {self.path} after {budget.failures} failed attempts ({retry}). "
                         "What was downloaded is kept; resume to continue."
                     ) from None
-                if retry.retry_after is not None:
-                    delay = min(retry.retry_after, MAX_RETRY_AFTER_S)
-                else:
-                    delay = min(self.backoff_max_s, self.backoff_s * 2 ** (failures - 1)) * random.uniform(0.5, 1)
-                logger.warning("%s: %s; retry %d/%d in %.1f s", self.path, retry, failures, self.max_retries, delay)
-                self._sleep(delay)
+                logger.warning("%s: %s; retry %d/%d in %.1f s", self.path, retry, budget.failures,
+                               budget.policy.max_retries, delay)
+                self.controls.sleep(delay, self.path)
 
-    def _attempt(self, client, fd: int) -> None:
+    def _attempt(self, client, partial: PartialFile) -> None:
         import httpx
 
-        headers = dict(self.headers)
-        if self._done > 0:
-            headers["Range"] = f"bytes={self._done}-"
-            if self._side.etag:
-                headers["If-Range"] = f'"{self._side.etag}"'
-        timeout = httpx.Timeout(15.0, read=self.stall_timeout_s + 5.0)
-        request = client.build_request("GET", self.url, headers=headers, timeout=timeout,
+        headers = dict(self._headers)
+        if partial.done > 0:
+            headers["Range"] = f"bytes={partial.done}-"
+            if partial.etag:
+                headers["If-Range"] = f'"{partial.etag}"'
+        timeout = httpx.Timeout(15.0, read=self.options.stall_timeout_s + 5.0)
+        request = client.build_request("GET", self.source.url, headers=headers, timeout=timeout,
                                        extensions={"trace": self._trace})
         self._watch.arm()
         try:
@@ -317,38 +227,62 @@ class FileDownload:
         try:
             stream = response.extensions.get("network_stream")
             self._watch.attach(stream.get_extra_info("socket") if stream is not None else None)
-            if accept(self, response, fd):
-                self._stream(response, fd)
+            decision = decide(response.status_code, response.headers, partial.state(), self.source,
+                              redirect_etags(response))
+            if self._apply(decision, partial):
+                self._stream(response, partial)
         finally:
             self._watch.disarm()
             response.close()
+
+    def _apply(self, decision: Decision, partial: PartialFile) -> bool:
+        """Carry out `decide`'s verdict on the partial; True when the body should be streamed into it."""
+        if isinstance(decision, Stream):
+            if decision.restart:
+                partial.restart(decision.restart)
+            partial.learn(decision.total, decision.etag)
+            return True
+        if isinstance(decision, Complete):
+            return False
+        if isinstance(decision, Restart):
+            partial.restart(decision.why)
+            if decision.new_etag:
+                partial.learn(None, decision.etag)
+            raise Retry(decision.reason, decision.retry_after)
+        if isinstance(decision, RetryLater):
+            raise Retry(decision.reason, decision.retry_after)
+        assert isinstance(decision, Fail)
+        if decision.discard:
+            partial.discard()
+        raise decision.error
 
     def _trace(self, event: str, info: dict) -> None:
         if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
             self._watch.attach(info["return_value"].get_extra_info("socket"))
 
-    def _stream(self, response, fd: int) -> None:
+    def _stream(self, response, partial: PartialFile) -> None:
         enlarge_socket_reads()  # also for a client the caller passed in
-        receive_body(self, response, fd, _write_at)  # `_write_at` read now, so a test's swap takes effect
+        broken = receive_body(response, partial, self._on_data)
+        if broken is not None:
+            self._interrupted(broken)
+        if partial.total is not None and partial.done < partial.total:
+            self.controls.raise_if_stopped(self.path)
+            raise Retry(f"connection closed at {partial.done} of {partial.total} bytes")
 
-    def _verify(self, fd: int) -> None:
-        digest = self._hasher.hexdigest() if self._hasher is not None else ""
-        expected = self.sha256 or self.git_sha1
-        if self._total is not None and self._done != self._total:
-            why = f"size {self._done} instead of {self._total}"
-        elif digest != expected:
-            why = f"{'sha256' if self.sha256 else 'git sha1'} {digest[:12]}… instead of {expected[:12]}…"
-        else:
-            return
-        os.fsync(fd)
-        self._hasher = None
-        self._quarantine(self.part, why)
+    def _on_data(self, n: int, position: int) -> None:
+        self._watch.touch()
+        self.bytes_received += n
+        self.reporting.emit(position, self._partial.total)
 
-    def _quarantine(self, source: Path, why: str) -> None:
+    def _verify(self, partial: PartialFile) -> None:
+        why = partial.mismatch()
+        if why is not None:
+            self._quarantine(partial.move_to, why)
+
+    def _quarantine(self, move: Callable[[Path], None], why: str) -> NoReturn:
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         target = self.quarantine_dir / f"{self.dest.name}.{time.time_ns()}.quarantined"
-        os.replace(source, target)
-        self.sidecar_path.unlink(missing_ok=True)
+        move(target)
         logger.error("integrity check failed for %s (%s); moved to %s", self.path, why, target)
         raise IntegrityError(
             f"{self.path} failed its integrity check ({why}). The damaged copy was moved to quarantine and "
@@ -356,45 +290,8 @@ class FileDownload:
             quarantined=str(target),
         )
 
-    # ---- stop, sleep, report ----
-
-    def _stopping(self) -> bool:
-        return self.cancel.is_set() or self.pause.is_set()
-
-    def _raise_if_stopped(self) -> None:
-        if self.cancel.is_set():
-            raise DownloadCancelled(self.path)
-        if self.pause.is_set():
-            raise DownloadPaused(self.path)
-
-    def _interrupted(self, exc: Exception):
-        self._raise_if_stopped()
+    def _interrupted(self, exc: Exception) -> NoReturn:
+        self.controls.raise_if_stopped(self.path)
         if self._watch.reason == "stall" or type(exc).__name__ == "ReadTimeout":
-            raise Retry(f"no data for {self.stall_timeout_s:g} s") from None
+            raise Retry(f"no data for {self.options.stall_timeout_s:g} s") from None
         raise Retry(f"{type(exc).__name__}: {exc}") from None
-
-    def _sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            self._raise_if_stopped()
-            self.cancel.wait(min(0.05, left))
-        self._raise_if_stopped()
-
-    def _phase(self, name: str) -> None:
-        if self.on_phase:
-            self.on_phase(name)
-
-    def _emit(self, position: int, force: bool = False) -> None:
-        """Progress counts bytes received, including those not yet written; at most every 0.2 s."""
-        now = time.monotonic()
-        if not force and now - self._last_emit < PROGRESS_INTERVAL_S:
-            return
-        self._last_emit = now
-        rate = self._rate.add(position, now)
-        if self.progress:
-            self.progress(position, self._total or 0, rate)
-
-
-def download_file(url: str, dest: Path, **kwargs) -> Path:
-    """`FileDownload(url, dest, **kwargs).run()`: see `FileDownload` for the keyword arguments."""
-    return FileDownload(url, dest, **kwargs).run()

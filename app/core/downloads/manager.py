@@ -17,19 +17,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from app.core.atomic import atomic_write_text
 from app.core.downloads.downloader import DISK_MARGIN, FileDownload
 from app.core.downloads.errors import DiskFullError, DownloadCancelled, DownloadError, DownloadPaused
 from app.core.downloads.items import UNFINISHED, DownloadItem, Progress, RemoteFile, State
 from app.core.downloads.items import eta as _eta
+from app.core.downloads.partial import partial_paths
 from app.core.downloads.paths import check_file_type, destination, repo_folder
+from app.core.downloads.progress import Reporting
+from app.core.downloads.spec import Controls, DownloadOptions, Source, Target
 from app.core.events import Event
 from app.core.hub.urls import DEFAULT_ENDPOINT, resolve_url
-
-# The data types live in items.py; re-exported here, where callers have always imported them from.
-__all__ = ["UNFINISHED", "DownloadItem", "DownloadManager", "Progress", "RemoteFile", "State"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,12 @@ SAVE_INTERVAL_S = 2.0
 
 
 class DownloadManager:
+    """Downloads into `models_dir`, the queue persisted in `state_file`.
+
+    `download_options` (a `DownloadOptions`, or its flat keys such as `stall_timeout_s` and `max_retries`)
+    applies to every file; `token` and `endpoint` may be changed between downloads.
+    """
+
     def __init__(
         self,
         models_dir: Path,
@@ -47,7 +53,7 @@ class DownloadManager:
         client_factory: Callable[[], object] | None = None,
         token: str | None = None,
         endpoint: str = DEFAULT_ENDPOINT,
-        download_options: dict | None = None,
+        download_options: DownloadOptions | Mapping[str, Any] | None = None,
     ) -> None:
         self.models_dir = Path(models_dir)
         self.state_file = Path(state_file)
@@ -55,14 +61,14 @@ class DownloadManager:
         self.client_factory = client_factory
         self.token = token
         self.endpoint = endpoint.rstrip("/")
-        self.download_options = dict(download_options or {})
+        self.download_options = DownloadOptions.of(download_options)
         self.changed: Event[DownloadItem] = Event("downloads.changed")
         self.removed: Event[str] = Event("downloads.removed")
         self.progress: Event[Progress] = Event("downloads.progress")
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._items: dict[str, DownloadItem] = {}
-        self._controls: dict[str, tuple[threading.Event, threading.Event]] = {}  # id -> (cancel, pause)
+        self._controls: dict[str, Controls] = {}
         self._futures: dict[str, Future] = {}
         self._downloads: dict[tuple[str, str], FileDownload] = {}  # kept so a resume reuses the hash state
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="download")
@@ -85,7 +91,7 @@ class DownloadManager:
                             [copy.copy(f) for f in files], folder)
         with self._lock:
             self._items[item.id] = item
-            self._controls[item.id] = (threading.Event(), threading.Event())
+            self._controls[item.id] = Controls()
         self._changed(item)
         self._schedule()
         return item.id
@@ -112,7 +118,7 @@ class DownloadManager:
             item = self._items.get(item_id)
             if item is None or item.state not in UNFINISHED:
                 return
-            self._controls[item_id][1].set()
+            self._controls[item_id].pause.set()
             if item_id in self._futures:
                 return  # the worker stops within ~0.1 s and records PAUSED
             item.state, item.error = State.PAUSED, ""
@@ -123,14 +129,14 @@ class DownloadManager:
             item = self._items.get(item_id)
             if item is None or item.state not in (State.PAUSED, State.FAILED) or item_id in self._futures:
                 return
-            cancel, pause = self._controls[item_id]
-            cancel.clear()
-            pause.clear()
+            controls = self._controls[item_id]
+            controls.cancel.clear()
+            controls.pause.clear()
             item.state, item.error = State.QUEUED, ""
         self._changed(item)
         self._schedule()
 
-    retry = resume
+    retry = resume  # the Downloads panel's Retry button still calls this name (app/ui/downloads_panel.py)
 
     def resume_all(self) -> None:
         """Restart every paused download (those interrupted by the last exit come back paused)."""
@@ -144,7 +150,7 @@ class DownloadManager:
             item = self._items.get(item_id)
             if item is None:
                 return
-            self._controls[item_id][0].set()
+            self._controls[item_id].cancel.set()
             if item_id in self._futures:
                 return  # the worker deletes the partial it holds the lock for, then drops the item
         self._drop(item, delete_partials=True)
@@ -172,7 +178,7 @@ class DownloadManager:
             self._closed = True
             futures = list(self._futures.values())
             for item_id in self._futures:
-                self._controls[item_id][1].set()
+                self._controls[item_id].pause.set()
         wait_futures(futures, timeout=timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._save(force=True)
@@ -197,12 +203,12 @@ class DownloadManager:
     def _work(self, item_id: str) -> None:
         with self._lock:
             item = self._items[item_id]
-            cancel, pause = self._controls[item_id]
+            controls = self._controls[item_id]
         try:
             self._check_space(item)
             for f in item.files:
                 if not f.done:
-                    self._fetch_one(item, f, cancel, pause)
+                    self._fetch_one(item, f, controls)
             self._finish(item, State.DONE, "")
         except DownloadCancelled:
             self._drop(item, delete_partials=True)
@@ -216,23 +222,25 @@ class DownloadManager:
             logger.exception("download %s failed unexpectedly", item.label)
             self._finish(item, State.FAILED, f"Unexpected error: {exc}")
 
-    def _fetch_one(self, item: DownloadItem, f: RemoteFile, cancel, pause) -> None:
+    def _fetch_one(self, item: DownloadItem, f: RemoteFile, controls: Controls) -> None:
         key = (item.id, f.path)
         dl = self._downloads.get(key)
         if dl is None:
             url = resolve_url(self.endpoint, item.repo_id, f.path, item.commit or item.revision)
             dl = FileDownload(
-                url, self.dest(item, f), root=self.models_dir, expected_size=f.size, expected_sha256=f.sha256,
-                expected_git_sha1=f.git_sha1, commit=item.commit, repo_id=item.repo_id, path=f.path,
-                token=self.token, cancel=cancel, pause=pause,
-                progress=lambda done, total, rate: self._on_progress(item, f, done, total, rate),
-                on_phase=lambda phase: self._on_phase(item, phase), **self.download_options,
+                Source(url, f.path, sha256=f.sha256, git_sha1=f.git_sha1, size=f.size, repo_id=item.repo_id,
+                       commit=item.commit),
+                Target(self.dest(item, f), self.models_dir),
+                options=self.download_options,
+                controls=controls,
+                reporting=Reporting(lambda done, total, rate: self._on_progress(item, f, done, total, rate),
+                                    lambda phase: self._on_phase(item, phase)),
+                token=self.token,
             )
             self._downloads[key] = dl
         client = self.client_factory() if self.client_factory else None
-        dl.client = client
         try:
-            dl.run()
+            dl.run(client)
         finally:
             if client is not None:
                 client.close()
@@ -249,7 +257,7 @@ class DownloadManager:
         for f in item.files:
             if f.done or f.size is None:
                 continue
-            part = self.dest(item, f).with_name(Path(f.path).name + ".part")
+            part, _ = partial_paths(self.dest(item, f))
             remaining += max(0, f.size - (part.stat().st_size if part.exists() else 0))
         probe = self.models_dir if self.models_dir.exists() else self.models_dir.parent
         free = shutil.disk_usage(probe).free
@@ -297,9 +305,8 @@ class DownloadManager:
         if delete_partials:
             for f in item.files:
                 if not f.done:
-                    dest = self.dest(item, f)
-                    for suffix in (".part", ".part.json"):
-                        dest.with_name(dest.name + suffix).unlink(missing_ok=True)
+                    for path in partial_paths(self.dest(item, f)):
+                        path.unlink(missing_ok=True)
         self._save(force=True)
         with self._cond:
             self._cond.notify_all()
@@ -341,4 +348,4 @@ class DownloadManager:
             if item.state in UNFINISHED:
                 item.state = State.PAUSED  # interrupted by the last exit; `resume_all()` restarts it
             self._items[item.id] = item
-            self._controls[item.id] = (threading.Event(), threading.Event())
+            self._controls[item.id] = Controls()

@@ -1,32 +1,65 @@
-"""Judging the Hub's answer to one ranged GET: status, ETag, Content-Range, and whether the remote file changed.
-
-`accept` updates the download's partial state (restart from zero, new ETag, learnt size) before any body byte is read.
-"""
+"""Judging the Hub's answer to one ranged GET before any body byte is read: status, ETag, Content-Range, and
+whether the remote file changed. `decide` only says what to do; the downloader does it."""
 
 from __future__ import annotations
 
-import email.utils
 import re
-import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Union
 
 from app.core.downloads.errors import AccessError, DownloadError, RemoteChangedError
-from app.core.downloads.partial import new_hasher
-
-if TYPE_CHECKING:
-    from app.core.downloads.downloader import FileDownload
+from app.core.downloads.partial import PartialState
+from app.core.downloads.spec import Source
+from app.core.hub.errors import parse_retry_after
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
-class Retry(Exception):
-    """A failed attempt worth retrying; `retry_after` overrides the backoff when the server asked for a delay."""
+@dataclass(frozen=True)
+class Stream:
+    """Read the body into the partial at its end, after truncating it to zero if `restart` names why.
+    `total` (None when the response does not tell) and `etag` are recorded first."""
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
+    total: int | None
+    etag: str | None
+    restart: str | None = None
+
+
+@dataclass(frozen=True)
+class Complete:
+    """The partial already holds the whole file (416 on a range that starts at its end): verify it."""
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Truncate the partial to zero (`why`), then retry; with `new_etag`, record `etag` as the file's ETag."""
+
+    why: str
+    reason: str
+    retry_after: float | None = None
+    new_etag: bool = False
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    """A failure worth retrying, keeping the partial; `retry_after` is the server's wish, if it said one."""
+
+    reason: str
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Give up with `error`; with `discard`, the partial is of another file and must go (T10)."""
+
+    error: DownloadError
+    discard: bool = False
+
+
+Decision = Union[Stream, Complete, Restart, RetryLater, Fail]
 
 
 def strong_etag(value: str | None) -> str | None:
@@ -36,83 +69,69 @@ def strong_etag(value: str | None) -> str | None:
     return value.strip().strip('"') or None
 
 
-def retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value)
-        return max(0.0, when.timestamp() - time.time()) if when else None
+def redirect_etags(response) -> list[str | None]:
+    """The X-Linked-Etag of each redirect that led to `response` (the Hub sends the LFS sha256 there)."""
+    return [r.headers.get("X-Linked-Etag") for r in response.history]
 
 
-def accept(dl: FileDownload, response, fd: int) -> bool:
-    """Check status and headers; True when the body should be streamed into the partial."""
-    status = response.status_code
+def decide(status: int, headers: Mapping[str, str], partial: PartialState, source: Source,
+           redirects: Iterable[str | None] = ()) -> Decision:
+    """What to do with an answer to a GET of `source` that asked for the bytes after `partial.done`.
+
+    `headers` may be any mapping (names are matched case-insensitively); `redirects` are the X-Linked-Etag
+    values of the redirects on the way. No side effects.
+    """
+    h = {k.lower(): v for k, v in headers.items()}
     if status == 416:
-        if dl._total is not None and dl._done >= dl._total:
-            return False
-        dl._restart_from_zero(fd, "the server refused the range")
-        raise Retry("range not satisfiable")
+        if partial.total is not None and partial.done >= partial.total:
+            return Complete()
+        return Restart("the server refused the range", "range not satisfiable")
     if status in (401, 403):
-        code = response.headers.get("X-Error-Code", "")
-        hint = ("accept the licence on the model page, then add a Hugging Face token" if code == "GatedRepo"
-                else "check your Hugging Face token")
-        raise AccessError(f"The Hub refused access to {dl.repo_id or dl.url} ({status}): {hint}.")
+        hint = ("accept the licence on the model page, then add a Hugging Face token"
+                if h.get("x-error-code", "") == "GatedRepo" else "check your Hugging Face token")
+        return Fail(AccessError(f"The Hub refused access to {source.repo_id or source.url} ({status}): {hint}."))
     if status == 404:
-        raise AccessError(f"{dl.path} was not found on the Hub ({response.headers.get('X-Error-Code', 404)}).")
+        return Fail(AccessError(f"{source.path} was not found on the Hub ({h.get('x-error-code', 404)})."))
     if status in (408, 429) or status >= 500:
-        raise Retry(f"server answered {status}", retry_after(response.headers.get("Retry-After")))
+        return RetryLater(f"server answered {status}", parse_retry_after(h.get("retry-after")))
     if status not in (200, 206):
-        raise DownloadError(f"Unexpected answer {status} from the Hub for {dl.path}.")
-    etag = strong_etag(response.headers.get("ETag"))
+        return Fail(DownloadError(f"Unexpected answer {status} from the Hub for {source.path}."))
+
+    etag = strong_etag(h.get("etag"))
     start, total = 0, None
     if status == 206:
-        m = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
+        m = _CONTENT_RANGE.match(h.get("content-range", ""))
         if not m:
-            raise Retry("malformed Content-Range")
+            return RetryLater("malformed Content-Range")
         start = int(m.group(1))
         total = int(m.group(3)) if m.group(3) != "*" else None
-    elif "Content-Length" in response.headers:
-        total = int(response.headers["Content-Length"])
-    check_remote(dl, response, total)
-    side = dl._side
-    if status == 206 and side.etag and etag != side.etag:
-        dl._restart_from_zero(fd, "the file's ETag changed since the partial was written")
-        side.etag = etag
-        side.save(dl.sidecar_path)
-        raise Retry("ETag changed", retry_after=0)
-    if status == 206 and start != dl._done:
-        dl._restart_from_zero(fd, f"the server resumed at {start}, not {dl._done}")
-        raise Retry("wrong range", retry_after=0)
-    if status == 200 and dl._done:
-        why = "the file's ETag changed" if side.etag and etag != side.etag else "range ignored"
-        dl._restart_from_zero(fd, why)
-    if total is not None and dl._total is None:
-        dl._total = side.size = total
-        if dl._hasher is None:
-            dl._hasher = new_hasher(dl.sha256, total)
-    if etag != side.etag:
-        side.etag = etag
-        side.save(dl.sidecar_path)
-    return True
+    elif "content-length" in h:
+        total = int(h["content-length"])
+    if remote_changed(source, h, total, redirects):
+        return Fail(RemoteChangedError(
+            f"{source.path} changed on the Hub since its details were read; refresh the model and try again."
+        ), discard=True)
+    if status == 206 and partial.etag and etag != partial.etag:
+        return Restart("the file's ETag changed since the partial was written", "ETag changed", 0,
+                       new_etag=True, etag=etag)
+    if status == 206 and start != partial.done:
+        return Restart(f"the server resumed at {start}, not {partial.done}", "wrong range", 0)
+    restart = None
+    if status == 200 and partial.done:
+        restart = "the file's ETag changed" if partial.etag and etag != partial.etag else "range ignored"
+    return Stream(total, etag, restart)
 
 
-def check_remote(dl: FileDownload, response, total: int | None) -> None:
-    """The Hub now serves another file than the metadata promised: discard, say so, don't fetch it all (T10)."""
-    linked = strong_etag(response.headers.get("X-Linked-Etag"))
-    for r in response.history:
-        linked = linked or strong_etag(r.headers.get("X-Linked-Etag"))
-    etag = (strong_etag(response.headers.get("ETag")) or "").lower()
-    changed = (
-        (dl.sha256 and linked and _HEX64.match(linked.lower()) and linked.lower() != dl.sha256)
-        or (dl.git_sha1 and _HEX40.match(etag) and etag != dl.git_sha1)
-        or (dl.expected_size is not None and total is not None and total != dl.expected_size)
+def remote_changed(source: Source, headers: Mapping[str, str], total: int | None,
+                   redirects: Iterable[str | None] = ()) -> bool:
+    """The Hub now serves another file than the metadata promised (T10): its LFS sha256 (X-Linked-Etag, here or
+    on a redirect), its git sha1 (the ETag of a small file) or its size differs. `headers` has lower-case names."""
+    linked = strong_etag(headers.get("x-linked-etag"))
+    for value in redirects:
+        linked = linked or strong_etag(value)
+    etag = (strong_etag(headers.get("etag")) or "").lower()
+    return bool(
+        (source.sha256 and linked and _HEX64.match(linked.lower()) and linked.lower() != source.sha256)
+        or (source.git_sha1 and _HEX40.match(etag) and etag != source.git_sha1)
+        or (source.size is not None and total is not None and total != source.size)
     )
-    if changed:
-        dl.part.unlink(missing_ok=True)
-        dl.sidecar_path.unlink(missing_ok=True)
-        dl._hasher, dl._done = None, 0
-        raise RemoteChangedError(
-            f"{dl.path} changed on the Hub since its details were read; refresh the model and try again."
-        )

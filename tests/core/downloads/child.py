@@ -10,14 +10,15 @@ from pathlib import Path
 
 import httpx
 
-from app.core.downloads import download_file
+from app.core.downloads import DownloadOptions, FileDownload, RetryPolicy, Source, Target
 
 
 def main(argv: list[str]) -> int:
     url, dest, root, size, sha256 = argv
+    source = Source(url, Path(dest).name, sha256, size=int(size))
+    options = DownloadOptions(RetryPolicy(backoff_s=0.05))
     with httpx.Client(trust_env=False) as client:
-        download_file(url, Path(dest), root=Path(root), expected_size=int(size), expected_sha256=sha256,
-                      client=client, path=Path(dest).name, backoff_s=0.05)
+        FileDownload(source, Target(Path(dest), Path(root)), options=options).run(client)
     return 0
 
 

@@ -9,10 +9,17 @@ import httpx
 import pytest
 
 from app.core.downloads.downloader import FileDownload
+from app.core.downloads.spec import DownloadOptions, Source, Target
 from tests.fakehub import FakeRepo
 
 REPO = "org/dl"
-FAST = {"backoff_s": 0.02, "backoff_max_s": 0.1, "stall_timeout_s": 5.0}
+FAST_KEYS = {"backoff_s": 0.02, "backoff_max_s": 0.1, "stall_timeout_s": 5.0}
+FAST = DownloadOptions.of(FAST_KEYS)
+
+
+def fast(**changes) -> DownloadOptions:
+    """FAST with some flat keys changed, e.g. `fast(max_retries=0)`."""
+    return DownloadOptions.of({**FAST_KEYS, **changes})
 
 
 def blob(n: int, seed: int = 1) -> bytes:
@@ -40,19 +47,19 @@ def repo(fake_hub):
 
 
 @pytest.fixture
-def make_dl(fake_hub, models_dir, client):
-    """`make_dl(path="m.gguf", **overrides)` → a FileDownload of that file of `org/dl` into models_dir."""
+def make_dl(fake_hub, models_dir):
+    """`make_dl(path="m.gguf", *, options=FAST, controls=, reporting=, **source_changes)` → a FileDownload of
+    that file of `org/dl` into models_dir; run it with the `client` fixture (no proxies)."""
 
-    def make(path: str = "m.gguf", repo_id: str = REPO, **kw) -> FileDownload:
-        f = fake_hub.repos[repo_id].snapshot("main").files[path]
-        args = dict(expected_size=f.size, commit=fake_hub.repos[repo_id].snapshot("main").commit,
-                    repo_id=repo_id, path=path, root=models_dir, client=client, **FAST)
-        if f.is_lfs:
-            args["expected_sha256"] = f.sha256
-        else:
-            args["expected_git_sha1"] = f.etag
-        args.update(kw)
-        return FileDownload(fake_hub.resolve_url(repo_id, path), models_dir / repo_id / path, **args)
+    def make(path: str = "m.gguf", repo_id: str = REPO, *, options: DownloadOptions = FAST, controls=None,
+             reporting=None, **source_changes) -> FileDownload:
+        snap = fake_hub.repos[repo_id].snapshot("main")
+        f = snap.files[path]
+        source = dict(url=fake_hub.resolve_url(repo_id, path), path=path, size=f.size, repo_id=repo_id,
+                      commit=snap.commit, sha256=f.sha256 if f.is_lfs else None,
+                      git_sha1=None if f.is_lfs else f.etag)
+        return FileDownload(Source(**{**source, **source_changes}), Target(models_dir / repo_id / path, models_dir),
+                            options=options, controls=controls, reporting=reporting)
 
     return make
 

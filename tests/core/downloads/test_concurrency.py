@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.downloads.downloader import WRITE_CHUNK
+from app.core.downloads.writer import WRITE_CHUNK
 from tests.core.downloads.conftest import REPO, blob, gets
 from tests.fakehub import FakeRepo, Fault
 
@@ -31,7 +31,7 @@ def big(fake_hub):
     return repo.snapshot("main").files["big.gguf"]
 
 
-def test_t13_kill_9_then_relaunch_resumes_from_the_partial(fake_hub, big, models_dir, make_dl):
+def test_t13_kill_9_then_relaunch_resumes_from_the_partial(fake_hub, big, models_dir, make_dl, client):
     fake_hub.faults.add("big.gguf", Fault.throttle(big.size // 2))  # ~2 s for the whole file
     dest = models_dir / REPO / "big.gguf"
     part = dest.with_name("big.gguf.part")
@@ -44,20 +44,20 @@ def test_t13_kill_9_then_relaunch_resumes_from_the_partial(fake_hub, big, models
     kept = part.stat().st_size
     assert WRITE_CHUNK <= kept < big.size and not dest.exists()
     dl = make_dl("big.gguf")
-    dl.run()
+    dl.run(client)
     assert hashlib.sha256(dest.read_bytes()).hexdigest() == big.sha256
     last = gets(fake_hub, "big.gguf")[-1]
     assert last.range == f"bytes={kept}-" and last.status == 206 and last.bytes_sent == big.size - kept
     assert sorted(p.name for p in dest.parent.iterdir()) == ["big.gguf"]
 
 
-def test_t14_two_threads_one_download(fake_hub, big, make_dl):
+def test_t14_two_threads_one_download(fake_hub, big, make_dl, client):
     fake_hub.faults.add("big.gguf", Fault.throttle(big.size * 2))  # ~0.5 s: the second asks meanwhile
     results, errors = [], []
 
     def go():
         try:
-            results.append(make_dl("big.gguf").run())
+            results.append(make_dl("big.gguf").run(client))
         except Exception as exc:  # noqa: BLE001 - reported by the assert
             errors.append(exc)
 

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from app.core.downloads import manager as mgrmod
-from app.core.downloads.manager import DownloadManager, RemoteFile, State
+from app.core.downloads.items import RemoteFile, State
+from app.core.downloads.manager import DownloadManager
 from tests.core.downloads.conftest import FAST, REPO, blob, gets
 from tests.core.downloads.test_downloader import full_disk_after
 from tests.fakehub import FakeRepo, Fault, gguf_repo
@@ -120,7 +121,7 @@ def test_t11_integrity_failure_then_retry(fake_hub, files, make_manager, models_
     assert m.wait(item_id, 20) == State.FAILED
     assert "integrity check" in m.get(item_id).error and "quarantine" in m.get(item_id).error
     assert not (models_dir / REPO / "a.gguf").exists()
-    m.retry(item_id)
+    m.resume(item_id)
     assert m.wait(item_id, 20) == State.DONE and m.get(item_id).error == ""
 
 

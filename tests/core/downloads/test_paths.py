@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from app.core.downloads import DownloadManager, FileDownload, RemoteFile
+from app.core.downloads import DownloadManager, FileDownload, RemoteFile, Source, Target
 from app.core.downloads.errors import RefusedFileTypeError, UnsafePathError
 from app.core.downloads.paths import check_file_type, destination, repo_folder, validate_remote_name
 from tests.core.downloads.conftest import REPO, gets
@@ -57,8 +57,8 @@ def test_hostile_repo_rejected_by_manager_and_downloader(fake_hub, tmp_path, mod
                 manager.add_file(repo.repo_id, RemoteFile(name, f.size, f.sha256), commit=snap.commit)
             naive = models_dir / repo.repo_id / name  # what a careless join would produce
             with pytest.raises(UnsafePathError):
-                FileDownload(fake_hub.resolve_url(repo.repo_id, name), naive, root=models_dir, path=name,
-                             expected_sha256=f.sha256, expected_size=f.size).run()
+                FileDownload(Source(fake_hub.resolve_url(repo.repo_id, name), name, f.sha256, size=f.size),
+                             Target(naive, models_dir)).run()
     finally:
         manager.close()
     assert manager.items() == []
@@ -67,20 +67,20 @@ def test_hostile_repo_rejected_by_manager_and_downloader(fake_hub, tmp_path, mod
     assert written in (["models"], ["models", "state.json"])
 
 
-def test_planted_symlink_is_refused(fake_hub, repo, make_dl, models_dir, tmp_path):
+def test_planted_symlink_is_refused(fake_hub, repo, make_dl, models_dir, tmp_path, client):
     outside = tmp_path / "outside"
     outside.mkdir()
     os.symlink(outside, models_dir / "org")
     with pytest.raises(UnsafePathError, match="symbolic link"):
-        make_dl().run()
+        make_dl().run(client)
     assert list(outside.iterdir()) == [] and gets(fake_hub) == []
 
 
-def test_symlinked_part_file_is_refused(fake_hub, repo, make_dl, models_dir, tmp_path):
+def test_symlinked_part_file_is_refused(fake_hub, repo, make_dl, models_dir, tmp_path, client):
     target = tmp_path / "victim.txt"
     target.write_text("keep me")
     (models_dir / REPO).mkdir(parents=True)
     os.symlink(target, models_dir / REPO / "m.gguf.part")
     with pytest.raises(UnsafePathError):
-        make_dl().run()
+        make_dl().run(client)
     assert target.read_text() == "keep me" and gets(fake_hub) == []
