@@ -73,7 +73,8 @@ def choose_variant(ctx: CliContext, repo: str, quant: str | None, branch: str | 
 
 
 def cmd_pull(ctx: CliContext, args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from app.core.downloads.manager import DownloadManager, State
+    from app.core.downloads.items import State
+    from app.core.downloads.manager import DownloadManager
     from app.core.downloads.resolve import queue_download, resolve_download
     from app.core.errors import HearthError
     from app.core.library.from_downloads import add_to_library

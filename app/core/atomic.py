@@ -24,7 +24,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -36,7 +36,7 @@ def _replace(src: str, dst: Path) -> None:
     os.replace(src, dst)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     if os.name != "posix":
         return
     fd = os.open(folder, os.O_RDONLY)

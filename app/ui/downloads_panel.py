@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.downloads.manager import DownloadItem, DownloadManager, Progress, State
+from app.core.downloads.items import DownloadItem, Progress, State
+from app.core.downloads.manager import DownloadManager
 from app.core.hub.client import HubClient
 from app.core.units import fmt_bytes, fmt_eta
 from app.ui.bridge import EventBridge
@@ -174,7 +175,7 @@ class DownloadsPanel(QWidget):
     def act(self, action: str, item_id: str) -> None:
         """Pause, resume, retry, cancel or clear; the manager saves state to disk, so it runs on the pool."""
         m = self.manager
-        call = {"pause": m.pause, "resume": m.resume, "retry": m.retry, "cancel": m.cancel, "clear": m.cancel}[action]
+        call = {"pause": m.pause, "resume": m.resume, "retry": m.resume, "cancel": m.cancel, "clear": m.cancel}[action]
         row = self.rows.get(item_id)
         if row is not None:
             for button in row.buttons.values():

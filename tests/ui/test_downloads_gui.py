@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.core.downloads.manager import Progress, State
+from app.core.downloads.items import Progress, State
 from app.core.events import Event
 from app.core.models.recommend import Variant
 from app.ui.bridge import EventBridge

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.downloads.manager import State
+from app.core.downloads.items import State
 from app.core.settings import SettingsStore
 from app.ui.discover.discover_page import DiscoverPage
 from app.ui.discover.model_page import render_markdown

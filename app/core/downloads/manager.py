@@ -136,7 +136,6 @@ class DownloadManager:
         self._changed(item)
         self._schedule()
 
-    retry = resume  # the Downloads panel's Retry button still calls this name (app/ui/downloads_panel.py)
 
     def resume_all(self) -> None:
         """Restart every paused download (those interrupted by the last exit come back paused)."""

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.core.atomic import _fsync_dir, atomic_write_text
+from app.core.atomic import fsync_dir, atomic_write_text
 from app.core.downloads.paths import open_nofollow
 from app.core.downloads.spec import Source
 
@@ -250,7 +250,7 @@ class PartialFile:
         os.fsync(self._fd)
         self._close_fd()
         os.replace(self.path, dest)
-        _fsync_dir(dest.parent)
+        fsync_dir(dest.parent)
         self.sidecar_path.unlink(missing_ok=True)
 
     def move_to(self, target: Path) -> None:

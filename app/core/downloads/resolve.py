@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from app.core.downloads.manager import DownloadManager, RemoteFile, State
+from app.core.downloads.items import RemoteFile, State
+from app.core.downloads.manager import DownloadManager
 from app.core.hub.client import HubClient
 from app.core.hub.errors import HubError, HubNotFound
 from app.core.hub.names import is_allowed_file, refuse_pickle_only

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import PurePosixPath
 
-from app.core.downloads.manager import DownloadItem, DownloadManager, State
+from app.core.downloads.items import DownloadItem, State
+from app.core.downloads.manager import DownloadManager
 from app.core.library.store import Library, ModelFile
 
 logger = logging.getLogger(__name__)
