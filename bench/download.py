@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 line = f"rep {rep + 1}: ours {f.size / secs / 1e6:7.0f} MB/s"
                 if has_curl:
                     out = work / "curl.bin"
-                    secs = timed(lambda: run_curl(hub.resolve_url(REPO, NAME), out))
+                    secs = timed(lambda out=out: run_curl(hub.resolve_url(REPO, NAME), out))
                     assert out.stat().st_size == f.size
                     out.unlink()
                     results["curl"].append(f.size / secs)

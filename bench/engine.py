@@ -17,7 +17,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -99,7 +98,7 @@ def hearth_run(engine: LlamaCppEngine, prompt: str, n_predict: int) -> tuple[flo
 
 def cold_prompt(engine: LlamaCppEngine) -> None:
     """Make the next prompt evaluate from scratch (like the server's cache_prompt=false)."""
-    engine._llm.reset()  # noqa: SLF001 - n_tokens = 0: no cached prefix, the KV cache is cleared on use
+    engine._llm.reset()
 
 
 def ttft_ratio(engine: LlamaCppEngine, runs: int) -> tuple[float, float]:
@@ -163,7 +162,7 @@ def main() -> int:
             ours_d, ours_p, theirs_d, theirs_p = [], [], [], []
             for _ in range(a.runs):
                 cold_prompt(engine)
-                d, p, n = hearth_run(engine, prompt_long, N_PREDICT)
+                d, p, _n = hearth_run(engine, prompt_long, N_PREDICT)
                 ours_d.append(d)
                 ours_p.append(p)
                 t = server.completion(prompt_long, N_PREDICT)

@@ -30,8 +30,8 @@ from app.core.models.devices import machine_from_profile  # noqa: E402
 from app.core.models.gguf import read_gguf_header  # noqa: E402
 from app.core.models.memory import LoadOptions, estimate_memory  # noqa: E402
 from app.core.models.planner import plan_load  # noqa: E402
-from app.core.models.speed import predict_speed  # noqa: E402
 from app.core.models.spec import spec_from_gguf  # noqa: E402
+from app.core.models.speed import predict_speed  # noqa: E402
 
 MiB = 1024**2
 CACHE = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))

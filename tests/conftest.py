@@ -9,7 +9,7 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_XET"] = "1"
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest_plugins = ["tests.fixtures.models", "tests.fakehub.fixtures", "tests.core.engines.fixtures"]
 

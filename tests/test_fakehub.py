@@ -411,7 +411,7 @@ def test_large_file_streams_from_disk_fast(fake_hub, tmp_path):  # noqa: F811
     with open(big, "wb") as fh:
         fh.truncate(size)  # sparse: fast to make, read from page cache
     fake_hub.add_repo(FakeRepo("org/big", files={"big.gguf": big}))
-    fake_hub.repos["org/big"].snapshot("main").files["big.gguf"].etag  # hash once, outside the timing
+    assert fake_hub.repos["org/big"].snapshot("main").files["big.gguf"].etag  # hash once, outside the timing
     with socket.create_connection(("127.0.0.1", fake_hub.port)) as sock:
         sock.sendall(b"GET /org/big/resolve/main/big.gguf HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         buf = bytearray(4 * 1024 * 1024)

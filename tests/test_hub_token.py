@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from app.core.hub.client import HubClient
-from app.core.models.devices import GiB, Device, Machine
-from app.core.settings import Settings
 from app.core.hub.repo_page import load_hub_model
+from app.core.models.devices import Device, GiB, Machine
+from app.core.settings import Settings
 from tests.fakehub import GOOD_TOKEN, gguf_repo
 
 ROOT = Path(__file__).resolve().parents[1]

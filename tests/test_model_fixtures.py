@@ -211,7 +211,7 @@ def test_gguf_and_tokenizer_json_tokenize_alike(text, tiny_gguf_f16, tiny_mlx_mo
 
 @pytest.mark.slow
 def test_tiny_mlx_model_loads_and_generates(tiny_mlx_model):
-    mx, mlx_lm, _ = _mlx_lm()
+    _mx, mlx_lm, _ = _mlx_lm()
     model, tokenizer = mlx_lm.load(str(tiny_mlx_model))
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hello"}], add_generation_prompt=True)
     assert list(prompt) == tokenizer.encode("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 APP_NAME = "Hearth"
 HOME_ENV = "HEARTH_HOME"
@@ -39,7 +39,7 @@ class AppPaths:
     def calibration_file(self) -> Path:
         return self.cache / "calibration.json"
 
-    def ensure(self) -> "AppPaths":
+    def ensure(self) -> AppPaths:
         for p in (self.config, self.data, self.models, self.logs, self.cache):
             p.mkdir(parents=True, exist_ok=True)
         return self

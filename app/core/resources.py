@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ def resource_path(*parts: str) -> Path:
     return RESOURCES.joinpath(*parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_json(name: str) -> Any:
     with resource_path(name).open(encoding="utf-8") as f:
         return json.load(f)

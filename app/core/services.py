@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from app.core.chat import ChatStore
 from app.core.downloads import DownloadManager
@@ -34,7 +34,7 @@ class Services:
     feed: LibraryFeed | None = None
 
     @classmethod
-    def open(cls, paths: AppPaths, settings: Settings, *, env: dict[str, str] | None = None) -> "Services":
+    def open(cls, paths: AppPaths, settings: Settings, *, env: dict[str, str] | None = None) -> Services:
         env = dict(os.environ if env is None else env)
         models = settings.models_path(paths)
         models.mkdir(parents=True, exist_ok=True)

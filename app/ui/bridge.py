@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import shiboken6
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot

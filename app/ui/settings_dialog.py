@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -18,7 +19,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from pydantic import ValidationError
 
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
@@ -84,7 +84,8 @@ class SettingsDialog(QDialog):
         layout.addWidget(buttons)
 
     def _browse(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text() or str(self._paths.models))
+        start = self.models_dir.text() or str(self._paths.models)
+        folder = QFileDialog.getExistingDirectory(self, "Models folder", start)
         if folder:
             self.models_dir.setText(folder)
 

@@ -92,7 +92,7 @@ def test_chat_two_turns_keep_history_then_eof_exits(smollm2_path):
     assert "Paris" in proc.stdout and "Berlin" in proc.stdout
     stats = STATS.findall(proc.stderr)
     assert len(stats) == 2, proc.stderr
-    (p1, e1, _, _), (p2, e2, _, _) = stats
+    (p1, _e1, _, _), (p2, e2, _, _) = stats
     assert int(p2) > int(p1)  # turn 2 carries the history
     assert int(e2) < int(p2)  # and reuses its prefix
 

@@ -1,6 +1,6 @@
 from app.core.paths import app_paths
-from app.core.settings import Settings
 from app.core.services import Services
+from app.core.settings import Settings
 
 
 def test_services_open_and_close_cleanly():
@@ -14,4 +14,4 @@ def test_services_open_and_close_cleanly():
         assert (paths.data / "library.db").exists() and (paths.data / "chats.sqlite3").exists()
     finally:
         services.close()
-    assert not services.host._thread.is_alive()  # noqa: SLF001
+    assert not services.host._thread.is_alive()

@@ -35,46 +35,46 @@ class Fault:
     triggered: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
-    def drop(cls, after: int) -> "Fault":
+    def drop(cls, after: int) -> Fault:
         """Send `after` body bytes, then close the connection cleanly (FIN)."""
         return cls(DROP, after=after)
 
     @classmethod
-    def reset(cls, after: int) -> "Fault":
+    def reset(cls, after: int) -> Fault:
         """Send `after` body bytes, then abort with a TCP RST (SO_LINGER 0)."""
         return cls(RESET, after=after)
 
     @classmethod
-    def stall(cls, after: int, seconds: float | None = None) -> "Fault":
+    def stall(cls, after: int, seconds: float | None = None) -> Fault:
         """Send `after` bytes, then pause for `seconds` or until `release()` (forever if neither), then finish."""
         return cls(STALL, after=after, seconds=seconds)
 
     @classmethod
-    def throttle(cls, bytes_per_s: int) -> "Fault":
+    def throttle(cls, bytes_per_s: int) -> Fault:
         return cls(THROTTLE, rate=bytes_per_s)
 
     @classmethod
-    def flip(cls, offset: int) -> "Fault":
+    def flip(cls, offset: int) -> Fault:
         """Serve the body with the byte at file offset `offset` inverted; headers stay those of the true file."""
         return cls(FLIP, offset=offset)
 
     @classmethod
-    def ignore_range(cls) -> "Fault":
+    def ignore_range(cls) -> Fault:
         """Answer a Range request with 200 and the whole body."""
         return cls(IGNORE_RANGE)
 
     @classmethod
-    def status_code(cls, status: int, retry_after: float | None = None) -> "Fault":
+    def status_code(cls, status: int, retry_after: float | None = None) -> Fault:
         """Answer `status` (e.g. 503 or 429) with an optional `Retry-After` header, no body from the file."""
         return cls(STATUS, status=status, retry_after=retry_after)
 
     @classmethod
-    def change_etag(cls, new_content: Source | None = None) -> "Fault":
+    def change_etag(cls, new_content: Source | None = None) -> Fault:
         """Publish a new version of the file (a new commit, see `FakeRepo.bump`) before answering."""
         return cls(CHANGE_ETAG, new_content=new_content)
 
     @classmethod
-    def delay(cls, seconds: float) -> "Fault":
+    def delay(cls, seconds: float) -> Fault:
         """Wait before sending the response headers."""
         return cls(DELAY, seconds=seconds)
 

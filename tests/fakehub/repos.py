@@ -7,9 +7,9 @@ import json
 import os
 import struct
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 Source = bytes | Path
 

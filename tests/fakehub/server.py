@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
-from tests.fakehub import faults as F
+from tests.fakehub import faults
 from tests.fakehub.repos import DEFAULT_DATE, FakeFile, FakeRepo, Snapshot
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, hub: "FakeHub") -> None:
+    def __init__(self, hub: FakeHub) -> None:
         self.hub = hub
         self.open_sockets: set[socket.socket] = set()
         self.sockets_lock = threading.Lock()
@@ -124,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeHub/1.0"
     server: _Server
 
-    def log_message(self, format, *args):  # noqa: A002 - stdlib signature
+    def log_message(self, format, *args):
         log.debug("fakehub: " + format, *args)
 
     def do_GET(self):
@@ -342,12 +342,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fault = hub.faults.take(repo_id, path, self.method)
         self.rec.fault = fault.kind if fault else None
-        if fault and fault.kind == F.CHANGE_ETAG and path in snap.files:
+        if fault and fault.kind == faults.CHANGE_ETAG and path in snap.files:
             repo.bump(path, fault.new_content, snap.branch)
             snap = repo.snapshot(snap.branch)
-        if fault and fault.kind == F.DELAY:
+        if fault and fault.kind == faults.DELAY:
             time.sleep(fault.seconds or 0)
-        if fault and fault.kind == F.STATUS:
+        if fault and fault.kind == faults.STATUS:
             extra = {"Retry-After": _fmt_seconds(fault.retry_after)} if fault.retry_after is not None else {}
             return self._error(fault.status, f"Injected status {fault.status}", None, extra)
         f = snap.files.get(path)
@@ -355,7 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, f"Entry not found: {path}", "EntryNotFound", {"X-Repo-Commit": snap.commit})
         self._serve_file(f, snap.commit, fault)
 
-    def _serve_file(self, f: FakeFile, commit: str, fault: F.Fault | None) -> None:
+    def _serve_file(self, f: FakeFile, commit: str, fault: faults.Fault | None) -> None:
         size, etag = f.size, f.etag
         headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
@@ -365,7 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
         if_range = self.headers.get("If-Range")
         if if_range is not None and if_range.strip().strip('"') != etag:
             rng = None  # the client's partial copy is of another version: send it all
-        if fault and fault.kind == F.IGNORE_RANGE:
+        if fault and fault.kind == faults.IGNORE_RANGE:
             rng = None
         if rng == "unsatisfiable":
             return self._error(416, "Requested range not satisfiable", None,
@@ -395,23 +395,23 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.sendfile(fh, offset=start, count=end - start)
         self.rec.bytes_sent += end - start
 
-    def _send_body(self, f: FakeFile, start: int, end: int, fault: F.Fault | None) -> None:
+    def _send_body(self, f: FakeFile, start: int, end: int, fault: faults.Fault | None) -> None:
         kind = fault.kind if fault else None
-        if kind in (F.DROP, F.RESET, F.STALL):
+        if kind in (faults.DROP, faults.RESET, faults.STALL):
             cut = min(end, start + fault.after)
             self._write(f, start, cut)
-            if kind == F.STALL:
+            if kind == faults.STALL:
                 fault.wait_stall()
                 return self._write(f, cut, end)
             self.close_connection = True
-            if kind == F.RESET:
+            if kind == faults.RESET:
                 # Linger 0 turns close() into an RST; rfile holds a socket ref, so close it first.
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.rfile.close()
                 self.connection.close()
             else:
                 self.connection.shutdown(socket.SHUT_RDWR)
-        elif kind == F.THROTTLE:
+        elif kind == faults.THROTTLE:
             chunk = max(1, fault.rate // 20)
             t0 = time.monotonic()
             for pos in range(start, end, chunk):
@@ -419,7 +419,7 @@ class _Handler(BaseHTTPRequestHandler):
                 ahead = (self.rec.bytes_sent / fault.rate) - (time.monotonic() - t0)
                 if ahead > 0:
                     time.sleep(ahead)
-        elif kind == F.FLIP and start <= fault.offset < end:
+        elif kind == faults.FLIP and start <= fault.offset < end:
             self._write(f, start, fault.offset)
             self.wfile.write(bytes([f.read(fault.offset, fault.offset + 1)[0] ^ 0xFF]))
             self.rec.bytes_sent += 1
@@ -448,7 +448,7 @@ class FakeHub:
         self.repos: dict[str, FakeRepo] = {}
         self.log: list[RequestRecord] = []
         self.errors: list[Exception] = []  # exceptions raised inside the fake's handlers
-        self.faults = F.FaultQueue()
+        self.faults = faults.FaultQueue()
         self.accepted_tokens = set(accepted_tokens)
         self.latency = latency
         self.models_page_size = models_page_size
@@ -498,7 +498,7 @@ class FakeHub:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -13,13 +13,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "models"))
 
-from synthetic import GiB, profile  # noqa: E402
+from synthetic import GiB, profile
 
-from app.core.downloads.manager import DownloadManager  # noqa: E402
-from app.core.hub.client import HubClient  # noqa: E402
-from app.core.library import Library  # noqa: E402
-from app.core.models.devices import machine_from_profile  # noqa: E402
-from app.ui.tasks import TaskRunner  # noqa: E402
+from app.core.downloads.manager import DownloadManager
+from app.core.hub.client import HubClient
+from app.core.library import Library
+from app.core.models.devices import machine_from_profile
+from app.ui.tasks import TaskRunner
 
 FAST = {"backoff_s": 0.01, "backoff_max_s": 0.05, "stall_timeout_s": 5.0, "max_retries": 2}
 

@@ -6,11 +6,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "models"))
 
-from synthetic import GiB, profile  # noqa: E402
+from synthetic import GiB, profile
 
-from app.core.hub.client import HubClient  # noqa: E402
-from app.ui.discover.discover_page import DiscoverPage  # noqa: E402
-from app.ui.tasks import TaskRunner  # noqa: E402
+from app.core.hub.client import HubClient
+from app.ui.discover.discover_page import DiscoverPage
+from app.ui.tasks import TaskRunner
 
 
 @pytest.fixture

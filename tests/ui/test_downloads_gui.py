@@ -9,11 +9,11 @@ import pytest
 
 from app.core.downloads.items import Progress, State
 from app.core.events import Event
-from app.core.models.recommend import Variant
-from app.ui.bridge import EventBridge
-from app.core.units import fmt_eta
-from app.ui.downloads_panel import DownloadsPanel
 from app.core.library.from_downloads import LibraryFeed
+from app.core.models.recommend import Variant
+from app.core.units import fmt_eta
+from app.ui.bridge import EventBridge
+from app.ui.downloads_panel import DownloadsPanel
 from tests.fakehub import FakeRepo, Fault
 from tests.ui.hub_gui_fixtures import blob, env, part_of, pool_tasks, sha  # noqa: F401
 
@@ -103,7 +103,7 @@ def test_cancel_removes_the_row_and_the_partial(qtbot, fake_hub, env, wired):  #
 
 def test_failure_in_plain_words_then_retry_works(qtbot, fake_hub, env, wired):  # noqa: F811
     fake_hub.faults.add("big.gguf", *[Fault.status_code(503) for _ in range(3)])  # every try of the first run
-    manager, panel, _ = wired()
+    _manager, panel, _ = wired()
     item_id = start(qtbot, panel)
     row = panel.row(item_id)
     qtbot.waitUntil(lambda: row.item_state == State.FAILED, timeout=20_000)
@@ -129,7 +129,7 @@ def test_restart_mid_download_resumes_and_completes(qtbot, fake_hub, env, wired)
     done_before = received(fake_hub)
     assert 0 < done_before < SIZE
 
-    manager2, panel2, services2 = wired()  # a new launch on the same state file
+    _manager2, panel2, services2 = wired()  # a new launch on the same state file
     row = panel2.row(item_id)
     assert row.item_state == State.PAUSED and row.bar.value() > 0
     threading.Thread(target=services2.start).start()  # what the app runs at start, off the UI thread

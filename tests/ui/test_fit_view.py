@@ -7,12 +7,12 @@ import pytest
 from PySide6.QtGui import QColor, QImage
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core", "models"))
-from synthetic import GiB, MiB, llama3_8b_spec, profile  # noqa: E402
+from synthetic import GiB, MiB, llama3_8b_spec, profile
 
-from app.core.models.calibration import Correction  # noqa: E402
-from app.core.models.devices import machine_from_profile  # noqa: E402
-from app.ui.widgets.fit_view import FitView, context_steps  # noqa: E402
-from app.ui.widgets.stacked_bar import OVERFLOW, SEGMENTS, StackedMemoryBar  # noqa: E402
+from app.core.models.calibration import Correction
+from app.core.models.devices import machine_from_profile
+from app.ui.widgets.fit_view import FitView, context_steps
+from app.ui.widgets.stacked_bar import OVERFLOW, SEGMENTS, StackedMemoryBar
 
 KV_8K = 131_072 * 8192  # f16, 32 layers × 8 KV heads × 128 dims, K and V: 1 GiB
 

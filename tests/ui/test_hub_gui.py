@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from app.core.downloads.items import State
+from app.core.library.from_downloads import LibraryFeed
 from app.core.settings import SettingsStore
 from app.ui.discover.discover_page import DiscoverPage
 from app.ui.discover.model_page import render_markdown
 from app.ui.downloads_panel import DownloadsPanel
 from app.ui.library_page import LibraryPage
-from app.core.library.from_downloads import LibraryFeed
 from app.ui.settings_dialog import SettingsDialog
 from tests.fakehub import Fault, gguf_repo, mlx_repo
 from tests.ui.hub_gui_fixtures import env, machine, pool_tasks, sha  # noqa: F401
@@ -26,7 +26,7 @@ def discover(qtbot, env, machine):  # noqa: F811
     return page
 
 
-def add_tiny(fake_hub, quant_files, repo_id=REPO, **meta):  # noqa: F811
+def add_tiny(fake_hub, quant_files, repo_id=REPO, **meta):
     return fake_hub.add_repo(gguf_repo(repo_id, quants=("F16", "Q8_0"), split=None,
                                        make_gguf=lambda q: quant_files[q].read_bytes(), **meta))
 
@@ -111,7 +111,7 @@ def test_search_open_download_progress_done_in_my_models(qtbot, fake_hub, env, d
 
 
 def test_model_card_renders_markdown_without_loading_remote_images(qtbot, fake_hub, discover,
-                                                                   quant_files):  # noqa: F811
+                                                                   quant_files):
     image = f"{fake_hub.url}/img/tracker.png"
     card = (f"---\nlicense: mit\n---\n# Hello card\n\nSome **bold** words and a [link](https://example.org).\n\n"
             f"![tracker]({image})\n\n<script>alert(1)</script>\n")
@@ -138,7 +138,7 @@ def test_render_markdown_escapes_html_and_drops_front_matter():
     assert "<img src=x" not in html and "&lt;img" in html
 
 
-def test_gated_repo_shows_the_licence_message(qtbot, fake_hub, discover, quant_files):  # noqa: F811
+def test_gated_repo_shows_the_licence_message(qtbot, fake_hub, discover, quant_files):
     add_tiny(fake_hub, quant_files, repo_id="org/Gated-GGUF", gated="manual")
     with qtbot.waitSignal(discover.repo_ready, timeout=30_000) as got:
         discover.open_repo("org/Gated-GGUF")

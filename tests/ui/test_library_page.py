@@ -39,7 +39,7 @@ def make_page(qtbot, library, pool_tasks):  # noqa: F811
     return make
 
 
-def downloaded(library, quant_files, name="Q8_0"):  # noqa: F811
+def downloaded(library, quant_files, name="Q8_0"):
     dest = library.models_dir / "org" / "Tiny-GGUF" / f"Tiny-{name}.gguf"
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(quant_files[name], dest)
@@ -47,7 +47,7 @@ def downloaded(library, quant_files, name="Q8_0"):  # noqa: F811
                                 files=[ModelFile(dest, dest.stat().st_size, None)])
 
 
-def test_table_shows_models_and_total(qtbot, make_page, library, quant_files):  # noqa: F811
+def test_table_shows_models_and_total(qtbot, make_page, library, quant_files):
     page = make_page()
     assert page.table.rowCount() == 0 and page.total.text() == "0 models · 0 B on disk"
     model = downloaded(library, quant_files)
@@ -59,7 +59,7 @@ def test_table_shows_models_and_total(qtbot, make_page, library, quant_files):  
 
 
 def test_import_in_place_then_reveal_and_delete_keeps_outside_files(qtbot, make_page, library,
-                                                                    quant_files, tmp_path):  # noqa: F811
+                                                                    quant_files, tmp_path):
     page = make_page()
     outside = tmp_path / "elsewhere" / "mine.gguf"
     outside.parent.mkdir()
@@ -80,7 +80,7 @@ def test_import_in_place_then_reveal_and_delete_keeps_outside_files(qtbot, make_
     assert outside.exists()  # imported in place: never deleted from its own folder
 
 
-def test_delete_asks_and_frees_the_models_folder(qtbot, make_page, library, quant_files):  # noqa: F811
+def test_delete_asks_and_frees_the_models_folder(qtbot, make_page, library, quant_files):
     model = downloaded(library, quant_files)
     page = make_page(answer=False)
     qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
@@ -96,7 +96,7 @@ def test_delete_asks_and_frees_the_models_folder(qtbot, make_page, library, quan
     assert not model.path.exists() and page.status.text() == f"Deleted; freed {fmt_bytes(model.size)}."
 
 
-def test_missing_file_shows_its_status(qtbot, make_page, library, quant_files):  # noqa: F811
+def test_missing_file_shows_its_status(qtbot, make_page, library, quant_files):
     model = downloaded(library, quant_files)
     model.path.unlink()
     page = make_page()

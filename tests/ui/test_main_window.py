@@ -1,3 +1,4 @@
+import itertools
 import threading
 import time
 
@@ -7,7 +8,7 @@ from PySide6.QtCore import QTimer
 
 from app.core.hardware import probe_hardware
 from app.core.paths import app_paths
-from app.core.settings import Settings, SettingsStore
+from app.core.settings import SettingsStore
 from app.core.units import fmt_bytes
 from app.main import build_shell
 
@@ -79,7 +80,7 @@ def test_refresh_runs_off_the_ui_thread(shell_factory, qtbot):
     timer.start(20)
     qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=2_000)
     timer.stop()
-    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
     assert max(gaps) < 0.5
     assert page.probing
     page.refresh()  # a second click while probing is ignored, not queued

@@ -10,8 +10,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 from app.core.downloads.errors import DiskFullError, DownloadCancelled, IntegrityError, NetworkError
 from app.core.downloads.locking import FileLock

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from app.core.downloads.paths import open_nofollow
 
@@ -90,7 +90,7 @@ class FileLock:
         os.close(self._fd)
         self._fd = None
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         if not self.acquire():
             raise TimeoutError(f"stopped waiting for the lock on {self.path}")
         return self

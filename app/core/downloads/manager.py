@@ -13,11 +13,12 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from app.core.atomic import atomic_write_text
 from app.core.downloads.downloader import DISK_MARGIN, FileDownload

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.core.atomic import fsync_dir, atomic_write_text
+from app.core.atomic import atomic_write_text, fsync_dir
 from app.core.downloads.paths import open_nofollow
 from app.core.downloads.spec import Source
 
@@ -35,7 +35,7 @@ class Sidecar:
     etag: str | None = None
     version: int = 1
 
-    def same_content(self, other: "Sidecar") -> bool:
+    def same_content(self, other: Sidecar) -> bool:
         keys = ("path", "size", "sha256", "git_sha1")  # the content, wherever it came from
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
@@ -43,7 +43,7 @@ class Sidecar:
         atomic_write_text(path, json.dumps(asdict(self), indent=1))
 
     @classmethod
-    def load(cls, path: Path) -> "Sidecar | None":
+    def load(cls, path: Path) -> Sidecar | None:
         try:
             raw = json.loads(Path(path).read_text(encoding="utf-8"))
             return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__ if k in raw})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 ProgressFn = Callable[[int, int, float], None]
 PhaseFn = Callable[[str], None]

@@ -4,8 +4,8 @@ whether the remote file changed. `decide` only says what to do; the downloader d
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Union
 
 from app.core.downloads.errors import AccessError, DownloadError, RemoteChangedError
 from app.core.downloads.partial import PartialState
@@ -59,7 +59,7 @@ class Fail:
     discard: bool = False
 
 
-Decision = Union[Stream, Complete, Restart, RetryLater, Fail]
+Decision = Stream | Complete | Restart | RetryLater | Fail
 
 
 def strong_etag(value: str | None) -> str | None:

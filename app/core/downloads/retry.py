@@ -4,8 +4,8 @@ server's Retry-After when it sent one, and a failure count that progress resets.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 class Retry(Exception):

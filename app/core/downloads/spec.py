@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from app.core.downloads.errors import DownloadCancelled, DownloadPaused
 from app.core.downloads.retry import RetryPolicy

@@ -9,7 +9,7 @@ import errno
 import queue
 import shutil
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from app.core.downloads.errors import DiskFullError
 from app.core.downloads.partial import PartialFile

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 from app.core.engines.base import Chunk, Engine, GenerateRequest
 from app.core.engines.registry import EngineRegistry

@@ -8,8 +8,8 @@ import random
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from app.core.engines.base import (
     Capabilities,

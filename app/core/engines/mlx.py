@@ -12,8 +12,9 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from app.core.engines.base import (
     Capabilities,

@@ -18,9 +18,10 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Any, ClassVar
 
 from app.core.engines.base import ChatMessage, EngineError
 
@@ -120,7 +121,7 @@ def _make_environment():
     class _GenerationTag(jinja2.ext.Extension):
         """HF's `{% generation %}` marks assistant spans for training; render its body as is."""
 
-        tags = {"generation"}
+        tags: ClassVar[set[str]] = {"generation"}
 
         def parse(self, parser):
             next(parser.stream)
@@ -133,9 +134,9 @@ def _make_environment():
             _check_time()
             budget = _BUDGET.get()
             cap = budget.max_chars if budget else 2_000_000
-            if operator == "**" and isinstance(left, int) and isinstance(right, int):
-                if right > 0 and abs(left) > 1 and right * max(abs(left).bit_length(), 1) > MAX_POWER_BITS:
-                    raise TemplateError("the chat template computed a number too large to allow")
+            if (operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0
+                    and abs(left) > 1 and right * max(abs(left).bit_length(), 1) > MAX_POWER_BITS):
+                raise TemplateError("the chat template computed a number too large to allow")
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > cap:

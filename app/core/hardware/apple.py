@@ -49,7 +49,7 @@ def mlx_working_set() -> int | None:
 
         info_fn = getattr(mx, "device_info", None) or mx.metal.device_info
         value = info_fn().get("max_recommended_working_set_size")
-    except Exception as exc:  # noqa: BLE001 - any MLX failure means "ask someone else"
+    except Exception as exc:
         logger.debug("MLX device_info unavailable: %s", exc)
         return None
     return int(value) if value else None

@@ -7,10 +7,11 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from app.core.atomic import atomic_write_text
 from app.core.native import import_native

@@ -50,14 +50,14 @@ def probe_llamacpp() -> EngineAvailability:
         return EngineAvailability(LLAMACPP, available=False, reason="llama-cpp-python is not installed")
     try:
         llama_cpp = import_native("llama_cpp")  # native library load; see module docstring
-    except Exception as exc:  # noqa: BLE001 - a broken build is "unavailable", not a crash
+    except Exception as exc:
         logger.warning("llama_cpp import failed: %s", exc)
         return EngineAvailability(LLAMACPP, available=False, reason=f"llama-cpp-python failed to load: {exc}")
     version = getattr(llama_cpp, "__version__", None) or _dist_version("llama-cpp-python", "llama_cpp_python")
     try:
         offload = bool(llama_cpp.llama_supports_gpu_offload())
         backend = backend_from_system_info(llama_cpp.llama_print_system_info(), offload)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         logger.warning("llama_cpp backend query failed: %s", exc)
         return EngineAvailability(
             LLAMACPP, available=True, version=version, backend="CPU", note=f"backend unknown: {exc}"
@@ -70,13 +70,13 @@ def probe_mlx() -> EngineAvailability:
         return EngineAvailability(MLX, available=False, reason="mlx is not installed")
     try:
         mx = import_native("mlx.core")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         logger.warning("mlx import failed: %s", exc)
         return EngineAvailability(MLX, available=False, reason=f"mlx failed to load: {exc}")
     version = getattr(mx, "__version__", None) or _dist_version("mlx")
     try:
         device = str(mx.default_device())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         device = f"unknown ({exc})"
     on_gpu = "gpu" in device.lower()
     note = f"default device {device}"

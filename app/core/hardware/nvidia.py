@@ -51,23 +51,23 @@ def _read_device(nvml: Any, index: int) -> GpuInfo:
     problems: list[str] = []
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    except Exception as exc:  # noqa: BLE001 - any NVML failure is reported, never raised
+    except Exception as exc:
         gpu.note = f"cannot open this GPU: {_describe(exc)}"
         return gpu
     try:
         gpu.name = _text(nvml.nvmlDeviceGetName(handle))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         problems.append(f"name: {_describe(exc)}")
     try:
         mem = nvml.nvmlDeviceGetMemoryInfo(handle)
         gpu.memory_total_bytes, gpu.memory_free_bytes = int(mem.total), int(mem.free)
         gpu.memory_used_bytes = int(mem.used)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         problems.append(f"memory: {_describe(exc)}")
     try:
         major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
         gpu.compute_capability = f"{major}.{minor}"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         problems.append(f"compute capability: {_describe(exc)}")
     bw = lookup_gpu_bandwidth(gpu.name)
     gpu.bandwidth_gbps = bw.gbps
@@ -90,7 +90,7 @@ def probe_nvidia(provider: Any | None = None) -> NvidiaInfo:
         return NvidiaInfo(available=False, reason=NO_BINDINGS_REASON)
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if _is_no_driver(exc):
             logger.debug("NVML unavailable: %s", exc)
             return NvidiaInfo(available=False, reason=NO_DRIVER_REASON)
@@ -98,13 +98,13 @@ def probe_nvidia(provider: Any | None = None) -> NvidiaInfo:
         return NvidiaInfo(available=False, reason=_describe(exc))
     try:
         return _probe_initialised(nvml)
-    except Exception as exc:  # noqa: BLE001 - e.g. the driver vanished between calls
+    except Exception as exc:
         logger.warning("NVML probe failed: %s", exc)
         return NvidiaInfo(available=False, reason=_describe(exc))
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             logger.debug("nvmlShutdown failed: %s", exc)
 
 
@@ -112,12 +112,12 @@ def _probe_initialised(nvml: Any) -> NvidiaInfo:
     info = NvidiaInfo()
     try:
         info.driver_version = _text(nvml.nvmlSystemGetDriverVersion())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         logger.debug("driver version unknown: %s", exc)
     try:
         get_cuda = getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2", None) or nvml.nvmlSystemGetCudaDriverVersion
         info.cuda_version = cuda_version_text(int(get_cuda()))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         logger.debug("CUDA driver version unknown: %s", exc)
     count = int(nvml.nvmlDeviceGetCount())
     info.gpus = [_read_device(nvml, i) for i in range(count)]

@@ -11,8 +11,9 @@ import platform
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from app.core.hardware import apple as apple_mod
 from app.core.hardware import bandwidth as bw_mod
@@ -42,7 +43,7 @@ class _Task:
     def _run(self) -> None:
         try:
             self._result = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - reported by wait(), never raised
+        except BaseException as exc:
             self._error = exc
         finally:
             self._done.set()
@@ -62,7 +63,7 @@ class _Task:
 def _guarded(name: str, fn: Callable[[], Any], default: Any, warnings: list[str]) -> Any:
     try:
         return fn()
-    except Exception as exc:  # noqa: BLE001 - a probe failure is a warning, not a crash
+    except Exception as exc:
         warnings.append(f"{name} probe failed: {exc}")
         logger.warning("%s probe failed", name, exc_info=True)
         return default
@@ -86,7 +87,7 @@ def _default_cache_dir() -> Path | None:
         from app.core.paths import app_paths
 
         return app_paths().cache
-    except Exception as exc:  # noqa: BLE001 - no cache just means measuring each time
+    except Exception as exc:
         logger.warning("no cache dir for the bandwidth test: %s", exc)
         return None
 

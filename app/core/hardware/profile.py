@@ -100,7 +100,7 @@ class HardwareProfile:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "HardwareProfile":
+    def from_dict(cls, d: dict[str, Any]) -> HardwareProfile:
         nv = d.get("nvidia") or {}
         apple = d.get("apple")
         return cls(

@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import re
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from app.core.hub import search as query

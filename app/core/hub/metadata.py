@@ -5,8 +5,9 @@ the HubClient (its endpoint, its token or none); this module decides what to rea
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from app.core.hub.errors import HubNotFound
 from app.core.hub.ranged import HttpRangeSource, new_http_client

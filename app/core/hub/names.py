@@ -4,8 +4,8 @@ names that cannot escape the models folder on any OS, and only file types that c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import Sequence
 
 from app.core.errors import HearthError
 from app.core.hub.errors import HubRefused, HubUnsafeName

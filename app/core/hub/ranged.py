@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf import GGUFHeader, read_gguf_header

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from app.core.models.files import RepoFile
 
@@ -38,7 +39,7 @@ class ModelSummary:
     gated: bool | str = False
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "ModelSummary":
+    def from_json(cls, d: Mapping[str, Any]) -> ModelSummary:
         repo_id = str(d.get("id") or d.get("modelId") or "")
         tags = d.get("tags")
         return cls(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from app.core.hub.results import ModelSummary
 

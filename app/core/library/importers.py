@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from app.core.hub.names import is_allowed_file
 from app.core.models.errors import ModelFileError
@@ -30,10 +31,10 @@ class Skipped:
 
 @dataclass
 class ImportResult:
-    imported: list["LocalModel"] = field(default_factory=list)
+    imported: list[LocalModel] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
 
-    def extend(self, other: "ImportResult") -> None:
+    def extend(self, other: ImportResult) -> None:
         self.imported += other.imported
         self.skipped += other.skipped
 
@@ -73,8 +74,8 @@ def _display_name(stem: str, quant: str | None, repo_id: str | None) -> str:
     return stem
 
 
-def _add_gguf(library: "Library", shards: list[Path], mmproj: list[Path], *, source: str, repo_id: str | None,
-              commit: str | None) -> "LocalModel":
+def _add_gguf(library: Library, shards: list[Path], mmproj: list[Path], *, source: str, repo_id: str | None,
+              commit: str | None) -> LocalModel:
     from app.core.library.store import files_of
 
     existing = library.find(str(shards[0]))
@@ -94,8 +95,8 @@ def _add_gguf(library: "Library", shards: list[Path], mmproj: list[Path], *, sou
                        files=files_of(shards + mmproj), quant=quant, repo_id=repo_id, commit=commit, source=source)
 
 
-def _add_mlx(library: "Library", folder: Path, *, source: str, repo_id: str | None,
-             commit: str | None) -> "LocalModel":
+def _add_mlx(library: Library, folder: Path, *, source: str, repo_id: str | None,
+             commit: str | None) -> LocalModel:
     from app.core.library.store import files_of
     from app.core.models.hf_config import check_folder_configs
     from app.core.models.mlx_meta import mlx_label, read_mlx_folder
@@ -113,7 +114,7 @@ def is_mlx_folder(folder: Path) -> bool:
     return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
 
 
-def import_path(library: "Library", path: str | os.PathLike[str], *, source: str = "import",
+def import_path(library: Library, path: str | os.PathLike[str], *, source: str = "import",
                 repo_id: str | None = None, commit: str | None = None) -> ImportResult:
     """Import what `path` holds; raises ModelFileError (with the reasons) when nothing could be imported."""
     path = Path(path).expanduser().absolute()
@@ -149,7 +150,7 @@ def import_path(library: "Library", path: str | os.PathLike[str], *, source: str
     return result
 
 
-def _try(library: "Library", result: ImportResult, path: Path, **kw) -> None:
+def _try(library: Library, result: ImportResult, path: Path, **kw) -> None:
     try:
         result.extend(import_path(library, path, **kw))
     except ModelFileError as exc:
@@ -166,7 +167,7 @@ def hf_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(home).expanduser() / "hub"
 
 
-def import_hf_cache(library: "Library", cache_dir: str | os.PathLike[str] | None = None) -> ImportResult:
+def import_hf_cache(library: Library, cache_dir: str | os.PathLike[str] | None = None) -> ImportResult:
     """GGUF files and MLX snapshots already in the Hugging Face cache, imported in place."""
     result = ImportResult()
     try:
@@ -217,7 +218,7 @@ def lmstudio_roots() -> list[Path]:
     return [Path(p).expanduser() for p in LMSTUDIO_ROOTS]
 
 
-def import_lmstudio(library: "Library", roots: Iterable[str | os.PathLike[str]] | None = None) -> ImportResult:
+def import_lmstudio(library: Library, roots: Iterable[str | os.PathLike[str]] | None = None) -> ImportResult:
     """LM Studio keeps models as `<root>/<publisher>/<model>/<files>`; each model folder is imported in place."""
     result = ImportResult()
     for root in [Path(r).expanduser() for r in roots] if roots is not None else lmstudio_roots():

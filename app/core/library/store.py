@@ -11,9 +11,9 @@ import stat
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from app.core.downloads.partial import hash_file
 from app.core.events import Event

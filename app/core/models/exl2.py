@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from app.core.models.errors import ModelFileError
 from app.core.models.hf_config import check_no_remote_code, spec_from_hf_config

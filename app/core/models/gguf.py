@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.models.errors import ModelFileError
-from app.core.models.gguf_source import BytesSource, ByteSource, Cursor, FileSource, source_size
-from app.core.models.gguf_split import parse_split_name, split_shard_names
+from app.core.models.gguf_source import ByteSource, BytesSource, Cursor, FileSource, source_size
 from app.core.models.gguf_types import (
     GGML_TYPES,
     INT64_LIMIT,

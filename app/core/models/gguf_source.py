@@ -31,7 +31,7 @@ class FileSource:
 
     def _handle(self) -> BinaryIO:
         if self._fh is None:
-            self._fh = open(self.path, "rb")
+            self._fh = open(self.path, "rb")  # noqa: SIM115 (kept open across reads; close() closes it)
         return self._fh
 
     def read_at(self, offset: int, n: int) -> bytes:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from app.core.models.errors import ModelFileError
 from app.core.models.spec import SWA_PATTERN_DEFAULTS, ModelSpec

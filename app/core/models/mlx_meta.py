@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from app.core.models.errors import ModelFileError
 from app.core.models.hf_config import check_no_remote_code, spec_from_hf_config, text_config

@@ -78,9 +78,8 @@ def _fits(est: MemoryEstimate, m: Machine) -> bool:
     for use in est.devices:
         if use.total > pools[use.device].budget_bytes:
             return False
-    if m.unified and est.total > m.cpu.budget_bytes:
-        return False  # Apple: GPU and CPU buffers come out of the same RAM
-    return True
+    # Apple: GPU and CPU buffers come out of the same RAM, which must hold them all.
+    return not (m.unified and est.total > m.cpu.budget_bytes)
 
 
 def _contexts(requested: int, min_ctx: int) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import lru_cache
 
@@ -25,7 +26,7 @@ def kld_for_bpw(bpw: float) -> float:
         return curve[0][1]
     if bpw >= curve[-1][0]:
         return curve[-1][1]
-    for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
+    for (x0, y0), (x1, y1) in itertools.pairwise(curve):
         if x0 <= bpw <= x1:
             t = (bpw - x0) / (x1 - x0)
             return math.exp(math.log(y0) + t * (math.log(y1) - math.log(y0)))

@@ -12,8 +12,8 @@ from app.core.models.devices import Machine
 from app.core.models.memory import LoadOptions
 from app.core.models.planner import Plan, plan_load
 from app.core.models.quality import floor_kld, kld_for, quality_label
-from app.core.models.speed import SpeedPrediction, predict_speed
 from app.core.models.spec import ModelSpec
+from app.core.models.speed import SpeedPrediction, predict_speed
 
 Format = Literal["gguf", "mlx", "exl2"]
 Q8_KLD = 0.0014

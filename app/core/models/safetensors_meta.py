@@ -11,12 +11,13 @@ import json
 import logging
 import os
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from app.core.models.errors import ModelFileError
-from app.core.models.gguf_source import BytesSource, ByteSource, FileSource, source_size
+from app.core.models.gguf_source import ByteSource, BytesSource, FileSource, source_size
 
 __all__ = [
     "DTYPE_BITS", "SafetensorsEntry", "SafetensorsHeader", "SafetensorsModel", "local_safetensors_model",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from app.core.engines.base import Chunk, Engine, GenerateRequest, LoadSpec, ModelInfo
 from app.core.engines.registry import EngineRegistry

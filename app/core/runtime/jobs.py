@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Union
+from typing import Any, Literal
 
 from app.core.engines.base import Chunk, GenerateRequest, LoadSpec, ModelInfo
 from app.core.errors import HearthError
@@ -50,7 +51,7 @@ class ShutdownJob:
     pass
 
 
-Job = Union[LoadJob, UnloadJob, GenerateJob, EmbedJob, ShutdownJob]
+Job = LoadJob | UnloadJob | GenerateJob | EmbedJob | ShutdownJob
 
 
 @dataclass
@@ -78,7 +79,7 @@ class JobFailed:
     error_message: str
 
 
-HostEvent = Union[ChunkEvent, JobDone, JobFailed]
+HostEvent = ChunkEvent | JobDone | JobFailed
 # Called on the host thread: keep it quick and re-post to your own thread (Qt: a queued signal).
 Sink = Callable[[HostEvent], None]
 

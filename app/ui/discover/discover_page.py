@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.hardware.profile import HardwareProfile
-from app.core.models.catalog import CatalogPick, ranked_catalog
 from app.core.hub.client import HubClient
-from app.core.models.devices import Machine, machine_from_profile
 from app.core.hub.repo_page import HubModel, load_hub_model
+from app.core.models.catalog import CatalogPick, ranked_catalog
+from app.core.models.devices import Machine, machine_from_profile
 from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
 from app.ui.discover.search import SearchPanel

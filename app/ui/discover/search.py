@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
@@ -37,6 +38,9 @@ def summary_text(r: ModelSummary) -> str:
             f"updated {fmt_ago(r.last_modified, never='unknown')}{gated}")
 
 
+_ROOT = QModelIndex()  # a list model has one level: its rows hang off the invisible root
+
+
 class SearchResultsModel(QAbstractListModel):
     """Rows are ModelSummary objects; the view only asks for the rows on screen."""
 
@@ -44,7 +48,7 @@ class SearchResultsModel(QAbstractListModel):
         super().__init__(parent)
         self.results: list[ModelSummary] = []
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.results)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:

@@ -120,7 +120,8 @@ class FitView(QWidget):
         self.kv_combo = QComboBox()
         self.kv_combo.setAccessibleName("KV cache type")
         self.kv_combo.setToolTip("Quantized KV caches need flash attention, which is turned on with them")
-        kv_types = list(KV_CACHE_TYPES) + ([self._base.cache_type_k] if self._base.cache_type_k not in KV_CACHE_TYPES else [])
+        extra = [self._base.cache_type_k] if self._base.cache_type_k not in KV_CACHE_TYPES else []
+        kv_types = [*KV_CACHE_TYPES, *extra]
         self.kv_combo.addItems(kv_types)
         self.kv_combo.setCurrentText(self._base.cache_type_k)
         self.kv_combo.currentTextChanged.connect(lambda _t: self._replan())

@@ -58,7 +58,7 @@ def test_t14_two_threads_one_download(fake_hub, big, make_dl, client):
     def go():
         try:
             results.append(make_dl("big.gguf").run(client))
-        except Exception as exc:  # noqa: BLE001 - reported by the assert
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=go) for _ in range(2)]
@@ -79,7 +79,7 @@ def test_t14_two_processes_one_download(fake_hub, big, models_dir):
     time.sleep(0.5)
     procs.append(spawn(fake_hub, models_dir, big))
     for p in procs:
-        out, err = p.communicate(timeout=30)
+        _out, err = p.communicate(timeout=30)
         assert p.returncode == 0, err.decode()
     dest = models_dir / REPO / "big.gguf"
     assert hashlib.sha256(dest.read_bytes()).hexdigest() == big.sha256

@@ -184,7 +184,7 @@ def test_cancel_during_a_stall_returns_fast_and_deletes_the_partial(fake_hub, re
     def go():
         try:
             dl.run(client)
-        except Exception as exc:  # noqa: BLE001 - inspected below
+        except Exception as exc:
             result["exc"] = exc
 
     t = threading.Thread(target=go)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import threading
 
 import pytest
@@ -181,7 +180,7 @@ def test_sampler_failure_mid_generation_ends_with_error_chunk(tiny_gguf_f16, mon
         assert len(token_chunks(chunks)) <= 2
         assert chunks[-1].finish_reason == "error" and "sampler exploded" in chunks[-1].error
         monkeypatch.setattr(engine._llm, "sample", real_sample)
-        text, final = generate_all(engine, greedy("Hello world", max_tokens=5))
+        _text, final = generate_all(engine, greedy("Hello world", max_tokens=5))
         assert final.finish_reason in ("length", "stop") and final.stats.generated_tokens >= 1
     finally:
         engine.unload()
@@ -278,7 +277,7 @@ def test_smollm2_json_schema(smollm2_engine):
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     req = chat_request("What is the capital of France? Answer in JSON.", max_tokens=60)
     req.json_schema = schema
-    text, final = generate_all(smollm2_engine, req)
+    text, _final = generate_all(smollm2_engine, req)
     data = json.loads(text)
     assert isinstance(data, dict) and isinstance(data["city"], str)
 
@@ -370,7 +369,7 @@ def test_smollm2_cancel_during_long_prefill(smollm2_small_batches, monkeypatch):
     assert chunks[0].stats.prompt_tokens_evaluated == 128 < n_prompt
     monkeypatch.setattr(engine._llm, "eval", real_eval)
     # The next job runs at once and reuses the 128 tokens already evaluated.
-    text, final = generate_all(engine, req)
+    _text, final = generate_all(engine, req)
     assert final.finish_reason == "length" and final.stats.generated_tokens == 3
     assert final.stats.prompt_tokens_evaluated == n_prompt - 128
 

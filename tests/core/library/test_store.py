@@ -44,7 +44,7 @@ def test_import_folder_with_split_set_as_one_entry(library, gguf_copy, tmp_path)
 def test_incomplete_split_set_is_skipped_with_reason(library, tmp_path):
     shards = write_split_set(tmp_path / "broken")
     shards[1].unlink()
-    with pytest.raises(ModelFileError, match="incomplete: missing Tiny-Q8_0-00002-of-00003.gguf"):
+    with pytest.raises(ModelFileError, match=r"incomplete: missing Tiny-Q8_0-00002-of-00003\.gguf"):
         import_path(library, tmp_path / "broken")
     assert library.list() == []
 

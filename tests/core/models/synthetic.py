@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from gguf_builder import ARRAY, F32, GGML_F16, GGML_F32, GGML_Q4_K, GGML_Q8_0, I32, STRING, U32, GGUFBuilder
+
 from app.core.hardware.profile import (
-    AppleInfo, BandwidthInfo, CpuInfo, GpuInfo, HardwareProfile, MemoryInfo, NvidiaInfo,
+    AppleInfo,
+    BandwidthInfo,
+    CpuInfo,
+    GpuInfo,
+    HardwareProfile,
+    MemoryInfo,
+    NvidiaInfo,
 )
 from app.core.models.gguf import read_gguf_header
 from app.core.models.spec import ModelSpec, spec_from_gguf
-from gguf_builder import ARRAY, F32, GGML_F16, GGML_F32, GGML_Q4_K, GGML_Q8_0, GGUFBuilder, I32, STRING, U32
 
 GiB = 1024**3
 MiB = 1024**2
@@ -105,5 +112,15 @@ def apple_profile(chip: str, ram: int, working_set: int, free: int, bw: float):
                                    working_set_source="test", bandwidth_gbps=bw))
 
 
-__all__ = ["F32", "GGML_F16", "GGML_Q4_K", "GGML_Q8_0", "U32", "llama_header", "llama3_8b_spec", "profile",
-           "apple_profile", "spec_from_gguf"]
+__all__ = [
+    "F32",
+    "GGML_F16",
+    "GGML_Q4_K",
+    "GGML_Q8_0",
+    "U32",
+    "apple_profile",
+    "llama3_8b_spec",
+    "llama_header",
+    "profile",
+    "spec_from_gguf",
+]

@@ -5,11 +5,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
-from synthetic import GiB, apple_profile, profile  # noqa: E402
+from synthetic import GiB, apple_profile, profile
 
-from app.core.models.catalog import load_catalog, ranked_catalog  # noqa: E402
-from app.core.models.devices import machine_from_profile  # noqa: E402
-from app.core.models.recommend import COMFORTABLE_TOK_S  # noqa: E402
+from app.core.models.catalog import load_catalog, ranked_catalog
+from app.core.models.devices import machine_from_profile
+from app.core.models.recommend import COMFORTABLE_TOK_S
 
 
 def test_catalog_entries_are_complete():

@@ -11,17 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
-from app.core.models.errors import ModelFileError
-from app.core.models.gguf import (
-    ArraySummary,
-    BytesSource,
-    FileSource,
-    read_gguf_header,
-    validate_gguf,
-)
-from app.core.models.gguf_split import parse_split_name, split_shard_names
-from app.core.models.gguf_types import GGML_TYPES, ftype_label, tensor_nbytes
 from gguf_builder import (
     ARRAY,
     BOOL,
@@ -42,6 +31,17 @@ from gguf_builder import (
     expected_nbytes,
     small_valid_builder,
 )
+
+from app.core.models.errors import ModelFileError
+from app.core.models.gguf import (
+    ArraySummary,
+    BytesSource,
+    FileSource,
+    read_gguf_header,
+    validate_gguf,
+)
+from app.core.models.gguf_split import parse_split_name, split_shard_names
+from app.core.models.gguf_types import GGML_TYPES, ftype_label, tensor_nbytes
 
 
 class CountingSource:

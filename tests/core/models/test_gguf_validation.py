@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from app.core.models.errors import ModelFileError
-from app.core.models.gguf import BytesSource, read_gguf_header, validate_gguf
-from app.core.errors import HearthError
 from gguf_builder import (
     ARRAY,
     GGML_F32,
@@ -22,6 +17,12 @@ from gguf_builder import (
     GGUFBuilder,
     small_valid_builder,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.core.errors import HearthError
+from app.core.models.errors import ModelFileError
+from app.core.models.gguf import BytesSource, read_gguf_header, validate_gguf
 
 
 def _refused(b: GGUFBuilder | bytes, match: str) -> ModelFileError:
@@ -294,7 +295,7 @@ def test_truncated_header_without_known_size():
         def read_at(self, offset, n):
             return data[offset : offset + n]
 
-    with pytest.raises(ModelFileError, match="truncated.*ends at 300 bytes"):
+    with pytest.raises(ModelFileError, match=r"truncated.*ends at 300 bytes"):
         read_gguf_header(NoSize())
 
 
@@ -363,4 +364,4 @@ def test_fuzzed_headers_only_raise_model_file_error(mutations, size_known):
         if size_known:
             assert header.data_offset + t.offset + t.nbytes <= len(data)
     ends.sort()
-    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(ends, ends[1:]))
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(ends))

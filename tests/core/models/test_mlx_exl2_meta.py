@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import struct
 
 import pytest
@@ -14,7 +13,6 @@ from app.core.models.hf_config import spec_from_hf_config
 from app.core.models.memory import LoadOptions, kv_cache_bytes
 from app.core.models.mlx_meta import mlx_quantization, read_mlx_folder
 from app.core.models.spec import spec_from_gguf
-from tests.fakehub import safetensors_bytes
 
 LLAMA3_8B = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -175,7 +173,7 @@ def test_exl2_branch_with_head_bits_and_real_config():
     assert (on_main.bpw, on_main.head_bits) == (8.0, 6)
     with pytest.raises(ModelFileError, match="bits per weight"):
         read_exl2_branch(LLAMA3_8B, sizes, "main")
-    with pytest.raises(ModelFileError, match="no .safetensors"):
+    with pytest.raises(ModelFileError, match=r"no \.safetensors"):
         read_exl2_branch(cfg, {"config.json": 1}, "4.0bpw")
     with pytest.raises(ModelFileError, match="never runs code"):
         read_exl2_branch(dict(cfg, auto_map={}), sizes, "4.0bpw")

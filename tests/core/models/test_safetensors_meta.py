@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.core.models.errors import ModelFileError
 from app.core.hub.ranged import HttpRangeSource
 from app.core.hub.urls import resolve_url
+from app.core.models.errors import ModelFileError
 from app.core.models.safetensors_meta import (
     SafetensorsEntry,
     local_safetensors_model,
@@ -66,7 +66,7 @@ def test_agrees_with_the_safetensors_library(tmp_path):
     assert h.data_bytes == sum(a.nbytes for a in arrays.values())
     with safe_open(str(path), framework="numpy") as f:
         assert set(f.keys()) == set(h.tensors)
-        for name in f.keys():
+        for name in f.keys():  # noqa: SIM118 (a safe_open handle has keys() but is not iterable)
             sl = f.get_slice(name)
             assert tuple(sl.get_shape()) == h.tensors[name].shape
             assert h.tensors[name].nbytes == arrays[name].nbytes
@@ -197,20 +197,20 @@ def test_folder_without_index_reads_every_safetensors(tmp_path):
     (tmp_path / "a.safetensors").write_bytes(safetensors_bytes({"x": ("F32", [3])}))
     (tmp_path / "b.safetensors").write_bytes(safetensors_bytes({"y": ("U8", [5])}))
     assert local_safetensors_model(tmp_path).weight_bytes == 17
-    with pytest.raises(ModelFileError, match="no .safetensors"):
+    with pytest.raises(ModelFileError, match=r"no \.safetensors"):
         local_safetensors_model(tmp_path / "nothing")
 
 
 def test_tensor_in_two_files_is_refused(tmp_path):
     (tmp_path / "a.safetensors").write_bytes(safetensors_bytes({"x": ("F32", [3])}))
     (tmp_path / "b.safetensors").write_bytes(safetensors_bytes({"x": ("F32", [3])}))
-    with pytest.raises(ModelFileError, match="in both a.safetensors and b.safetensors"):
+    with pytest.raises(ModelFileError, match=r"in both a\.safetensors and b\.safetensors"):
         read_safetensors_model(["a.safetensors", "b.safetensors"], lambda n: tmp_path / n)
 
 
 def test_bad_shard_names_its_file(tmp_path):
     (tmp_path / "a.safetensors").write_bytes(b"garbage!" * 3)
-    with pytest.raises(ModelFileError, match="^a.safetensors: "):
+    with pytest.raises(ModelFileError, match=r"^a\.safetensors: "):
         local_safetensors_model(tmp_path)
 
 

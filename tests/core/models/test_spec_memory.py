@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from synthetic import GGML_F16, GGML_Q8_0, MiB, U32, llama_header
+from synthetic import GGML_F16, U32, MiB, llama_header
 
 from app.core.models.gguf import read_gguf_header
 from app.core.models.memory import LoadOptions, compute_buffer_bytes, estimate_memory, kv_cache_bytes, kv_cells

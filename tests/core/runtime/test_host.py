@@ -185,7 +185,7 @@ def test_failed_load_sets_error_state_then_a_good_load_works(make_host):
     host = make_host(fail_on_load=lambda path: path.name == "broken.fake")
     states = []
     host.state_changed.connect(states.append)
-    with pytest.raises(HearthError, match="broken.fake"):
+    with pytest.raises(HearthError, match=r"broken\.fake"):
         host.load_sync(fake_spec("broken.fake"), "fake")
     assert host.state.status == "error" and "broken.fake" in host.state.error
     with pytest.raises(HearthError, match="no model is loaded"):
