@@ -128,7 +128,7 @@ def stream_for(page: ChatPage, seconds: float, max_tokens: int | None, prompt: s
         if time.perf_counter() >= end:
             loop.quit()
             return
-        if not keep_chat and len(page.thread.rows) > 6:  # keep the context free: a fresh chat every few replies
+        if not keep_chat and len(page.thread_view.rows) > 6:  # keep the context free: a fresh chat every few replies
             QTimer.singleShot(0, lambda: (new_chat(page, sampling, system_prompt), page.replies.send(prompt)))
         else:
             QTimer.singleShot(0, lambda: page.replies.send(prompt))
@@ -151,21 +151,21 @@ def open_time(page: ChatPage) -> float:
     cid = page.store.import_conversation(Conversation(id=0, title="big", created_at=now, updated_at=now), msgs, 1000)
     t0 = time.perf_counter()
     page.open_conversation(cid)
-    page.thread.view.scrollToBottom()
-    page.thread.view.viewport().repaint()
+    page.thread_view.view.scrollToBottom()
+    page.thread_view.view.viewport().repaint()
     return time.perf_counter() - t0
 
 
 def scroll_pages(page: ChatPage) -> tuple[float, float, int]:
     """Page up from the end to the top, painting each page: (worst s, median s, pages)."""
     app = QApplication.instance()
-    bar = page.thread.view.verticalScrollBar()
-    page.thread.view.scrollToBottom()
+    bar = page.thread_view.view.verticalScrollBar()
+    page.thread_view.view.scrollToBottom()
     times = []
     while bar.value() > 0:
         t0 = time.perf_counter()
         bar.triggerAction(bar.SliderAction.SliderPageStepSub)
-        page.thread.view.viewport().repaint()
+        page.thread_view.view.viewport().repaint()
         app.processEvents()
         times.append(time.perf_counter() - t0)
     return max(times), statistics.median(times), len(times)
@@ -180,7 +180,7 @@ def rss() -> int:
 def generations(page: ChatPage, n: int) -> None:
     new_chat(page, SamplingParams(max_tokens=50))
     for i in range(n):
-        if len(page.thread.rows) > 20:
+        if len(page.thread_view.rows) > 20:
             new_chat(page, SamplingParams(max_tokens=50))
         loop = QEventLoop()
         page.reply_finished.connect(loop.quit)
@@ -227,10 +227,10 @@ def main() -> int:
     worst, median, pages = scroll_pages(page)
     rows.append(("scroll that chat, page by page", f"{worst * 1000:.1f} ms", "< 50 ms",
                  f"median {median * 1000:.1f} ms over {pages} pages"))
-    page.thread.view.scrollToBottom()
+    page.thread_view.view.scrollToBottom()
     worst, p99, tokens = stream_for(page, args.long_seconds, 300, "One more, please.", keep_chat=True)
     rows.append(("stall, replies in that chat", f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})", "< 50 ms",
-                 f"{tokens:,} tokens, {len(page.thread.rows):,} rows at the end"))
+                 f"{tokens:,} tokens, {len(page.thread_view.rows):,} rows at the end"))
     generations(page, 10)
     wait(1200)  # let the main-thread GC run
     after10 = rss()

@@ -106,13 +106,13 @@ def new_chat(qtbot, page: ChatPage) -> int:
 
 def switch_branch(qtbot, page: ChatPage, msg_id: int, step: int) -> None:
     """Switch the branch and wait until the thread shows the committed choice."""
-    with qtbot.waitSignal(page.thread.changed, timeout=5000):
-        page.thread.switch_branch(msg_id, step)
+    with qtbot.waitSignal(page.thread_view.changed, timeout=5000):
+        page.thread_view.switch_branch(msg_id, step)
 
 
 def reply_words(page: ChatPage) -> int:
     """Words in the reply being shown (0 until its row appears: the turn is saved off the UI thread)."""
-    rows = page.thread.messages.rows
+    rows = page.thread_view.messages.rows
     return len(rows[-1].text.split()) if rows and rows[-1].message.role == "assistant" else 0
 
 
@@ -136,7 +136,7 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
 
     h.host.submit = spy
     updates: list[str] = []
-    page.thread.messages.dataChanged.connect(lambda *_: updates.append("x"))
+    page.thread_view.messages.dataChanged.connect(lambda *_: updates.append("x"))
     msg_id, result = send_and_wait(qtbot, page, "Tell me a tale")
     assert committed == [True]
     assert result.status == "done" and result.finish_reason == "length"
@@ -144,9 +144,9 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
     bridge_chunks = result.stats.generated_tokens
     assert bridge_chunks == 400
     assert 1 <= len(updates) < 100, "the view must be updated in batches, not per token"
-    row = page.thread.messages.rows[-1]
+    row = page.thread_view.messages.rows[-1]
     assert row.id == msg_id and row.status == "done" and row.text == result.text
-    html = page.thread.messages.rendered(row).html
+    html = page.thread_view.messages.rendered(row).html
     assert "tok/s" in html and "400 tokens" in html and "TTFT" in html and "finish: length" in html
     page.chats.flush()
     saved = page.store.get_message(msg_id)
@@ -166,8 +166,8 @@ def test_stop_mid_stream_keeps_partial_text_marked_stopped(make_chat, qtbot):
         qtbot.keyClick(page.composer.editor, Qt.Key.Key_Escape)
     msg_id, result = got.args
     assert result.status == "stopped" and result.text
-    row = page.thread.messages.rows[-1]
-    assert row.status == "stopped" and "Stopped" in page.thread.messages.rendered(row).html
+    row = page.thread_view.messages.rows[-1]
+    assert row.status == "stopped" and "Stopped" in page.thread_view.messages.rendered(row).html
     page.chats.flush()
     saved = page.store.get_message(msg_id)
     assert saved.status == "stopped" and saved.content == result.text
@@ -185,30 +185,30 @@ def test_regenerate_makes_a_sibling_and_keeps_the_old_reply(make_chat, qtbot):
     page.chats.flush()
     siblings = page.store.branches(second_id)
     assert [m.id for m in siblings] == [first_id, second_id]
-    assert page.thread.messages.rows[-1].id == second_id and page.thread.messages.rows[-1].branch == (2, 2)
-    assert "2/2" in page.thread.messages.rendered(page.thread.messages.rows[-1]).html
+    assert page.thread_view.messages.rows[-1].id == second_id and page.thread_view.messages.rows[-1].branch == (2, 2)
+    assert "2/2" in page.thread_view.messages.rendered(page.thread_view.messages.rows[-1]).html
     # The engine saw the same history both times: system-less user turn only, no old reply.
     requests = h.engines[0].generations
     assert [m.content for m in requests[-1].messages] == ["Say something"]
     switch_branch(qtbot, page, second_id, -1)
-    assert page.thread.messages.rows[-1].id == first_id and page.thread.messages.rows[-1].text == first.text
+    assert page.thread_view.messages.rows[-1].id == first_id and page.thread_view.messages.rows[-1].text == first.text
 
 
 def test_edit_and_resend_keeps_the_old_branch(make_chat, qtbot):
     h, page = make_chat()
     limit_tokens(page, 20)
     send_and_wait(qtbot, page, "first question")
-    user_id = page.thread.messages.rows[0].id
-    page.thread.begin_edit(user_id)
+    user_id = page.thread_view.messages.rows[0].id
+    page.thread_view.begin_edit(user_id)
     assert page.composer.text() == "first question" and "Editing" in page.composer.reason.text()
     page.composer.set_text("second question")
     with qtbot.waitSignal(page.reply_finished, timeout=10_000):
         qtbot.keyClick(page.composer.editor, Qt.Key.Key_Return)
-    rows = page.thread.messages.rows
+    rows = page.thread_view.messages.rows
     assert [r.text for r in rows][0] == "second question" and rows[0].branch == (2, 2)
     assert h.engines[0].generations[-1].messages[-1].content == "second question"
     switch_branch(qtbot, page, rows[0].id, -1)
-    rows = page.thread.messages.rows
+    rows = page.thread_view.messages.rows
     assert rows[0].text == "first question" and rows[0].branch == (1, 2) and len(rows) == 2
 
 
@@ -220,15 +220,15 @@ def test_switching_conversations_while_streaming_keeps_the_stream_in_its_own_cha
     qtbot.waitUntil(lambda: reply_words(page) >= 5, timeout=5000)
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
         second_conv = new_chat(qtbot, page)
-        assert page.conv_id == second_conv and page.thread.messages.rows == []
+        assert page.conv_id == second_conv and page.thread_view.messages.rows == []
         assert page.replies.reason.startswith("Replying")  # one reply at a time, wherever it is
     msg_id, result = got.args
     assert result.status == "done" and len(result.text.split()) == 200
-    assert page.thread.messages.rows == [] and page.conv_id == second_conv
+    assert page.thread_view.messages.rows == [] and page.conv_id == second_conv
     page.chats.flush()
     assert page.store.get_message(msg_id).content == result.text
     page.open_conversation(first_conv)
-    assert page.thread.messages.rows[-1].text == result.text and page.thread.messages.rows[-1].status == "done"
+    assert page.thread_view.messages.rows[-1].text == result.text and page.thread_view.messages.rows[-1].status == "done"
 
 
 def test_restart_keeps_conversations_and_marks_interrupted_replies(make_chat, qtbot):
@@ -237,18 +237,18 @@ def test_restart_keeps_conversations_and_marks_interrupted_replies(make_chat, qt
     _, result = send_and_wait(qtbot, page, "remember me")
     conv_id = page.conv_id
     # A reply a crash left mid-stream: written as `streaming`, never finished.
-    leftover = page.store.begin_assistant(conv_id, page.thread.messages.rows[0].id)
+    leftover = page.store.begin_assistant(conv_id, page.thread_view.messages.rows[0].id)
     page.store.update_streaming(leftover, "half a rep")
     h.close_page(page)
     page2 = h.open_page()
     assert page2.conv_id == conv_id and page2.conversations.list.item(0).text() == "remember me"
-    rows = page2.thread.messages.rows
+    rows = page2.thread_view.messages.rows
     assert rows[0].text == "remember me"
     assert rows[-1].id == leftover and rows[-1].status == "interrupted" and rows[-1].text == "half a rep"
-    assert "Interrupted" in page2.thread.messages.rendered(rows[-1]).html
+    assert "Interrupted" in page2.thread_view.messages.rendered(rows[-1]).html
     assert page2.notice.isVisible() and "interrupted" in page2.notice.text()
     switch_branch(qtbot, page2, leftover, -1)
-    assert page2.thread.messages.rows[-1].text == result.text
+    assert page2.thread_view.messages.rows[-1].text == result.text
 
 
 def test_composer_needs_a_model_and_enter_sends_shift_enter_newlines(make_chat, qtbot):
@@ -264,7 +264,7 @@ def test_composer_needs_a_model_and_enter_sends_shift_enter_newlines(make_chat, 
     assert page.composer.text() == "line one\nline two"
     with qtbot.waitSignal(page.reply_finished, timeout=10_000):
         qtbot.keyClick(page.composer.editor, Qt.Key.Key_Return)
-    assert page.thread.messages.rows[0].text == "line one\nline two" and page.composer.text() == ""
+    assert page.thread_view.messages.rows[0].text == "line one\nline two" and page.composer.text() == ""
 
 
 def test_api_request_shows_busy_and_chat_job_waits(make_chat, qtbot):
@@ -313,13 +313,13 @@ def test_a_thousand_message_chat_with_code_opens_fast(make_chat, qtbot):
     page.refresh_conversations()
     t0 = time.perf_counter()
     page.open_conversation(cid)
-    page.thread.view.scrollToBottom()
-    page.thread.view.viewport().repaint()
+    page.thread_view.view.scrollToBottom()
+    page.thread_view.view.viewport().repaint()
     elapsed = time.perf_counter() - t0
-    assert page.thread.messages.rowCount() == 1000
+    assert page.thread_view.messages.rowCount() == 1000
     assert elapsed < 3.0, f"opening took {elapsed:.2f} s"
-    assert page.thread.messages.renders < 100, "only the rows on screen are rendered"
-    assert page.thread.view.at_bottom()
+    assert page.thread_view.messages.renders < 100, "only the rows on screen are rendered"
+    assert page.thread_view.view.at_bottom()
 
 
 def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
@@ -358,7 +358,7 @@ def test_export_and_import_round_trip(make_chat, qtbot, tmp_path):
     old = page.conv_id
     with qtbot.waitSignal(page.files_done, timeout=5000):
         page.import_from(tmp_path / "c.json")
-    assert page.conv_id != old and [r.text for r in page.thread.messages.rows] == ["export me", result.text]
+    assert page.conv_id != old and [r.text for r in page.thread_view.messages.rows] == ["export me", result.text]
     with qtbot.waitSignal(page.files_done, timeout=5000):
         (tmp_path / "bad.json").write_text("{not json")
         page.import_from(tmp_path / "bad.json")
@@ -369,17 +369,17 @@ def test_message_actions_copy_delete_and_code_copy(make_chat, qtbot):
     h, page = make_chat()
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "Show:\n\n```python\nprint('hi')\n```")
-    user = page.thread.messages.rows[0]
-    page.thread.messages.rendered(user)
-    page.thread.activate(user.id, "copy:0")
+    user = page.thread_view.messages.rows[0]
+    page.thread_view.messages.rendered(user)
+    page.thread_view.activate(user.id, "copy:0")
     assert QGuiApplication.clipboard().text() == "print('hi')\n"
-    page.thread.activate(user.id, "act:copy")
+    page.thread_view.activate(user.id, "act:copy")
     assert QGuiApplication.clipboard().text().startswith("Show:")
-    reply = page.thread.messages.rows[-1]
-    with qtbot.waitSignal(page.thread.changed, timeout=5000):  # once the delete is committed
-        page.thread.activate(reply.id, "act:delete")
-    assert [r.id for r in page.thread.messages.rows] == [user.id]
-    page.thread.activate(user.id, "http://example.com/x")  # a link in text is never opened, only copied
+    reply = page.thread_view.messages.rows[-1]
+    with qtbot.waitSignal(page.thread_view.changed, timeout=5000):  # once the delete is committed
+        page.thread_view.activate(reply.id, "act:delete")
+    assert [r.id for r in page.thread_view.messages.rows] == [user.id]
+    page.thread_view.activate(user.id, "http://example.com/x")  # a link in text is never opened, only copied
     assert QGuiApplication.clipboard().text() == "http://example.com/x"
 
 
@@ -390,7 +390,7 @@ def test_a_message_too_long_for_the_context_is_kept_and_explained(make_chat, qtb
     qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=5000)
     assert page.replies.stream is None
     assert page.notice.isVisible() and page.notice.text()
-    rows = page.thread.messages.rows
+    rows = page.thread_view.messages.rows
     assert len(rows) == 1 and rows[0].message.role == "user" and rows[0].text.startswith("lorem ipsum")
     assert page.replies.reason == "" and h.engines[0].generations == []
 
@@ -408,13 +408,13 @@ def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates
     page.open_conversation(conv.id)
     page.show_notice("a notice that takes room from the view", "info")
     qtbot.wait(200)
-    page.thread.view.grab()
+    page.thread_view.view.grab()
     qtbot.wait(50)
-    last = page.thread.messages.index(len(page.thread.messages.rows) - 1, 0)
-    assert page.thread.view.at_bottom()
-    assert page.thread.view.visualRect(last).bottom() <= page.thread.view.viewport().height()
+    last = page.thread_view.messages.index(len(page.thread_view.messages.rows) - 1, 0)
+    assert page.thread_view.view.at_bottom()
+    assert page.thread_view.view.visualRect(last).bottom() <= page.thread_view.view.viewport().height()
     # Scrolled away by the user: new layouts leave the position alone.
-    bar = page.thread.view.verticalScrollBar()
+    bar = page.thread_view.view.verticalScrollBar()
     bar.triggerAction(bar.SliderAction.SliderToMinimum)
     qtbot.wait(50)
     page.show_notice("")
@@ -485,7 +485,7 @@ def test_send_writes_on_the_writer_thread_and_never_waits_for_it(make_chat, qtbo
     assert got.args[1].status == "done"
     assert {n for n, _ in threads} == {"add_user_message", "begin_assistant", "rename_conversation"}
     assert all(t is not threading.main_thread() for _, t in threads)
-    assert [r.text for r in page.thread.messages.rows][0] == "hello there"
+    assert [r.text for r in page.thread_view.messages.rows][0] == "hello there"
 
 
 def test_a_failed_save_puts_the_text_back_and_says_why(make_chat, qtbot, monkeypatch):

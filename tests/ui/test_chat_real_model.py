@@ -76,8 +76,8 @@ def test_smollm2_answers_paris_with_stats(page, qtbot):
     msg_id, result = send_and_wait(qtbot, page, "What is the capital of France?")
     assert result.status == "done", result.error
     assert "Paris" in result.text
-    row = page.thread.messages.rows[-1]
-    html = page.thread.messages.rendered(row).html
+    row = page.thread_view.messages.rows[-1]
+    html = page.thread_view.messages.rendered(row).html
     assert "tok/s" in html and "TTFT" in html and "tokens" in html
     assert result.stats.generated_tokens > 0 and result.stats.decode_tok_s > 0
     page.chats.flush()
@@ -114,17 +114,17 @@ def test_smollm2_regenerate_is_a_sibling_and_greedy_repeats_itself(page, qtbot):
 def test_smollm2_edit_and_resend_answers_the_new_question(page, qtbot):
     greedy_chat(qtbot, page, 30)
     _, paris = send_and_wait(qtbot, page, "What is the capital of France?")
-    user_id = page.thread.messages.rows[0].id
-    page.thread.begin_edit(user_id)
+    user_id = page.thread_view.messages.rows[0].id
+    page.thread_view.begin_edit(user_id)
     page.composer.set_text("What is the capital of Italy?")
     with qtbot.waitSignal(page.reply_finished, timeout=120_000) as got:
         qtbot.keyClick(page.composer.editor, Qt.Key.Key_Return)
     _, rome = got.args
     assert rome.status == "done" and "Rom" in rome.text  # "Rome" or, from this small model, "Roma"
-    rows = page.thread.messages.rows
+    rows = page.thread_view.messages.rows
     assert rows[0].text == "What is the capital of Italy?" and rows[0].branch == (2, 2)
-    switch_branch(qtbot, page, page.thread.messages.rows[0].id, -1)
-    assert page.thread.messages.rows[-1].text == paris.text and "Paris" in paris.text
+    switch_branch(qtbot, page, page.thread_view.messages.rows[0].id, -1)
+    assert page.thread_view.messages.rows[-1].text == paris.text and "Paris" in paris.text
 
 
 def test_smollm2_switching_chats_while_a_reply_streams(page, qtbot):
@@ -133,10 +133,10 @@ def test_smollm2_switching_chats_while_a_reply_streams(page, qtbot):
     qtbot.waitUntil(lambda: reply_words(page) >= 3, timeout=120_000)
     with qtbot.waitSignal(page.reply_finished, timeout=120_000) as got:
         second = new_chat(qtbot, page)
-        assert page.thread.messages.rows == [] and page.replies.reason.startswith("Replying")
+        assert page.thread_view.messages.rows == [] and page.replies.reason.startswith("Replying")
     msg_id, result = got.args
-    assert result.status == "done" and page.conv_id == second and page.thread.messages.rows == []
+    assert result.status == "done" and page.conv_id == second and page.thread_view.messages.rows == []
     page.chats.flush()
     assert page.store.get_message(msg_id).content == result.text
     page.open_conversation(first)
-    assert page.thread.messages.rows[-1].text == result.text and page.thread.messages.rows[-1].status == "done"
+    assert page.thread_view.messages.rows[-1].text == result.text and page.thread_view.messages.rows[-1].status == "done"

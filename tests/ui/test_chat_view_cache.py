@@ -153,11 +153,11 @@ def test_sending_in_an_open_chat_appends_rows_without_resetting_the_view(make_ch
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "first")
     resets = []
-    page.thread.messages.modelReset.connect(lambda: resets.append(1))
+    page.thread_view.messages.modelReset.connect(lambda: resets.append(1))
     msg_id, result = send_and_wait(qtbot, page, "second")
     assert resets == []
     page.chats.flush()
-    shown_rows = [(r.id, r.message.role, r.text, r.status) for r in page.thread.messages.rows]
+    shown_rows = [(r.id, r.message.role, r.text, r.status) for r in page.thread_view.messages.rows]
     saved = [(m.id, m.role, m.content, m.status) for m in page.store.active_path(page.conv_id)]
     assert shown_rows == saved and shown_rows[-1][0] == msg_id and shown_rows[-2][2] == "second"
 

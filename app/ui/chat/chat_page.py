@@ -49,7 +49,7 @@ class ChatPage(QWidget):
     def __init__(self, host: EngineHost, store: ChatStore, library: Library | None, tasks: TaskRunner,
                  machine_source: Callable[[], Machine | None] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.store, self.tasks = store, tasks
+        self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
         # The answers of this page's writes; closed at shutdown, when the store may close next.
         self.writes = TaskRunner(parent=self)
@@ -62,14 +62,14 @@ class ChatPage(QWidget):
         self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
         self.model_bar = ModelBar(host, library, tasks, machine_source, self)
         self.header = ChatHeader()
-        self.thread = ThreadView(store, self.chats, self.writes)
+        self.thread_view = ThreadView(store, self.chats, self.writes)
         self.notice = QLabel(wordWrap=True)
         self.notice.setObjectName("chatNotice")
         self.notice.setVisible(False)
         self.composer = ComposerBox()
         self.settings = SettingsPanel(store, self.chats, self.writes)
         self.settings.setVisible(False)
-        self.replies = ReplyController(host, store, self.chats, self.writes, self.thread, self.composer,
+        self.replies = ReplyController(host, store, self.chats, self.writes, self.thread_view, self.composer,
                                        self.settings, self)
         self._layout()
         self._wire()
@@ -87,7 +87,7 @@ class ChatPage(QWidget):
     @property
     def conv_id(self) -> int | None:
         """The conversation shown (None when there is none)."""
-        return self.thread.conv_id
+        return self.thread_view.conv_id
 
     # -- layout and wiring ----------------------------------------------------------------------
     def _layout(self) -> None:
@@ -95,7 +95,7 @@ class ChatPage(QWidget):
         cv = QVBoxLayout(center)
         cv.addWidget(self.model_bar)
         cv.addWidget(self.header)
-        cv.addWidget(self.thread, 1)
+        cv.addWidget(self.thread_view, 1)
         cv.addWidget(self.notice)
         cv.addWidget(self.composer)
         split = QSplitter()
@@ -118,11 +118,11 @@ class ChatPage(QWidget):
         left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
         left.search_failed.connect(lambda text: self.show_notice(text, "error"))
         self.header.settings_button.toggled.connect(self.settings.setVisible)
-        self.thread.changed.connect(self._thread_changed)
-        self.thread.notice.connect(self.show_notice)
-        self.thread.edit_requested.connect(self.replies.begin_edit)
-        self.thread.regenerate_requested.connect(self.replies.regenerate)
-        self.thread.stop_requested.connect(self.replies.stop)
+        self.thread_view.changed.connect(self._thread_changed)
+        self.thread_view.notice.connect(self.show_notice)
+        self.thread_view.edit_requested.connect(self.replies.begin_edit)
+        self.thread_view.regenerate_requested.connect(self.replies.regenerate)
+        self.thread_view.stop_requested.connect(self.replies.stop)
         self.composer.send_requested.connect(lambda: self.replies.send())
         self.composer.stop_requested.connect(self.replies.stop)
         self.composer.regenerate_requested.connect(self.replies.regenerate)
@@ -173,7 +173,7 @@ class ChatPage(QWidget):
         self.replies.forget_edit()
         self.header.title.setText(conv.title)
         self.settings.set_conversation(conv)
-        self.thread.show_conversation(conv.id)
+        self.thread_view.show_conversation(conv.id)
         self.conversations.select(conv_id)
         self._update_controls()
         self.conversation_opened.emit(conv_id)
@@ -200,6 +200,8 @@ class ChatPage(QWidget):
     def delete_conversation(self, conv_id: int) -> None:
         """Gone from the list at once (the next chat opens); written on the writer thread, and listed
         again if that fails. A reply streaming into it is stopped."""
+        if conv_id == self.conv_id:
+            self.settings.save()  # before the deletion: kept if the deletion fails, never saved after it
         stream = self.replies.stream
         if stream is not None and stream.conv_id == conv_id:
             self.replies.stop()
@@ -210,7 +212,7 @@ class ChatPage(QWidget):
     def _show_without(self, conv_id: int) -> None:
         if conv_id == self.conv_id:
             self.settings.set_conversation(None)
-            self.thread.show_conversation(None)
+            self.thread_view.show_conversation(None)
             self.header.title.setText("")
         self.refresh_conversations()
         if self.conv_id is None and (first := self.conversations.first_id()) is not None:
@@ -270,14 +272,14 @@ class ChatPage(QWidget):
         self.composer.refresh(
             self.replies.reason, loaded=s.model is not None and s.status != "loading",
             editing=self.replies.editing is not None, busy=self.model_bar.busy_text,
-            replying=self.replies.replying, can_regenerate=self.conv_id is not None and bool(self.thread.rows))
+            replying=self.replies.replying, can_regenerate=self.conv_id is not None and bool(self.thread_view.rows))
 
     def _update_meter(self) -> None:
         n = self.replies.n_ctx(self.settings.context_value())
         if not n or self.conv_id is None:
             self.header.meter.clear()
             return
-        used, approx = tokens_in_use(self.thread.rows, self.settings.system_prompt.toPlainText())
+        used, approx = tokens_in_use(self.thread_view.rows, self.settings.system_prompt.toPlainText())
         self.header.meter.show_usage(used, n, approx)
 
     def show_notice(self, text: str, level: str = "info") -> None:

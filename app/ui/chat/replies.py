@@ -58,11 +58,11 @@ class ReplyController(QObject):
     retitled = Signal(int)
 
     def __init__(self, host: EngineHost, store: ChatStore, chats: ChatOperations, writes: TaskRunner,
-                 thread: ThreadView, composer: ComposerBox, settings: SettingsPanel,
+                 thread_view: ThreadView, composer: ComposerBox, settings: SettingsPanel,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.host, self.store, self.chats, self.writes = host, store, chats, writes
-        self.thread, self.composer, self.settings = thread, composer, settings
+        self.thread_view, self.composer, self.settings = thread_view, composer, settings
         self.host_state: HostState = host.state
         self.stream: StreamBridge | None = None
         self.editing: int | None = None
@@ -99,9 +99,9 @@ class ReplyController(QObject):
         if self.editing is not None:
             return self.edit_and_resend(self.editing, text)
         self.settings.save()
-        conv_id = self.thread.conv_id
+        conv_id = self.thread_view.conv_id
         conv = self.chats.get_conversation(conv_id) if conv_id is not None else _NEW_CONVERSATION
-        plan = self._plan(conv, [*self.thread.rows, Draft(text)])
+        plan = self._plan(conv, [*self.thread_view.rows, Draft(text)])
         title = " ".join(text.split())[:60] if conv.title == DEFAULT_TITLE else None
         self.composer.clear()
         return self._save_then_reply(self.chats.send(conv_id, text, title=title, reply=plan.ok), conv, plan,
@@ -109,7 +109,7 @@ class ReplyController(QObject):
 
     def regenerate(self) -> bool:
         """A new reply to the last user turn; the old reply stays as a branch."""
-        conv_id, rows = self.thread.conv_id, self.thread.rows
+        conv_id, rows = self.thread_view.conv_id, self.thread_view.rows
         if self.reason or conv_id is None or not rows or self.chats.closed:
             return False
         last = rows[-1].message
@@ -117,7 +117,7 @@ class ReplyController(QObject):
         if parent is None:
             return False
         conv = self.chats.get_conversation(conv_id)
-        plan = self._plan(conv, self.thread.turns_to(conv_id, parent))
+        plan = self._plan(conv, self.thread_view.turns_to(conv_id, parent))
         return self._save_then_reply(self.chats.regenerate(conv_id, parent, reply=plan.ok), conv, plan)
 
     def edit_and_resend(self, msg_id: int, text: str) -> bool:
@@ -125,13 +125,13 @@ class ReplyController(QObject):
         if self.reason or not text.strip() or self.chats.closed:
             return False
         self.settings.save()
-        row = self.thread.messages.row(msg_id)
+        row = self.thread_view.messages.row(msg_id)
         old = row.message if row is not None else self.store.get_message(msg_id)
         if old.role != "user":
             self.notice.emit("Only your own messages can be edited and resent.", "error")
             return False
         conv = self.chats.get_conversation(old.conversation_id)
-        before = self.thread.turns_to(conv.id, old.parent_id) if old.parent_id is not None else []
+        before = self.thread_view.turns_to(conv.id, old.parent_id) if old.parent_id is not None else []
         plan = self._plan(conv, [*before, Draft(text)])
         self.editing = None
         self.composer.clear()
@@ -186,12 +186,12 @@ class ReplyController(QObject):
         finally:
             if new:
                 self.created.emit(turn.conversation_id)  # the page opens it: the thread is read there
-            elif not (sent and self.thread.append_sent(turn.conversation_id, turn.parent_id, turn.reply_id)):
-                self.thread.reload()
+            elif not (sent and self.thread_view.append_sent(turn.conversation_id, turn.parent_id, turn.reply_id)):
+                self.thread_view.reload()
             if refused is not None and turn.reply_id is not None:
-                self.thread.show_finished(turn.reply_id, StreamResult("error", "", None, "error", refused))
+                self.thread_view.show_finished(turn.reply_id, StreamResult("error", "", None, "error", refused))
             if self.stream is not None:
-                self.thread.follow_end()
+                self.thread_view.follow_end()
             self.changed.emit()
 
     def _submit(self, conv: Conversation, plan: ContextPlan, turn: SavedTurn) -> str | None:
@@ -199,7 +199,7 @@ class ReplyController(QObject):
         reply_id, conv_id = turn.reply_id, turn.conversation_id
         assert reply_id is not None
         bridge = StreamBridge(reply_id, conv_id, self.chats, parent=self)
-        bridge.updated.connect(self.thread.stream_text)
+        bridge.updated.connect(self.thread_view.stream_text)
         bridge.finished.connect(self._stream_finished)
         request = GenerateRequest(messages=plan.messages, sampling=conv.sampling, conversation_id=str(conv_id))
         try:
@@ -210,12 +210,12 @@ class ReplyController(QObject):
             self.notice.emit(str(exc), "error")
             return str(exc)
         self.stream = bridge
-        self.thread.begin_stream(reply_id)
+        self.thread_view.begin_stream(reply_id)
         return None
 
     def _stream_finished(self, msg_id: int, result: StreamResult) -> None:
         """UI thread."""
-        self.thread.show_finished(msg_id, result)
+        self.thread_view.show_finished(msg_id, result)
         if self.stream is not None and self.stream.msg_id == msg_id:
             self.stream.deleteLater()
             self.stream = None
