@@ -14,7 +14,8 @@ def test_load_defaults_show_the_preflights_plan_and_speed(tiny_gguf_f16):
     defaults = plan_defaults(tiny_gguf_f16, "gguf", lambda: roomy)
     assert defaults.n_ctx == planned.plan.options.n_ctx and defaults.n_gpu_layers == planned.plan.options.n_gpu_layers
     assert defaults.predicted_tok_s == planned.predicted_decode_tok_s > 0
-    assert defaults.note == "" and f"({planned.plan.layers_on_gpu}/{planned.plan.n_layers} layers on GPU)" in defaults.offload
+    on_gpu = f"({planned.plan.layers_on_gpu}/{planned.plan.n_layers} layers on GPU)"
+    assert defaults.note == "" and on_gpu in defaults.offload
     # Without a machine or a planner for the format: safe defaults, and why.
     waiting = plan_defaults(tiny_gguf_f16, "gguf", lambda: None)
     assert waiting.n_ctx == FALLBACK_CTX and "not probed" in waiting.note

@@ -228,7 +228,8 @@ def test_switching_conversations_while_streaming_keeps_the_stream_in_its_own_cha
     page.chats.flush()
     assert page.store.get_message(msg_id).content == result.text
     page.open_conversation(first_conv)
-    assert page.thread_view.messages.rows[-1].text == result.text and page.thread_view.messages.rows[-1].status == "done"
+    last = page.thread_view.messages.rows[-1]
+    assert last.text == result.text and last.status == "done"
 
 
 def test_restart_keeps_conversations_and_marks_interrupted_replies(make_chat, qtbot):
@@ -440,7 +441,8 @@ def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, 
         return found
 
     def shown() -> list[int]:
-        return [page.conversations.list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.conversations.list.count())]
+        lst = page.conversations.list
+        return [lst.item(i).data(Qt.ItemDataRole.UserRole) for i in range(lst.count())]
 
     monkeypatch.setattr(page.store, "search", slow)
     page.conversations.search.setText("apples")

@@ -139,4 +139,5 @@ def test_smollm2_switching_chats_while_a_reply_streams(page, qtbot):
     page.chats.flush()
     assert page.store.get_message(msg_id).content == result.text
     page.open_conversation(first)
-    assert page.thread_view.messages.rows[-1].text == result.text and page.thread_view.messages.rows[-1].status == "done"
+    last = page.thread_view.messages.rows[-1]
+    assert last.text == result.text and last.status == "done"
