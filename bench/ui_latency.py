@@ -97,15 +97,27 @@ def make_page(host: EngineHost, db: Path, tasks: TaskRunner) -> tuple[ChatPage, 
     return page, store
 
 
+def new_chat(page: ChatPage, sampling: SamplingParams, system_prompt: str = "") -> None:
+    """A new chat, as the button makes it (created on the writer thread, then opened), set up here."""
+    loop = QEventLoop()
+    page.conversation_opened.connect(loop.quit)
+    page.new_conversation()
+    loop.exec()
+    page.conversation_opened.disconnect(loop.quit)
+    page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=sampling,
+                                                              system_prompt=system_prompt))
+
+
 def stream_for(page: ChatPage, seconds: float, max_tokens: int | None, prompt: str,
                keep_chat: bool = False) -> tuple[float, float, int]:
     """Replies back to back for `seconds`; returns (worst stall s, p99 s, tokens streamed).
     `keep_chat`: go on in the open conversation instead of fresh ones."""
+    sampling, system_prompt = SamplingParams(max_tokens=max_tokens, temperature=0.0), "You are a helpful assistant."
     if not keep_chat:
-        page.new_conversation()
-    conv = page.store.update_settings(page.conv_id, system_prompt="You are a helpful assistant.",
-                                      sampling=SamplingParams(max_tokens=max_tokens, temperature=0.0))
-    page.settings.set_conversation(conv)
+        new_chat(page, sampling, system_prompt)
+    else:
+        page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=sampling,
+                                                                  system_prompt=system_prompt))
     tokens = [0]
     end = time.perf_counter() + seconds
     loop = QEventLoop()
@@ -116,11 +128,10 @@ def stream_for(page: ChatPage, seconds: float, max_tokens: int | None, prompt: s
         if time.perf_counter() >= end:
             loop.quit()
             return
-        if not keep_chat and len(page.messages.rows) > 6:  # keep the context free: a fresh chat every few replies
-            page.new_conversation()
-            page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=conv.sampling,
-                                                                      system_prompt=conv.system_prompt))
-        QTimer.singleShot(0, lambda: page.send(prompt))
+        if not keep_chat and len(page.thread_view.rows) > 6:  # keep the context free: a fresh chat every few replies
+            QTimer.singleShot(0, lambda: (new_chat(page, sampling, system_prompt), page.replies.send(prompt)))
+        else:
+            QTimer.singleShot(0, lambda: page.replies.send(prompt))
 
     page.reply_finished.connect(next_reply)
     meter = StallMeter()
@@ -140,21 +151,21 @@ def open_time(page: ChatPage) -> float:
     cid = page.store.import_conversation(Conversation(id=0, title="big", created_at=now, updated_at=now), msgs, 1000)
     t0 = time.perf_counter()
     page.open_conversation(cid)
-    page.view.scrollToBottom()
-    page.view.viewport().repaint()
+    page.thread_view.view.scrollToBottom()
+    page.thread_view.view.viewport().repaint()
     return time.perf_counter() - t0
 
 
 def scroll_pages(page: ChatPage) -> tuple[float, float, int]:
     """Page up from the end to the top, painting each page: (worst s, median s, pages)."""
     app = QApplication.instance()
-    bar = page.view.verticalScrollBar()
-    page.view.scrollToBottom()
+    bar = page.thread_view.view.verticalScrollBar()
+    page.thread_view.view.scrollToBottom()
     times = []
     while bar.value() > 0:
         t0 = time.perf_counter()
         bar.triggerAction(bar.SliderAction.SliderPageStepSub)
-        page.view.viewport().repaint()
+        page.thread_view.view.viewport().repaint()
         app.processEvents()
         times.append(time.perf_counter() - t0)
     return max(times), statistics.median(times), len(times)
@@ -167,16 +178,13 @@ def rss() -> int:
 
 
 def generations(page: ChatPage, n: int) -> None:
-    page.new_conversation()
-    page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=SamplingParams(max_tokens=50)))
+    new_chat(page, SamplingParams(max_tokens=50))
     for i in range(n):
+        if len(page.thread_view.rows) > 20:
+            new_chat(page, SamplingParams(max_tokens=50))
         loop = QEventLoop()
         page.reply_finished.connect(loop.quit)
-        if len(page.messages.rows) > 20:
-            page.new_conversation()
-            page.settings.set_conversation(page.store.update_settings(
-                page.conv_id, sampling=SamplingParams(max_tokens=50)))
-        page.send(f"message {i}")
+        page.replies.send(f"message {i}")
         loop.exec()
         page.reply_finished.disconnect(loop.quit)
 
@@ -219,10 +227,10 @@ def main() -> int:
     worst, median, pages = scroll_pages(page)
     rows.append(("scroll that chat, page by page", f"{worst * 1000:.1f} ms", "< 50 ms",
                  f"median {median * 1000:.1f} ms over {pages} pages"))
-    page.view.scrollToBottom()
+    page.thread_view.view.scrollToBottom()
     worst, p99, tokens = stream_for(page, args.long_seconds, 300, "One more, please.", keep_chat=True)
     rows.append(("stall, replies in that chat", f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})", "< 50 ms",
-                 f"{tokens:,} tokens, {len(page.messages.rows):,} rows at the end"))
+                 f"{tokens:,} tokens, {len(page.thread_view.rows):,} rows at the end"))
     generations(page, 10)
     wait(1200)  # let the main-thread GC run
     after10 = rss()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
 import shiboken6
@@ -14,11 +14,13 @@ logger = logging.getLogger(__name__)
 
 class TaskRunner(QObject):
     """`run(op, on_success, on_error)`: `op` runs on the pool and never touches widgets;
-    the callbacks run on the thread that owns this object (the Qt main thread)."""
+    `watch(future, …)`: the same for work that already runs elsewhere (the chat writer thread).
+    The callbacks run on the thread that owns this object (the Qt main thread)."""
 
     _finished = Signal(object, object, object)  # callback, value, future
 
-    def __init__(self, pool: ThreadPoolExecutor, parent: QObject | None = None) -> None:
+    def __init__(self, pool: Executor | None = None, parent: QObject | None = None) -> None:
+        """`pool` None: a runner that only watches futures."""
         super().__init__(parent)
         self._pool = pool
         self._pending: set[Future] = set()
@@ -44,13 +46,24 @@ class TaskRunner(QObject):
         owner: QObject | None = None,
     ) -> Future:
         """`owner`: the widget the callbacks belong to; if it is deleted first, they are skipped."""
-        future = self._pool.submit(op)
+        if self._pool is None:
+            raise RuntimeError("this TaskRunner has no pool; it only watches futures")
+        return self.watch(self._pool.submit(op), on_success, on_error, owner)
+
+    def watch(
+        self,
+        future: Future,
+        on_success: Callable[[Any], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        owner: QObject | None = None,
+    ) -> Future:
+        """Answer on this object's thread once `future` is done, wherever it runs; as `run`."""
         self._pending.add(future)
         if owner is not None:
             self._owners[future] = owner
 
         def done(fut: Future) -> None:
-            # Called on the worker thread: only emit, the queued signal crosses threads.
+            # Called on the thread that finished the future: only emit, the queued signal crosses threads.
             exc = fut.exception()
             if exc is not None:
                 self._finished.emit(on_error or _log_error, exc, fut)

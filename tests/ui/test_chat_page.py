@@ -45,7 +45,7 @@ class Harness:
     def load(self, n_ctx: int | None = None) -> None:
         self.host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=n_ctx or self.n_ctx), "fake")
         page = self.pages[-1]
-        self.qtbot.waitUntil(lambda: page.composer_reason == "", timeout=5000)
+        self.qtbot.waitUntil(lambda: page.replies.reason == "", timeout=5000)
 
     def open_page(self) -> ChatPage:
         store = ChatStore(self.db)
@@ -88,21 +88,37 @@ def make_chat(qtbot, tmp_path):
 
 
 def limit_tokens(page: ChatPage, n: int | None) -> None:
+    """Test setup, written straight to the store: the open chat (a new one if none) replies in `n` tokens."""
     if page.conv_id is None:
-        page.new_conversation()
+        conv_id = page.store.create_conversation().id
+        page.refresh_conversations()
+        page.open_conversation(conv_id)
     conv = page.store.update_settings(page.conv_id, sampling=SamplingParams(max_tokens=n))
     page.settings.set_conversation(conv)
 
 
+def new_chat(qtbot, page: ChatPage) -> int:
+    """New chat, as the button does it; returns its id once it is created and open."""
+    with qtbot.waitSignal(page.conversation_opened, timeout=5000) as opened:
+        page.new_conversation()
+    return opened.args[0]
+
+
+def switch_branch(qtbot, page: ChatPage, msg_id: int, step: int) -> None:
+    """Switch the branch and wait until the thread shows the committed choice."""
+    with qtbot.waitSignal(page.thread_view.changed, timeout=5000):
+        page.thread_view.switch_branch(msg_id, step)
+
+
 def reply_words(page: ChatPage) -> int:
     """Words in the reply being shown (0 until its row appears: the turn is saved off the UI thread)."""
-    rows = page.messages.rows
+    rows = page.thread_view.messages.rows
     return len(rows[-1].text.split()) if rows and rows[-1].message.role == "assistant" else 0
 
 
 def send_and_wait(qtbot, page: ChatPage, text: str, timeout: int = 10_000):
     with qtbot.waitSignal(page.reply_finished, timeout=timeout) as got:
-        assert page.send(text)
+        assert page.replies.send(text)
     return got.args
 
 
@@ -120,7 +136,7 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
 
     h.host.submit = spy
     updates: list[str] = []
-    page.messages.dataChanged.connect(lambda *_: updates.append("x"))
+    page.thread_view.messages.dataChanged.connect(lambda *_: updates.append("x"))
     msg_id, result = send_and_wait(qtbot, page, "Tell me a tale")
     assert committed == [True]
     assert result.status == "done" and result.finish_reason == "length"
@@ -128,34 +144,34 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
     bridge_chunks = result.stats.generated_tokens
     assert bridge_chunks == 400
     assert 1 <= len(updates) < 100, "the view must be updated in batches, not per token"
-    row = page.messages.rows[-1]
+    row = page.thread_view.messages.rows[-1]
     assert row.id == msg_id and row.status == "done" and row.text == result.text
-    html = page.messages.rendered(row).html
+    html = page.thread_view.messages.rendered(row).html
     assert "tok/s" in html and "400 tokens" in html and "TTFT" in html and "finish: length" in html
-    page.writer.flush()
+    page.chats.flush()
     saved = page.store.get_message(msg_id)
     assert saved.status == "done" and saved.content == result.text
     assert saved.stats["generated_tokens"] == 400
-    assert "tokens" in page.meter_label.text()
+    assert "tokens" in page.header.meter.label.text()
     assert "measured" in page.model_bar.status.text()
-    assert page.conv_list.count() == 1 and page.conv_list.item(0).text() == "Tell me a tale"
+    assert page.conversations.list.count() == 1 and page.conversations.list.item(0).text() == "Tell me a tale"
 
 
 def test_stop_mid_stream_keeps_partial_text_marked_stopped(make_chat, qtbot):
     h, page = make_chat(tok_s=300)
-    assert page.send("Talk for a long time")
+    assert page.replies.send("Talk for a long time")
     qtbot.waitUntil(lambda: reply_words(page) >= 20, timeout=5000)
-    assert page.composer_reason.startswith("Replying")
+    assert page.replies.reason.startswith("Replying")
     with qtbot.waitSignal(page.reply_finished, timeout=5000) as got:
-        qtbot.keyClick(page.composer, Qt.Key.Key_Escape)
+        qtbot.keyClick(page.composer.editor, Qt.Key.Key_Escape)
     msg_id, result = got.args
     assert result.status == "stopped" and result.text
-    row = page.messages.rows[-1]
-    assert row.status == "stopped" and "Stopped" in page.messages.rendered(row).html
-    page.writer.flush()
+    row = page.thread_view.messages.rows[-1]
+    assert row.status == "stopped" and "Stopped" in page.thread_view.messages.rendered(row).html
+    page.chats.flush()
     saved = page.store.get_message(msg_id)
     assert saved.status == "stopped" and saved.content == result.text
-    assert page.composer_reason == ""
+    assert page.replies.reason == ""
 
 
 def test_regenerate_makes_a_sibling_and_keeps_the_old_reply(make_chat, qtbot):
@@ -163,36 +179,36 @@ def test_regenerate_makes_a_sibling_and_keeps_the_old_reply(make_chat, qtbot):
     limit_tokens(page, 30)
     first_id, first = send_and_wait(qtbot, page, "Say something")
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
-        qtbot.keyClick(page.composer, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(page.composer.editor, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     second_id, second = got.args
     assert second_id != first_id and second.status == "done"
-    page.writer.flush()
+    page.chats.flush()
     siblings = page.store.branches(second_id)
     assert [m.id for m in siblings] == [first_id, second_id]
-    assert page.messages.rows[-1].id == second_id and page.messages.rows[-1].branch == (2, 2)
-    assert "2/2" in page.messages.rendered(page.messages.rows[-1]).html
+    assert page.thread_view.messages.rows[-1].id == second_id and page.thread_view.messages.rows[-1].branch == (2, 2)
+    assert "2/2" in page.thread_view.messages.rendered(page.thread_view.messages.rows[-1]).html
     # The engine saw the same history both times: system-less user turn only, no old reply.
     requests = h.engines[0].generations
     assert [m.content for m in requests[-1].messages] == ["Say something"]
-    page.switch_branch(second_id, -1)
-    assert page.messages.rows[-1].id == first_id and page.messages.rows[-1].text == first.text
+    switch_branch(qtbot, page, second_id, -1)
+    assert page.thread_view.messages.rows[-1].id == first_id and page.thread_view.messages.rows[-1].text == first.text
 
 
 def test_edit_and_resend_keeps_the_old_branch(make_chat, qtbot):
     h, page = make_chat()
     limit_tokens(page, 20)
     send_and_wait(qtbot, page, "first question")
-    user_id = page.messages.rows[0].id
-    page.begin_edit(user_id)
-    assert page.composer.toPlainText() == "first question" and "Editing" in page.reason.text()
-    page.composer.setPlainText("second question")
+    user_id = page.thread_view.messages.rows[0].id
+    page.thread_view.begin_edit(user_id)
+    assert page.composer.text() == "first question" and "Editing" in page.composer.reason.text()
+    page.composer.set_text("second question")
     with qtbot.waitSignal(page.reply_finished, timeout=10_000):
-        qtbot.keyClick(page.composer, Qt.Key.Key_Return)
-    rows = page.messages.rows
+        qtbot.keyClick(page.composer.editor, Qt.Key.Key_Return)
+    rows = page.thread_view.messages.rows
     assert [r.text for r in rows][0] == "second question" and rows[0].branch == (2, 2)
     assert h.engines[0].generations[-1].messages[-1].content == "second question"
-    page.switch_branch(rows[0].id, -1)
-    rows = page.messages.rows
+    switch_branch(qtbot, page, rows[0].id, -1)
+    rows = page.thread_view.messages.rows
     assert rows[0].text == "first question" and rows[0].branch == (1, 2) and len(rows) == 2
 
 
@@ -200,19 +216,20 @@ def test_switching_conversations_while_streaming_keeps_the_stream_in_its_own_cha
     h, page = make_chat(tok_s=400)
     limit_tokens(page, 200)
     first_conv = page.conv_id
-    assert page.send("a long answer please")
+    assert page.replies.send("a long answer please")
     qtbot.waitUntil(lambda: reply_words(page) >= 5, timeout=5000)
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
-        second_conv = page.new_conversation()
-        assert page.conv_id == second_conv and page.messages.rows == []
-        assert page.composer_reason.startswith("Replying")  # one reply at a time, wherever it is
+        second_conv = new_chat(qtbot, page)
+        assert page.conv_id == second_conv and page.thread_view.messages.rows == []
+        assert page.replies.reason.startswith("Replying")  # one reply at a time, wherever it is
     msg_id, result = got.args
     assert result.status == "done" and len(result.text.split()) == 200
-    assert page.messages.rows == [] and page.conv_id == second_conv
-    page.writer.flush()
+    assert page.thread_view.messages.rows == [] and page.conv_id == second_conv
+    page.chats.flush()
     assert page.store.get_message(msg_id).content == result.text
     page.open_conversation(first_conv)
-    assert page.messages.rows[-1].text == result.text and page.messages.rows[-1].status == "done"
+    last = page.thread_view.messages.rows[-1]
+    assert last.text == result.text and last.status == "done"
 
 
 def test_restart_keeps_conversations_and_marks_interrupted_replies(make_chat, qtbot):
@@ -221,34 +238,34 @@ def test_restart_keeps_conversations_and_marks_interrupted_replies(make_chat, qt
     _, result = send_and_wait(qtbot, page, "remember me")
     conv_id = page.conv_id
     # A reply a crash left mid-stream: written as `streaming`, never finished.
-    leftover = page.store.begin_assistant(conv_id, page.messages.rows[0].id)
+    leftover = page.store.begin_assistant(conv_id, page.thread_view.messages.rows[0].id)
     page.store.update_streaming(leftover, "half a rep")
     h.close_page(page)
     page2 = h.open_page()
-    assert page2.conv_id == conv_id and page2.conv_list.item(0).text() == "remember me"
-    rows = page2.messages.rows
+    assert page2.conv_id == conv_id and page2.conversations.list.item(0).text() == "remember me"
+    rows = page2.thread_view.messages.rows
     assert rows[0].text == "remember me"
     assert rows[-1].id == leftover and rows[-1].status == "interrupted" and rows[-1].text == "half a rep"
-    assert "Interrupted" in page2.messages.rendered(rows[-1]).html
+    assert "Interrupted" in page2.thread_view.messages.rendered(rows[-1]).html
     assert page2.notice.isVisible() and "interrupted" in page2.notice.text()
-    page2.switch_branch(leftover, -1)
-    assert page2.messages.rows[-1].text == result.text
+    switch_branch(qtbot, page2, leftover, -1)
+    assert page2.thread_view.messages.rows[-1].text == result.text
 
 
 def test_composer_needs_a_model_and_enter_sends_shift_enter_newlines(make_chat, qtbot):
     h, page = make_chat(load=False)
-    assert not page.composer.isEnabled() and page.reason.text() == "Load a model to chat"
-    assert not page.send("hello")
+    assert not page.composer.editor.isEnabled() and page.composer.reason.text() == "Load a model to chat"
+    assert not page.replies.send("hello")
     h.load()
-    assert page.composer.isEnabled() and page.reason.text() == ""
+    assert page.composer.editor.isEnabled() and page.composer.reason.text() == ""
     limit_tokens(page, 5)
-    qtbot.keyClicks(page.composer, "line one")
-    qtbot.keyClick(page.composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
-    qtbot.keyClicks(page.composer, "line two")
-    assert page.composer.toPlainText() == "line one\nline two"
+    qtbot.keyClicks(page.composer.editor, "line one")
+    qtbot.keyClick(page.composer.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(page.composer.editor, "line two")
+    assert page.composer.text() == "line one\nline two"
     with qtbot.waitSignal(page.reply_finished, timeout=10_000):
-        qtbot.keyClick(page.composer, Qt.Key.Key_Return)
-    assert page.messages.rows[0].text == "line one\nline two" and page.composer.toPlainText() == ""
+        qtbot.keyClick(page.composer.editor, Qt.Key.Key_Return)
+    assert page.thread_view.messages.rows[0].text == "line one\nline two" and page.composer.text() == ""
 
 
 def test_api_request_shows_busy_and_chat_job_waits(make_chat, qtbot):
@@ -257,9 +274,9 @@ def test_api_request_shows_busy_and_chat_job_waits(make_chat, qtbot):
     api = h.host.submit(GenerateJob(request=GenerateRequest(
         messages=[ChatMessage(role="user", content="api")], sampling=SamplingParams(max_tokens=60)), source="api"))
     qtbot.waitUntil(lambda: "busy: API request" in page.model_bar.status.text(), timeout=5000)
-    assert "busy: API request" in page.reason.text()
+    assert "busy: API request" in page.composer.reason.text()
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
-        assert page.send("me too")
+        assert page.replies.send("me too")
     assert api.done.is_set() and got.args[1].status == "done"
     assert "busy" not in page.model_bar.status.text()
 
@@ -275,11 +292,11 @@ def test_context_policy_drops_oldest_turns_with_a_notice_and_the_request_fits(ma
         page.store.finish_assistant(reply, f"answer {i} {words}")
     page.refresh_conversations()
     page.open_conversation(conv.id)
-    assert "near the limit" in page.meter_label.text() or "full" in page.meter_label.text()
+    assert "near the limit" in page.header.meter.label.text() or "full" in page.header.meter.label.text()
     _, result = send_and_wait(qtbot, page, "and now?")
     assert result.status == "done"
     assert page.notice.isVisible() and "left out of this request" in page.notice.text()
-    assert page.last_plan.dropped_messages > 0
+    assert page.replies.last_plan.dropped_messages > 0
     sent = h.engines[0].generations[-1]
     assert sent.messages[0].content == "You are terse." and sent.messages[-1].content == "and now?"
     assert h.engines[0].count_tokens(sent) + 100 <= 1024
@@ -297,13 +314,13 @@ def test_a_thousand_message_chat_with_code_opens_fast(make_chat, qtbot):
     page.refresh_conversations()
     t0 = time.perf_counter()
     page.open_conversation(cid)
-    page.view.scrollToBottom()
-    page.view.viewport().repaint()
+    page.thread_view.view.scrollToBottom()
+    page.thread_view.view.viewport().repaint()
     elapsed = time.perf_counter() - t0
-    assert page.messages.rowCount() == 1000
+    assert page.thread_view.messages.rowCount() == 1000
     assert elapsed < 3.0, f"opening took {elapsed:.2f} s"
-    assert page.messages.renders < 100, "only the rows on screen are rendered"
-    assert page.view.at_bottom()
+    assert page.thread_view.messages.renders < 100, "only the rows on screen are rendered"
+    assert page.thread_view.view.at_bottom()
 
 
 def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
@@ -311,20 +328,21 @@ def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "kettle on the hearth")
     first = page.conv_id
-    qtbot.keyClick(page.composer, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    with qtbot.waitSignal(page.conversation_opened, timeout=5000):
+        qtbot.keyClick(page.composer.editor, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     second = page.conv_id
-    assert second != first and page.conv_list.count() == 2
+    assert second != first and page.conversations.list.count() == 2
     page.rename_conversation(second, "Planning")
-    assert page.title.text() == "Planning"
-    page.search.setText("kettle")
-    qtbot.waitUntil(lambda: page.conv_list.count() == 1, timeout=3000)
-    assert page.conv_list.item(0).data(Qt.ItemDataRole.UserRole) == first
-    page.search.setText("plann")
-    qtbot.waitUntil(lambda: page.conv_list.count() == 1
-                    and page.conv_list.item(0).data(Qt.ItemDataRole.UserRole) == second, timeout=3000)
-    page.search.clear()
+    assert page.header.title.text() == "Planning"
+    page.conversations.search.setText("kettle")
+    qtbot.waitUntil(lambda: page.conversations.list.count() == 1, timeout=3000)
+    assert page.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == first
+    page.conversations.search.setText("plann")
+    qtbot.waitUntil(lambda: page.conversations.list.count() == 1
+                    and page.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == second, timeout=3000)
+    page.conversations.search.clear()
     page.delete_conversation(second)
-    qtbot.waitUntil(lambda: page.conv_list.count() == 1, timeout=3000)
+    qtbot.waitUntil(lambda: page.conversations.list.count() == 1, timeout=3000)
     assert page.conv_id == first
 
 
@@ -332,7 +350,7 @@ def test_export_and_import_round_trip(make_chat, qtbot, tmp_path):
     h, page = make_chat()
     limit_tokens(page, 8)
     _, result = send_and_wait(qtbot, page, "export me")
-    page.writer.flush()
+    page.chats.flush()
     with qtbot.waitSignal(page.files_done, timeout=5000):
         page.export_to(tmp_path / "c.json", "json")
     with qtbot.waitSignal(page.files_done, timeout=5000):
@@ -341,7 +359,7 @@ def test_export_and_import_round_trip(make_chat, qtbot, tmp_path):
     old = page.conv_id
     with qtbot.waitSignal(page.files_done, timeout=5000):
         page.import_from(tmp_path / "c.json")
-    assert page.conv_id != old and [r.text for r in page.messages.rows] == ["export me", result.text]
+    assert page.conv_id != old and [r.text for r in page.thread_view.messages.rows] == ["export me", result.text]
     with qtbot.waitSignal(page.files_done, timeout=5000):
         (tmp_path / "bad.json").write_text("{not json")
         page.import_from(tmp_path / "bad.json")
@@ -352,29 +370,30 @@ def test_message_actions_copy_delete_and_code_copy(make_chat, qtbot):
     h, page = make_chat()
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "Show:\n\n```python\nprint('hi')\n```")
-    user = page.messages.rows[0]
-    page.messages.rendered(user)
-    page._anchor(user.id, "copy:0")
+    user = page.thread_view.messages.rows[0]
+    page.thread_view.messages.rendered(user)
+    page.thread_view.activate(user.id, "copy:0")
     assert QGuiApplication.clipboard().text() == "print('hi')\n"
-    page._anchor(user.id, "act:copy")
+    page.thread_view.activate(user.id, "act:copy")
     assert QGuiApplication.clipboard().text().startswith("Show:")
-    reply = page.messages.rows[-1]
-    page._anchor(reply.id, "act:delete")
-    assert [r.id for r in page.messages.rows] == [user.id]
-    page._anchor(user.id, "http://example.com/x")  # a link in text is never opened, only copied
+    reply = page.thread_view.messages.rows[-1]
+    with qtbot.waitSignal(page.thread_view.changed, timeout=5000):  # once the delete is committed
+        page.thread_view.activate(reply.id, "act:delete")
+    assert [r.id for r in page.thread_view.messages.rows] == [user.id]
+    page.thread_view.activate(user.id, "http://example.com/x")  # a link in text is never opened, only copied
     assert QGuiApplication.clipboard().text() == "http://example.com/x"
 
 
 def test_a_message_too_long_for_the_context_is_kept_and_explained(make_chat, qtbot):
     h, page = make_chat(n_ctx=512)
     limit_tokens(page, 50)
-    assert not page.send("lorem ipsum " * 2000)
+    assert not page.replies.send("lorem ipsum " * 2000)
     qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=5000)
-    assert page.stream is None
+    assert page.replies.stream is None
     assert page.notice.isVisible() and page.notice.text()
-    rows = page.messages.rows
+    rows = page.thread_view.messages.rows
     assert len(rows) == 1 and rows[0].message.role == "user" and rows[0].text.startswith("lorem ipsum")
-    assert page.composer_reason == "" and h.engines[0].generations == []
+    assert page.replies.reason == "" and h.engines[0].generations == []
 
 
 def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates(make_chat, qtbot):
@@ -390,13 +409,13 @@ def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates
     page.open_conversation(conv.id)
     page.show_notice("a notice that takes room from the view", "info")
     qtbot.wait(200)
-    page.view.grab()
+    page.thread_view.view.grab()
     qtbot.wait(50)
-    last = page.messages.index(len(page.messages.rows) - 1, 0)
-    assert page.view.at_bottom()
-    assert page.view.visualRect(last).bottom() <= page.view.viewport().height()
+    last = page.thread_view.messages.index(len(page.thread_view.messages.rows) - 1, 0)
+    assert page.thread_view.view.at_bottom()
+    assert page.thread_view.view.visualRect(last).bottom() <= page.thread_view.view.viewport().height()
     # Scrolled away by the user: new layouts leave the position alone.
-    bar = page.view.verticalScrollBar()
+    bar = page.thread_view.view.verticalScrollBar()
     bar.triggerAction(bar.SliderAction.SliderToMinimum)
     qtbot.wait(50)
     page.show_notice("")
@@ -422,12 +441,13 @@ def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, 
         return found
 
     def shown() -> list[int]:
-        return [page.conv_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.conv_list.count())]
+        lst = page.conversations.list
+        return [lst.item(i).data(Qt.ItemDataRole.UserRole) for i in range(lst.count())]
 
     monkeypatch.setattr(page.store, "search", slow)
-    page.search.setText("apples")
+    page.conversations.search.setText("apples")
     page.conversations.refresh(None)
-    page.search.setText("bananas")
+    page.conversations.search.setText("bananas")
     page.conversations.refresh(None)
     qtbot.waitUntil(lambda: "apples" in answered and shown() == [bananas.id], timeout=10_000)
     qtbot.wait(100)  # the stale "apples" answer has been delivered by now, and dropped
@@ -438,7 +458,7 @@ def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, 
         raise ChatStoreError("The chat database could not be read.")
 
     monkeypatch.setattr(page.store, "search", broken)
-    page.search.setText("cherries")
+    page.conversations.search.setText("cherries")
     qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=3000)
     assert "Search failed" in page.notice.text()
 
@@ -457,17 +477,17 @@ def test_send_writes_on_the_writer_thread_and_never_waits_for_it(make_chat, qtbo
         monkeypatch.setattr(page.store, name, spy)
     # The writer is stuck in a slow write (an fsync on a slow disk) until the test lets it go.
     release = threading.Event()
-    page.writer.submit(release.wait, 10)
+    page.chats.run(release.wait, 10)
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
-        assert page.send("hello there")
+        assert page.replies.send("hello there")
         # send() returned while the writer was still stuck: it did not wait for the write.
         assert not release.is_set() and threads == []
-        assert page.composer_reason.startswith("Replying") and not page.send("again")  # one turn at a time
+        assert page.replies.reason.startswith("Replying") and not page.replies.send("again")  # one turn at a time
         release.set()
     assert got.args[1].status == "done"
     assert {n for n, _ in threads} == {"add_user_message", "begin_assistant", "rename_conversation"}
     assert all(t is not threading.main_thread() for _, t in threads)
-    assert [r.text for r in page.messages.rows][0] == "hello there"
+    assert [r.text for r in page.thread_view.messages.rows][0] == "hello there"
 
 
 def test_a_failed_save_puts_the_text_back_and_says_why(make_chat, qtbot, monkeypatch):
@@ -479,9 +499,9 @@ def test_a_failed_save_puts_the_text_back_and_says_why(make_chat, qtbot, monkeyp
         raise ChatStoreWriteError("Could not save your message: the disk is full.")
 
     monkeypatch.setattr(page.store, "add_user_message", full)
-    page.composer.setPlainText("keep me")
-    assert page.send()
+    page.composer.set_text("keep me")
+    assert page.replies.send()
     qtbot.waitUntil(lambda: page.notice.property("level") == "error", timeout=5000)
     assert "disk is full" in page.notice.text()
-    assert page.composer.toPlainText() == "keep me" and page.stream is None and page.composer_reason == ""
+    assert page.composer.text() == "keep me" and page.replies.stream is None and page.replies.reason == ""
     assert h.engines[0].generations == []

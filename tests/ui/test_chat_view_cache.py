@@ -9,13 +9,14 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 
 from app.core.chat.models import Message
+from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
 from app.core.engines.base import Chunk, GenerationStats
 from app.core.runtime.jobs import ChunkEvent, JobDone
-from app.ui.chat.composer import tokens_in_use
+from app.ui.chat.header import tokens_in_use
 from app.ui.chat.message_view import MessageView, SafeDocument
 from app.ui.chat.messages_model import MessagesModel
-from app.ui.chat.stream import ChatWriter, StreamBridge
+from app.ui.chat.stream import StreamBridge
 from tests.ui.test_chat_page import limit_tokens, make_chat, send_and_wait  # noqa: F401 (fixture)
 
 THINK = "<think>step one, step two</think>The answer is **42**."
@@ -98,20 +99,20 @@ def test_the_last_chunk_and_the_finish_in_one_drain_lay_the_reply_out_once(qtbot
     conv = store.create_conversation("t")
     user = store.add_user_message(conv.id, "hi")
     msg = store.begin_assistant(conv.id, user)
-    writer = ChatWriter(store)
+    writer = ChatOperations(store)
     bridge = StreamBridge(msg, conv.id, writer, flush_ms=60_000)  # drained by hand below
     updates, finished = [], []
     bridge.updated.connect(lambda *a: updates.append(a))
     bridge.finished.connect(lambda *a: finished.append(a))
     try:
         bridge.sink(ChunkEvent(Chunk(text="Hello")))
-        bridge._drain()
+        bridge.drain()
         assert updates == [(msg, "Hello")]
         bridge.sink(ChunkEvent(Chunk(text=" world")))
         stats = GenerationStats(prompt_tokens=3, generated_tokens=2)
         bridge.sink(ChunkEvent(Chunk(finish_reason="stop", stats=stats)))
         bridge.sink(JobDone(None))
-        bridge._drain()
+        bridge.drain()
         assert len(updates) == 1, "the finish shows the final text; no extra update to lay out first"
         assert finished[0][1].text == "Hello world" and finished[0][1].status == "done"
         writer.flush()
@@ -152,11 +153,11 @@ def test_sending_in_an_open_chat_appends_rows_without_resetting_the_view(make_ch
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "first")
     resets = []
-    page.messages.modelReset.connect(lambda: resets.append(1))
+    page.thread_view.messages.modelReset.connect(lambda: resets.append(1))
     msg_id, result = send_and_wait(qtbot, page, "second")
     assert resets == []
-    page.writer.flush()
-    shown_rows = [(r.id, r.message.role, r.text, r.status) for r in page.messages.rows]
+    page.chats.flush()
+    shown_rows = [(r.id, r.message.role, r.text, r.status) for r in page.thread_view.messages.rows]
     saved = [(m.id, m.role, m.content, m.status) for m in page.store.active_path(page.conv_id)]
     assert shown_rows == saved and shown_rows[-1][0] == msg_id and shown_rows[-2][2] == "second"
 
@@ -190,7 +191,7 @@ def test_partial_saves_come_every_64_tokens_but_not_closer_than_a_quarter_second
             saves.append((time.monotonic(), text))
             return store.update_streaming(msg_id, text)
 
-    writer = ChatWriter(store)
+    writer = ChatOperations(store)
     writer.store = Spy()
     bridge = StreamBridge(msg, conv.id, writer, flush_ms=60_000)
     try:

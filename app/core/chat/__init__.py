@@ -1,4 +1,4 @@
-"""Chat history and context policy (Qt-free): the model layer under the chat page."""
+"""Chat history, its writer and the context policy (Qt-free): the model layer under the chat page."""
 
 from app.core.chat.context import ContextNotice, ContextPlan, fit_context, history_for_request
 from app.core.chat.models import (
@@ -12,11 +12,13 @@ from app.core.chat.models import (
     MessageStatus,
     Preset,
 )
+from app.core.chat.operations import ChatOperations, SavedTurn
 from app.core.chat.store import ChatStore
 
 __all__ = [
     "ChatImportError",
     "ChatNotFound",
+    "ChatOperations",
     "ChatStore",
     "ChatStoreCorrupt",
     "ChatStoreError",
@@ -27,6 +29,7 @@ __all__ = [
     "Message",
     "MessageStatus",
     "Preset",
+    "SavedTurn",
     "fit_context",
     "history_for_request",
 ]

@@ -1,5 +1,6 @@
 """Checks before a load, in pure Python before native code sees the model: validate the file
-(T5 GGUF, T6 MLX folder) and refuse a load the planner says will not fit in free memory (T27)."""
+(T5 GGUF, T6 MLX folder) and refuse a load the planner says will not fit in free memory (T27).
+`plan_model` is the one planning step (plan + predicted speed), also used for the chat's load defaults."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf_split import split_shard_names
 from app.core.models.hf_config import check_folder_configs
+from app.core.models.memory import LoadOptions
 from app.core.models.planner import Plan
 from app.core.models.spec import ModelSpec
 
 logger = logging.getLogger(__name__)
 
-# Files an MLX folder may hold that are config: any of them may ask for remote code.
+DEFAULT_CTX = 8192  # the context a load asks for by default; the planner lowers it to what fits
+FALLBACK_CTX = 4096  # when the model does not say how long it was trained
 
 
 class LoadRefused(HearthError):
@@ -32,6 +35,12 @@ class PreflightResult:
     plan: Plan | None = None
     predicted_decode_tok_s: float = 0.0  # uncalibrated, as the calibration store wants it
     backend: str = "cpu"
+
+
+@dataclass(frozen=True)
+class PlannedLoad:
+    plan: Plan
+    predicted_decode_tok_s: float  # 0.0 when the spec is too sparse to predict from
 
 
 class Preflight(Protocol):
@@ -90,6 +99,41 @@ def live_machine() -> Machine:
     return machine_from_profile(profile)
 
 
+def check_model(path: Path, fmt: str) -> ModelSpec | None:
+    """Validate a model file or folder (T5, T6) and return its spec; None for a plug-in format
+    (those validate themselves)."""
+    path = Path(path).expanduser()
+    if fmt == "gguf":
+        if not path.is_file():
+            raise ModelFileError(f"{path} is not a file")
+        return check_gguf(path)
+    if fmt == "mlx":
+        return check_mlx_folder(path)
+    return None
+
+
+def default_context(model: ModelSpec) -> int:
+    """The context a load asks for when the user has not chosen one."""
+    return min(DEFAULT_CTX, model.n_ctx_train) if model.n_ctx_train else FALLBACK_CTX
+
+
+def plan_model(model: ModelSpec, machine: Machine, n_ctx: int, options: LoadOptions | None = None, *,
+               exact: bool = False, label: str = "") -> PlannedLoad:
+    """Plan `model` on `machine` at up to `n_ctx` (exactly `n_ctx` with `exact`: the planner must
+    not quietly plan a smaller context than is loaded), and predict its decode speed."""
+    from app.core.models.planner import MIN_CONTEXT, plan_load
+    from app.core.models.speed import predict_speed
+
+    plan = plan_load(model, machine, n_ctx=n_ctx, options=options or LoadOptions(n_ctx=n_ctx),
+                     min_ctx=n_ctx if exact else MIN_CONTEXT)
+    try:
+        predicted = predict_speed(model, plan).decode_tok_s
+    except (ValueError, ZeroDivisionError) as exc:  # a spec too sparse to predict from
+        logger.debug("no speed prediction for %s: %s", label or "the model", exc)
+        predicted = 0.0
+    return PlannedLoad(plan, predicted)
+
+
 class DefaultPreflight:
     """Validation then the fit check. `machine` is injectable (tests simulate a small machine)."""
 
@@ -98,13 +142,8 @@ class DefaultPreflight:
 
     def __call__(self, spec: LoadSpec, fmt: str, plan_check: bool) -> PreflightResult:
         path = Path(spec.path).expanduser()
-        if fmt == "gguf":
-            if not path.is_file():
-                raise ModelFileError(f"{path} is not a file")
-            model = check_gguf(path)
-        elif fmt == "mlx":
-            model = check_mlx_folder(path)
-        else:
+        model = check_model(path, fmt)
+        if model is None:
             return PreflightResult()  # plug-in formats validate themselves
         if not plan_check:
             return PreflightResult(spec=model)
@@ -113,24 +152,16 @@ class DefaultPreflight:
 
 def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) -> PreflightResult:
     """Plan at exactly the requested context; raise LoadRefused with the planner's explanation."""
-    from app.core.models.memory import LoadOptions
-    from app.core.models.planner import plan_load
-    from app.core.models.speed import predict_speed
-
     options = LoadOptions(
         n_ctx=spec.n_ctx, n_batch=spec.n_batch, n_ubatch=min(spec.n_ubatch, spec.n_batch),
         cache_type_k=spec.cache_type_k, cache_type_v=spec.cache_type_v, flash_attn=spec.flash_attn,
         use_mmap=spec.use_mmap, embeddings=spec.embedding,
     )
-    # min_ctx = the request: the planner must not quietly plan a smaller context than we load.
-    plan = plan_load(model, machine, n_ctx=spec.n_ctx, options=options, min_ctx=spec.n_ctx)
+    planned = plan_model(model, machine, spec.n_ctx, options, exact=True, label=label)
+    plan = planned.plan
     if not plan.fits:
         logger.warning("refusing to load %s: it will not fit", label)
         raise LoadRefused(f"{label} will not fit in free memory:\n{plan.explanation}")
-    try:
-        predicted = predict_speed(model, plan).decode_tok_s
-    except (ValueError, ZeroDivisionError) as exc:  # a spec too sparse to predict from
-        logger.debug("no speed prediction for %s: %s", label, exc)
-        predicted = 0.0
     backend = "cpu" if plan.verdict == "cpu" else machine.backend
-    return PreflightResult(spec=model, plan=plan, predicted_decode_tok_s=predicted, backend=backend)
+    return PreflightResult(spec=model, plan=plan, predicted_decode_tok_s=planned.predicted_decode_tok_s,
+                           backend=backend)

@@ -1,139 +1,105 @@
-"""The Chat page: conversation list, model bar, message view, composer and settings.
+"""The Chat page: wires the conversation list, model bar, header, thread, composer, settings and the
+reply controller, each of which owns its part.
 
 A reply streams into its own conversation: switching to another chat while it streams keeps it
 going (the writer saves it; reopening shows the live text). One reply streams at a time.
-The user turn is committed before the job is submitted; the reply row is `streaming` until done.
+Every write runs on the chat writer thread (ChatOperations); the page only reads on the UI thread and
+shows the answers of writes when `TaskRunner` delivers them. A rename or a deletion shows at once
+(reads see writes in flight) and is undone on screen if it fails.
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
-    QSizePolicy,
-    QSplitter,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
-from app.core.chat.store import DEFAULT_TITLE, ChatStore
+from app.core.chat.models import ChatNotFound
+from app.core.chat.operations import ChatOperations
+from app.core.chat.store import ChatStore
+from app.core.library.store import Library
+from app.core.models.devices import Machine
+from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostState
+from app.ui.bridge import EventBridge
 from app.ui.chat import render
-from app.ui.chat.composer import ComposerControls, ContextMeter, reason_not_to_send, tokens_in_use
-from app.ui.chat.conversations import SEARCH_DELAY_MS, ConversationList  # noqa: F401 (re-export)
-from app.ui.chat.message_actions import MessageActions, active_branch
-from app.ui.chat.message_view import MessageView
-from app.ui.chat.messages_model import MessagesModel
+from app.ui.chat.composer import ComposerBox
+from app.ui.chat.conversations import ConversationList
+from app.ui.chat.header import ChatHeader, tokens_in_use
 from app.ui.chat.model_bar import ModelBar
-from app.ui.chat.replies import ReplyFlow
+from app.ui.chat.replies import ReplyController
 from app.ui.chat.settings_panel import SettingsPanel
-from app.ui.chat.stream import ChatWriter, HostWatcher, StreamBridge
+from app.ui.chat.stream import HostWatcher, StreamResult
+from app.ui.chat.thread_view import ThreadView
+from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
 
 
-class ChatPage(ReplyFlow, MessageActions, QWidget):
+class ChatPage(QWidget):
     reply_finished = Signal(int, object)  # message id, StreamResult
     conversation_opened = Signal(int)
     files_done = Signal(str)  # export/import finished: a message for the user
 
-    def __init__(self, host, store: ChatStore, library, tasks, machine_source: Callable[[], object] | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, host: EngineHost, store: ChatStore, library: Library | None, tasks: TaskRunner,
+                 machine_source: Callable[[], Machine | None] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.host, self.store, self.tasks = host, store, tasks
-        self.conv_id: int | None = None
-        self.stream: StreamBridge | None = None
-        self.editing: int | None = None
-        self.last_plan = None
-        self.host_state: HostState = host.state
-        self.writer = ChatWriter(store, self)
-        self.writer.failed.connect(lambda text: self.show_notice(text, "error"))
+        self.store = store  # the page's model: reads here, writes through `chats`
+        self.chats = ChatOperations(store)
+        # The answers of this page's writes; closed at shutdown, when the store may close next.
+        self.writes = TaskRunner(parent=self)
+        self.write_failures = EventBridge(self.chats.failed, self)
+        self.write_failures.fired.connect(lambda text: self.show_notice(text, "error"))
         tasks.run(render.warm, owner=self)
         self.watcher = HostWatcher(host, self)
         self.watcher.changed.connect(self._on_host_state)
-        self._build(library, machine_source)
+
+        self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
+        self.model_bar = ModelBar(host, library, tasks, machine_source, self)
+        self.header = ChatHeader()
+        self.thread_view = ThreadView(store, self.chats, self.writes)
+        self.notice = QLabel(wordWrap=True)
+        self.notice.setObjectName("chatNotice")
+        self.notice.setVisible(False)
+        self.composer = ComposerBox()
+        self.settings = SettingsPanel(store, self.chats, self.writes)
+        self.settings.setVisible(False)
+        self.replies = ReplyController(host, store, self.chats, self.writes, self.thread_view, self.composer,
+                                       self.settings, self)
+        self._layout()
+        self._wire()
         self._shortcuts()
         self.refresh_conversations()
         if store.recovered_interrupted:
             n = store.recovered_interrupted
             self.show_notice(f"{n} repl{'ies were' if n != 1 else 'y was'} interrupted when Hearth last"
                              " closed; the saved part is kept and marked “interrupted”.", "info")
-        convs = store.list_conversations(limit=1)
+        convs = self.chats.list_conversations(limit=1)
         if convs:
             self.open_conversation(convs[0].id)
         self._update_controls()
 
-    # -- layout ---------------------------------------------------------------------------------
-    def _build(self, library, machine_source) -> None:
-        left = self.conversations = ConversationList(self.store, self.tasks, lambda: self.conv_id)
-        self.search, self.conv_list = left.search, left.list
-        left.open_requested.connect(self.open_conversation)
-        left.new_requested.connect(self.new_conversation)
-        left.rename_requested.connect(self.rename_conversation)
-        left.delete_requested.connect(self.delete_conversation)
-        left.exported.connect(self._files_done)
-        left.imported.connect(self._imported)
-        left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
-        left.search_failed.connect(lambda text: self.show_notice(text, "error"))
+    @property
+    def conv_id(self) -> int | None:
+        """The conversation shown (None when there is none)."""
+        return self.thread_view.conv_id
 
-        self.model_bar = ModelBar(self.host, library, self.tasks, machine_source, self)
-        self.title = QLabel(DEFAULT_TITLE)
-        self.title.setObjectName("chatTitle")
-        self.title.setMinimumWidth(40)  # a long title shrinks (elided by the layout), not the meter
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.context_meter = ContextMeter()
-        self.meter, self.meter_label = self.context_meter.bar, self.context_meter.label
-        self.settings_button = QToolButton(text="Settings", checkable=True)
-        head = QHBoxLayout()
-        head.addWidget(self.title, 1)
-        head.addWidget(self.meter_label)
-        head.addWidget(self.meter)
-        head.addWidget(self.settings_button)
-
-        self.messages = MessagesModel(self)
-        self.view = MessageView()
-        self.view.setModel(self.messages)
-        self.view.anchor_clicked.connect(self._anchor)
-        self.view.context_requested.connect(self._context_menu)
-        self._follow = True  # keep the newest text in view until the user scrolls away
-        bar = self.view.verticalScrollBar()
-        bar.actionTriggered.connect(lambda _a: QTimer.singleShot(0, self._user_scrolled))
-        # Rows laid out with estimated heights grow when first painted: stay pinned to the end.
-        bar.rangeChanged.connect(lambda _lo, hi: bar.setValue(hi) if self._follow else None)
-        self.notice = QLabel(wordWrap=True)
-        self.notice.setObjectName("chatNotice")
-        self.notice.setVisible(False)
-        c = self.composer_controls = ComposerControls()
-        self.composer, self.reason = c.composer, c.reason
-        self.send_button, self.stop_button, self.regen_button = c.send_button, c.stop_button, c.regen_button
-        self.composer.submitted.connect(self.send)
-        self.composer.textChanged.connect(self._update_controls)
-        self.send_button.clicked.connect(self.send)
-        self.stop_button.clicked.connect(self.stop)
-        self.regen_button.clicked.connect(self.regenerate)
+    # -- layout and wiring ----------------------------------------------------------------------
+    def _layout(self) -> None:
         center = QWidget()
         cv = QVBoxLayout(center)
         cv.addWidget(self.model_bar)
-        cv.addLayout(head)
-        cv.addWidget(self.view, 1)
+        cv.addWidget(self.header)
+        cv.addWidget(self.thread_view, 1)
         cv.addWidget(self.notice)
         cv.addWidget(self.composer)
-        cv.addLayout(c.row)
-
-        self.settings = SettingsPanel(self.store)
-        self.settings.setVisible(False)
-        self.settings.error.connect(lambda t: self.show_notice(t, "error"))
-        self.settings.saved.connect(lambda _c: self._update_meter())
-        self.settings_button.toggled.connect(self.settings.setVisible)
         split = QSplitter()
-        for w in (left, center, self.settings):
+        for w in (self.conversations, center, self.settings):
             split.addWidget(w)
         split.setStretchFactor(1, 1)
         split.setSizes([220, 700, 260])
@@ -141,9 +107,38 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
 
+    def _wire(self) -> None:
+        left = self.conversations
+        left.open_requested.connect(self.open_conversation)
+        left.new_requested.connect(self.new_conversation)
+        left.rename_requested.connect(self.rename_conversation)
+        left.delete_requested.connect(self.delete_conversation)
+        left.import_requested.connect(self.import_from)
+        left.exported.connect(self._files_done)
+        left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
+        left.search_failed.connect(lambda text: self.show_notice(text, "error"))
+        self.header.settings_button.toggled.connect(self.settings.setVisible)
+        self.thread_view.changed.connect(self._thread_changed)
+        self.thread_view.notice.connect(self.show_notice)
+        self.thread_view.edit_requested.connect(self.replies.begin_edit)
+        self.thread_view.regenerate_requested.connect(self.replies.regenerate)
+        self.thread_view.stop_requested.connect(self.replies.stop)
+        self.composer.send_requested.connect(lambda: self.replies.send())
+        self.composer.stop_requested.connect(self.replies.stop)
+        self.composer.regenerate_requested.connect(self.replies.regenerate)
+        self.composer.text_changed.connect(self._update_controls)
+        self.settings.error.connect(lambda t: self.show_notice(t, "error"))
+        self.settings.saved.connect(lambda _c: self._update_meter())
+        self.replies.changed.connect(self._update_controls)
+        self.replies.notice.connect(self.show_notice)
+        self.replies.created.connect(self._created)
+        self.replies.retitled.connect(self._retitled)
+        self.replies.finished.connect(self._reply_finished)
+
     def _shortcuts(self) -> None:
-        for keys, slot in (("Ctrl+N", self.new_conversation), ("Ctrl+L", self.composer.setFocus),
-                           ("Esc", self._escape), ("Ctrl+R", self.regenerate), ("Ctrl+F", self.search.setFocus)):
+        for keys, slot in (("Ctrl+N", self.new_conversation), ("Ctrl+L", self.composer.focus),
+                           ("Esc", self.replies.escape), ("Ctrl+R", self.replies.regenerate),
+                           ("Ctrl+F", self.conversations.search.setFocus)):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             sc.activated.connect(slot)
@@ -152,73 +147,97 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
     def refresh_conversations(self) -> None:
         self.conversations.refresh(self.conv_id)
 
-    def new_conversation(self) -> int:
-        base = self.store.get_conversation(self.conv_id) if self.conv_id else None
-        conv = self.store.create_conversation(
+    def new_conversation(self) -> Future:
+        """Future[Conversation]: created on the writer thread (with the open chat's settings), then opened."""
+        base = self.chats.get_conversation(self.conv_id) if self.conv_id is not None else None
+        creating = self.chats.create_conversation(
             system_prompt=base.system_prompt if base else "", sampling=base.sampling if base else None,
             preset_id=base.preset_id if base else None)
-        self.search.clear()
+        self.writes.watch(creating, lambda conv: self._created(conv.id), self._write_failed, owner=self)
+        return creating
+
+    def _created(self, conv_id: int) -> None:
+        """UI thread: a new conversation is committed (New chat, or a send with none open)."""
+        self.conversations.clear_search()
         self.refresh_conversations()
-        self.open_conversation(conv.id)
-        self.composer.setFocus()
-        return conv.id
+        self.open_conversation(conv_id)
+        self.composer.focus()
 
     def open_conversation(self, conv_id: int) -> None:
         self.settings.save()
-        conv = self.store.get_conversation(conv_id)
-        self.conv_id = conv.id
-        self.editing = None
-        self.title.setText(conv.title)
+        try:
+            conv = self.chats.get_conversation(conv_id)
+        except ChatNotFound as exc:  # deleted meanwhile
+            self.show_notice(str(exc), "error")
+            return
+        self.replies.forget_edit()
+        self.header.title.setText(conv.title)
         self.settings.set_conversation(conv)
-        self.reload_thread()
+        self.thread_view.show_conversation(conv.id)
         self.conversations.select(conv_id)
-        self._follow = True
-        self.view.scrollToBottom()
         self._update_controls()
         self.conversation_opened.emit(conv_id)
 
-    def reload_thread(self) -> None:
-        """Read the shown branch (one query) with each message's position among its siblings."""
-        if self.conv_id is None:
-            self.messages.set_messages([])
-            return
-        conv = self.store.get_conversation(self.conv_id)
-        everything = self.store.all_messages(self.conv_id)
-        path, branches = active_branch(everything, conv.active_leaf_id)
-        live = {self.stream.msg_id: self.stream.text} if self.stream is not None else {}
-        self.messages.set_messages(path, branches, live)
-        self._update_meter()
-
     def rename_conversation(self, conv_id: int, title: str) -> None:
-        self.store.rename_conversation(conv_id, title)
+        """Shown at once; written on the writer thread, and the old title comes back if that fails."""
+        renaming = self.chats.rename(conv_id, title)
         self._retitled(conv_id)
+
+        def failed(exc: BaseException) -> None:
+            self._write_failed(exc)
+            self._retitled(conv_id)
+
+        self.writes.watch(renaming, None, failed, owner=self)
 
     def _retitled(self, conv_id: int) -> None:
         if conv_id == self.conv_id:
-            self.title.setText(self.store.get_conversation(conv_id).title)
+            try:
+                self.header.title.setText(self.chats.get_conversation(conv_id).title)
+            except ChatNotFound:
+                pass  # deleted meanwhile: the list below drops it
         self.refresh_conversations()
 
     def delete_conversation(self, conv_id: int) -> None:
-        if self.stream is not None and self.stream.conv_id == conv_id:
-            self.stop()
-            self.writer.flush()
-        self.store.delete_conversation(conv_id)
+        """Gone from the list at once (the next chat opens); written on the writer thread, and listed
+        again if that fails. A reply streaming into it is stopped."""
         if conv_id == self.conv_id:
-            self.conv_id = None
+            self.settings.save()  # before the deletion: kept if the deletion fails, never saved after it
+        stream = self.replies.stream
+        if stream is not None and stream.conv_id == conv_id:
+            self.replies.stop()
+        deleting = self.chats.delete_conversation(conv_id)
+        self._show_without(conv_id)
+        self.writes.watch(deleting, None, lambda exc: self._delete_failed(conv_id, exc), owner=self)
+
+    def _show_without(self, conv_id: int) -> None:
+        if conv_id == self.conv_id:
             self.settings.set_conversation(None)
-            self.messages.set_messages([])
-            self.title.setText("")
+            self.thread_view.show_conversation(None)
+            self.header.title.setText("")
         self.refresh_conversations()
         if self.conv_id is None and (first := self.conversations.first_id()) is not None:
             self.open_conversation(first)
         self._update_controls()
+
+    def _delete_failed(self, conv_id: int, exc: BaseException) -> None:
+        """UI thread: nothing was deleted; list it again (and show it, if no chat is open)."""
+        self._write_failed(exc)
+        self.refresh_conversations()
+        if self.conv_id is None:
+            self.open_conversation(conv_id)
+
+    def _write_failed(self, exc: BaseException) -> None:
+        """UI thread: a write failed; its text is for the user (ChatOperations)."""
+        self.show_notice(str(exc), "error")
 
     # -- export / import (file I/O off the UI thread) --------------------------------------------
     def export_to(self, path: Path, fmt: str) -> None:
         self.conversations.export_to(self.conv_id, path, fmt)
 
     def import_from(self, path: Path) -> None:
-        self.conversations.import_from(path)
+        """Read and written on the writer thread; the imported chat opens once it is committed."""
+        self.writes.watch(self.chats.import_file(path), self._imported,
+                          lambda exc: self._files_done(str(exc), "error"), owner=self)
 
     def _imported(self, conv_id: int) -> None:
         self.refresh_conversations()
@@ -229,38 +248,39 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
         self.show_notice(text, level)
         self.files_done.emit(text)
 
-    # -- composer state -------------------------------------------------------------------------
+    # -- state shown around the thread ----------------------------------------------------------
     def _on_host_state(self, state: HostState) -> None:
-        self.host_state = state
+        """UI thread (re-posted by HostWatcher)."""
+        self.replies.set_host_state(state)
         self.model_bar.host_state(state)
         self._update_controls()
         self._update_meter()
 
-    @property
-    def composer_reason(self) -> str:
-        """Why sending is not possible now ('' when it is)."""
-        return reason_not_to_send(self.host_state, self.stream is not None or self.saving)
+    def _thread_changed(self) -> None:
+        self._update_meter()
+        self._update_controls()
+
+    def _reply_finished(self, msg_id: int, result: StreamResult) -> None:
+        if result.stats is not None and result.status == "done":
+            self.model_bar.set_measured(result.stats.decode_tok_s)
+        self._update_controls()
+        self._update_meter()
+        self.reply_finished.emit(msg_id, result)
 
     def _update_controls(self) -> None:
-        s = self.host_state
-        self.composer_controls.refresh(
-            self.composer_reason, loaded=s.model is not None and s.status != "loading", editing=bool(self.editing),
-            busy=self.model_bar.busy_text, replying=self.stream is not None or self.saving,
-            can_regenerate=self.conv_id is not None and bool(self.messages.rows))
-
-    def n_ctx(self) -> int:
-        model = self.host_state.model
-        n = model.n_ctx if model is not None else 0
-        conv_ctx = self.settings.context_value()
-        return min(n, conv_ctx) if n and conv_ctx else n
+        s = self.replies.host_state
+        self.composer.refresh(
+            self.replies.reason, loaded=s.model is not None and s.status != "loading",
+            editing=self.replies.editing is not None, busy=self.model_bar.busy_text,
+            replying=self.replies.replying, can_regenerate=self.conv_id is not None and bool(self.thread_view.rows))
 
     def _update_meter(self) -> None:
-        n = self.n_ctx()
+        n = self.replies.n_ctx(self.settings.context_value())
         if not n or self.conv_id is None:
-            self.context_meter.clear()
+            self.header.meter.clear()
             return
-        used, approx = tokens_in_use(self.messages.rows, self.settings.system_prompt.toPlainText())
-        self.context_meter.show_usage(used, n, approx)
+        used, approx = tokens_in_use(self.thread_view.rows, self.settings.system_prompt.toPlainText())
+        self.header.meter.show_usage(used, n, approx)
 
     def show_notice(self, text: str, level: str = "info") -> None:
         colour = "#fff8c5" if level == "info" else "#ffebe9"
@@ -271,13 +291,12 @@ class ChatPage(ReplyFlow, MessageActions, QWidget):
 
     # -- lifecycle ------------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop the reply (its text is saved as stopped), detach from the host, finish writes."""
+        """Save pending settings, stop the reply (its text is saved as stopped), detach from the host,
+        finish the writes (the one wait on them, here at the end), then deliver no more answers."""
         self.settings.save()
         self.watcher.detach()
-        if self.stream is not None:
-            bridge = self.stream
-            bridge.stop()
-            if bridge.handle is not None:
-                bridge.handle.wait(timeout)
-            bridge._drain()
-        self.writer.close()
+        self.replies.shutdown(timeout)
+        self.chats.close(timeout)
+        self.writes.close()
+        self.write_failures.close()
+

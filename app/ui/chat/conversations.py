@@ -1,6 +1,7 @@
 """The chat list beside the thread: new, search, open, rename/delete, export/import.
 
-It asks (dialogs) and lists; the page does the work, so a reply streaming into a chat is stopped by the page's rules.
+It asks (dialogs) and lists; the page does the work, so a reply streaming into a chat is stopped by the
+page's rules. It lists through ChatOperations, so a rename or a deletion not yet committed already shows.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat import export
-from app.core.chat.store import ChatStore
+from app.core.chat.models import Conversation
+from app.core.chat.operations import ChatOperations
+from app.ui.tasks import TaskRunner
 
 SEARCH_DELAY_MS = 200
 
@@ -37,15 +40,15 @@ class ConversationList(QWidget):
     new_requested = Signal()
     rename_requested = Signal(int, str)
     delete_requested = Signal(int)
+    import_requested = Signal(object)  # the Path of a chat export to import
     exported = Signal(str)  # a message for the user
-    imported = Signal(int)  # the new conversation's id
-    failed = Signal(object)  # the exception from an export or import
+    failed = Signal(object)  # the exception from an export
     search_failed = Signal(str)  # a message for the user
 
-    def __init__(self, store: ChatStore, tasks, current: Callable[[], int | None],
+    def __init__(self, chats: ChatOperations, tasks: TaskRunner, current: Callable[[], int | None],
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.store, self.tasks, self._current = store, tasks, current
+        self.chats, self.tasks, self._current = chats, tasks, current
         self._query_seq = 0  # answers to older searches are dropped
         self.search = QLineEdit(placeholderText="Search chats (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
@@ -85,14 +88,17 @@ class ConversationList(QWidget):
         query = self.search.text().strip()
         self._query_seq += 1
         if not query:
-            self._show(self.store.list_conversations(), current)
+            self._show(self.chats.list_conversations(), current)
             return
-        seq, store = self._query_seq, self.store
-        self.tasks.run(lambda: store.search(query, limit=500),
+        seq, chats = self._query_seq, self.chats
+        self.tasks.run(lambda: chats.search(query, limit=500),
                        lambda convs: seq == self._query_seq and self._show(convs, self._current()),
                        lambda exc: self.search_failed.emit(f"Search failed: {exc}"), owner=self)
 
-    def _show(self, convs, current: int | None) -> None:
+    def clear_search(self) -> None:
+        self.search.clear()
+
+    def _show(self, convs: list[Conversation], current: int | None) -> None:
         self.list.clear()
         for c in convs:
             item = QListWidgetItem(c.title)
@@ -113,7 +119,7 @@ class ConversationList(QWidget):
     # -- rename / delete ------------------------------------------------------------------------
     def _ask_rename(self, conv_id: int) -> None:
         title, ok = QInputDialog.getText(self, "Rename chat", "Title:",
-                                         text=self.store.get_conversation(conv_id).title)
+                                         text=self.chats.get_conversation(conv_id).title)
         if ok:
             self.rename_requested.emit(conv_id, title)
 
@@ -123,9 +129,9 @@ class ConversationList(QWidget):
                 self, "Delete chat", "Delete this chat and all its messages?") == QMessageBox.StandardButton.Yes:
             self.delete_requested.emit(conv_id)
 
-    # -- export / import (file I/O off the UI thread) --------------------------------------------
+    # -- export (file I/O off the UI thread) ------------------------------------------------------
     def export_to(self, conv_id: int | None, path: Path, fmt: str) -> None:
-        store = self.store
+        store = self.chats.store
 
         def op() -> str:
             text = export.export_markdown(store, conv_id) if fmt == "md" else export.export_json(store, conv_id)
@@ -134,11 +140,6 @@ class ConversationList(QWidget):
 
         if conv_id is not None:
             self.tasks.run(op, self.exported.emit, self.failed.emit, owner=self)
-
-    def import_from(self, path: Path) -> None:
-        store = self.store
-        self.tasks.run(lambda: export.import_json_file(store, Path(path)), self.imported.emit, self.failed.emit,
-                       owner=self)
 
     def _ask_export(self, fmt: str) -> None:
         if self._current() is None:
@@ -151,4 +152,4 @@ class ConversationList(QWidget):
     def _ask_import(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Import chat", "", "JSON (*.json)")
         if path:
-            self.import_from(Path(path))
+            self.import_requested.emit(Path(path))

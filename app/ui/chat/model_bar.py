@@ -26,13 +26,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.engines.base import LoadSpec
+from app.core.library.store import Library
+from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
+from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
+from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, plan_model
+from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_CTX = 8192  # asked of the planner; it lowers it to what fits (and to the trained length)
-FALLBACK_CTX = 4096
 
 
 @dataclass
@@ -46,29 +48,19 @@ class LoadPlanDefaults:
     note: str = ""  # why there is no plan, when there is none
 
 
-def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], object] | None) -> LoadPlanDefaults:
+def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], Machine | None] | None) -> LoadPlanDefaults:
     """Background thread: the planner's context, GPU layers and KV type for this model here."""
     if machine_source is None or fmt not in ("gguf", "mlx"):
         return LoadPlanDefaults(note="no planner for this model; using safe defaults")
-    from app.core.models.memory import LoadOptions
-    from app.core.models.planner import plan_load
-    from app.core.models.speed import predict_speed
-    from app.core.runtime.preflight import check_gguf, check_mlx_folder
-
-    spec = check_gguf(path) if fmt == "gguf" else check_mlx_folder(path)
+    model = check_model(path, fmt)
     machine = machine_source()
-    if machine is None:
+    if model is None or machine is None:
         return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
-    want = min(DEFAULT_CTX, spec.n_ctx_train) if spec.n_ctx_train else FALLBACK_CTX
-    plan = plan_load(spec, machine, n_ctx=want, options=LoadOptions(n_ctx=want))
-    try:
-        predicted = predict_speed(spec, plan).decode_tok_s
-    except (ValueError, ZeroDivisionError):
-        predicted = 0.0
-    opts = plan.options
+    planned = plan_model(model, machine, default_context(model), label=path.name)
+    plan, opts = planned.plan, planned.plan.options
     return LoadPlanDefaults(
         n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers, kv_type=opts.cache_type_k,
-        flash_attn=opts.flash_attn, predicted_tok_s=predicted,
+        flash_attn=opts.flash_attn, predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
         note="" if plan.fits else plan.explanation,
     )
@@ -106,8 +98,8 @@ class AdvancedForm(QWidget):
 class ModelBar(QWidget):
     """`host_state(state)` is fed by the page (UI thread); errors show in place under the bar."""
 
-    def __init__(self, host, library, tasks, machine_source: Callable[[], object] | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, host: EngineHost, library: Library | None, tasks: TaskRunner,
+                 machine_source: Callable[[], Machine | None] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host, self.library, self.tasks = host, library, tasks
         self.machine_source = machine_source

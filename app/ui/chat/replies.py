@@ -1,27 +1,38 @@
-"""Sending and replies: send, regenerate, edit and resend, stop, and the stream's updates.
+"""The reply controller: send, regenerate, edit and resend, stop, and the reply in flight.
 
-A mixin of ChatPage. The request is planned from the shown rows (a 1,000-message chat is not re-read
-on every send); the user turn and the reply row are written on the writer thread, and the job is
-submitted only once they are committed, so the UI never waits behind an fsync. A send in the open
-chat then appends its two rows instead of re-reading the thread.
+The request is planned from the shown rows (a 1,000-message chat is not re-read on every send); the
+user turn and the reply row are written on the chat writer thread, and the job is submitted only once
+they are committed, so the UI never waits behind an fsync. A send in the open chat then appends its
+two rows instead of re-reading the thread.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Sequence
+
+from PySide6.QtCore import QObject, Signal
 
 from app.core.chat.context import ContextPlan, Turn, estimate_tokens, fit_context, history_for_request
 from app.core.chat.models import Conversation
-from app.core.chat.store import DEFAULT_TITLE
+from app.core.chat.operations import ChatOperations, SavedTurn
+from app.core.chat.store import DEFAULT_TITLE, ChatStore
 from app.core.engines.base import GenerateRequest
-from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed
+from app.core.runtime.host import EngineHost
+from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed, HostState
+from app.ui.chat.composer import ComposerBox, reason_not_to_send
+from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import StreamBridge, StreamResult
+from app.ui.chat.thread_view import ThreadView
+from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
 
 REPLY_RESERVE = 512
+# What a send with no chat open plans with: the conversation it creates has the defaults.
+_NEW_CONVERSATION = Conversation(id=0, title=DEFAULT_TITLE, created_at=0.0, updated_at=0.0)
 
 
 @dataclass(frozen=True)
@@ -33,191 +44,212 @@ class Draft:
     status: str = "done"
 
 
-class ReplyFlow:
-    """Needs the host class to provide host, store, writer, messages, view, composer, settings,
-    model_bar, stream, editing, conv_id and the page's notices, meter and controls."""
+class ReplyController(QObject):
+    """Owns the reply in flight (`stream`), the message being edited and the turn being saved.
 
-    saving = False  # a turn is being written; sending again waits for it
+    Signals (UI thread): `finished(msg_id, StreamResult)`; `changed` when replying or editing changed
+    (the composer's controls); `notice(text, level)`; `created(conv_id)` when a send with no chat open
+    made one; `retitled(conv_id)` when a first message named its chat."""
 
+    finished = Signal(int, object)
+    changed = Signal()
+    notice = Signal(str, str)
+    created = Signal(int)
+    retitled = Signal(int)
+
+    def __init__(self, host: EngineHost, store: ChatStore, chats: ChatOperations, writes: TaskRunner,
+                 thread_view: ThreadView, composer: ComposerBox, settings: SettingsPanel,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.store, self.chats, self.writes = host, store, chats, writes
+        self.thread_view, self.composer, self.settings = thread_view, composer, settings
+        self.host_state: HostState = host.state
+        self.stream: StreamBridge | None = None
+        self.editing: int | None = None
+        self.saving = False  # a turn is being written; sending again waits for it
+        self.last_plan: ContextPlan | None = None
+
+    # -- state ----------------------------------------------------------------------------------
+    def set_host_state(self, state: HostState) -> None:
+        """UI thread (re-posted by HostWatcher)."""
+        self.host_state = state
+
+    @property
+    def replying(self) -> bool:
+        return self.stream is not None or self.saving
+
+    @property
+    def reason(self) -> str:
+        """Why sending is not possible now ('' when it is)."""
+        return reason_not_to_send(self.host_state, self.replying)
+
+    def n_ctx(self, context_length: int | None) -> int:
+        """The context a request may fill: the model's, or the conversation's if smaller."""
+        model = self.host_state.model
+        n = model.n_ctx if model is not None else 0
+        return min(n, context_length) if n and context_length else n
+
+    # -- sending --------------------------------------------------------------------------------
     def send(self, text: str | None = None) -> bool:
         """Plan, then save the user turn (and the reply row) on the writer thread; the reply starts
         when they are committed. False when nothing will be generated (the reason is shown)."""
-        text = self.composer.toPlainText() if text is None else text
-        if not text.strip() or self.composer_reason:
+        text = self.composer.text() if text is None else text
+        if not text.strip() or self.reason or self.chats.closed:
             return False
         if self.editing is not None:
             return self.edit_and_resend(self.editing, text)
         self.settings.save()
-        if self.conv_id is None:
-            self.new_conversation()
-        conv_id, store = self.conv_id, self.store
-        conv = store.get_conversation(conv_id)
-        plan = self._plan(conv, [*self.messages.rows, Draft(text)])
+        conv_id = self.thread_view.conv_id
+        conv = self.chats.get_conversation(conv_id) if conv_id is not None else _NEW_CONVERSATION
+        plan = self._plan(conv, [*self.thread_view.rows, Draft(text)])
         title = " ".join(text.split())[:60] if conv.title == DEFAULT_TITLE else None
-
-        def save() -> tuple[int, int | None]:  # writer thread
-            user_id = store.add_user_message(conv_id, text)
-            if title:
-                store.rename_conversation(conv_id, title)
-            return user_id, (store.begin_assistant(conv_id, user_id) if plan.ok else None)
-
         self.composer.clear()
-        return self._save_then_reply(save, conv, plan, text, sent=True, retitled=bool(title))
+        return self._save_then_reply(self.chats.send(conv_id, text, title=title, reply=plan.ok), conv, plan,
+                                     text, sent=True, retitled=bool(title))
 
     def regenerate(self) -> bool:
         """A new reply to the last user turn; the old reply stays as a branch."""
-        if self.composer_reason or self.conv_id is None or not self.messages.rows:
+        conv_id, rows = self.thread_view.conv_id, self.thread_view.rows
+        if self.reason or conv_id is None or not rows or self.chats.closed:
             return False
-        last = self.messages.rows[-1].message
+        last = rows[-1].message
         parent = last.parent_id if last.role == "assistant" else last.id
         if parent is None:
             return False
-        conv_id, store = self.conv_id, self.store
-        conv = store.get_conversation(conv_id)
-        plan = self._plan(conv, self._thread_to(conv_id, parent))
-        return self._save_then_reply(
-            lambda: (parent, store.begin_assistant(conv_id, parent) if plan.ok else None), conv, plan)
+        conv = self.chats.get_conversation(conv_id)
+        plan = self._plan(conv, self.thread_view.turns_to(conv_id, parent))
+        return self._save_then_reply(self.chats.regenerate(conv_id, parent, reply=plan.ok), conv, plan)
 
     def edit_and_resend(self, msg_id: int, text: str) -> bool:
         """Resend an edited user message as a new branch; the old branch is kept."""
-        if self.composer_reason or not text.strip():
+        if self.reason or not text.strip() or self.chats.closed:
             return False
         self.settings.save()
-        row, store = self.messages.row(msg_id), self.store
-        old = row.message if row is not None else store.get_message(msg_id)
+        row = self.thread_view.messages.row(msg_id)
+        old = row.message if row is not None else self.store.get_message(msg_id)
         if old.role != "user":
-            self.show_notice("Only your own messages can be edited and resent.", "error")
+            self.notice.emit("Only your own messages can be edited and resent.", "error")
             return False
-        conv = store.get_conversation(old.conversation_id)
-        before = self._thread_to(conv.id, old.parent_id) if old.parent_id is not None else []
+        conv = self.chats.get_conversation(old.conversation_id)
+        before = self.thread_view.turns_to(conv.id, old.parent_id) if old.parent_id is not None else []
         plan = self._plan(conv, [*before, Draft(text)])
-
-        def save() -> tuple[int, int | None]:  # writer thread
-            new_id = store.edit_user_message(msg_id, text)
-            return new_id, (store.begin_assistant(conv.id, new_id) if plan.ok else None)
-
         self.editing = None
         self.composer.clear()
-        return self._save_then_reply(save, conv, plan, text)
+        return self._save_then_reply(self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok), conv,
+                                     plan, text)
 
     def _plan(self, conv: Conversation, turns: Sequence[Turn]) -> ContextPlan:
-        n_ctx = self.n_ctx()
+        # The open chat's context length as the panel shows it (maybe not saved yet).
+        shown = self.settings.conv is not None and self.settings.conv.id == conv.id
+        n_ctx = self.n_ctx(self.settings.context_value() if shown else conv.context_length)
         reserve = conv.sampling.max_tokens or min(REPLY_RESERVE, max(n_ctx // 4, 1))
         history = history_for_request(conv.system_prompt, turns)
         return fit_context(history, estimate_tokens, n_ctx, reserve=min(reserve, max(n_ctx - 16, 1)))
 
-    def _save_then_reply(self, save: Callable[[], tuple[int, int | None]], conv: Conversation,
-                         plan: ContextPlan, typed: str = "", sent: bool = False, retitled: bool = False) -> bool:
-        """Run `save` on the writer thread; then show the turn and start the reply. If the write
-        fails, the typed text goes back into the composer: nothing the user wrote is lost."""
+    def _save_then_reply(self, saving: Future, conv: Conversation, plan: ContextPlan, typed: str = "",
+                         sent: bool = False, retitled: bool = False) -> bool:
+        """When `saving` is committed, show the turn and start the reply. If the write fails, the
+        typed text goes back into the composer: nothing the user wrote is lost."""
+        new = conv is _NEW_CONVERSATION
 
-        def saved(ids: Any) -> None:
+        def saved(turn: SavedTurn) -> None:
+            """UI thread."""
             self.saving = False
-            if retitled:
-                self._retitled(conv.id)
-            self._reply_saved(conv, plan, *ids, sent=sent)
+            if retitled and not new:
+                self.retitled.emit(turn.conversation_id)
+            self._reply_saved(conv, plan, turn, sent=sent, new=new)
 
-        def failed(message: str) -> None:
+        def failed(exc: BaseException) -> None:
+            """UI thread."""
             self.saving = False
-            if typed and not self.composer.toPlainText().strip():
-                self.composer.setPlainText(typed)
-            self.show_notice(message, "error")
-            self._update_controls()
+            if typed and not self.composer.text().strip():
+                self.composer.set_text(typed)
+            self.notice.emit(str(exc), "error")
+            self.changed.emit()
 
-        if not self.writer.call(save, saved, failed):
-            return False
         self.saving = True
-        self._update_controls()
+        self.writes.watch(saving, saved, failed, owner=self)
+        self.changed.emit()
         return plan.ok
 
-    def _reply_saved(self, conv: Conversation, plan: ContextPlan, parent_id: int, reply_id: int | None,
-                     sent: bool) -> None:
+    def _reply_saved(self, conv: Conversation, plan: ContextPlan, turn: SavedTurn, sent: bool, new: bool) -> None:
         """UI thread: the turn is committed. Start the job, then show the thread once."""
         self.last_plan = plan
+        refused: str | None = None
         try:
             if not plan.ok:
-                self.show_notice(plan.notice.text, "error")
+                self.notice.emit(plan.notice.text, "error")
             else:
-                self.show_notice(plan.notice.text if plan.notice else "", "info")
-                if reply_id is not None:
-                    self._submit(conv, plan, reply_id)
+                self.notice.emit(plan.notice.text if plan.notice else "", "info")
+                if turn.reply_id is not None:
+                    refused = self._submit(conv, plan, turn)
         finally:
-            if not (sent and self._append_sent(conv.id, parent_id)):
-                self.reload_thread()
+            if new:
+                self.created.emit(turn.conversation_id)  # the page opens it: the thread is read there
+            elif not (sent and self.thread_view.append_sent(turn.conversation_id, turn.parent_id, turn.reply_id)):
+                self.thread_view.reload()
+            if refused is not None and turn.reply_id is not None:
+                self.thread_view.show_finished(turn.reply_id, StreamResult("error", "", None, "error", refused))
             if self.stream is not None:
-                self._follow = True
-                self.view.scrollToBottom()
-            self._update_controls()
+                self.thread_view.follow_end()
+            self.changed.emit()
 
-    def _submit(self, conv: Conversation, plan: ContextPlan, reply_id: int) -> None:
-        bridge = StreamBridge(reply_id, conv.id, self.writer, parent=self)
-        bridge.updated.connect(self._stream_updated)
+    def _submit(self, conv: Conversation, plan: ContextPlan, turn: SavedTurn) -> str | None:
+        """Start the reply; the host's refusal, if it refuses (the reply row is then saved as an error)."""
+        reply_id, conv_id = turn.reply_id, turn.conversation_id
+        assert reply_id is not None
+        bridge = StreamBridge(reply_id, conv_id, self.chats, parent=self)
+        bridge.updated.connect(self.thread_view.stream_text)
         bridge.finished.connect(self._stream_finished)
-        request = GenerateRequest(messages=plan.messages, sampling=conv.sampling, conversation_id=str(conv.id))
+        request = GenerateRequest(messages=plan.messages, sampling=conv.sampling, conversation_id=str(conv_id))
         try:
             bridge.handle = self.host.submit(GenerateJob(request=request, source="chat"), bridge.sink)
         except (HostBusy, HostClosed) as exc:
             bridge.deleteLater()
-            self.writer.submit(self.store.finish_assistant, reply_id, "", "error", None, "error", str(exc))
-            self.writer.flush()
-            self.show_notice(str(exc), "error")
-            return
+            self.chats.finish_reply(reply_id, "", "error", None, "error", str(exc))
+            self.notice.emit(str(exc), "error")
+            return str(exc)
         self.stream = bridge
+        self.thread_view.begin_stream(reply_id)
+        return None
 
-    def _append_sent(self, conv_id: int, user_id: int) -> bool:
-        """Append the new user turn and its reply to the shown thread, if they follow its last row:
-        re-reading a 1,000-message thread on every send would cost the UI tens of milliseconds."""
-        if conv_id != self.conv_id:
-            return False
-        user = self.store.get_message(user_id)
-        rows = self.messages.rows
-        if user.parent_id != (rows[-1].id if rows else None):
-            return False
-        self.messages.append(user)
-        if self.stream is not None and self.stream.conv_id == conv_id:
-            self.messages.append(self.store.get_message(self.stream.msg_id))
-        self._update_meter()
-        return True
+    def _stream_finished(self, msg_id: int, result: StreamResult) -> None:
+        """UI thread."""
+        self.thread_view.show_finished(msg_id, result)
+        if self.stream is not None and self.stream.msg_id == msg_id:
+            self.stream.deleteLater()
+            self.stream = None
+        self.changed.emit()
+        self.finished.emit(msg_id, result)
 
-    def _thread_to(self, conv_id: int, parent_id: int) -> Sequence[Turn]:
-        """The turns up to `parent_id`: from the shown rows when they hold them (a long chat is not
-        re-read from disk on every send), else from the store."""
-        if conv_id == self.conv_id and (i := self.messages.row_of(parent_id)) is not None:
-            return self.messages.rows[: i + 1]
-        thread = self.store.active_path(conv_id)
-        cut = next((i for i, m in enumerate(thread) if m.id == parent_id), len(thread) - 1)
-        return thread[: cut + 1]
+    # -- editing and stopping -------------------------------------------------------------------
+    def begin_edit(self, msg_id: int, text: str) -> None:
+        self.editing = msg_id
+        self.composer.set_text(text)
+        self.composer.focus()
+        self.changed.emit()
+
+    def forget_edit(self) -> None:
+        """Another chat was opened: the message being edited is not in it."""
+        self.editing = None
 
     def stop(self) -> None:
         if self.stream is not None:
             self.stream.stop()
 
-    def _escape(self) -> None:
+    def escape(self) -> None:
         if self.stream is not None:
             self.stop()
         elif self.editing is not None:
             self.editing = None
             self.composer.clear()
-            self._update_controls()
+            self.changed.emit()
 
-    def _user_scrolled(self) -> None:
-        self._follow = self.view.at_bottom()
-
-    def _stream_updated(self, msg_id: int, text: str) -> None:
-        self.messages.update_text(msg_id, text)
-        if self._follow:
-            self.view.scrollToBottom()
-
-    def _stream_finished(self, msg_id: int, result: StreamResult) -> None:
-        stats = asdict(result.stats) if result.stats is not None else None
-        self.messages.finish(msg_id, result.status, result.text, stats, result.finish_reason, result.error)
-        if self._follow and self.messages.row(msg_id) is not None:
-            self.view.scrollToBottom()
-        if result.stats is not None and result.status == "done":
-            self.model_bar.set_measured(result.stats.decode_tok_s)
-        if self.stream is not None and self.stream.msg_id == msg_id:
-            self.stream.deleteLater()
-            self.stream = None
-        self._update_controls()
-        self._update_meter()
-        self.reply_finished.emit(msg_id, result)
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop the reply; its text so far goes to the writer as stopped."""
+        if self.stream is not None:
+            bridge = self.stream
+            bridge.stop()
+            if bridge.handle is not None:
+                bridge.handle.wait(timeout)
+            bridge.drain()

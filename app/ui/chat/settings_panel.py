@@ -1,9 +1,12 @@
 """Per-conversation settings: system prompt, presets (pick, save, update, delete), sampling and
-context length. Edits are saved to the conversation as they happen."""
+context length. Edits are saved to the conversation as they happen, on the chat writer thread; the
+panel keeps showing them meanwhile, and reads through ChatOperations see them before the commit."""
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
+from dataclasses import replace
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
@@ -20,9 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.chat.models import ChatStoreError, Conversation
+from app.core.chat.models import ChatStoreError, Conversation, Preset
+from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
 from app.core.engines.base import SamplingParams
+from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
 
@@ -46,15 +51,17 @@ def _spin(lo: int, hi: int, special: str | None = None) -> QSpinBox:
 
 
 class SettingsPanel(QWidget):
-    """`set_conversation(conv)` loads a conversation's settings; `saved(Conversation)` after a save."""
+    """`set_conversation(conv)` loads a conversation's settings; `saved(Conversation)` once a save is
+    committed; `error(text)` when a write failed (UI thread, both)."""
 
     saved = Signal(object)
     error = Signal(str)
 
-    def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
+    def __init__(self, store: ChatStore, chats: ChatOperations, writes: TaskRunner,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chatSettings")
-        self.store = store
+        self.store, self.chats, self.writes = store, chats, writes
         self.conv: Conversation | None = None
         self._loading = False
         self._dirty = False
@@ -65,9 +72,9 @@ class SettingsPanel(QWidget):
         self.save_preset.clicked.connect(self._save_as)
         self.update_preset = QPushButton("Update")
         self.update_preset.setToolTip("Overwrite the selected preset with these settings")
-        self.update_preset.clicked.connect(self._update_preset)
+        self.update_preset.clicked.connect(self.update_selected_preset)
         self.delete_preset = QPushButton("Delete")
-        self.delete_preset.clicked.connect(self._delete_preset)
+        self.delete_preset.clicked.connect(self.delete_selected_preset)
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional)")
         self.system_prompt.setMaximumHeight(110)
@@ -157,19 +164,33 @@ class SettingsPanel(QWidget):
             self._timer.start()
 
     def save(self) -> None:
-        """Write pending edits now (also called before a send, so the request uses them)."""
+        """Write pending edits now (also called before a send, so the request uses them): submitted
+        to the writer thread; a failure leaves them on screen, to be saved with the next one."""
         self._timer.stop()
         if not self._dirty or self.conv is None:
             return
         self._dirty = False
-        try:
-            self.conv = self.store.update_settings(
-                self.conv.id, system_prompt=self.system_prompt.toPlainText(), sampling=self.sampling(),
-                context_length=self.context_value())
-        except ChatStoreError as exc:
-            self.error.emit(str(exc))
+        conv_id = self.conv.id
+        changes = {"system_prompt": self.system_prompt.toPlainText(), "sampling": self.sampling(),
+                   "context_length": self.context_value()}
+        self.conv = replace(self.conv, **changes)
+        self.writes.watch(self.chats.update_settings(conv_id, **changes), self.saved.emit,
+                          lambda exc: self._save_failed(conv_id, exc), owner=self)
+
+    def _save_failed(self, conv_id: int, exc: BaseException) -> None:
+        """UI thread."""
+        if self.conv is not None and self.conv.id == conv_id:
+            self._dirty = True  # nothing typed is lost: the next save writes it again
+        self.error.emit(str(exc))
+
+    def _show_stored(self, conv_id: int) -> None:
+        """Show `conv_id`'s settings as reads see them now, if it is still the one shown."""
+        if self.conv is None or self.conv.id != conv_id:
             return
-        self.saved.emit(self.conv)
+        try:
+            self.set_conversation(self.chats.get_conversation(conv_id))
+        except ChatStoreError:  # deleted meanwhile: the page opens another one
+            logger.debug("conversation %d is gone; its settings are not shown again", conv_id)
 
     # -- presets --------------------------------------------------------------------------------
     def reload_presets(self, select: int | None = None) -> None:
@@ -183,61 +204,68 @@ class SettingsPanel(QWidget):
                 self.presets.setCurrentIndex(ids.index(select))
 
     def pick_preset(self, preset_id: int) -> None:
+        """Shown at once; written on the writer thread (the panel goes back if that fails)."""
         if self.conv is None:
             return
         self.save()
-        try:
-            conv = self.store.apply_preset(self.conv.id, preset_id)
-        except ChatStoreError as exc:
+        conv_id = self.conv.id
+        applying = self.chats.apply_preset(conv_id, preset_id)
+        self._show_stored(conv_id)
+
+        def failed(exc: BaseException) -> None:
             self.error.emit(str(exc))
-            return
-        self.set_conversation(conv)
-        self.saved.emit(conv)
+            self._show_stored(conv_id)
+
+        self.writes.watch(applying, self.saved.emit, failed, owner=self)
 
     def _preset_picked(self, index: int) -> None:
         pid = self.presets.itemData(index)
         if pid is not None:
             self.pick_preset(pid)
 
-    def save_as_preset(self, name: str) -> int | None:
-        try:
-            p = self.store.save_preset(name, self.system_prompt.toPlainText(), self.sampling())
-        except (ChatStoreError, ValueError) as exc:
-            self.error.emit(str(exc))
-            return None
-        self.reload_presets(select=p.id)
-        if self.conv is not None:
-            self.conv = self.store.update_settings(self.conv.id, preset_id=p.id)
-        return p.id
+    def save_as_preset(self, name: str) -> Future:
+        """Future[Preset]; once it is saved, it is listed, selected and this conversation's preset."""
+        conv_id = self.conv.id if self.conv is not None else None
+        saving = self.chats.save_preset(name, self.system_prompt.toPlainText(), self.sampling(), conv_id=conv_id)
+
+        def saved(p: Preset) -> None:
+            self.reload_presets(select=p.id)
+            if self.conv is not None and self.conv.id == conv_id:
+                self.conv = replace(self.conv, preset_id=p.id)
+
+        self.writes.watch(saving, saved, lambda exc: self.error.emit(str(exc)), owner=self)
+        return saving
 
     def _save_as(self) -> None:
         name, ok = QInputDialog.getText(self, "Save preset", "Preset name:")
         if ok and name.strip():
             self.save_as_preset(name)
 
-    def _update_preset(self) -> None:
+    def _selected_own_preset(self, refusal: str) -> int | None:
+        """The selected preset's id, unless none is selected or it is built-in (then says `refusal`)."""
         pid = self.presets.currentData()
         if pid is None:
-            return
+            return None
         try:
-            if self.store.get_preset(pid).builtin:
-                self.error.emit("Built-in presets cannot be changed; save a copy with “Save as…”.")
-                return
-            self.store.update_preset(pid, system_prompt=self.system_prompt.toPlainText(),
-                                     sampling=self.sampling())
+            builtin = self.store.get_preset(pid).builtin
         except ChatStoreError as exc:
             self.error.emit(str(exc))
+            return None
+        if builtin:
+            self.error.emit(refusal)
+            return None
+        return pid
 
-    def _delete_preset(self) -> None:
-        pid = self.presets.currentData()
-        if pid is None:
-            return
-        try:
-            if self.store.get_preset(pid).builtin:
-                self.error.emit("Built-in presets cannot be deleted.")
-                return
-            self.store.delete_preset(pid)
-        except ChatStoreError as exc:
-            self.error.emit(str(exc))
-            return
-        self.reload_presets()
+    def update_selected_preset(self) -> None:
+        """Overwrite the selected preset with the panel's prompt and sampling."""
+        pid = self._selected_own_preset("Built-in presets cannot be changed; save a copy with “Save as…”.")
+        if pid is not None:
+            updating = self.chats.update_preset(pid, system_prompt=self.system_prompt.toPlainText(),
+                                                sampling=self.sampling())
+            self.writes.watch(updating, None, lambda exc: self.error.emit(str(exc)), owner=self)
+
+    def delete_selected_preset(self) -> None:
+        pid = self._selected_own_preset("Built-in presets cannot be deleted.")
+        if pid is not None:
+            self.writes.watch(self.chats.delete_preset(pid), lambda _r: self.reload_presets(),
+                              lambda exc: self.error.emit(str(exc)), owner=self)

@@ -1,8 +1,8 @@
 """From host sink events to the chat view, without flooding the event loop.
 
-The sink (host thread) only appends to a locked buffer and hands partial-reply saves to the writer
-thread; a 40 ms QTimer on the UI thread drains the buffer, so the view repaints at most ~25 times
-a second however fast the model is. No cross-thread signal per token.
+The sink (host thread) only appends to a locked buffer and hands partial-reply saves to the chat
+writer thread (ChatOperations); a 40 ms QTimer on the UI thread drains the buffer, so the view
+repaints at most ~25 times a second however fast the model is. No cross-thread signal per token.
 """
 
 from __future__ import annotations
@@ -10,17 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core.chat.models import ChatStoreError
-from app.core.chat.store import ChatStore
-from app.core.engines.base import GenerationStats
-from app.core.runtime.jobs import ChunkEvent, HostEvent, JobDone, JobFailed, JobHandle
-from app.ui.tasks import TaskRunner
+from app.core.chat.operations import ChatOperations
+from app.core.engines.base import Chunk, GenerationStats
+from app.core.runtime.host import EngineHost
+from app.core.runtime.jobs import ChunkEvent, HostEvent, HostState, JobDone, JobFailed, JobHandle
 
 logger = logging.getLogger(__name__)
 
@@ -30,74 +27,6 @@ SAVE_EVERY_TOKENS = 64
 # Each partial save rewrites the whole reply and fsyncs: at thousands of tok/s, 64 tokens come every
 # few ms, so saves are also kept this far apart (a crash still loses at most this much, never 1 s).
 MIN_SAVE_GAP_S = 0.25
-
-
-def _failure(exc: BaseException) -> str:
-    """The message for a failed chat write (logged here)."""
-    if isinstance(exc, ChatStoreError):
-        logger.warning("chat write failed: %s", exc)
-        return str(exc)
-    logger.error("chat write failed", exc_info=exc)  # a bug must not kill the writer or stall the page
-    return f"Could not save the chat: {exc}"
-
-
-class ChatWriter(QObject):
-    """One thread for chat writes, so partial saves and the final write land in order and the
-    UI thread never waits on an fsync. `failed` (queued to the UI thread) carries the user message."""
-
-    failed = Signal(str)
-
-    def __init__(self, store: ChatStore, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.store = store
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-chat-writer")
-        self._tasks = TaskRunner(self._pool, self)  # answers of `call` come back on the UI thread
-        self._closed = False
-
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future | None:
-        """Any thread. Errors are logged and reported through `failed`; nothing raises here."""
-        if self._closed:
-            return None
-
-        def run() -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                message = _failure(exc)
-                if not self._closed:
-                    self.failed.emit(message)
-            return None
-
-        try:
-            return self._pool.submit(run)
-        except RuntimeError:  # shut down meanwhile
-            return None
-
-    def call(self, fn: Callable[[], Any], then: Callable[[Any], None], failed: Callable[[str], None]) -> bool:
-        """UI thread: run `fn` on the writer thread, after every write submitted before it; then
-        `then(result)` or `failed(message)` on the UI thread. False if the writer is closed."""
-        if self._closed:
-            return False
-        try:
-            self._tasks.run(fn, then, lambda exc: failed(_failure(exc)))
-        except RuntimeError:  # shut down meanwhile
-            return False
-        return True
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every write submitted so far is done (tests, shutdown)."""
-        done = threading.Event()
-        try:
-            self._pool.submit(done.set)
-        except RuntimeError:
-            return True
-        return done.wait(timeout)
-
-    def close(self) -> None:
-        self.flush()
-        self._closed = True
-        self._tasks.close()
-        self._pool.shutdown(wait=True)
 
 
 @dataclass
@@ -116,10 +45,8 @@ class _Buffer:
         self.lock = threading.Lock()
         self.parts: list[str] = []
         self.pending = 0  # chunks not yet shown
-        self.tokens = 0
         self.final: HostEvent | None = None
-        self.final_chunk = None
-        self.first_token_at: float | None = None
+        self.final_chunk: Chunk | None = None
 
 
 class StreamBridge(QObject):
@@ -128,7 +55,7 @@ class StreamBridge(QObject):
     updated = Signal(int, str)  # message id, the whole text so far
     finished = Signal(int, object)  # message id, StreamResult
 
-    def __init__(self, msg_id: int, conv_id: int, writer: ChatWriter, *, flush_ms: int = FLUSH_MS,
+    def __init__(self, msg_id: int, conv_id: int, chats: ChatOperations, *, flush_ms: int = FLUSH_MS,
                  save_every_s: float = SAVE_EVERY_S, save_every_tokens: int = SAVE_EVERY_TOKENS,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -140,7 +67,7 @@ class StreamBridge(QObject):
         self.chunks = 0
         self.result: StreamResult | None = None
         self.stop_requested = False
-        self._writer = writer
+        self._chats = chats
         self._buf = _Buffer()
         self._save_every_s = save_every_s
         self._save_every_tokens = save_every_tokens
@@ -148,7 +75,7 @@ class StreamBridge(QObject):
         self._unsaved = 0
         self._timer = QTimer(self)
         self._timer.setInterval(flush_ms)
-        self._timer.timeout.connect(self._drain)
+        self._timer.timeout.connect(self.drain)
         self._timer.start()
 
     @property
@@ -165,7 +92,6 @@ class StreamBridge(QObject):
                 if chunk.text:
                     buf.parts.append(chunk.text)
                     buf.pending += 1
-                    buf.tokens += 1
                     self._unsaved += 1
                 if chunk.finish_reason is not None:
                     buf.final_chunk = chunk
@@ -178,7 +104,7 @@ class StreamBridge(QObject):
             else:
                 buf.final = event
         if save is not None:
-            self._writer.submit(self._writer.store.update_streaming, self.msg_id, save)
+            self._chats.save_partial(self.msg_id, save)
 
     def stop(self) -> None:
         """UI thread: ask the host to stop; the partial text is kept and marked stopped."""
@@ -186,8 +112,8 @@ class StreamBridge(QObject):
         if self.handle is not None:
             self.handle.cancel()
 
-    def _drain(self) -> None:
-        """UI thread, every flush_ms."""
+    def drain(self) -> None:
+        """UI thread, every flush_ms (and once more at shutdown)."""
         buf = self._buf
         with buf.lock:
             pending, final = buf.pending, buf.final
@@ -203,7 +129,7 @@ class StreamBridge(QObject):
             self._timer.stop()
             self._finish(final, final_chunk)
 
-    def _finish(self, event: HostEvent, final_chunk) -> None:
+    def _finish(self, event: HostEvent, final_chunk: Chunk | None) -> None:
         if isinstance(event, JobDone):
             res = event.result
             chunk = getattr(res, "final", None) or final_chunk
@@ -222,8 +148,8 @@ class StreamBridge(QObject):
             else:
                 result = StreamResult("error", self.text, None, "error", message)
         self.result = result
-        self._writer.submit(self._writer.store.finish_assistant, self.msg_id, result.text, result.status,
-                            result.stats, result.finish_reason, result.error)
+        self._chats.finish_reply(self.msg_id, result.text, result.status, result.stats, result.finish_reason,
+                                 result.error)
         self.finished.emit(self.msg_id, result)
 
 
@@ -232,14 +158,14 @@ class HostWatcher(QObject):
 
     changed = Signal(object)
 
-    def __init__(self, host, parent: QObject | None = None) -> None:
+    def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._lock = threading.Lock()
         self._alive = True
         self._unsubscribe = host.state_changed.connect(self._on_state)
         self.destroyed.connect(self.detach)
 
-    def _on_state(self, state) -> None:
+    def _on_state(self, state: HostState) -> None:
         """Host thread."""
         with self._lock:
             if self._alive:

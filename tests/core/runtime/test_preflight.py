@@ -136,3 +136,24 @@ def test_format_for_path(tmp_path, tiny_mlx_model):
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(HearthError, match="not a GGUF"):
         format_for_path(tmp_path / "notes.txt")
+
+
+def test_one_planning_step_serves_the_fit_check_and_the_load_defaults(tiny_gguf_f16):
+    from app.core.runtime.preflight import check_model, default_context, fit_check, plan_model
+
+    roomy = machine(16 * GiB)
+    model = check_model(tiny_gguf_f16, "gguf")
+    assert model is not None and check_model(tiny_gguf_f16, "plugin-format") is None
+    with pytest.raises(HearthError, match="not a file"):
+        check_model(tiny_gguf_f16.with_name("missing.gguf"), "gguf")
+    # The load defaults: the planner may lower the default context to what fits and was trained.
+    planned = plan_model(model, roomy, default_context(model))
+    assert planned.plan.fits and planned.predicted_decode_tok_s > 0
+    assert planned.plan.options.n_ctx <= default_context(model) <= 8192
+    # The fit check: the same step at exactly the requested context.
+    result = fit_check(model, LoadSpec(path=tiny_gguf_f16, n_ctx=256), roomy, "tiny")
+    exact = plan_model(model, roomy, 256, result.plan.options, exact=True)
+    assert result.plan.options.n_ctx == 256 and result.predicted_decode_tok_s == exact.predicted_decode_tok_s > 0
+    with pytest.raises(HearthError, match="will not fit"):
+        fit_check(model, LoadSpec(path=tiny_gguf_f16, n_ctx=256), machine(1024 * 1024), "tiny")
+    assert not plan_model(model, machine(1024 * 1024), 256, exact=True).plan.fits

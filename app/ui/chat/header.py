@@ -1,0 +1,78 @@
+"""The line above the thread: the chat's title, the context meter and the Settings toggle."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
+
+from app.core.chat.context import context_usage, estimate_tokens, history_for_request
+from app.core.chat.store import DEFAULT_TITLE
+from app.ui.chat.messages_model import Row
+
+_LEVEL_COLOUR = {"ok": "#2da44e", "warn": "#d4a72c", "full": "#cf222e"}
+_LEVEL_WARNING = {"ok": "", "warn": " · near the limit", "full": " · context full"}
+
+
+def tokens_in_use(rows: Sequence[Row], system_prompt: str) -> tuple[int, str]:
+    """(tokens, "" when measured or "~" when estimated) for the shown thread.
+
+    The newest reply with stats measured its prompt and its own tokens; only the turns after it are
+    estimated (no re-count of a 1,000-message history on every send). Without stats, all is estimated."""
+    for i in range(len(rows) - 1, -1, -1):
+        stats = rows[i].stats
+        if stats and stats.get("prompt_tokens"):
+            measured = int(stats["prompt_tokens"]) + int(stats.get("generated_tokens", 0))
+            after = history_for_request("", rows[i + 1:])
+            return (measured + estimate_tokens(after) - 2, "~") if after else (measured, "")
+    msgs = history_for_request(system_prompt, rows)
+    return (estimate_tokens(msgs) if msgs else 0), "~"
+
+
+class ContextMeter(QWidget):
+    """A caption ("~1,234 / 4,096 tokens · near the limit") and a bar."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.bar = QProgressBar()
+        self.bar.setObjectName("contextMeter")
+        self.bar.setMaximumWidth(160)
+        self.bar.setTextVisible(False)
+        self.label = QLabel()
+        self.label.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
+        # Room for the widest reading up front: a label that grows while text streams gets clipped.
+        self.label.setMinimumWidth(self.label.fontMetrics().horizontalAdvance("131,072 / 131,072 tokens"))
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.label)
+        layout.addWidget(self.bar)
+
+    def clear(self) -> None:
+        self.label.setText("")
+        self.bar.setValue(0)
+
+    def show_usage(self, used: int, n_ctx: int, approx: str = "") -> None:
+        level = context_usage(used, n_ctx)
+        self.bar.setRange(0, n_ctx)
+        self.bar.setValue(min(used, n_ctx))
+        self.bar.setStyleSheet(f"QProgressBar::chunk {{ background: {_LEVEL_COLOUR[level]}; }}")
+        self.label.setText(f"{approx}{used:,} / {n_ctx:,} tokens{_LEVEL_WARNING[level]}")
+        self.label.setProperty("level", level)
+
+
+class ChatHeader(QWidget):
+    """`settings_button` toggles the settings panel (the page wires it)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.title = QLabel(DEFAULT_TITLE)
+        self.title.setObjectName("chatTitle")
+        self.title.setMinimumWidth(40)  # a long title shrinks (elided by the layout), not the meter
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.meter = ContextMeter()
+        self.settings_button = QToolButton(text="Settings", checkable=True)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.title, 1)
+        layout.addWidget(self.meter)
+        layout.addWidget(self.settings_button)
