@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 from app.core.errors import HearthError
 from app.core.hardware import HardwareProfile, probe_hardware
@@ -27,8 +27,8 @@ COMING = "Coming in a later version of Hearth."
 class Shell:
     """What `build_shell` wires: kept together so `main` and the tests shut it down the same way."""
 
-    window: "MainWindow"  # noqa: F821 (Qt type, imported lazily)
-    tasks: "TaskRunner"  # noqa: F821
+    window: MainWindow  # noqa: F821 (Qt type, imported lazily)
+    tasks: TaskRunner  # noqa: F821
     pool: ThreadPoolExecutor
     services: Services
 

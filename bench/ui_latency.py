@@ -32,18 +32,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
 
-from app.core.chat.models import Conversation, Message  # noqa: E402
-from app.core.chat.store import ChatStore  # noqa: E402
-from app.core.engines.base import LoadSpec, SamplingParams  # noqa: E402
-from app.core.engines.fake import registry_with_fake  # noqa: E402
-from app.core.runtime.host import EngineHost  # noqa: E402
-from app.core.runtime.preflight import PreflightResult  # noqa: E402
-from app.ui.chat import ChatPage  # noqa: E402
-from app.ui.main_thread_gc import MainThreadGC  # noqa: E402
-from app.ui.tasks import TaskRunner  # noqa: E402
+from app.core.chat.models import Conversation, Message
+from app.core.chat.store import ChatStore
+from app.core.engines.base import LoadSpec, SamplingParams
+from app.core.engines.fake import registry_with_fake
+from app.core.runtime.host import EngineHost
+from app.core.runtime.preflight import PreflightResult
+from app.ui.chat import ChatPage
+from app.ui.main_thread_gc import MainThreadGC
+from app.ui.tasks import TaskRunner
 
 TICK_MS = 5
 CODE = "Here:\n\n```python\ndef f(x):\n    return [i * x for i in range(10)]\n```\n\nDone."

@@ -11,7 +11,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.models", "tests.fakehub.fixtures", "tests.core.engines.fixtures"]
+pytest_plugins = [
+    "tests.fixtures.models", "tests.fakehub.fixtures", "tests.core.engines.fixtures", "tests.ui.chat_harness",
+]
 
 
 @pytest.fixture(autouse=True)

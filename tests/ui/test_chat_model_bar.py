@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.models.devices import GiB, Device, Machine
+from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.preflight import check_model, default_context, plan_model
 from app.ui.chat.model_bar import FALLBACK_CTX, plan_defaults
 

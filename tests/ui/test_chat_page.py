@@ -6,120 +6,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.core.chat.models import ChatStoreError, Conversation, Message
-from app.core.chat.store import ChatStore
-from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.fake import FakeEngine, registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
 from app.core.runtime.jobs import GenerateJob
-from app.core.runtime.preflight import PreflightResult
-from app.ui.chat import ChatPage
-from app.ui.tasks import TaskRunner
-
-
-def no_preflight(spec, fmt, plan_check):
-    return PreflightResult()
-
-
-class Harness:
-    """A page on a fake host; `open_page()` again on the same DB simulates a restart."""
-
-    def __init__(self, qtbot, db: Path, tok_s: float, n_ctx: int) -> None:
-        self.qtbot, self.db = qtbot, db
-        self.engines: list[FakeEngine] = []
-        self.host = EngineHost(registry_with_fake(self.engines, tok_s=tok_s), preflight=no_preflight,
-                               name="test-chat-host")
-        self.pool = ThreadPoolExecutor(2)
-        self.tasks = TaskRunner(self.pool)
-        self.pages: list[ChatPage] = []
-        self.stores: list[ChatStore] = []
-        self.n_ctx = n_ctx
-
-    def load(self, n_ctx: int | None = None) -> None:
-        self.host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=n_ctx or self.n_ctx), "fake")
-        page = self.pages[-1]
-        self.qtbot.waitUntil(lambda: page.replies.reason == "", timeout=5000)
-
-    def open_page(self) -> ChatPage:
-        store = ChatStore(self.db)
-        page = ChatPage(self.host, store, None, self.tasks)
-        self.qtbot.addWidget(page)
-        page.resize(1100, 750)
-        page.show()
-        self.pages.append(page)
-        self.stores.append(store)
-        return page
-
-    def close_page(self, page: ChatPage) -> None:
-        page.shutdown()
-        self.stores[self.pages.index(page)].close()
-
-    def close(self) -> None:
-        for page, store in zip(self.pages, self.stores):
-            page.shutdown()
-            store.close()
-        assert self.host.shutdown(5.0)
-        self.tasks.close()
-        self.pool.shutdown(wait=True)
-
-
-@pytest.fixture
-def make_chat(qtbot, tmp_path):
-    made: list[Harness] = []
-
-    def make(tok_s: float = 3000, n_ctx: int = 4096, load: bool = True) -> tuple[Harness, ChatPage]:
-        h = Harness(qtbot, tmp_path / "chats.sqlite3", tok_s, n_ctx)
-        made.append(h)
-        page = h.open_page()
-        if load:
-            h.load()
-        return h, page
-
-    yield make
-    for h in made:
-        h.close()
-
-
-def limit_tokens(page: ChatPage, n: int | None) -> None:
-    """Test setup, written straight to the store: the open chat (a new one if none) replies in `n` tokens."""
-    if page.conv_id is None:
-        conv_id = page.store.create_conversation().id
-        page.refresh_conversations()
-        page.open_conversation(conv_id)
-    conv = page.store.update_settings(page.conv_id, sampling=SamplingParams(max_tokens=n))
-    page.settings.set_conversation(conv)
-
-
-def new_chat(qtbot, page: ChatPage) -> int:
-    """New chat, as the button does it; returns its id once it is created and open."""
-    with qtbot.waitSignal(page.conversation_opened, timeout=5000) as opened:
-        page.new_conversation()
-    return opened.args[0]
-
-
-def switch_branch(qtbot, page: ChatPage, msg_id: int, step: int) -> None:
-    """Switch the branch and wait until the thread shows the committed choice."""
-    with qtbot.waitSignal(page.thread_view.changed, timeout=5000):
-        page.thread_view.switch_branch(msg_id, step)
-
-
-def reply_words(page: ChatPage) -> int:
-    """Words in the reply being shown (0 until its row appears: the turn is saved off the UI thread)."""
-    rows = page.thread_view.messages.rows
-    return len(rows[-1].text.split()) if rows and rows[-1].message.role == "assistant" else 0
-
-
-def send_and_wait(qtbot, page: ChatPage, text: str, timeout: int = 10_000):
-    with qtbot.waitSignal(page.reply_finished, timeout=timeout) as got:
-        assert page.replies.send(text)
-    return got.args
+from tests.ui.chat_harness import limit_tokens, new_chat, reply_words, send_and_wait, switch_branch
 
 
 def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
@@ -158,7 +52,7 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
 
 
 def test_stop_mid_stream_keeps_partial_text_marked_stopped(make_chat, qtbot):
-    h, page = make_chat(tok_s=300)
+    _h, page = make_chat(tok_s=300)
     assert page.replies.send("Talk for a long time")
     qtbot.waitUntil(lambda: reply_words(page) >= 20, timeout=5000)
     assert page.replies.reason.startswith("Replying")
@@ -205,7 +99,7 @@ def test_edit_and_resend_keeps_the_old_branch(make_chat, qtbot):
     with qtbot.waitSignal(page.reply_finished, timeout=10_000):
         qtbot.keyClick(page.composer.editor, Qt.Key.Key_Return)
     rows = page.thread_view.messages.rows
-    assert [r.text for r in rows][0] == "second question" and rows[0].branch == (2, 2)
+    assert next(r.text for r in rows) == "second question" and rows[0].branch == (2, 2)
     assert h.engines[0].generations[-1].messages[-1].content == "second question"
     switch_branch(qtbot, page, rows[0].id, -1)
     rows = page.thread_view.messages.rows
@@ -213,7 +107,7 @@ def test_edit_and_resend_keeps_the_old_branch(make_chat, qtbot):
 
 
 def test_switching_conversations_while_streaming_keeps_the_stream_in_its_own_chat(make_chat, qtbot):
-    h, page = make_chat(tok_s=400)
+    _h, page = make_chat(tok_s=400)
     limit_tokens(page, 200)
     first_conv = page.conv_id
     assert page.replies.send("a long answer please")
@@ -303,7 +197,7 @@ def test_context_policy_drops_oldest_turns_with_a_notice_and_the_request_fits(ma
 
 
 def test_a_thousand_message_chat_with_code_opens_fast(make_chat, qtbot):
-    h, page = make_chat()
+    _h, page = make_chat()
     now = time.time()
     code = "Here:\n\n```python\ndef f(x):\n    return [i * x for i in range(10)]\n```\n\nDone."
     msgs = [Message(id=i + 1, conversation_id=0, parent_id=i or None, role="user" if i % 2 == 0 else "assistant",
@@ -324,7 +218,7 @@ def test_a_thousand_message_chat_with_code_opens_fast(make_chat, qtbot):
 
 
 def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "kettle on the hearth")
     first = page.conv_id
@@ -347,7 +241,7 @@ def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
 
 
 def test_export_and_import_round_trip(make_chat, qtbot, tmp_path):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 8)
     _, result = send_and_wait(qtbot, page, "export me")
     page.chats.flush()
@@ -367,7 +261,7 @@ def test_export_and_import_round_trip(make_chat, qtbot, tmp_path):
 
 
 def test_message_actions_copy_delete_and_code_copy(make_chat, qtbot):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "Show:\n\n```python\nprint('hi')\n```")
     user = page.thread_view.messages.rows[0]
@@ -397,7 +291,7 @@ def test_a_message_too_long_for_the_context_is_kept_and_explained(make_chat, qtb
 
 
 def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates(make_chat, qtbot):
-    h, page = make_chat()
+    _h, page = make_chat()
     conv = page.store.create_conversation("tables")
     table = "| function | returns |\n|---|---|\n" + "".join(f"| `f{i}` | a value |\n" for i in range(12))
     parent = None
@@ -424,7 +318,7 @@ def test_an_opened_chat_ends_at_its_last_row_once_real_heights_replace_estimates
 
 
 def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     apples = page.store.create_conversation("apples")
     bananas = page.store.create_conversation("bananas")
     threads, answered, real = [], [], page.store.search
@@ -464,7 +358,7 @@ def test_search_runs_on_the_pool_and_only_the_newest_answer_is_shown(make_chat, 
 
 
 def test_send_writes_on_the_writer_thread_and_never_waits_for_it(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     threads = []
     for name in ("add_user_message", "begin_assistant", "rename_conversation"):
@@ -487,7 +381,7 @@ def test_send_writes_on_the_writer_thread_and_never_waits_for_it(make_chat, qtbo
     assert got.args[1].status == "done"
     assert {n for n, _ in threads} == {"add_user_message", "begin_assistant", "rename_conversation"}
     assert all(t is not threading.main_thread() for _, t in threads)
-    assert [r.text for r in page.thread_view.messages.rows][0] == "hello there"
+    assert next(r.text for r in page.thread_view.messages.rows) == "hello there"
 
 
 def test_a_failed_save_puts_the_text_back_and_says_why(make_chat, qtbot, monkeypatch):

@@ -14,7 +14,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.preflight import PreflightResult
 from app.ui.chat import ChatPage
 from app.ui.tasks import TaskRunner
-from tests.ui.test_chat_page import new_chat, reply_words, switch_branch
+from tests.ui.chat_harness import new_chat, reply_words, switch_branch
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +30,8 @@ def smollm2_host(smollm2_gguf):
         import_native("llama_cpp")
     except Exception as exc:  # a broken native build raises OSError, not ImportError
         pytest.skip(f"llama_cpp is not importable: {exc!r}")
-    from app.core.engines.llamacpp_options import physical_cores
     from app.core.engines import default_registry
+    from app.core.engines.llamacpp_options import physical_cores
 
     host = EngineHost(default_registry(), preflight=lambda spec, fmt, check: PreflightResult(),
                       name="test-chat-real-host")

@@ -3,6 +3,7 @@ lines on screen, one layout when a reply finishes, and a token estimate that is 
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import replace
 
@@ -17,7 +18,7 @@ from app.ui.chat.header import tokens_in_use
 from app.ui.chat.message_view import MessageView, SafeDocument
 from app.ui.chat.messages_model import MessagesModel
 from app.ui.chat.stream import StreamBridge
-from tests.ui.test_chat_page import limit_tokens, make_chat, send_and_wait  # noqa: F401 (fixture)
+from tests.ui.chat_harness import limit_tokens, send_and_wait
 
 THINK = "<think>step one, step two</think>The answer is **42**."
 
@@ -149,12 +150,12 @@ def test_size_hints_live_in_the_items_and_follow_text_width_and_inserts(qtbot, m
 
 
 def test_sending_in_an_open_chat_appends_rows_without_resetting_the_view(make_chat, qtbot):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "first")
     resets = []
     page.thread_view.messages.modelReset.connect(lambda: resets.append(1))
-    msg_id, result = send_and_wait(qtbot, page, "second")
+    msg_id, _result = send_and_wait(qtbot, page, "second")
     assert resets == []
     page.chats.flush()
     shown_rows = [(r.id, r.message.role, r.text, r.status) for r in page.thread_view.messages.rows]
@@ -204,7 +205,7 @@ def test_partial_saves_come_every_64_tokens_but_not_closer_than_a_quarter_second
         elapsed = time.monotonic() - t0
         writer.flush()
         assert 2 <= len(saves) <= elapsed / MIN_SAVE_GAP_S + 1
-        gaps = [b[0] - a[0] for a, b in zip(saves, saves[1:])]
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(saves)]
         assert all(g >= MIN_SAVE_GAP_S - 0.01 for g in gaps)
         assert store.get_message(msg).content == saves[-1][1] and saves[-1][1].startswith("w w")
         # At a model's usual pace, each 64 tokens are saved as they come (gap rule met already).

@@ -15,7 +15,7 @@ from app.core.chat.operations import WRITER_THREAD
 from app.core.engines.base import SamplingParams
 from app.ui.chat import ChatPage
 from tests.core.chat.test_operations import WRITES
-from tests.ui.test_chat_page import limit_tokens, make_chat, new_chat, send_and_wait, switch_branch  # noqa: F401
+from tests.ui.chat_harness import limit_tokens, new_chat, send_and_wait, switch_branch
 
 
 def record_writes(page: ChatPage, monkeypatch) -> list[tuple[str, threading.Thread]]:
@@ -66,7 +66,7 @@ def error_shown(qtbot, page: ChatPage, text: str) -> None:
 
 def test_every_chat_write_runs_on_the_writer_thread_and_its_result_reaches_the_page(make_chat, qtbot, monkeypatch,
                                                                                    tmp_path):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     calls = record_writes(page, monkeypatch)
     first = page.conv_id
@@ -134,7 +134,7 @@ def test_every_chat_write_runs_on_the_writer_thread_and_its_result_reaches_the_p
 
 
 def test_the_page_is_right_while_writes_wait_and_never_waits_for_them(make_chat, qtbot):
-    h, page = make_chat()
+    _h, page = make_chat()
     keep = page.store.create_conversation("keep")
     gone = page.store.create_conversation("gone")
     page.refresh_conversations()
@@ -169,7 +169,7 @@ def test_settings_being_saved_are_the_ones_the_request_uses(make_chat, qtbot):
 
 
 def test_a_failed_rename_new_chat_or_deletion_says_why_and_puts_things_back(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     conv = page.store.create_conversation("Original")
     page.refresh_conversations()
     page.open_conversation(conv.id)
@@ -199,7 +199,7 @@ def test_a_failed_rename_new_chat_or_deletion_says_why_and_puts_things_back(make
 
 
 def test_failed_message_writes_keep_the_thread_as_stored(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     send_and_wait(qtbot, page, "hello")
     with qtbot.waitSignal(page.reply_finished, timeout=10_000):
@@ -217,7 +217,7 @@ def test_failed_message_writes_keep_the_thread_as_stored(make_chat, qtbot, monke
 
 
 def test_a_failed_settings_save_keeps_what_was_typed_and_saves_it_later(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     panel, real = page.settings, page.store.update_settings
     break_writes(page, monkeypatch, "update_settings")
@@ -233,7 +233,7 @@ def test_a_failed_settings_save_keeps_what_was_typed_and_saves_it_later(make_cha
 
 
 def test_failed_preset_writes_say_why_and_the_panel_shows_the_stored_settings(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 5)
     panel = page.settings
     stored = page.store.get_conversation(page.conv_id)
@@ -258,7 +258,7 @@ def test_failed_preset_writes_say_why_and_the_panel_shows_the_stored_settings(ma
 
 
 def test_a_bug_in_a_write_is_reported_as_could_not_save(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     conv = page.store.create_conversation("c")
     page.refresh_conversations()
     page.open_conversation(conv.id)
@@ -269,7 +269,7 @@ def test_a_bug_in_a_write_is_reported_as_could_not_save(make_chat, qtbot, monkey
 
 
 def test_deleting_a_chat_while_its_reply_streams_stops_it_without_an_error(make_chat, qtbot):
-    h, page = make_chat(tok_s=300)
+    _h, page = make_chat(tok_s=300)
     limit_tokens(page, 400)
     doomed = page.conv_id
     other = page.store.create_conversation("other")
@@ -286,21 +286,21 @@ def test_deleting_a_chat_while_its_reply_streams_stops_it_without_an_error(make_
 
 
 def test_a_send_with_no_chat_open_creates_one_off_the_ui_thread(make_chat, qtbot, monkeypatch):
-    h, page = make_chat()
+    _h, page = make_chat()
     assert page.conv_id is None
     calls = record_writes(page, monkeypatch)
     with qtbot.waitSignal(page.reply_finished, timeout=10_000):
         assert page.replies.send("first words here")
     conv = page.store.get_conversation(page.conv_id)
     assert conv.title == "first words here" and listed(page) == [conv.id]
-    assert [r.text for r in page.thread_view.rows][0] == "first words here"
+    assert next(r.text for r in page.thread_view.rows) == "first words here"
     assert calls and all(t.name.startswith(WRITER_THREAD) for _, t in calls)
     exported = json.loads(export_json(page.store, conv.id))
     assert [m["role"] for m in exported["messages"]] == ["user", "assistant"]
 
 
 def test_a_new_chat_copies_the_open_chats_settings(make_chat, qtbot):
-    h, page = make_chat()
+    _h, page = make_chat()
     limit_tokens(page, 7)
     conv = page.store.get_conversation(page.conv_id)
     assert conv.sampling == SamplingParams(max_tokens=7)

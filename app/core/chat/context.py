@@ -6,8 +6,9 @@ if even the last turn does not fit, send nothing and say why.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Protocol, Sequence
+from typing import Literal, Protocol
 
 from app.core.engines.base import ChatMessage
 

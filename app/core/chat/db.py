@@ -13,9 +13,10 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from app.core.chat import rows
 from app.core.chat.migrations import MIGRATIONS, Migration, latest_backup, migrate
@@ -49,7 +50,7 @@ class ChatDB:
         self.path = Path(db_path)
         self._lock = threading.RLock()
         self._read_lock = threading.Lock()
-        self._writing = threading.local()  # reads inside a write transaction must see its changes
+        self._writing: Any = threading.local()  # reads inside a write transaction must see its changes
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = self._open(connect, busy_timeout_ms)
         self._reader: sqlite3.Connection | None = None
@@ -141,7 +142,7 @@ class ChatDB:
                 self._reader.close()
             self._conn.close()
 
-    def __enter__(self) -> "ChatDB":
+    def __enter__(self) -> ChatDB:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -200,7 +201,7 @@ class ChatDB:
                 self._writing.depth -= 1
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        if self._reader is None or getattr(self._writing, "depth", 0):
+        if self._reader is None or getattr(self._writing, "depth", 0) > 0:
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
         with self._read_lock:

@@ -11,9 +11,9 @@ import logging
 import math
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,7 +31,7 @@ MAX_MESSAGE_CHARS = 4 * 1024 * 1024
 MAX_TEXT = 1024 * 1024
 
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
-_StatValue = Optional[_Finite]
+_StatValue = _Finite | None
 
 
 class _ExportMessage(BaseModel):
@@ -215,7 +215,7 @@ def _stats_line(m: Message) -> str | None:
 def export_markdown(store: ChatStore, conv_id: int) -> str:
     """The shown thread as Markdown: roles as headings, message text (and its code blocks) as is."""
     conv = store.get_conversation(conv_id)
-    when = datetime.fromtimestamp(conv.updated_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.fromtimestamp(conv.updated_at, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"# {conv.title}", ""]
     meta = f"*Exported from Hearth · last active {when}"
     out += [meta + (f" · model: {conv.model_id}*" if conv.model_id else "*"), ""]

@@ -7,9 +7,9 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from app.core.chat.models import ChatStoreError
 from app.core.engines.base import SamplingParams

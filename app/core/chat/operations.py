@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from app.core.chat import export, rows
 from app.core.chat.models import ChatImportError, ChatNotFound, ChatStoreError, Conversation, Preset

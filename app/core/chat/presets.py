@@ -32,14 +32,14 @@ class PresetStore(ChatDB):
         sampling = sampling or SamplingParams()
         try:
             with self._write("the preset") as c:
-                pid = c.execute(
+                pid = rows.inserted_id(c.execute(
                     "INSERT INTO presets(name, system_prompt, sampling_json, builtin, created_at)"
                     " VALUES (?, ?, ?, 0, ?)",
                     (name, system_prompt, sampling.model_dump_json(), time.time()),
-                ).lastrowid
+                ))
         except sqlite3.IntegrityError as e:
             raise ChatStoreError(f"A preset named “{name}” already exists.") from e
-        return self.get_preset(int(pid))
+        return self.get_preset(pid)
 
     def update_preset(
         self,

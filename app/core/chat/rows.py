@@ -25,6 +25,13 @@ SELECT messages.* FROM path JOIN messages ON messages.id = path.id ORDER BY path
 """
 
 
+def inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The rowid an INSERT just made (sqlite3 types it Optional: it is None only before any insert)."""
+    if cursor.lastrowid is None:
+        raise sqlite3.OperationalError("the insert made no row")
+    return cursor.lastrowid
+
+
 def sampling(text: str | None) -> SamplingParams:
     try:
         return SamplingParams.model_validate_json(text or "{}")

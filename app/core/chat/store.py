@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from app.core.chat import rows
 from app.core.chat.models import (
@@ -45,13 +46,13 @@ class ChatStore(PresetStore):
         now = time.time()
         sampling = sampling or SamplingParams()
         with self._write("the new conversation") as c:
-            cid = c.execute(
+            cid = rows.inserted_id(c.execute(
                 "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
                 " sampling_json, context_length, preset_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (rows.clean_title(title), now, now, system_prompt, model_id,
                  sampling.model_dump_json(), context_length, preset_id),
-            ).lastrowid
-        return self.get_conversation(int(cid))
+            ))
+        return self.get_conversation(cid)
 
     def get_conversation(self, conv_id: int) -> Conversation:
         found = self._read("SELECT * FROM conversations WHERE id = ?", (conv_id,))
@@ -154,17 +155,17 @@ class ChatStore(PresetStore):
             if owner is None or owner[0] != conv_id:
                 raise ChatNotFound(f"Message {parent_id} is not in conversation {conv_id}.")
         now = time.time()
-        mid = c.execute(
+        mid = rows.inserted_id(c.execute(
             "INSERT INTO messages(conversation_id, parent_id, role, content, status, created_at,"
             " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (conv_id, parent_id, role, content, status, now, now),
-        ).lastrowid
+        ))
         if not c.execute(
             "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
             (mid, now, conv_id),
         ).rowcount:
             raise ChatNotFound(f"No conversation {conv_id}.")
-        return int(mid)
+        return mid
 
     def _leaf(self, c: sqlite3.Connection, conv_id: int) -> int | None:
         row = c.execute("SELECT active_leaf_id FROM conversations WHERE id = ?", (conv_id,)).fetchone()
@@ -284,22 +285,22 @@ class ChatStore(PresetStore):
         """Insert a whole conversation in one transaction. Message ids/parents in `messages` are
         local (parents listed before children); `active_leaf` is a local id. Returns the new id."""
         with self._write("the imported conversation") as c:
-            cid = int(c.execute(
+            cid = (rows.inserted_id(c.execute(
                 "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
                 " sampling_json, context_length) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (rows.clean_title(conv.title), conv.created_at, conv.updated_at, conv.system_prompt,
                  conv.model_id, conv.sampling.model_dump_json(), conv.context_length),
-            ).lastrowid)
+            )))
             ids: dict[int, int] = {}
             for m in messages:
-                ids[m.id] = int(c.execute(
+                ids[m.id] = (rows.inserted_id(c.execute(
                     "INSERT INTO messages(conversation_id, parent_id, role, content, status,"
                     " created_at, updated_at, stats_json, finish_reason, error)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (cid, None if m.parent_id is None else ids[m.parent_id], m.role, m.content,
                      m.status, m.created_at, m.updated_at, rows.dump_stats(m.stats),
                      m.finish_reason, m.error),
-                ).lastrowid)
+                )))
             leaf = ids.get(active_leaf) if active_leaf is not None else None
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid

@@ -50,6 +50,8 @@ class FileDownload:
     (pause → resume), the object also keeps the partial's hash state in memory.
     """
 
+    _watch: Watchdog  # one per run of `_download`, which is the only time it is used
+
     def __init__(
         self,
         source: Source,
@@ -61,6 +63,7 @@ class FileDownload:
         token: str | None = None,
     ) -> None:
         self.source, self.path = source, source.path
+        assert target.root is not None and target.quarantine_dir is not None  # Target fills in both
         self.dest, self.root, self.quarantine_dir = target.dest, target.root, target.quarantine_dir
         self.options = options or DownloadOptions()
         self.controls = controls or Controls()
@@ -73,7 +76,6 @@ class FileDownload:
         self.bytes_received = 0  # body bytes off the network over all attempts and runs
         self.prefix_rehash_s = 0.0  # time spent re-reading the partial on the last resume
         self._partial: PartialFile | None = None  # made once the paths are checked; kept for its hash state
-        self._watch: Watchdog | None = None
 
     # ---- public ----
 
@@ -163,6 +165,7 @@ class FileDownload:
         if own_client:
             client = self._make_client()
         partial = self._partial
+        assert partial is not None  # made by _check_paths, which run() calls first
         self._watch = Watchdog(self.options.stall_timeout_s, self.controls.stopping, self.path)
         try:
             if partial.open():
@@ -273,7 +276,7 @@ class FileDownload:
     def _on_data(self, n: int, position: int) -> None:
         self._watch.touch()
         self.bytes_received += n
-        self.reporting.emit(position, self._partial.total)
+        self.reporting.emit(position, self.total)
 
     def _verify(self, partial: PartialFile) -> None:
         why = partial.mismatch()

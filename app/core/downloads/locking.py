@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ _POLL_S = 0.05
 
 
 def _try_lock(fd: int) -> bool:
-    if os.name == "nt":
+    if sys.platform == "win32":
         import msvcrt
 
         try:
@@ -58,7 +59,7 @@ class FileLock:
                     os.close(fd)
                     return False
                 time.sleep(_POLL_S)
-            if os.name == "nt" or self._same_file(fd):
+            if sys.platform == "win32" or self._same_file(fd):
                 self._fd = fd
                 return True
             os.close(fd)  # we locked a lock file that its holder had already removed: take the new one
@@ -74,18 +75,18 @@ class FileLock:
     def release(self) -> None:
         if self._fd is None:
             return
-        if os.name != "nt":
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-        else:
+        if sys.platform == "win32":
             import msvcrt
 
             try:
                 os.lseek(self._fd, 0, os.SEEK_SET)
                 msvcrt.locking(self._fd, msvcrt.LK_UNLCK, 1)
             except OSError:
+                pass
+        else:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
                 pass
         os.close(self._fd)
         self._fd = None

@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.atomic import atomic_write_text
 from app.core.downloads.downloader import DISK_MARGIN, FileDownload
@@ -31,6 +31,9 @@ from app.core.downloads.progress import Reporting
 from app.core.downloads.spec import Controls, DownloadOptions, Source, Target
 from app.core.events import Event
 from app.core.hub.urls import DEFAULT_ENDPOINT, resolve_url
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ class DownloadManager:
         state_file: Path,
         *,
         max_parallel: int = 2,
-        client_factory: Callable[[], object] | None = None,
+        client_factory: Callable[[], httpx.Client] | None = None,
         token: str | None = None,
         endpoint: str = DEFAULT_ENDPOINT,
         download_options: DownloadOptions | Mapping[str, Any] | None = None,

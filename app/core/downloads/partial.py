@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from app.core.atomic import atomic_write_text, fsync_dir
 from app.core.downloads.paths import open_nofollow
@@ -139,11 +140,11 @@ class PartialFile:
     def __init__(self, path: Path, sidecar_path: Path, source: Source) -> None:
         self.path, self.sidecar_path, self.source = Path(path), Path(sidecar_path), source
         self._fd = -1
-        self._hasher = None
+        self._hasher: Any = None  # a hashlib object once the algorithm can start
         self._hashed_id: tuple | None = None  # (ino, size, mtime) of the file the in-memory hash covers
         self._done = 0
         self._total: int | None = source.size
-        self._side: Sidecar | None = None
+        self._side = self._wanted()
 
     @property
     def done(self) -> int:
@@ -156,7 +157,7 @@ class PartialFile:
 
     @property
     def etag(self) -> str | None:
-        return self._side.etag if self._side else None
+        return self._side.etag
 
     def state(self) -> PartialState:
         return PartialState(self._done, self._total, self.etag)
@@ -169,7 +170,7 @@ class PartialFile:
         process is reused only while the file is exactly as it was left."""
         src = self.source
         self._fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
-        want = Sidecar(src.url, src.repo_id, src.commit, src.path, src.size, src.sha256, src.git_sha1)
+        want = self._wanted()
         have = Sidecar.load(self.sidecar_path)
         size = os.fstat(self._fd).st_size
         if have is None or not have.same_content(want) or (size and have.size is None):
@@ -279,7 +280,11 @@ class PartialFile:
             os.close(self._fd)
             self._fd = -1
 
-    def _new_hasher(self):
+    def _wanted(self) -> Sidecar:
+        src = self.source
+        return Sidecar(src.url, src.repo_id, src.commit, src.path, src.size, src.sha256, src.git_sha1)
+
+    def _new_hasher(self) -> Any:
         if self._total is None and not self.source.sha256:
             return None  # a git sha1 covers the size: it starts once a response tells the size
         return new_hasher(self.source.sha256, self._total)

@@ -34,12 +34,12 @@ class Source:
             raise ValueError("a download needs the file's sha256 or git sha1 to verify it")
         # With a sha256 the git sha1 is never used: one hash decides.
         object.__setattr__(self, "sha256", self.sha256.lower() if self.sha256 else None)
-        object.__setattr__(self, "git_sha1", None if self.sha256 else self.git_sha1.lower())
+        object.__setattr__(self, "git_sha1", None if self.sha256 else (self.git_sha1 or "").lower())
 
     @property
     def digest(self) -> str:
         """The hex digest the downloaded bytes must hash to."""
-        return self.sha256 or self.git_sha1
+        return self.sha256 or self.git_sha1 or ""  # never "": __post_init__ requires one
 
     @property
     def algorithm(self) -> str:

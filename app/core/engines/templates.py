@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from app.core.engines.base import ChatMessage, EngineError
 
@@ -121,7 +121,7 @@ def _make_environment():
     class _GenerationTag(jinja2.ext.Extension):
         """HF's `{% generation %}` marks assistant spans for training; render its body as is."""
 
-        tags: ClassVar[set[str]] = {"generation"}
+        tags = {"generation"}  # noqa: RUF012 (jinja2 reads the tags this extension handles from the class)
 
         def parse(self, parser):
             next(parser.stream)

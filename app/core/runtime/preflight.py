@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from app.core.engines.base import LoadSpec
 from app.core.errors import HearthError

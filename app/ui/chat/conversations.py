@@ -6,8 +6,8 @@ page's rules. It lists through ChatOperations, so a rename or a deletion not yet
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -64,9 +64,11 @@ class ConversationList(QWidget):
         self.list.itemDoubleClicked.connect(lambda it: self._ask_rename(it.data(Qt.ItemDataRole.UserRole)))
         new = QPushButton("New chat")
         new.clicked.connect(lambda: self.new_requested.emit())
-        more = QToolButton(text="⋯", popupMode=QToolButton.ToolButtonPopupMode.InstantPopup)
+        more = QToolButton()
+        more.setText("⋯")
+        more.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(more)
-        menu.addAction("Rename…", lambda: self._current() and self._ask_rename(self._current()))
+        menu.addAction("Rename…", self._ask_rename_current)
         menu.addAction("Delete…", self._ask_delete)
         menu.addSeparator()
         menu.addAction("Export as Markdown…", lambda: self._ask_export("md"))
@@ -92,7 +94,7 @@ class ConversationList(QWidget):
             return
         seq, chats = self._query_seq, self.chats
         self.tasks.run(lambda: chats.search(query, limit=500),
-                       lambda convs: seq == self._query_seq and self._show(convs, self._current()),
+                       lambda convs: self._show(convs, self._current()) if seq == self._query_seq else None,
                        lambda exc: self.search_failed.emit(f"Search failed: {exc}"), owner=self)
 
     def clear_search(self) -> None:
@@ -117,6 +119,10 @@ class ConversationList(QWidget):
         return self.list.item(0).data(Qt.ItemDataRole.UserRole) if self.list.count() else None
 
     # -- rename / delete ------------------------------------------------------------------------
+    def _ask_rename_current(self) -> None:
+        if (conv_id := self._current()) is not None:
+            self._ask_rename(conv_id)
+
     def _ask_rename(self, conv_id: int) -> None:
         title, ok = QInputDialog.getText(self, "Rename chat", "Title:",
                                          text=self.chats.get_conversation(conv_id).title)
@@ -131,6 +137,8 @@ class ConversationList(QWidget):
 
     # -- export (file I/O off the UI thread) ------------------------------------------------------
     def export_to(self, conv_id: int | None, path: Path, fmt: str) -> None:
+        if conv_id is None:
+            return
         store = self.chats.store
 
         def op() -> str:
@@ -138,8 +146,7 @@ class ConversationList(QWidget):
             Path(path).write_text(text, encoding="utf-8")
             return f"Exported to {path}"
 
-        if conv_id is not None:
-            self.tasks.run(op, self.exported.emit, self.failed.emit, owner=self)
+        self.tasks.run(op, self.exported.emit, self.failed.emit, owner=self)
 
     def _ask_export(self, fmt: str) -> None:
         if self._current() is None:

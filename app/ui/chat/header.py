@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
 
@@ -70,7 +70,9 @@ class ChatHeader(QWidget):
         self.title.setMinimumWidth(40)  # a long title shrinks (elided by the layout), not the meter
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.meter = ContextMeter()
-        self.settings_button = QToolButton(text="Settings", checkable=True)
+        self.settings_button = QToolButton()
+        self.settings_button.setText("Settings")
+        self.settings_button.setCheckable(True)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title, 1)

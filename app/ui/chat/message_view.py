@@ -10,11 +10,24 @@ from __future__ import annotations
 import collections
 import logging
 import math
-from typing import Any
+from typing import Any, ClassVar
 
-from PySide6.QtCore import QByteArray, QModelIndex, QPointF, QRectF, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QByteArray,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QPointF,
+    QRectF,
+    QSize,
+    Qt,
+    QTimer,
+    QUrl,
+    Signal,
+)
 from PySide6.QtGui import QColor, QCursor, QPainter, QTextCursor, QTextDocument
-from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS, MessagesModel, Row, header_html
 from app.ui.chat.render import plain_html
@@ -25,12 +38,20 @@ PAD = 10
 DOC_CACHE = 120  # a screen shows a dozen rows; more only costs memory
 
 
+def _messages(model: QAbstractItemModel | None) -> MessagesModel:
+    """The view's model: Qt hands it back as a QAbstractItemModel; it is always the chat's MessagesModel."""
+    assert isinstance(model, MessagesModel)
+    return model
+
+
 class SafeDocument(QTextDocument):
     """Loads nothing from outside: no remote (or local file) images, whatever the HTML says."""
 
-    blocked: list[str] = []  # URLs refused, for tests and the log
+    # The latest URLs refused, process-wide (for tests and the log); bounded, so a long session cannot grow it.
+    blocked: ClassVar[collections.deque[str]] = collections.deque(maxlen=256)
 
-    def loadResource(self, type_: int, url: QUrl) -> Any:  # noqa: N802 (Qt API)
+    def loadResource(self, type_: int, url: QUrl | str) -> Any:  # noqa: N802 (Qt API)
+        url = QUrl(url)
         SafeDocument.blocked.append(url.toString())
         logger.debug("blocked a resource request for %s", url.toString())
         return QByteArray()  # empty: nothing loaded (returning None trips a PySide refcount bug)
@@ -39,7 +60,7 @@ class SafeDocument(QTextDocument):
 class MessageDelegate(QStyledItemDelegate):
     """Paints a row from its cached document; estimates the height of rows never painted."""
 
-    def __init__(self, view: "MessageView") -> None:
+    def __init__(self, view: MessageView) -> None:
         super().__init__(view)
         self.view = view
         self._docs: collections.OrderedDict[int, tuple[tuple, SafeDocument]] = collections.OrderedDict()
@@ -114,13 +135,14 @@ class MessageDelegate(QStyledItemDelegate):
         its laid-out height when known or `exact`, else an estimate from the text."""
         h = self.cached_height(row)
         if h is None and (exact or row.status == "streaming"):
-            h = math.ceil(self.document(row, self.view.model()).size().height())
+            h = math.ceil(self.document(row, _messages(self.view.model())).size().height())
         return QSize(self.text_width() + 2 * PAD, (h if h is not None else self.estimate(row)) + 2 * PAD)
 
     # No sizeHint override: QStyledItemDelegate's C++ one returns the item's SizeHintRole.
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        model: MessagesModel = index.model()
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
+              index: QModelIndex | QPersistentModelIndex) -> None:
+        model = _messages(index.model())
         row = model.rows[index.row()]
         doc = self.document(row, model)
         rect = option.rect
@@ -137,8 +159,8 @@ class MessageDelegate(QStyledItemDelegate):
         if height != rect.height():  # the estimate was off: store the real height, the view relays out
             model.set_height(index.row(), QSize(self.text_width() + 2 * PAD, height))
 
-    def anchor_at(self, index: QModelIndex, pos) -> str:
-        model: MessagesModel = index.model()
+    def anchor_at(self, index: QModelIndex, pos: QPoint) -> str:
+        model = _messages(index.model())
         row = model.rows[index.row()]
         doc = self.document(row, model)
         rect = self.view.visualRect(index)
@@ -152,7 +174,7 @@ class MessageView(QListView):
     anchor_clicked = Signal(int, str)
     context_requested = Signal(int, object)  # message id, global position
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("messageView")
         self.setUniformItemSizes(False)
@@ -170,10 +192,10 @@ class MessageView(QListView):
         self._resize_timer = QTimer(self, singleShot=True, interval=0)
         self._resize_timer.timeout.connect(self._resize_rows)
 
-    def setModel(self, model: MessagesModel) -> None:  # noqa: N802 (Qt API)
-        """The model sizes its rows with this view's delegate (at this view's width)."""
+    def setModel(self, model: QAbstractItemModel | None) -> None:  # noqa: N802 (Qt API)
+        """The model (a MessagesModel) sizes its rows with this view's delegate (at this view's width)."""
         super().setModel(model)
-        model.sizer = self.delegate.size_for
+        _messages(model).sizer = self.delegate.size_for
         self._resize_rows()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API); also sent when the viewport resizes
@@ -196,7 +218,7 @@ class MessageView(QListView):
         index = self.indexAt(pos)
         if not index.isValid():
             return None, ""
-        return self.model().rows[index.row()].id, self.delegate.anchor_at(index, pos)
+        return _messages(self.model()).rows[index.row()].id, self.delegate.anchor_at(index, pos)
 
     def mouseReleaseEvent(self, event) -> None:  # noqa: N802
         msg_id, href = self._anchor(event.position().toPoint())
@@ -208,11 +230,12 @@ class MessageView(QListView):
         _, href = self._anchor(event.position().toPoint())
         self.viewport().setCursor(QCursor(Qt.CursorShape.PointingHandCursor if href
                                           else Qt.CursorShape.ArrowCursor))
-        if href and not href.split(":")[0] in ("copy", "think", "act", "branch"):
+        if href and href.split(":")[0] not in ("copy", "think", "act", "branch"):
             self.setToolTip(f"Link (not opened): {href}")
         super().mouseMoveEvent(event)
 
     def _context(self, pos) -> None:
         index = self.indexAt(pos)
         if index.isValid():
-            self.context_requested.emit(self.model().rows[index.row()].id, self.viewport().mapToGlobal(pos))
+            row_id = _messages(self.model()).rows[index.row()].id
+            self.context_requested.emit(row_id, self.viewport().mapToGlobal(pos))

@@ -8,10 +8,11 @@ from __future__ import annotations
 import collections
 import html
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 from app.core.chat.models import Message
@@ -88,7 +89,7 @@ class MessagesModel(QStandardItemModel):
     5,000-row chat in under a millisecond: asking a Python delegate for every row's size on each
     streaming flush cost ~3 µs a row. `sizer` (the view's) computes a row's hint."""
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.rows: list[Row] = []
         self._index: dict[int, int] = {}

@@ -4,9 +4,9 @@ Advanced overrides), and show what is loaded: engine, context, offload, predicte
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -202,8 +202,8 @@ class ModelBar(QWidget):
                         flash_attn=a.flash_attn.isChecked(), cache_type_k=a.kv_type.currentText(),
                         cache_type_v=a.kv_type.currentText())
         self.load_spec(spec, model.format, model.name)
-        if self.library is not None:
-            self.tasks.run(lambda: self.library.touch(model.id), owner=self)
+        if (library := self.library) is not None:
+            self.tasks.run(lambda: library.touch(model.id), owner=self)
 
     def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
         """Queue a load on the host; progress and errors come back through the host state."""

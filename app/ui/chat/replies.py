@@ -9,9 +9,9 @@ two rows instead of re-reading the thread.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Sequence
 
 from PySide6.QtCore import QObject, Signal
 
@@ -178,6 +178,7 @@ class ReplyController(QObject):
         refused: str | None = None
         try:
             if not plan.ok:
+                assert plan.notice is not None  # a plan is refused only with an error notice
                 self.notice.emit(plan.notice.text, "error")
             else:
                 self.notice.emit(plan.notice.text if plan.notice else "", "info")

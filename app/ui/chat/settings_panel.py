@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import replace
+from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
@@ -171,8 +172,8 @@ class SettingsPanel(QWidget):
             return
         self._dirty = False
         conv_id = self.conv.id
-        changes = {"system_prompt": self.system_prompt.toPlainText(), "sampling": self.sampling(),
-                   "context_length": self.context_value()}
+        changes: dict[str, Any] = {"system_prompt": self.system_prompt.toPlainText(), "sampling": self.sampling(),
+                                   "context_length": self.context_value()}
         self.conv = replace(self.conv, **changes)
         self.writes.watch(self.chats.update_settings(conv_id, **changes), self.saved.emit,
                           lambda exc: self._save_failed(conv_id, exc), owner=self)

@@ -157,6 +157,6 @@ def test_size_caps(store, conv, monkeypatch):
     monkeypatch.undo()
     doc = json.loads(data)
     doc["messages"][0]["content"] = "x" * (export.MAX_MESSAGE_CHARS + 1)
-    with pytest.raises(ChatImportError, match="messages.0.content"):
+    with pytest.raises(ChatImportError, match=r"messages\.0\.content"):
         import_json(store, json.dumps(doc))
     assert len(store.list_conversations()) == 1

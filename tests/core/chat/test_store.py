@@ -268,7 +268,7 @@ def test_threads_share_the_store(store):
         try:
             for i in range(200):
                 store.update_streaming(a, "x" * i)
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     t = threading.Thread(target=streamer)
@@ -286,7 +286,7 @@ def test_search_index_stays_consistent_through_edits_and_deletes(db_path):
             pytest.skip("this sqlite3 has no FTS5")
         gone = _chat(s, "gone", ("platypus facts", "they lay eggs"))
         kept = _chat(s, "kept", ("q1", "a1"), ("q2", "a2"))
-        q1, a1, q2, a2 = s.active_path(kept)
+        _q1, a1, q2, _a2 = s.active_path(kept)
         s.edit_user_message(q2.id, "q2 wombat")
         s.delete_message(a1.id)
         s.delete_conversation(gone)

@@ -12,7 +12,7 @@ from app.core.engines.base import LoadSpec
 from app.core.engines.fake import FakeEngine
 from app.core.engines.registry import EngineRegistry
 from app.core.errors import HearthError
-from app.core.models.devices import GiB, Device, Machine
+from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.host import EngineHost
 from app.core.runtime.preflight import DefaultPreflight, format_for_path
 
@@ -45,7 +45,7 @@ def test_garbage_gguf_is_refused_before_any_engine(counting_host, tmp_path):
     bad = tmp_path / "garbage.gguf"
     bad.write_bytes(b"\x00not a gguf file at all" * 100)
     host = make()
-    with pytest.raises(HearthError, match="magic|GGUF"):
+    with pytest.raises(HearthError, match=r"magic|GGUF"):
         host.load_sync(LoadSpec(path=bad), "gguf")
     assert created == []
     assert host.state.status == "error" and host.state.error
