@@ -7,12 +7,13 @@ PIP    := $(PY) -m pip
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: run test install install-test lint clean system-deps
+.PHONY: run test install install-test lint format clean system-deps
 
 run: system-deps $(VENV)/.installed
 	$(PY) -m app
 
-test: system-deps $(VENV)/.installed-test
+# The linters first: a layering, style or type error fails the build before the tests run.
+test: system-deps lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
 
 $(VENV)/bin/python:
@@ -33,8 +34,17 @@ system-deps:
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+LINTED := app tests bench scripts
+
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
+
+format: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

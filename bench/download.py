@@ -130,8 +130,13 @@ def main(argv: list[str] | None = None) -> int:
 
     src = source_file(args.size_mb)
     work = Path(tempfile.mkdtemp(prefix="out-", dir=cache_dir()))
-    os.environ.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
-                      HF_HOME=str(work / "hf-home"), NO_PROXY="127.0.0.1,localhost")
+    os.environ.update(
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        HF_HOME=str(work / "hf-home"),
+        NO_PROXY="127.0.0.1,localhost",
+    )
     from tests.fakehub import FakeHub, FakeRepo
 
     results: dict[str, list[float]] = {"ours": [], "curl": [], "hf_hub_download": []}
@@ -172,8 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     med = {k: statistics.median(v) for k, v in results.items() if v}
-    summary = {"size_bytes": src.stat().st_size, "reps": args.reps,
-               "median_MBps": {k: round(v / 1e6, 1) for k, v in med.items()}, "resume": resume, "notes": notes}
+    summary = {
+        "size_bytes": src.stat().st_size,
+        "reps": args.reps,
+        "median_MBps": {k: round(v / 1e6, 1) for k, v in med.items()},
+        "resume": resume,
+        "notes": notes,
+    }
     if "curl" in med:
         summary["ratio_ours_curl"] = round(med["ours"] / med["curl"], 3)
         if "hf_hub_download" in med:
@@ -183,9 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ours / curl = {summary['ratio_ours_curl']:.2f} (target >= 0.9)")
     if "ratio_hf_curl" in summary:
         print(f"hf_hub_download / curl = {summary['ratio_hf_curl']:.2f}")
-    print(f"resume after a drop at 50 %: {resume['same_call_extra_pct']:.3f} % extra bytes in the same call, "
-          f"{resume['restart_extra_pct']:.3f} % across a restart (target < 1 %); re-hashing the "
-          f"{resume['prefix_bytes'] / 2**20:.0f} MiB prefix took {resume['restart_prefix_rehash_s']:.2f} s")
+    print(
+        f"resume after a drop at 50 %: {resume['same_call_extra_pct']:.3f} % extra bytes in the same call, "
+        f"{resume['restart_extra_pct']:.3f} % across a restart (target < 1 %); re-hashing the "
+        f"{resume['prefix_bytes'] / 2**20:.0f} MiB prefix took {resume['restart_prefix_rehash_s']:.2f} s"
+    )
     for note in notes:
         print("note:", note)
     if args.json:

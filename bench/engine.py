@@ -33,8 +33,10 @@ from app.core.models.spec import spec_from_gguf  # noqa: E402
 
 N_PREDICT = 128
 N_CTX = 4096
-STORY = ("Once upon a time, in a small village by the sea, there lived an old fisherman who told stories "
-         "about the sky, the stars, the tides and the long winters. ")
+STORY = (
+    "Once upon a time, in a small village by the sea, there lived an old fisherman who told stories "
+    "about the sky, the stars, the tides and the long winters. "
+)
 
 
 def models(include_1b: bool) -> dict[str, Path]:
@@ -62,10 +64,32 @@ class Server:
     def __init__(self, binary: Path, model: Path, threads: int, flash_attn: bool) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX),
-             "-np", "1", "--host", "127.0.0.1", "--port", str(self.port), "-b", "512", "-ub", "512",
-             "-fa", "on" if flash_attn else "off"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                str(binary),
+                "-m",
+                str(model),
+                "-t",
+                str(threads),
+                "-tb",
+                str(threads),
+                "-c",
+                str(N_CTX),
+                "-np",
+                "1",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "-b",
+                "512",
+                "-ub",
+                "512",
+                "-fa",
+                "on" if flash_attn else "off",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.time() + 120
         while time.time() < deadline:
             try:
@@ -77,10 +101,20 @@ class Server:
         raise RuntimeError("llama-server did not start")
 
     def completion(self, prompt: str, n_predict: int) -> dict:
-        body = json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0, "cache_prompt": False,
-                           "ignore_eos": True, "samplers": ["top_k"], "top_k": 1}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=body,
-                                     headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "prompt": prompt,
+                "n_predict": n_predict,
+                "temperature": 0,
+                "cache_prompt": False,
+                "ignore_eos": True,
+                "samplers": ["top_k"],
+                "top_k": 1,
+            }
+        ).encode()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/completion", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=600) as r:
             return json.loads(r.read())["timings"]
 
@@ -112,20 +146,41 @@ def ttft_ratio(engine: LlamaCppEngine, runs: int) -> tuple[float, float]:
     for r in range(runs):
         cold_prompt(engine)
         turn1 = history + [ChatMessage(role="user", content=f"Summarise it, take {r}.")]
-        text, final = generate_all(engine, GenerateRequest(messages=turn1, sampling=SamplingParams(
-            temperature=0.0, max_tokens=8)))
+        text, final = generate_all(
+            engine, GenerateRequest(messages=turn1, sampling=SamplingParams(temperature=0.0, max_tokens=8))
+        )
         colds.append(final.stats.time_to_first_token_s)
         turn2 = turn1 + [ChatMessage(role="assistant", content=text), ChatMessage(role="user", content="Thanks!")]
-        _, final2 = generate_all(engine, GenerateRequest(messages=turn2, sampling=SamplingParams(
-            temperature=0.0, max_tokens=8)))
+        _, final2 = generate_all(
+            engine, GenerateRequest(messages=turn2, sampling=SamplingParams(temperature=0.0, max_tokens=8))
+        )
         warms.append(final2.stats.time_to_first_token_s)
     return statistics.median(colds), statistics.median(warms)
 
 
 def llama_bench(binary: Path, model: Path, threads: int, flash_attn: bool) -> dict[str, float]:
-    out = subprocess.run([str(binary), "-m", str(model), "-t", str(threads), "-p", "512", "-n", str(N_PREDICT),
-                          "-r", "3", "-fa", "1" if flash_attn else "0", "-o", "json"],
-                         capture_output=True, text=True, timeout=1200)
+    out = subprocess.run(
+        [
+            str(binary),
+            "-m",
+            str(model),
+            "-t",
+            str(threads),
+            "-p",
+            "512",
+            "-n",
+            str(N_PREDICT),
+            "-r",
+            "3",
+            "-fa",
+            "1" if flash_attn else "0",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     res = {}
     for row in json.loads(out.stdout or "[]"):
         key = "pp" if row.get("n_prompt") else "tg"
@@ -141,11 +196,17 @@ def main() -> int:
     ap.add_argument("--bin", default=os.environ.get("LLAMA_BIN"))
     ap.add_argument("--flash-attn", choices=["on", "off"], default="off", help="for both sides (default off)")
     a = ap.parse_args()
-    bin_dir = Path(a.bin or subprocess.run(["bash", str(ROOT / "bench/build_peers.sh"), sys.executable],
-                                           capture_output=True, text=True, check=True).stdout.strip())
+    bin_dir = Path(
+        a.bin
+        or subprocess.run(
+            ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     bw = probe_hardware(measure_bandwidth=True).bandwidth.cpu_measured_gbps
-    print(f"threads {a.threads}, flash attention {a.flash_attn}, measured read bandwidth {bw:.1f} GB/s, "
-          f"peers in {bin_dir}")
+    print(
+        f"threads {a.threads}, flash attention {a.flash_attn}, measured read bandwidth {bw:.1f} GB/s, "
+        f"peers in {bin_dir}"
+    )
     rows = []
     for name, path in models(not a.no_1b).items():
         spec = spec_from_gguf(read_gguf_header(path))
@@ -176,16 +237,37 @@ def main() -> int:
         md, mp = statistics.median(ours_d), statistics.median(ours_p)
         sd, sp = statistics.median(theirs_d), statistics.median(theirs_p)
         bytes_s = spec.bytes_per_token_read * md
-        rows.append((name, md, sd, bench.get("tg", 0.0), md / sd, mp, sp, mp / sp,
-                     bytes_s / (bw * 1e9) if bw else float("nan"), cold, warm, warm / cold))
-        print(f"{name}: decode {md:.1f} vs server {sd:.1f} (llama-bench {bench.get('tg', 0):.1f}); prefill "
-              f"{mp:.0f} vs {sp:.0f}; TTFT cold {cold * 1000:.0f} ms, turn 2 {warm * 1000:.0f} ms", flush=True)
-    print("\n| model | decode Hearth | decode llama-server | llama-bench tg | ratio (≥ 1.00) | prefill Hearth | "
-          "prefill server | ratio | decode bytes/s ÷ read BW | TTFT cold | TTFT turn 2 | ratio (≤ 0.15) |")
+        rows.append(
+            (
+                name,
+                md,
+                sd,
+                bench.get("tg", 0.0),
+                md / sd,
+                mp,
+                sp,
+                mp / sp,
+                bytes_s / (bw * 1e9) if bw else float("nan"),
+                cold,
+                warm,
+                warm / cold,
+            )
+        )
+        print(
+            f"{name}: decode {md:.1f} vs server {sd:.1f} (llama-bench {bench.get('tg', 0):.1f}); prefill "
+            f"{mp:.0f} vs {sp:.0f}; TTFT cold {cold * 1000:.0f} ms, turn 2 {warm * 1000:.0f} ms",
+            flush=True,
+        )
+    print(
+        "\n| model | decode Hearth | decode llama-server | llama-bench tg | ratio (≥ 1.00) | prefill Hearth | "
+        "prefill server | ratio | decode bytes/s ÷ read BW | TTFT cold | TTFT turn 2 | ratio (≤ 0.15) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.0f} | {r[6]:.0f} | "
-              f"{r[7]:.2f} | {r[8]:.2f} | {r[9] * 1000:.0f} ms | {r[10] * 1000:.0f} ms | {r[11]:.3f} |")
+        print(
+            f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.0f} | {r[6]:.0f} | "
+            f"{r[7]:.2f} | {r[8]:.2f} | {r[9] * 1000:.0f} ms | {r[10] * 1000:.0f} ms | {r[11]:.3f} |"
+        )
     return 0
 
 

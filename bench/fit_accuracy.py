@@ -38,8 +38,10 @@ CACHE = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hear
 PROMPT_TOKENS = 256
 DECODE_TOKENS = 48
 ROUNDS = 3
-_BUF = re.compile(r"(\S+) model buffer size =\s+([\d.]+) MiB|(\S+) KV buffer size =\s+([\d.]+) MiB|"
-                  r"(\S+) compute buffer size =\s+([\d.]+) MiB|(\S+)\s+output buffer size =\s+([\d.]+) MiB")
+_BUF = re.compile(
+    r"(\S+) model buffer size =\s+([\d.]+) MiB|(\S+) KV buffer size =\s+([\d.]+) MiB|"
+    r"(\S+) compute buffer size =\s+([\d.]+) MiB|(\S+)\s+output buffer size =\s+([\d.]+) MiB"
+)
 
 CHILD = r"""
 import json, statistics, sys, time, psutil, llama_cpp
@@ -81,8 +83,9 @@ def generated_models(include_1b: bool) -> dict[str, Path]:
     out = {}
     tiny = CACHE / "tiny-f16.gguf"
     if not tiny.exists():
-        write_tiny_llama_gguf(tiny, dtype="F16", n_embd=512, n_layer=4, n_head=8, n_head_kv=4, n_ff=1536,
-                              n_ctx=8192, vocab_size=512)
+        write_tiny_llama_gguf(
+            tiny, dtype="F16", n_embd=512, n_layer=4, n_head=8, n_head_kv=4, n_ff=1536, n_ctx=8192, vocab_size=512
+        )
     out["tiny F16"] = tiny
     tq = CACHE / "tiny-q4_k_m.gguf"
     if not tq.exists():
@@ -92,8 +95,18 @@ def generated_models(include_1b: bool) -> dict[str, Path]:
         f16 = CACHE / "rand-1b-f16.gguf"
         if not f16.exists():
             print("generating a random ~1B Llama (F16, ~2 GB) ...", file=sys.stderr)
-            write_tiny_llama_gguf(f16, dtype="F16", n_embd=2048, n_layer=22, n_head=32, n_head_kv=4,
-                                  n_ff=5632, n_ctx=8192, vocab_size=512, name="Random 1B")
+            write_tiny_llama_gguf(
+                f16,
+                dtype="F16",
+                n_embd=2048,
+                n_layer=22,
+                n_head=32,
+                n_head_kv=4,
+                n_ff=5632,
+                n_ctx=8192,
+                vocab_size=512,
+                name="Random 1B",
+            )
         out["1B F16"] = f16
         for ft in ("Q8_0", "Q4_K_M"):
             q = CACHE / f"rand-1b-{ft.lower()}.gguf"
@@ -104,11 +117,19 @@ def generated_models(include_1b: bool) -> dict[str, Path]:
 
 
 def run_child(path: Path, n_ctx: int, kv: str, mmap: bool, threads: int) -> tuple[dict, dict]:
-    args = {"path": str(path), "n_ctx": n_ctx, "threads": threads, "mmap": mmap, "fa": kv != "f16",
-            "type_k": GGML_TYPE[kv], "type_v": GGML_TYPE[kv], "prompt": PROMPT_TOKENS, "decode": DECODE_TOKENS,
-            "rounds": ROUNDS}
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
-                          timeout=900)
+    args = {
+        "path": str(path),
+        "n_ctx": n_ctx,
+        "threads": threads,
+        "mmap": mmap,
+        "fa": kv != "f16",
+        "type_k": GGML_TYPE[kv],
+        "type_v": GGML_TYPE[kv],
+        "prompt": PROMPT_TOKENS,
+        "decode": DECODE_TOKENS,
+        "rounds": ROUNDS,
+    }
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     bufs = {"weights": 0.0, "kv": 0.0, "compute": 0.0, "output": 0.0}
@@ -165,22 +186,33 @@ def main() -> int:
         # Resident now: every weight page was read; the KV cache only for the cells used so far, and the
         # compute buffer only as far as a PROMPT_TOKENS batch of the 512-token ubatch reaches into it.
         touched_compute = cpu.compute * min(1.0, PROMPT_TOKENS / 512)
-        pred_rss = (pred_buf - cpu.kv - cpu.compute + cpu.kv * min(1.0, used / max(1, n_ctx))
-                    + touched_compute + cpu.overhead)
-        rows.append({
-            "case": f"{name} ctx={n_ctx} kv={kv} mmap={'on' if mmap else 'off'}",
-            "pred_buffers_mib": pred_buf / MiB, "llama_buffers_mib": real_buf / MiB,
-            "buffer_err_pct": 100 * (pred_buf - real_buf) / real_buf, "buffer_err_mib": (pred_buf - real_buf) / MiB,
-            "pred_resident_mib": pred_rss / MiB, "rss_decode_mib": meas["rss_decode"] / MiB,
-            "rss_err_mib": (pred_rss - meas["rss_decode"]) / MiB,
-            "pred_decode": speed.decode_tok_s, "decode": meas["decode_tok_s"],
-            "pred_prefill": speed.prefill_tok_s, "prefill": meas["prefill_tok_s"],
-            "seconds": time.perf_counter() - t,
-        })
+        pred_rss = (
+            pred_buf - cpu.kv - cpu.compute + cpu.kv * min(1.0, used / max(1, n_ctx)) + touched_compute + cpu.overhead
+        )
+        rows.append(
+            {
+                "case": f"{name} ctx={n_ctx} kv={kv} mmap={'on' if mmap else 'off'}",
+                "pred_buffers_mib": pred_buf / MiB,
+                "llama_buffers_mib": real_buf / MiB,
+                "buffer_err_pct": 100 * (pred_buf - real_buf) / real_buf,
+                "buffer_err_mib": (pred_buf - real_buf) / MiB,
+                "pred_resident_mib": pred_rss / MiB,
+                "rss_decode_mib": meas["rss_decode"] / MiB,
+                "rss_err_mib": (pred_rss - meas["rss_decode"]) / MiB,
+                "pred_decode": speed.decode_tok_s,
+                "decode": meas["decode_tok_s"],
+                "pred_prefill": speed.prefill_tok_s,
+                "prefill": meas["prefill_tok_s"],
+                "seconds": time.perf_counter() - t,
+            }
+        )
         r = rows[-1]
-        print(f"{r['case']:<42} buffers {r['pred_buffers_mib']:8.1f} vs {r['llama_buffers_mib']:8.1f} MiB "
-              f"({r['buffer_err_pct']:+5.1f} %)  RSS {r['pred_resident_mib']:8.1f} vs {r['rss_decode_mib']:8.1f}  "
-              f"decode {r['pred_decode']:7.1f} vs {r['decode']:7.1f} tok/s", flush=True)
+        print(
+            f"{r['case']:<42} buffers {r['pred_buffers_mib']:8.1f} vs {r['llama_buffers_mib']:8.1f} MiB "
+            f"({r['buffer_err_pct']:+5.1f} %)  RSS {r['pred_resident_mib']:8.1f} vs {r['rss_decode_mib']:8.1f}  "
+            f"decode {r['pred_decode']:7.1f} vs {r['decode']:7.1f} tok/s",
+            flush=True,
+        )
 
     # Leave-one-out calibration: η for each case from the median ratio of the others.
     for i, r in enumerate(rows):
@@ -191,29 +223,34 @@ def main() -> int:
         r["decode_err_cal_pct"] = 100 * (r["calibrated_decode"] - r["decode"]) / r["decode"]
     print_table(rows)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"rows": rows, "bandwidth_gbps": profile.bandwidth.cpu_measured_gbps},
-                                      indent=1))
+    Path(a.out).write_text(json.dumps({"rows": rows, "bandwidth_gbps": profile.bandwidth.cpu_measured_gbps}, indent=1))
     return 0
 
 
 def print_table(rows: list[dict]) -> None:
-    print("\n| case | predicted MiB | llama.cpp MiB | error | within 5 % or 100 MiB | predicted RSS | RSS | "
-          "decode pred (uncal) | decode pred (cal) | measured | err uncal | err cal |")
+    print(
+        "\n| case | predicted MiB | llama.cpp MiB | error | within 5 % or 100 MiB | predicted RSS | RSS | "
+        "decode pred (uncal) | decode pred (cal) | measured | err uncal | err cal |"
+    )
     print("|---|---:|---:|---:|:-:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ok = abs(r["buffer_err_pct"]) <= 5 or abs(r["buffer_err_mib"]) <= 100
-        print(f"| {r['case']} | {r['pred_buffers_mib']:.1f} | {r['llama_buffers_mib']:.1f} | "
-              f"{r['buffer_err_pct']:+.1f} % | {'yes' if ok else 'NO'} | {r['pred_resident_mib']:.0f} | "
-              f"{r['rss_decode_mib']:.0f} | {r['pred_decode']:.1f} | {r['calibrated_decode']:.1f} | "
-              f"{r['decode']:.1f} | {r['decode_err_uncal_pct']:+.0f} % | {r['decode_err_cal_pct']:+.0f} % |")
+        print(
+            f"| {r['case']} | {r['pred_buffers_mib']:.1f} | {r['llama_buffers_mib']:.1f} | "
+            f"{r['buffer_err_pct']:+.1f} % | {'yes' if ok else 'NO'} | {r['pred_resident_mib']:.0f} | "
+            f"{r['rss_decode_mib']:.0f} | {r['pred_decode']:.1f} | {r['calibrated_decode']:.1f} | "
+            f"{r['decode']:.1f} | {r['decode_err_uncal_pct']:+.0f} % | {r['decode_err_cal_pct']:+.0f} % |"
+        )
     within = sum(abs(r["buffer_err_pct"]) <= 5 or abs(r["buffer_err_mib"]) <= 100 for r in rows)
     cal = [abs(r["decode_err_cal_pct"]) for r in rows]
     unc = [abs(r["decode_err_uncal_pct"]) for r in rows]
     rss_ok = sum(abs(r["rss_err_mib"]) <= 100 or abs(r["rss_err_mib"]) <= 0.05 * r["rss_decode_mib"] for r in rows)
     print(f"\nresident after the first decode: {rss_ok}/{len(rows)} cases within 5 % or 100 MiB")
-    print(f"memory: {within}/{len(rows)} cases within 5 % or 100 MiB; "
-          f"decode error median {statistics.median(unc):.0f} % uncalibrated, {statistics.median(cal):.0f} % "
-          f"calibrated (max {max(cal):.0f} %)")
+    print(
+        f"memory: {within}/{len(rows)} cases within 5 % or 100 MiB; "
+        f"decode error median {statistics.median(unc):.0f} % uncalibrated, {statistics.median(cal):.0f} % "
+        f"calibrated (max {max(cal):.0f} %)"
+    )
 
 
 if __name__ == "__main__":

@@ -104,20 +104,23 @@ def new_chat(page: ChatPage, sampling: SamplingParams, system_prompt: str = "") 
     page.new_conversation()
     loop.exec()
     page.conversation_opened.disconnect(loop.quit)
-    page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=sampling,
-                                                              system_prompt=system_prompt))
+    page.settings.set_conversation(
+        page.store.update_settings(page.conv_id, sampling=sampling, system_prompt=system_prompt)
+    )
 
 
-def stream_for(page: ChatPage, seconds: float, max_tokens: int | None, prompt: str,
-               keep_chat: bool = False) -> tuple[float, float, int]:
+def stream_for(
+    page: ChatPage, seconds: float, max_tokens: int | None, prompt: str, keep_chat: bool = False
+) -> tuple[float, float, int]:
     """Replies back to back for `seconds`; returns (worst stall s, p99 s, tokens streamed).
     `keep_chat`: go on in the open conversation instead of fresh ones."""
     sampling, system_prompt = SamplingParams(max_tokens=max_tokens, temperature=0.0), "You are a helpful assistant."
     if not keep_chat:
         new_chat(page, sampling, system_prompt)
     else:
-        page.settings.set_conversation(page.store.update_settings(page.conv_id, sampling=sampling,
-                                                                  system_prompt=system_prompt))
+        page.settings.set_conversation(
+            page.store.update_settings(page.conv_id, sampling=sampling, system_prompt=system_prompt)
+        )
     tokens = [0]
     end = time.perf_counter() + seconds
     loop = QEventLoop()
@@ -145,9 +148,19 @@ def stream_for(page: ChatPage, seconds: float, max_tokens: int | None, prompt: s
 
 def open_time(page: ChatPage) -> float:
     now = time.time()
-    msgs = [Message(id=i + 1, conversation_id=0, parent_id=i or None, role="user" if i % 2 == 0 else "assistant",
-                    content=(f"question {i}" if i % 2 == 0 else CODE), status="done", created_at=now,
-                    updated_at=now) for i in range(1000)]
+    msgs = [
+        Message(
+            id=i + 1,
+            conversation_id=0,
+            parent_id=i or None,
+            role="user" if i % 2 == 0 else "assistant",
+            content=(f"question {i}" if i % 2 == 0 else CODE),
+            status="done",
+            created_at=now,
+            updated_at=now,
+        )
+        for i in range(1000)
+    ]
     cid = page.store.import_conversation(Conversation(id=0, title="big", created_at=now, updated_at=now), msgs, 1000)
     t0 = time.perf_counter()
     page.open_conversation(cid)
@@ -218,19 +231,43 @@ def main() -> int:
     page, store = make_page(host, tmp / "fake.sqlite3", tasks)
     wait(300)
     worst, p99, tokens = stream_for(page, args.seconds, None, "Tell me a very long story.")
-    rows.append(("stall, fake 2,000 tok/s", f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})", "< 50 ms",
-                 f"{tokens:,} tokens in {args.seconds:.0f} s"))
+    rows.append(
+        (
+            "stall, fake 2,000 tok/s",
+            f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})",
+            "< 50 ms",
+            f"{tokens:,} tokens in {args.seconds:.0f} s",
+        )
+    )
     page.grab().save(args.screenshot)
     opens = sorted(open_time(page) for _ in range(5))
-    rows.append(("open 1,000-message chat", f"{statistics.median(opens) * 1000:.0f} ms", "< 1000 ms",
-                 f"min {opens[0] * 1000:.0f}, max {opens[-1] * 1000:.0f}"))
+    rows.append(
+        (
+            "open 1,000-message chat",
+            f"{statistics.median(opens) * 1000:.0f} ms",
+            "< 1000 ms",
+            f"min {opens[0] * 1000:.0f}, max {opens[-1] * 1000:.0f}",
+        )
+    )
     worst, median, pages = scroll_pages(page)
-    rows.append(("scroll that chat, page by page", f"{worst * 1000:.1f} ms", "< 50 ms",
-                 f"median {median * 1000:.1f} ms over {pages} pages"))
+    rows.append(
+        (
+            "scroll that chat, page by page",
+            f"{worst * 1000:.1f} ms",
+            "< 50 ms",
+            f"median {median * 1000:.1f} ms over {pages} pages",
+        )
+    )
     page.thread_view.view.scrollToBottom()
     worst, p99, tokens = stream_for(page, args.long_seconds, 300, "One more, please.", keep_chat=True)
-    rows.append(("stall, replies in that chat", f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})", "< 50 ms",
-                 f"{tokens:,} tokens, {len(page.thread_view.rows):,} rows at the end"))
+    rows.append(
+        (
+            "stall, replies in that chat",
+            f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})",
+            "< 50 ms",
+            f"{tokens:,} tokens, {len(page.thread_view.rows):,} rows at the end",
+        )
+    )
     generations(page, 10)
     wait(1200)  # let the main-thread GC run
     after10 = rss()
@@ -238,8 +275,14 @@ def main() -> int:
     wait(1200)
     after100 = rss()
     growth = (after100 - after10) / after10 * 100
-    rows.append(("RSS after 100 vs 10 generations", f"{growth:+.1f} %", "within ±5 %",
-                 f"{after10 / 2**20:.0f} → {after100 / 2**20:.0f} MiB"))
+    rows.append(
+        (
+            "RSS after 100 vs 10 generations",
+            f"{growth:+.1f} %",
+            "within ±5 %",
+            f"{after10 / 2**20:.0f} → {after100 / 2**20:.0f} MiB",
+        )
+    )
     page.shutdown()
     store.close()
     host.shutdown()
@@ -254,8 +297,14 @@ def main() -> int:
         page, store = make_page(real, tmp / "real.sqlite3", tasks)
         wait(300)
         worst, p99, tokens = stream_for(page, args.real_seconds, 300, "Write a long poem about the sea.")
-        rows.append(("stall, SmolLM2 streaming", f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})", "< 50 ms",
-                     f"{tokens:,} tokens in {args.real_seconds:.0f} s"))
+        rows.append(
+            (
+                "stall, SmolLM2 streaming",
+                f"{worst * 1000:.1f} ms (p99 {p99 * 1000:.1f})",
+                "< 50 ms",
+                f"{tokens:,} tokens in {args.real_seconds:.0f} s",
+            )
+        )
         page.shutdown()
         store.close()
         real.shutdown()

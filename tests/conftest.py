@@ -12,7 +12,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 
 pytest_plugins = [
-    "tests.fixtures.models", "tests.fakehub.fixtures", "tests.core.engines.fixtures", "tests.ui.chat_harness",
+    "tests.fixtures.models",
+    "tests.fakehub.fixtures",
+    "tests.core.engines.fixtures",
+    "tests.ui.chat_harness",
 ]
 
 

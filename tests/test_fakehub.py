@@ -298,8 +298,14 @@ def test_range_requests(fake_hub, blob_repo, http):  # noqa: F811
     assert r.status_code == 200 and r.content == BODY
     assert fake_hub.wait_idle()
     rec = fake_hub.requests("GET", "w.gguf")
-    assert [x.range for x in rec] == ["bytes=1000-", "bytes=10-19", "bytes=-5", f"bytes={len(BODY)}-",
-                                      "bytes=100-", "bytes=100-"]
+    assert [x.range for x in rec] == [
+        "bytes=1000-",
+        "bytes=10-19",
+        "bytes=-5",
+        f"bytes={len(BODY)}-",
+        "bytes=100-",
+        "bytes=100-",
+    ]
     assert rec[-1].if_range == '"0000"' and [x.status for x in rec] == [206, 206, 206, 416, 206, 200]
     assert rec[0].bytes_sent == len(BODY) - 1000
 
@@ -381,8 +387,9 @@ def test_fault_change_etag_serves_new_version(fake_hub, blob_repo, http):  # noq
     url = "/org/blob/resolve/main/w.gguf"
     old = http.head(url).headers
     fake_hub.faults.add("w.gguf", Fault.change_etag())
-    r = http.get(f"/org/blob/resolve/{old['X-Repo-Commit']}/w.gguf",
-                 headers={"Range": "bytes=100-", "If-Range": old["ETag"]})
+    r = http.get(
+        f"/org/blob/resolve/{old['X-Repo-Commit']}/w.gguf", headers={"Range": "bytes=100-", "If-Range": old["ETag"]}
+    )
     new_body = BODY[:-1] + bytes([BODY[-1] ^ 0xFF])
     assert r.status_code == 200 and r.content == new_body
     assert r.headers["ETag"] == f'"{hashlib.sha256(new_body).hexdigest()}"' != old["ETag"]
@@ -467,7 +474,7 @@ def test_builders_shapes():
     assert cfg["quantization"] == {"bits": 4, "group_size": 64}
     st = mlx.files["model.safetensors"]
     (hlen,) = struct.unpack("<Q", st[:8])
-    header = json.loads(st[8:8 + hlen])
+    header = json.loads(st[8 : 8 + hlen])
     data_len = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
     assert hlen % 8 == 0 and len(st) == 8 + hlen + data_len
     assert {"tokenizer.json", "tokenizer_config.json"} <= set(mlx.files)

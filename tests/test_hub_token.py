@@ -28,8 +28,9 @@ SAVED = "hf_saved_by_huggingface_cli_login"  # what `hf auth login` leaves in $H
 @pytest.fixture
 def hub(fake_hub, quant_files, hf_env):
     """The fake Hub with one GGUF repo, and a token saved in this machine's Hugging Face token file."""
-    fake_hub.add_repo(gguf_repo(REPO, quants=("F16", "Q8_0"), split=None,
-                                make_gguf=lambda q: quant_files[q].read_bytes()))
+    fake_hub.add_repo(
+        gguf_repo(REPO, quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: quant_files[q].read_bytes())
+    )
     fake_hub.accepted_tokens.add(SAVED)  # so a leaked token would be accepted, not merely refused
     token_file = hf_env.parent / "token"  # huggingface_hub's HF_TOKEN_PATH in this process (hf_env)
     token_file.parent.mkdir(parents=True, exist_ok=True)
@@ -45,10 +46,17 @@ def _cli(tmp_path: Path, hub, settings: Settings, *args: str) -> subprocess.Comp
     hf_home = tmp_path / "hf-cli"
     hf_home.mkdir(exist_ok=True)
     (hf_home / "token").write_text(SAVED)
-    env = {"HEARTH_HOME": str(home), "HF_HOME": str(hf_home), "HF_HUB_DISABLE_TELEMETRY": "1",
-           "HF_HUB_DISABLE_XET": "1", "PATH": "/usr/bin:/bin", "NO_PROXY": "127.0.0.1,localhost"}
-    proc = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=180)
+    env = {
+        "HEARTH_HOME": str(home),
+        "HF_HOME": str(hf_home),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "PATH": "/usr/bin:/bin",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 

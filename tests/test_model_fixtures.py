@@ -57,9 +57,7 @@ def _llama_greedy(llm, tokens: list[int], n: int) -> list[int]:
 def _mlx_greedy(folder, tokens: list[int], n: int) -> list[int]:
     mx, mlx_lm, generate_step = _mlx_lm()
     model, _ = mlx_lm.load(str(folder))
-    steps = generate_step(
-        mx.array(tokens), model, max_tokens=n, sampler=lambda logprobs: mx.argmax(logprobs, axis=-1)
-    )
+    steps = generate_step(mx.array(tokens), model, max_tokens=n, sampler=lambda logprobs: mx.argmax(logprobs, axis=-1))
     return [int(tok) for tok, _ in steps]
 
 
@@ -195,7 +193,12 @@ def test_q4_k_m_file_has_k_quant_tensors(tiny_gguf_q4_k_m, tiny_gguf_f16):
 
 @pytest.mark.parametrize(
     "text",
-    ["Hello, world!", "The capital of France is Paris.\n", "  12345 tokens; attention!!", "<|im_start|>user\nhi<|im_end|>"],
+    [
+        "Hello, world!",
+        "The capital of France is Paris.\n",
+        "  12345 tokens; attention!!",
+        "<|im_start|>user\nhi<|im_end|>",
+    ],
 )
 def test_gguf_and_tokenizer_json_tokenize_alike(text, tiny_gguf_f16, tiny_mlx_model):
     tokenizers = pytest.importorskip("tokenizers")
@@ -256,7 +259,7 @@ def _numpy_greedy(tokens: list[int], n: int, std: float) -> list[int]:
             x = x + act @ w[p + "mlp.down_proj.weight"].T
         logits = rms(x[-1], w["model.norm.weight"]) @ w["lm_head.weight"].T
         toks.append(int(np.argmax(logits)))
-    return toks[len(tokens):]
+    return toks[len(tokens) :]
 
 
 @pytest.mark.slow

@@ -66,8 +66,7 @@ def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
             if model is None:
                 raise ModelFileError(f"{name!r} is neither a file nor a model in your library (see `hearth ls`)")
             if not model.ready:
-                raise ModelFileError(f"{model.name} is {model.status} in your library: "
-                                     f"{model.reason or 'not usable'}")
+                raise ModelFileError(f"{model.name} is {model.status} in your library: {model.reason or 'not usable'}")
             library.touch(model.id)
         finally:
             library.close()
@@ -102,9 +101,11 @@ def format_stats(final: Chunk) -> str:
     s = final.stats
     if s is None:
         return f"[{final.finish_reason}]"
-    return (f"[{s.prompt_tokens} prompt tokens ({s.prompt_tokens_evaluated} evaluated) at {s.prompt_tok_s:.1f} tok/s"
-            f" · first token {s.time_to_first_token_s:.2f} s · {s.generated_tokens} tokens at {s.decode_tok_s:.1f}"
-            f" tok/s · {final.finish_reason}]")
+    return (
+        f"[{s.prompt_tokens} prompt tokens ({s.prompt_tokens_evaluated} evaluated) at {s.prompt_tok_s:.1f} tok/s"
+        f" · first token {s.time_to_first_token_s:.2f} s · {s.generated_tokens} tokens at {s.decode_tok_s:.1f}"
+        f" tok/s · {final.finish_reason}]"
+    )
 
 
 def _write(text: str) -> None:
@@ -158,8 +159,9 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
     except HearthError as exc:
         return ctx.fail(exc)
     try:
-        _, final, interrupted = generate(host, GenerateRequest(messages=messages, sampling=_sampling(args),
-                                                               json_schema=schema))
+        _, final, interrupted = generate(
+            host, GenerateRequest(messages=messages, sampling=_sampling(args), json_schema=schema)
+        )
         _write("\n")
         _err(format_stats(final))
         return EXIT_INTERRUPTED if interrupted else 0
@@ -177,8 +179,9 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
         host, info = start_host(ctx, args)
     except HearthError as exc:
         return ctx.fail(exc)
-    _err(f"Chatting with {Path(info.path).name}. /reset clears the history; Ctrl-D or /exit quits; "
-         "Ctrl-C stops a reply.")
+    _err(
+        f"Chatting with {Path(info.path).name}. /reset clears the history; Ctrl-D or /exit quits; Ctrl-C stops a reply."
+    )
     system = [ChatMessage(role="system", content=args.system)] if args.system else []
     history: list[ChatMessage] = []
     try:
@@ -200,7 +203,8 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
             history.append(ChatMessage(role="user", content=line))
             try:
                 reply, final, interrupted = generate(
-                    host, GenerateRequest(messages=system + history, sampling=_sampling(args)))
+                    host, GenerateRequest(messages=system + history, sampling=_sampling(args))
+                )
             except HearthError as exc:
                 history.pop()
                 _err(f"\nerror: {exc}")

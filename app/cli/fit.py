@@ -46,8 +46,13 @@ def cmd_fit(ctx: CliContext, args: argparse.Namespace) -> int:
     except HearthError as exc:
         return ctx.fail(exc)
     machine = machine_from_profile(probe_hardware(cache_dir=ctx.paths.cache), prefer_gpu=not args.cpu_only)
-    options = LoadOptions(n_ctx=args.ctx, cache_type_k=args.kv, cache_type_v=args.kv,
-                          flash_attn=args.flash_attn or args.kv != "f16", use_mmap=not args.no_mmap)
+    options = LoadOptions(
+        n_ctx=args.ctx,
+        cache_type_k=args.kv,
+        cache_type_v=args.kv,
+        flash_attn=args.flash_attn or args.kv != "f16",
+        use_mmap=not args.no_mmap,
+    )
     rec = assess(variants, machine, n_ctx=args.ctx, options=options, calibration=ctx.calibration)
     if args.json:
         json.dump(recommendation_json(rec), sys.stdout, indent=2)

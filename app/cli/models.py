@@ -47,8 +47,9 @@ def cmd_search(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.units import fmt_ago, fmt_count
 
     try:
-        page = ctx.hub.search(args.text, author=args.author, formats=(args.format,), sort=args.sort,
-                              limit=max(1, args.limit))
+        page = ctx.hub.search(
+            args.text, author=args.author, formats=(args.format,), sort=args.sort, limit=max(1, args.limit)
+        )
     except HubError as exc:
         return ctx.fail(exc)
     results = page.results[: max(1, args.limit)]

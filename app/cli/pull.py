@@ -40,8 +40,10 @@ def progress_line(done: int, total: int, rate: float, eta: float | None) -> str:
     frac = done / total if total else 0.0
     filled = int(BAR_WIDTH * frac)
     bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-    return (f"[{bar}] {frac * 100:5.1f}%  {fmt_bytes(done)} / {fmt_bytes(total)}  "
-            f"{fmt_bytes(rate)}/s  {fmt_eta(eta) or 'time left unknown'}")
+    return (
+        f"[{bar}] {frac * 100:5.1f}%  {fmt_bytes(done)} / {fmt_bytes(total)}  "
+        f"{fmt_bytes(rate)}/s  {fmt_eta(eta) or 'time left unknown'}"
+    )
 
 
 def choose_variant(ctx: CliContext, repo: str, quant: str | None, branch: str | None):
@@ -89,9 +91,13 @@ def cmd_pull(ctx: CliContext, args: argparse.Namespace, out: TextIO | None = Non
     except HearthError as exc:
         return ctx.fail(exc)
     library = ctx.open_library()
-    manager = DownloadManager(library.models_dir, ctx.paths.downloads_state,
-                              max_parallel=ctx.settings.parallel_downloads, token=client.token,
-                              endpoint=client.endpoint)
+    manager = DownloadManager(
+        library.models_dir,
+        ctx.paths.downloads_state,
+        max_parallel=ctx.settings.parallel_downloads,
+        token=client.token,
+        endpoint=client.endpoint,
+    )
     lock = threading.Lock()
     last = [0.0]
 
@@ -108,8 +114,10 @@ def cmd_pull(ctx: CliContext, args: argparse.Namespace, out: TextIO | None = Non
     item_id = [""]
     manager.progress.connect(on_progress)
     try:
-        sys.stdout.write(f"Pulling {plan.repo_id} {plan.label} ({fmt_bytes(plan.size)}, {len(plan.files)} "
-                         f"file{'s' if len(plan.files) != 1 else ''})\n")
+        sys.stdout.write(
+            f"Pulling {plan.repo_id} {plan.label} ({fmt_bytes(plan.size)}, {len(plan.files)} "
+            f"file{'s' if len(plan.files) != 1 else ''})\n"
+        )
         sys.stdout.flush()
         started = time.monotonic()
         item_id[0] = queue_download(manager, plan)

@@ -41,8 +41,13 @@ class Services:
         calibration = CalibrationStore(paths.calibration_file)
         library = Library(models, paths.library_db)
         hub = HubClient.from_settings(settings, env=env)
-        downloads = DownloadManager(models, paths.downloads_state, max_parallel=settings.parallel_downloads,
-                                    token=hub.token, endpoint=hub.endpoint)
+        downloads = DownloadManager(
+            models,
+            paths.downloads_state,
+            max_parallel=settings.parallel_downloads,
+            token=hub.token,
+            endpoint=hub.endpoint,
+        )
         host = EngineHost(default_registry(), calibration=calibration)
         chats = ChatStore(paths.chats_db)
         services = cls(paths, settings, library, downloads, host, chats, calibration, env)
@@ -70,8 +75,10 @@ class Services:
         """Downloads stop first (their partials stay for the next launch), then the engine, then the stores."""
         steps: list[tuple[str, Callable[[], object]]] = [
             ("library feed", self.feed.close if self.feed else (lambda: None)),
-            ("downloads", self.downloads.close), ("engine host", self.host.shutdown),
-            ("library", self.library.close), ("chats", self.chats.close),
+            ("downloads", self.downloads.close),
+            ("engine host", self.host.shutdown),
+            ("library", self.library.close),
+            ("chats", self.chats.close),
         ]
         for name, step in steps:
             try:

@@ -80,8 +80,9 @@ class SettingsStore:
                 self.path.replace(backup)
             except OSError:
                 pass
-            logger.warning("settings file %s unreadable (%s); using defaults, kept it as %s",
-                           self.path, exc, backup.name)
+            logger.warning(
+                "settings file %s unreadable (%s); using defaults, kept it as %s", self.path, exc, backup.name
+            )
             return Settings()
 
     def save(self, settings: Settings) -> None:

@@ -15,6 +15,7 @@ from app.core.events import Event
 
 logger = logging.getLogger(__name__)
 
+
 class EventBridge(QObject):
     """`fired(value)` runs on the thread that owns this object (the main thread) for every core emit.
 

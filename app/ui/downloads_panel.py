@@ -57,8 +57,13 @@ class DownloadRow(QFrame):
         self.error.setStyleSheet("color: #b3261e;")
         self.buttons: dict[str, QPushButton] = {}
         row = QHBoxLayout()
-        for action, text in (("pause", "Pause"), ("resume", "Resume"), ("retry", "Retry"), ("cancel", "Cancel"),
-                             ("clear", "Remove from list")):
+        for action, text in (
+            ("pause", "Pause"),
+            ("resume", "Resume"),
+            ("retry", "Retry"),
+            ("cancel", "Cancel"),
+            ("clear", "Remove from list"),
+        ):
             button = QPushButton(text)
             button.clicked.connect(lambda _=False, a=action: act(a, self.item_id))
             self.buttons[action] = button
@@ -115,8 +120,14 @@ class DownloadsPanel(QWidget):
     download_queued = Signal(str)  # item id, after `request_download` added it
     request_failed = Signal(str)  # plain words: why a requested download could not start
 
-    def __init__(self, manager: DownloadManager, tasks: TaskRunner, *, hub: Callable[[], HubClient],
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        manager: DownloadManager,
+        tasks: TaskRunner,
+        *,
+        hub: Callable[[], HubClient],
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.manager = manager
         self._tasks = tasks

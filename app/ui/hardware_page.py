@@ -201,8 +201,12 @@ class HardwarePage(QWidget):
         card = Card(a.chip or "Apple Silicon")
         card.add_row("Unified memory", fmt_bytes(a.unified_memory_bytes))
         card.add_row("GPU may use", f"{fmt_bytes(a.gpu_working_set_bytes)} ({a.working_set_source})")
-        card.add_bar(a.unified_memory_bytes - a.gpu_working_set_bytes, a.unified_memory_bytes,
-                     "kept for the system", "usable by the GPU")
+        card.add_bar(
+            a.unified_memory_bytes - a.gpu_working_set_bytes,
+            a.unified_memory_bytes,
+            "kept for the system",
+            "usable by the GPU",
+        )
         if a.gpu_cores:
             card.add_row("GPU cores", str(a.gpu_cores))
         card.add_row("Bandwidth", fmt_gbps(a.bandwidth_gbps))

@@ -47,10 +47,15 @@ class LibraryPage(QWidget):
     models_shown = Signal(list)  # list[LocalModel], after every reload (main thread)
     import_finished = Signal(str)  # what happened, in plain words
 
-    def __init__(self, library: Library, tasks: TaskRunner, *,
-                 confirm: Callable[[str, str], bool] | None = None,
-                 open_url: Callable[[QUrl], bool] = QDesktopServices.openUrl,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        library: Library,
+        tasks: TaskRunner,
+        *,
+        confirm: Callable[[str, str], bool] | None = None,
+        open_url: Callable[[QUrl], bool] = QDesktopServices.openUrl,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.library = library
         self._tasks = tasks
@@ -117,8 +122,15 @@ class LibraryPage(QWidget):
         self.table.setRowCount(len(self.models))
         for row, m in enumerate(self.models):
             status = "Ready" if m.ready else f"{m.status.title()}: {m.reason}" if m.reason else m.status.title()
-            cells = [m.name, m.format.upper(), m.quant or "—", fmt_bytes(m.size), str(m.path),
-                     fmt_ago(m.last_used_at, never="never"), status]
+            cells = [
+                m.name,
+                m.format.upper(),
+                m.quant or "—",
+                fmt_bytes(m.size),
+                str(m.path),
+                fmt_ago(m.last_used_at, never="never"),
+                status,
+            ]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col == 4:
@@ -127,8 +139,9 @@ class LibraryPage(QWidget):
             if selected is not None and m.id == selected.id:
                 self.table.selectRow(row)
         total = sum(m.size for m in self.models)
-        self.total.setText(f"{len(self.models)} model{'s' if len(self.models) != 1 else ''} · "
-                           f"{fmt_bytes(total)} on disk")
+        self.total.setText(
+            f"{len(self.models)} model{'s' if len(self.models) != 1 else ''} · {fmt_bytes(total)} on disk"
+        )
         self._selection_changed()
         self.models_shown.emit(self.models)
 
@@ -166,8 +179,11 @@ class LibraryPage(QWidget):
         if m is None:
             return
         inside = any(f.path.is_relative_to(self.library.models_dir) for f in m.files)
-        what = (f"Delete {m.name} and its files ({fmt_bytes(m.size)})?" if inside
-                else f"Remove {m.name} from My Models? Its files stay where they are (it was imported in place).")
+        what = (
+            f"Delete {m.name} and its files ({fmt_bytes(m.size)})?"
+            if inside
+            else f"Remove {m.name} from My Models? Its files stay where they are (it was imported in place)."
+        )
         if not self._confirm("Delete model", what):
             return
         library = self.library

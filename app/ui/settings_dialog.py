@@ -25,8 +25,9 @@ from app.core.settings import Settings, SettingsStore
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, store: SettingsStore, settings: Settings, paths: AppPaths,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, store: SettingsStore, settings: Settings, paths: AppPaths, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._store = store

@@ -61,7 +61,10 @@ def smollm2_path(smollm2_gguf) -> str:
 def test_run_streams_the_answer_and_prints_stats(smollm2_path):
     proc = subprocess.run(
         hearth("run", smollm2_path, "What is the capital of France?", "--system", SYSTEM, "--temp", "0"),
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Paris" in proc.stdout
@@ -72,8 +75,7 @@ def test_run_streams_the_answer_and_prints_stats(smollm2_path):
 
 
 def test_run_with_an_unknown_model_name_fails_clearly(tmp_path):
-    proc = subprocess.run(hearth("run", "no-such-model", "hi"), cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(hearth("run", "no-such-model", "hi"), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "neither a file nor a model in your library" in proc.stderr
     bad = tmp_path / "bad.gguf"
@@ -85,8 +87,11 @@ def test_run_with_an_unknown_model_name_fails_clearly(tmp_path):
 def test_chat_two_turns_keep_history_then_eof_exits(smollm2_path):
     proc = subprocess.run(
         hearth("chat", smollm2_path, "--system", SYSTEM, "--temp", "0", "--max-tokens", "48"),
-        cwd=ROOT, input="What is the capital of France?\nAnd what is the capital of Germany?\n",
-        capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        input="What is the capital of France?\nAnd what is the capital of Germany?\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Paris" in proc.stdout and "Berlin" in proc.stdout
@@ -100,7 +105,10 @@ def test_chat_two_turns_keep_history_then_eof_exits(smollm2_path):
 def test_sigint_cancels_the_generation_not_the_repl(smollm2_path):
     proc = subprocess.Popen(
         hearth("chat", smollm2_path, "--system", SYSTEM, "--temp", "0", "--max-tokens", "2000"),
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     out, err = Reader(proc.stdout), Reader(proc.stderr)
     try:
@@ -132,9 +140,21 @@ def test_run_by_library_name(smollm2_path):
         model = import_path(library, smollm2_path).imported[0]
     finally:
         library.close()
-    proc = subprocess.run(hearth("run", model.name, "What is the capital of France?", "--system",
-                                 "You are a helpful assistant.", "--temp", "0"),
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        hearth(
+            "run",
+            model.name,
+            "What is the capital of France?",
+            "--system",
+            "You are a helpful assistant.",
+            "--temp",
+            "0",
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Paris" in proc.stdout
     library = open_library()

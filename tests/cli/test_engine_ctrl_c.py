@@ -23,8 +23,11 @@ def fake_host(monkeypatch):
     """A loaded FakeEngine host at 20 tok/s (a 1000-token reply would take 50 s); `start_host` returns it.
     `.first_chunk` is set once the reply has started; `.engines` holds the engine."""
     engines: list = []
-    host = EngineHost(registry_with_fake(engines, tok_s=20), preflight=lambda spec, fmt, check: PreflightResult(),
-                      name="test-cli-host")
+    host = EngineHost(
+        registry_with_fake(engines, tok_s=20),
+        preflight=lambda spec, fmt, check: PreflightResult(),
+        name="test-cli-host",
+    )
     host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=4096), "fake")
     host.first_chunk = threading.Event()
     host.engines = engines
@@ -84,4 +87,8 @@ def test_chat_says_stopped_keeps_the_reply_and_goes_on(fake_host, monkeypatch, c
     # The stopped reply stays in the history as the user saw it.
     stopped = out.splitlines()[0]
     assert stopped.split() and [(m.role, m.content) for m in second.messages] == [
-        ("system", "Be brief."), ("user", "tell me a story"), ("assistant", stopped), ("user", "and then?")]
+        ("system", "Be brief."),
+        ("user", "tell me a story"),
+        ("assistant", stopped),
+        ("user", "and then?"),
+    ]

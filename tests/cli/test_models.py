@@ -20,8 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(*args: str, endpoint: str = "http://127.0.0.1:9", stdin: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HUB_DISABLE_TELEMETRY="1", NO_PROXY="127.0.0.1,localhost")
     env.pop("HF_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=env, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        input=stdin,
+    )
 
 
 def test_commands_attach_to_a_parser():
@@ -64,13 +71,24 @@ def _setup_library(tmp_path):
     f = lib.models_dir / "org" / "Repo-GGUF" / "Repo-Q4_K_M.gguf"
     f.parent.mkdir(parents=True)
     f.write_bytes(content)
-    dl = lib.add_download(repo_id="org/Repo-GGUF", commit="c" * 40, format="gguf", quant="Q4_K_M",
-                          files=[ModelFile(f, len(content), hashlib.sha256(content).hexdigest())])
+    dl = lib.add_download(
+        repo_id="org/Repo-GGUF",
+        commit="c" * 40,
+        format="gguf",
+        quant="Q4_K_M",
+        files=[ModelFile(f, len(content), hashlib.sha256(content).hexdigest())],
+    )
     outside = tmp_path / "mine" / "other-Q8_0.gguf"
     outside.parent.mkdir()
     outside.write_bytes(b"x" * 2048)
-    imp = lib.add(name="other-Q8_0", format="gguf", quant="Q8_0", path=outside,
-                  files=[ModelFile(outside, 2048, None)], source="import")
+    imp = lib.add(
+        name="other-Q8_0",
+        format="gguf",
+        quant="Q8_0",
+        path=outside,
+        files=[ModelFile(outside, 2048, None)],
+        source="import",
+    )
     lib.close()
     return dl, imp
 

@@ -20,16 +20,25 @@ REPO = "org/Tiny-GGUF"
 
 @pytest.fixture
 def run(fake_hub, quant_files, tmp_path):
-    fake_hub.add_repo(gguf_repo(REPO, quants=("F16", "Q8_0"), split=None,
-                                make_gguf=lambda q: quant_files[q].read_bytes()))
+    fake_hub.add_repo(
+        gguf_repo(REPO, quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: quant_files[q].read_bytes())
+    )
     home = tmp_path / "home"
-    env = {"HF_ENDPOINT": fake_hub.url, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "1",
-           "HF_HOME": str(tmp_path / "hf"), "HEARTH_HOME": str(home), "PATH": "/usr/bin:/bin",
-           "NO_PROXY": "127.0.0.1,localhost", "QT_QPA_PLATFORM": "offscreen"}
+    env = {
+        "HF_ENDPOINT": fake_hub.url,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HEARTH_HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "QT_QPA_PLATFORM": "offscreen",
+    }
 
     def run(module: str, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                              env=env, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120
+        )
 
     run.home = home
     return run

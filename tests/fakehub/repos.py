@@ -380,8 +380,13 @@ def safetensors_bytes(tensors: dict[str, tuple[str, list[int]]] | None = None, f
 
 
 def mlx_repo(repo_id: str = "mlx-community/Tiny-4bit", **meta) -> FakeRepo:
-    config = {"model_type": "llama", "hidden_size": 4, "num_hidden_layers": 1, "vocab_size": 4,
-              "quantization": {"bits": 4, "group_size": 64}}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 4,
+        "num_hidden_layers": 1,
+        "vocab_size": 4,
+        "quantization": {"bits": 4, "group_size": 64},
+    }
     tensors = {"model.embed_tokens.weight": ("U32", [4, 1]), "model.embed_tokens.scales": ("F16", [4, 1])}
     files: dict[str, Source] = {
         "config.json": json.dumps(config).encode(),

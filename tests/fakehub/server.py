@@ -78,7 +78,7 @@ def _parse_range(value: str | None, size: int) -> tuple[int, int] | str | None:
     """(start, end exclusive), "unsatisfiable", or None when absent/invalid/multi-range (serve everything)."""
     if not value or not value.strip().startswith("bytes=") or "," in value:
         return None
-    spec = value.strip()[len("bytes="):].strip()
+    spec = value.strip()[len("bytes=") :].strip()
     first, sep, last = spec.partition("-")
     if not sep:
         return None
@@ -251,11 +251,20 @@ class _Handler(BaseHTTPRequestHandler):
         if token not in self.server.hub.accepted_tokens:
             return self._error(401, "Invalid credentials in Authorization header")
         user = self.server.hub.user
-        self._send_json(200, {
-            "type": "user", "id": "0" * 24, "name": user, "fullname": user.title(), "orgs": [],
-            "auth": {"type": "access_token",
-                     "accessToken": {"displayName": "fakehub", "role": "read", "createdAt": DEFAULT_DATE}},
-        })
+        self._send_json(
+            200,
+            {
+                "type": "user",
+                "id": "0" * 24,
+                "name": user,
+                "fullname": user.title(),
+                "orgs": [],
+                "auth": {
+                    "type": "access_token",
+                    "accessToken": {"displayName": "fakehub", "role": "read", "createdAt": DEFAULT_DATE},
+                },
+            },
+        )
 
     def _list_models(self) -> None:
         hub, q = self.server.hub, self.rec.query
@@ -276,7 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
         limit = int((q.get("limit") or [1000])[0])
         page_size = max(1, min(limit, hub.models_page_size, 1000))
         offset = _decode_cursor((q.get("cursor") or [None])[0])
-        page = repos[offset:offset + page_size]
+        page = repos[offset : offset + page_size]
         expand = q.get("expand", []) + q.get("expand[]", [])
         full = (q.get("full") or [""])[0].lower() == "true"
         items = []
@@ -285,7 +294,8 @@ class _Handler(BaseHTTPRequestHandler):
             if expand or full:
                 info = r.info_json(r.snapshot("main"), blobs=False)
                 item = {"_id": item["_id"], "id": r.repo_id} | (
-                    info if full else {k: info[k] for k in expand if k in info})
+                    info if full else {k: info[k] for k in expand if k in info}
+                )
             items.append(item)
         more = offset + page_size < len(repos)
         self._send_json(200, items, self._next_link("/api/models", offset + page_size) if more else None)
@@ -306,13 +316,14 @@ class _Handler(BaseHTTPRequestHandler):
         recursive = (self.rec.query.get("recursive") or [""])[0].lower() in ("true", "1")
         entries = snap.tree(path.strip("/"), recursive)
         if entries is None:
-            return self._error(404, f"{path} does not exist on {revision}", "EntryNotFound",
-                               {"X-Repo-Commit": snap.commit})
+            return self._error(
+                404, f"{path} does not exist on {revision}", "EntryNotFound", {"X-Repo-Commit": snap.commit}
+            )
         page_size = self.server.hub.tree_page_size
         offset = _decode_cursor((self.rec.query.get("cursor") or [None])[0])
         more = offset + page_size < len(entries)
         link = self._next_link(self.rec.path, offset + page_size) if more else None
-        self._send_json(200, entries[offset:offset + page_size], link)
+        self._send_json(200, entries[offset : offset + page_size], link)
 
     def _refs(self, repo_id: str) -> None:
         if (repo := self._repo(repo_id)) is not None:
@@ -357,8 +368,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve_file(self, f: FakeFile, commit: str, fault: faults.Fault | None) -> None:
         size, etag = f.size, f.etag
-        headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        headers = {
+            "X-Repo-Commit": commit,
+            "ETag": f'"{etag}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
         if f.is_lfs:
             headers.update({"X-Linked-Etag": f'"{f.sha256}"', "X-Linked-Size": str(size)})
         rng = _parse_range(self.headers.get("Range"), size)
@@ -368,8 +383,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault and fault.kind == faults.IGNORE_RANGE:
             rng = None
         if rng == "unsatisfiable":
-            return self._error(416, "Requested range not satisfiable", None,
-                               headers | {"Content-Range": f"bytes */{size}"})
+            return self._error(
+                416, "Requested range not satisfiable", None, headers | {"Content-Range": f"bytes */{size}"}
+            )
         start, end = rng if isinstance(rng, tuple) else (0, size)
         status = 206 if isinstance(rng, tuple) else 200
         if status == 206:

@@ -28,8 +28,9 @@ class Harness:
     def __init__(self, qtbot, db: Path, tok_s: float, n_ctx: int) -> None:
         self.qtbot, self.db = qtbot, db
         self.engines: list[FakeEngine] = []
-        self.host = EngineHost(registry_with_fake(self.engines, tok_s=tok_s), preflight=no_preflight,
-                               name="test-chat-host")
+        self.host = EngineHost(
+            registry_with_fake(self.engines, tok_s=tok_s), preflight=no_preflight, name="test-chat-host"
+        )
         self.pool = ThreadPoolExecutor(2)
         self.tasks = TaskRunner(self.pool)
         self.pages: list[ChatPage] = []

@@ -54,8 +54,13 @@ class Env:
 
     def manager(self, **kw) -> DownloadManager:
         kw.setdefault("download_options", FAST)
-        return DownloadManager(self.models, self.state_file, endpoint=self.hub_url,
-                               client_factory=lambda: httpx.Client(trust_env=False, follow_redirects=True), **kw)
+        return DownloadManager(
+            self.models,
+            self.state_file,
+            endpoint=self.hub_url,
+            client_factory=lambda: httpx.Client(trust_env=False, follow_redirects=True),
+            **kw,
+        )
 
 
 @pytest.fixture

@@ -24,8 +24,9 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
 
     def spy(job, sink=None):
         if isinstance(job, GenerateJob):  # the user turn must already be in the DB
-            committed.append(any(m.role == "user" and m.content == "Tell me a tale"
-                                 for m in page.store.active_path(page.conv_id)))
+            committed.append(
+                any(m.role == "user" and m.content == "Tell me a tale" for m in page.store.active_path(page.conv_id))
+            )
         return submit(job, sink)
 
     h.host.submit = spy
@@ -165,8 +166,14 @@ def test_composer_needs_a_model_and_enter_sends_shift_enter_newlines(make_chat, 
 def test_api_request_shows_busy_and_chat_job_waits(make_chat, qtbot):
     h, page = make_chat(tok_s=200)
     limit_tokens(page, 5)
-    api = h.host.submit(GenerateJob(request=GenerateRequest(
-        messages=[ChatMessage(role="user", content="api")], sampling=SamplingParams(max_tokens=60)), source="api"))
+    api = h.host.submit(
+        GenerateJob(
+            request=GenerateRequest(
+                messages=[ChatMessage(role="user", content="api")], sampling=SamplingParams(max_tokens=60)
+            ),
+            source="api",
+        )
+    )
     qtbot.waitUntil(lambda: "busy: API request" in page.model_bar.status.text(), timeout=5000)
     assert "busy: API request" in page.composer.reason.text()
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
@@ -177,8 +184,9 @@ def test_api_request_shows_busy_and_chat_job_waits(make_chat, qtbot):
 
 def test_context_policy_drops_oldest_turns_with_a_notice_and_the_request_fits(make_chat, qtbot):
     h, page = make_chat(n_ctx=1024)
-    conv = page.store.create_conversation("long", system_prompt="You are terse.",
-                                          sampling=SamplingParams(max_tokens=100))
+    conv = page.store.create_conversation(
+        "long", system_prompt="You are terse.", sampling=SamplingParams(max_tokens=100)
+    )
     words = " ".join(["lorem ipsum dolor sit amet"] * 12)  # 60 words a message
     for i in range(20):
         page.store.add_user_message(conv.id, f"question {i} {words}")
@@ -200,9 +208,19 @@ def test_a_thousand_message_chat_with_code_opens_fast(make_chat, qtbot):
     _h, page = make_chat()
     now = time.time()
     code = "Here:\n\n```python\ndef f(x):\n    return [i * x for i in range(10)]\n```\n\nDone."
-    msgs = [Message(id=i + 1, conversation_id=0, parent_id=i or None, role="user" if i % 2 == 0 else "assistant",
-                    content=(f"question {i}" if i % 2 == 0 else code), status="done", created_at=now,
-                    updated_at=now) for i in range(1000)]
+    msgs = [
+        Message(
+            id=i + 1,
+            conversation_id=0,
+            parent_id=i or None,
+            role="user" if i % 2 == 0 else "assistant",
+            content=(f"question {i}" if i % 2 == 0 else code),
+            status="done",
+            created_at=now,
+            updated_at=now,
+        )
+        for i in range(1000)
+    ]
     conv = Conversation(id=0, title="big", created_at=now, updated_at=now)
     cid = page.store.import_conversation(conv, msgs, 1000)
     page.refresh_conversations()
@@ -232,8 +250,13 @@ def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
     qtbot.waitUntil(lambda: page.conversations.list.count() == 1, timeout=3000)
     assert page.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == first
     page.conversations.search.setText("plann")
-    qtbot.waitUntil(lambda: page.conversations.list.count() == 1
-                    and page.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == second, timeout=3000)
+    qtbot.waitUntil(
+        lambda: (
+            page.conversations.list.count() == 1
+            and page.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == second
+        ),
+        timeout=3000,
+    )
     page.conversations.search.clear()
     page.delete_conversation(second)
     qtbot.waitUntil(lambda: page.conversations.list.count() == 1, timeout=3000)

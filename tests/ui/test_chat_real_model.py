@@ -33,8 +33,9 @@ def smollm2_host(smollm2_gguf):
     from app.core.engines import default_registry
     from app.core.engines.llamacpp_options import physical_cores
 
-    host = EngineHost(default_registry(), preflight=lambda spec, fmt, check: PreflightResult(),
-                      name="test-chat-real-host")
+    host = EngineHost(
+        default_registry(), preflight=lambda spec, fmt, check: PreflightResult(), name="test-chat-real-host"
+    )
     host.load_sync(LoadSpec(path=smollm2_gguf, n_ctx=2048, n_threads=physical_cores()), "gguf")
     yield host
     assert host.shutdown(30.0)
@@ -59,8 +60,9 @@ def page(smollm2_host, qtbot, tmp_path):
 
 def greedy_chat(qtbot, page: ChatPage, max_tokens: int) -> int:
     new_chat(qtbot, page)
-    conv = page.store.update_settings(page.conv_id, system_prompt=SYSTEM_PROMPT,
-                                      sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens))
+    conv = page.store.update_settings(
+        page.conv_id, system_prompt=SYSTEM_PROMPT, sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    )
     page.settings.set_conversation(conv)
     return conv.id
 

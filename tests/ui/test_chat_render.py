@@ -88,8 +88,10 @@ def listener():
 
 def test_hostile_html_is_text_and_loads_nothing(qtbot, listener):
     url = f"http://127.0.0.1:{listener.port}"
-    hostile = (f"<img src={url}/a.png> <script>alert('x')</script> <iframe src='{url}/f'></iframe>\n\n"
-               f"![pixel]({url}/b.png) [click]({url}/c) <a href='javascript:alert(1)'>js</a>")
+    hostile = (
+        f"<img src={url}/a.png> <script>alert('x')</script> <iframe src='{url}/f'></iframe>\n\n"
+        f"![pixel]({url}/b.png) [click]({url}/c) <a href='javascript:alert(1)'>js</a>"
+    )
     r = render_message(hostile)
     assert "<img" not in r.html and "<script" not in r.html and "<iframe" not in r.html
     assert "&lt;img src=" in r.html and "&lt;script&gt;" in r.html

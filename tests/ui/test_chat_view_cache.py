@@ -24,9 +24,10 @@ THINK = "<think>step one, step two</think>The answer is **42**."
 
 
 def messages(now: float) -> list[Message]:
-    return [Message(1, 1, None, "user", "question", "done", now, now),
-            Message(2, 1, 1, "assistant", THINK, "done", now, now, stats={"generated_tokens": 7},
-                    finish_reason="stop")]
+    return [
+        Message(1, 1, None, "user", "question", "done", now, now),
+        Message(2, 1, 1, "assistant", THINK, "done", now, now, stats={"generated_tokens": 7}, finish_reason="stop"),
+    ]
 
 
 def shown(qtbot, model: MessagesModel) -> MessageView:
@@ -166,8 +167,9 @@ def test_sending_in_an_open_chat_appends_rows_without_resetting_the_view(make_ch
 def test_context_meter_counts_from_the_newest_measured_reply_and_estimates_the_rest(qtbot):
     now = time.time()
     model = MessagesModel()
-    measured = Message(2, 1, 1, "assistant", "an answer", "done", now, now,
-                       stats={"prompt_tokens": 100, "generated_tokens": 20})
+    measured = Message(
+        2, 1, 1, "assistant", "an answer", "done", now, now, stats={"prompt_tokens": 100, "generated_tokens": 20}
+    )
     model.set_messages([Message(1, 1, None, "user", "question", "done", now, now), measured])
     assert tokens_in_use(model.rows, "Be brief.") == (120, "")
     follow_up = Message(3, 1, 2, "user", "x" * 300, "done", now, now)

@@ -64,8 +64,9 @@ def error_shown(qtbot, page: ChatPage, text: str) -> None:
     assert text in page.notice.text()
 
 
-def test_every_chat_write_runs_on_the_writer_thread_and_its_result_reaches_the_page(make_chat, qtbot, monkeypatch,
-                                                                                   tmp_path):
+def test_every_chat_write_runs_on_the_writer_thread_and_its_result_reaches_the_page(
+    make_chat, qtbot, monkeypatch, tmp_path
+):
     _h, page = make_chat()
     limit_tokens(page, 5)
     calls = record_writes(page, monkeypatch)
@@ -126,9 +127,20 @@ def test_every_chat_write_runs_on_the_writer_thread_and_its_result_reaches_the_p
     assert imported not in [c.id for c in page.store.list_conversations()]
 
     assert {n for n, _ in calls} >= {
-        "add_user_message", "begin_assistant", "finish_assistant", "switch_branch", "create_conversation",
-        "rename_conversation", "update_settings", "save_preset", "update_preset", "delete_preset",
-        "delete_message", "import_conversation", "delete_conversation"}
+        "add_user_message",
+        "begin_assistant",
+        "finish_assistant",
+        "switch_branch",
+        "create_conversation",
+        "rename_conversation",
+        "update_settings",
+        "save_preset",
+        "update_preset",
+        "delete_preset",
+        "delete_message",
+        "import_conversation",
+        "delete_conversation",
+    }
     assert all(t.name.startswith(WRITER_THREAD) for _, t in calls), [(n, t.name) for n, t in calls]
     assert page.notice.property("level") != "error"
 
@@ -274,8 +286,9 @@ def test_deleting_a_chat_while_its_reply_streams_stops_it_without_an_error(make_
     doomed = page.conv_id
     other = page.store.create_conversation("other")
     assert page.replies.send("a long answer please")
-    qtbot.waitUntil(lambda: len(page.thread_view.rows) == 2 and len(page.thread_view.rows[-1].text.split()) >= 5,
-                    timeout=5000)
+    qtbot.waitUntil(
+        lambda: len(page.thread_view.rows) == 2 and len(page.thread_view.rows[-1].text.split()) >= 5, timeout=5000
+    )
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
         page.delete_conversation(doomed)
     assert got.args[1].status == "stopped"

@@ -181,4 +181,8 @@ def test_bridge_coalesces_progress_to_ten_per_second_per_item(qtbot):
 
 def test_eta_in_words():
     assert (fmt_eta(None), fmt_eta(42), fmt_eta(125), fmt_eta(7300)) == (
-        "", "42 s left", "2 min 05 s left", "2 h 01 min left")
+        "",
+        "42 s left",
+        "2 min 05 s left",
+        "2 h 01 min left",
+    )

@@ -48,8 +48,9 @@ def test_24gb_card_shows_full_gpu_with_a_bar_per_device(make_view):
     assert "all 33 layers on the GPU" in view.explanation_label.text()
     gpu = view.bars["CUDA0"]
     assert gpu.parts["kv"] == KV_8K and gpu.overflow_bytes == 0
-    assert gpu.description() == ("weights 4.27 GiB, KV 1.00 GiB, compute 0.56 GiB, overhead 0.29 GiB"
-                                 " = 6.13 GiB of 22.0 GiB usable VRAM")
+    assert gpu.description() == (
+        "weights 4.27 GiB, KV 1.00 GiB, compute 0.56 GiB, overhead 0.29 GiB = 6.13 GiB of 22.0 GiB usable VRAM"
+    )
     assert gpu.toolTip() == gpu.description()
     assert "CUDA0 · VRAM: 6.13 GiB of 22.0 GiB usable · 33 layers" in view.text()
     assert "CPU · RAM: " in view.text() and "usable · 0 layers" in view.captions["CPU"].text()
@@ -155,8 +156,9 @@ def test_unknown_trained_context_allows_128k(make_view):
 def test_stacked_bar_geometry(qtbot):
     bar = StackedMemoryBar()
     qtbot.addWidget(bar)
-    bar.set_values({"weights": 600 * MiB, "kv": 200 * MiB, "compute": 100 * MiB, "overhead": 100 * MiB},
-                   800 * MiB, "RAM")
+    bar.set_values(
+        {"weights": 600 * MiB, "kv": 200 * MiB, "compute": 100 * MiB, "overhead": 100 * MiB}, 800 * MiB, "RAM"
+    )
     assert bar.overflow_bytes == 200 * MiB
     spans = bar.segment_spans(1000)
     assert [k for k, _, _ in spans] == ["weights", "kv", "compute", "overhead"]
@@ -178,5 +180,6 @@ def test_grab_to_png(make_view, tmp_path):
     assert QColor("#e0a526").name() in colours  # the amber partial-offload badge was painted
     for bar in view.bars.values():  # nothing over budget on a load the planner made fit
         bar_image = bar.grab().toImage()
-        assert OVERFLOW.name() not in {bar_image.pixelColor(x, bar_image.height() // 2).name()
-                                       for x in range(bar_image.width())}
+        assert OVERFLOW.name() not in {
+            bar_image.pixelColor(x, bar_image.height() // 2).name() for x in range(bar_image.width())
+        }

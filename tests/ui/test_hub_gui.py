@@ -27,8 +27,9 @@ def discover(qtbot, env, machine):  # noqa: F811
 
 
 def add_tiny(fake_hub, quant_files, repo_id=REPO, **meta):
-    return fake_hub.add_repo(gguf_repo(repo_id, quants=("F16", "Q8_0"), split=None,
-                                       make_gguf=lambda q: quant_files[q].read_bytes(), **meta))
+    return fake_hub.add_repo(
+        gguf_repo(repo_id, quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: quant_files[q].read_bytes(), **meta)
+    )
 
 
 def test_search_lists_results_in_a_virtual_model_with_paging(qtbot, fake_hub, discover):
@@ -110,11 +111,12 @@ def test_search_open_download_progress_done_in_my_models(qtbot, fake_hub, env, d
         manager.close()
 
 
-def test_model_card_renders_markdown_without_loading_remote_images(qtbot, fake_hub, discover,
-                                                                   quant_files):
+def test_model_card_renders_markdown_without_loading_remote_images(qtbot, fake_hub, discover, quant_files):
     image = f"{fake_hub.url}/img/tracker.png"
-    card = (f"---\nlicense: mit\n---\n# Hello card\n\nSome **bold** words and a [link](https://example.org).\n\n"
-            f"![tracker]({image})\n\n<script>alert(1)</script>\n")
+    card = (
+        f"---\nlicense: mit\n---\n# Hello card\n\nSome **bold** words and a [link](https://example.org).\n\n"
+        f"![tracker]({image})\n\n<script>alert(1)</script>\n"
+    )
     add_tiny(fake_hub, quant_files, card=card, card_data={"license": "mit"})
     discover.show()
     with qtbot.waitSignal(discover.repo_ready, timeout=30_000):
@@ -132,8 +134,9 @@ def test_model_card_renders_markdown_without_loading_remote_images(qtbot, fake_h
 
 
 def test_render_markdown_escapes_html_and_drops_front_matter():
-    html = render_markdown("---\ntags: [x]\n---\n# T\n\n<img src=x onerror=alert(1)>\n\n"
-                           "| a | b |\n|---|---|\n| 1 | 2 |\n")
+    html = render_markdown(
+        "---\ntags: [x]\n---\n# T\n\n<img src=x onerror=alert(1)>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    )
     assert "<h1>T</h1>" in html and "<table>" in html and "tags:" not in html
     assert "<img src=x" not in html and "&lt;img" in html
 
@@ -168,7 +171,10 @@ def test_settings_hub_section_saves_token_endpoint_and_parallel_downloads(qtbot)
     dialog.accept()
     saved = store.load()
     assert (saved.hf_token, saved.hf_endpoint, saved.parallel_downloads) == (
-        "hf_secret", "https://hf-mirror.example", 4)
+        "hf_secret",
+        "https://hf-mirror.example",
+        4,
+    )
 
     again = SettingsDialog(store, saved, paths)
     qtbot.addWidget(again)

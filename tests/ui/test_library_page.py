@@ -43,8 +43,13 @@ def downloaded(library, quant_files, name="Q8_0"):
     dest = library.models_dir / "org" / "Tiny-GGUF" / f"Tiny-{name}.gguf"
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(quant_files[name], dest)
-    return library.add_download(repo_id="org/Tiny-GGUF", commit="c0ffee", format="gguf", quant=name,
-                                files=[ModelFile(dest, dest.stat().st_size, None)])
+    return library.add_download(
+        repo_id="org/Tiny-GGUF",
+        commit="c0ffee",
+        format="gguf",
+        quant=name,
+        files=[ModelFile(dest, dest.stat().st_size, None)],
+    )
 
 
 def test_table_shows_models_and_total(qtbot, make_page, library, quant_files):
@@ -58,8 +63,7 @@ def test_table_shows_models_and_total(qtbot, make_page, library, quant_files):
     assert page.total.text() == f"1 model · {fmt_bytes(model.size)} on disk"
 
 
-def test_import_in_place_then_reveal_and_delete_keeps_outside_files(qtbot, make_page, library,
-                                                                    quant_files, tmp_path):
+def test_import_in_place_then_reveal_and_delete_keeps_outside_files(qtbot, make_page, library, quant_files, tmp_path):
     page = make_page()
     outside = tmp_path / "elsewhere" / "mine.gguf"
     outside.parent.mkdir()

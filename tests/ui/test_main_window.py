@@ -143,24 +143,52 @@ def test_gpu_and_apple_cards_render_from_a_profile(shell_factory):
 
     gib = 1024**3
     profile = HardwareProfile(
-        os="Linux", arch="x86_64",
-        nvidia=NvidiaInfo(available=True, driver_version="550.54", cuda_version="12.4", gpus=[
-            GpuInfo(index=0, name="NVIDIA GeForce RTX 4090", memory_total_bytes=24 * gib,
-                    memory_free_bytes=20 * gib, memory_used_bytes=4 * gib, compute_capability="8.9",
-                    bandwidth_gbps=1008),
-            GpuInfo(index=1, name="NVIDIA GeForce RTX 3090", memory_total_bytes=24 * gib,
-                    memory_free_bytes=23 * gib, memory_used_bytes=1 * gib, bandwidth_gbps=936),
-        ]),
-        apple=AppleInfo(chip="Apple M2 Max", unified_memory_bytes=64 * gib, gpu_working_set_bytes=48 * gib,
-                        working_set_source="estimate", bandwidth_gbps=400),
+        os="Linux",
+        arch="x86_64",
+        nvidia=NvidiaInfo(
+            available=True,
+            driver_version="550.54",
+            cuda_version="12.4",
+            gpus=[
+                GpuInfo(
+                    index=0,
+                    name="NVIDIA GeForce RTX 4090",
+                    memory_total_bytes=24 * gib,
+                    memory_free_bytes=20 * gib,
+                    memory_used_bytes=4 * gib,
+                    compute_capability="8.9",
+                    bandwidth_gbps=1008,
+                ),
+                GpuInfo(
+                    index=1,
+                    name="NVIDIA GeForce RTX 3090",
+                    memory_total_bytes=24 * gib,
+                    memory_free_bytes=23 * gib,
+                    memory_used_bytes=1 * gib,
+                    bandwidth_gbps=936,
+                ),
+            ],
+        ),
+        apple=AppleInfo(
+            chip="Apple M2 Max",
+            unified_memory_bytes=64 * gib,
+            gpu_working_set_bytes=48 * gib,
+            working_set_source="estimate",
+            bandwidth_gbps=400,
+        ),
         engines=[EngineAvailability(name="llama.cpp", available=False, reason="llama-cpp-python is not installed")],
     )
     shell, _ = shell_factory()
     page = shell.window.page("hardware")
     page.show_profile(profile)
     titles = [c.title for c in page.cards]
-    assert titles == ["CPU and memory", "Apple M2 Max", "GPU 0: NVIDIA GeForce RTX 4090",
-                      "GPU 1: NVIDIA GeForce RTX 3090", "Engines"]
+    assert titles == [
+        "CPU and memory",
+        "Apple M2 Max",
+        "GPU 0: NVIDIA GeForce RTX 4090",
+        "GPU 1: NVIDIA GeForce RTX 3090",
+        "Engines",
+    ]
     text = page.text()
     assert "20.0 GiB free of 24.0 GiB" in text and "1,008 GB/s" in text and "CUDA 12.4" in text
     assert "48.0 GiB usable by the GPU" in text
@@ -189,8 +217,9 @@ def test_sigterm_closes_the_app_cleanly(hearth_home):
 
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HEARTH_HOME": str(hearth_home)}
-    proc = subprocess.Popen([sys.executable, "-m", "app"], cwd=root, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     log = hearth_home / "logs" / "hearth.log"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (log.exists() and "engine host" in log.read_text()):
@@ -207,8 +236,9 @@ def test_chat_model_picked_before_the_probe_is_planned_again_when_it_arrives(she
     shell, _ = shell_factory(probe=lambda measure: probe_hardware(measure_bandwidth=False))
     bar = shell.window.page("chat").model_bar
     hardware = shell.window.page("hardware")
-    shell.services.library.add(name="tiny", format="gguf", path=tiny_gguf_f16,
-                               files=[ModelFile(tiny_gguf_f16, tiny_gguf_f16.stat().st_size)])
+    shell.services.library.add(
+        name="tiny", format="gguf", path=tiny_gguf_f16, files=[ModelFile(tiny_gguf_f16, tiny_gguf_f16.stat().st_size)]
+    )
     qtbot.waitUntil(lambda: "not probed" in bar.defaults.note, timeout=10_000)  # picked, no machine yet
     with qtbot.waitSignal(hardware.profile_ready, timeout=30_000):
         hardware.refresh()

@@ -35,15 +35,16 @@ def test_an_op_done_before_run_returns_still_answers_from_the_event_loop(qtbot):
     assert got[0] == 42 and isinstance(got[1], ZeroDivisionError)
 
 
-
 def test_watch_answers_on_the_main_thread_for_a_future_run_elsewhere(qtbot):
     runner = TaskRunner()  # no pool: it only watches
     other = ThreadPoolExecutor(1, thread_name_prefix="elsewhere")
     try:
         got: list[tuple[object, threading.Thread]] = []
         release = threading.Event()
-        runner.watch(other.submit(lambda: release.wait(5) and threading.current_thread().name),
-                     lambda v: got.append((v, threading.current_thread())))
+        runner.watch(
+            other.submit(lambda: release.wait(5) and threading.current_thread().name),
+            lambda v: got.append((v, threading.current_thread())),
+        )
         gone = QObject()
         runner.watch(other.submit(lambda: "for a deleted widget"), lambda v: got.append((v, None)), owner=gone)
         gone.deleteLater()

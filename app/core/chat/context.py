@@ -135,9 +135,7 @@ def fit_context(
         " system prompt were left out of this request. They are still saved; the model does not"
         " see them."
     )
-    return ContextPlan(
-        chosen, count_tokens(chosen), budget, n_ctx, dropped, ContextNotice("info", text, dropped)
-    )
+    return ContextPlan(chosen, count_tokens(chosen), budget, n_ctx, dropped, ContextNotice("info", text, dropped))
 
 
 def context_usage(used_tokens: int, n_ctx: int) -> Literal["ok", "warn", "full"]:

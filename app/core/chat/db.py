@@ -171,10 +171,7 @@ class ChatDB:
                 f"Could not save {what}: the disk is full. Free some space and try again;"
                 f" the chat history ({self.path}) still holds everything saved before."
             )
-        return (
-            f"Could not save {what}: {exc}. The chat history ({self.path}) still holds"
-            " everything saved before."
-        )
+        return f"Could not save {what}: {exc}. The chat history ({self.path}) still holds everything saved before."
 
     def _rollback(self) -> None:
         try:
@@ -206,4 +203,3 @@ class ChatDB:
                 return self._conn.execute(sql, params).fetchall()
         with self._read_lock:
             return self._reader.execute(sql, params).fetchall()
-

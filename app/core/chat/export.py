@@ -90,9 +90,16 @@ def export_json(store: ChatStore, conv_id: int) -> str:
         ),
         messages=[
             _ExportMessage(
-                id=m.id, parent=m.parent_id, role=m.role, content=m.content, status=m.status,
-                created_at=m.created_at, updated_at=m.updated_at, stats=m.stats,
-                finish_reason=m.finish_reason, error=m.error,
+                id=m.id,
+                parent=m.parent_id,
+                role=m.role,
+                content=m.content,
+                status=m.status,
+                created_at=m.created_at,
+                updated_at=m.updated_at,
+                stats=m.stats,
+                finish_reason=m.finish_reason,
+                error=m.error,
             )
             for m in store.all_messages(conv_id)
         ],
@@ -122,7 +129,7 @@ def parse_export(data: str | bytes) -> ExportFile:
     except (ValueError, UnicodeDecodeError) as e:
         raise ChatImportError(f"This is not a JSON file, so it cannot be imported as a chat ({e}).") from e
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise ChatImportError("This JSON file is not a Hearth chat export (no \"format\": \"hearth-chat\").")
+        raise ChatImportError('This JSON file is not a Hearth chat export (no "format": "hearth-chat").')
     try:
         doc = ExportFile.model_validate(raw)
     except ValidationError as e:
@@ -133,8 +140,7 @@ def parse_export(data: str | bytes) -> ExportFile:
             raise ChatImportError(f"This chat export is malformed: message id {m.id} appears twice.")
         if m.parent is not None and m.parent not in seen:
             raise ChatImportError(
-                f"This chat export is malformed: message {m.id} replies to {m.parent},"
-                " which does not come before it."
+                f"This chat export is malformed: message {m.id} replies to {m.parent}, which does not come before it."
             )
         seen.add(m.id)
     if doc.active_leaf is not None and doc.active_leaf not in seen:
@@ -147,18 +153,29 @@ def import_json(store: ChatStore, data: str | bytes) -> int:
     doc = parse_export(data)
     c = doc.conversation
     conv = Conversation(
-        id=0, title=c.title, created_at=c.created_at, updated_at=c.updated_at,
-        system_prompt=c.system_prompt, model_id=c.model_id, sampling=c.sampling,
+        id=0,
+        title=c.title,
+        created_at=c.created_at,
+        updated_at=c.updated_at,
+        system_prompt=c.system_prompt,
+        model_id=c.model_id,
+        sampling=c.sampling,
         context_length=c.context_length,
     )
     messages = [
         Message(
-            id=m.id, conversation_id=0, parent_id=m.parent, role=m.role, content=m.content,
+            id=m.id,
+            conversation_id=0,
+            parent_id=m.parent,
+            role=m.role,
+            content=m.content,
             # A reply that was mid-stream when exported will never finish here.
             status="interrupted" if m.status == "streaming" else m.status,
             created_at=m.created_at,
             updated_at=m.updated_at if m.updated_at is not None else m.created_at,
-            stats=m.stats, finish_reason=m.finish_reason, error=m.error,
+            stats=m.stats,
+            finish_reason=m.finish_reason,
+            error=m.error,
         )
         for m in doc.messages
     ]
@@ -189,7 +206,7 @@ def _close_fences(text: str) -> str:
         fence = m.group(1)
         if open_fence is None:
             open_fence = fence
-        elif fence[0] == open_fence[0] and len(fence) >= len(open_fence) and not line.strip()[len(fence):]:
+        elif fence[0] == open_fence[0] and len(fence) >= len(open_fence) and not line.strip()[len(fence) :]:
             open_fence = None
     if open_fence is None:
         return text

@@ -112,8 +112,7 @@ def _v1(conn: sqlite3.Connection) -> None:
     now = time.time()
     for name, prompt, sampling in BUILTIN_PRESETS:
         conn.execute(
-            "INSERT INTO presets(name, system_prompt, sampling_json, builtin, created_at)"
-            " VALUES (?, ?, ?, 1, ?)",
+            "INSERT INTO presets(name, system_prompt, sampling_json, builtin, created_at) VALUES (?, ?, ?, 1, ?)",
             (name, prompt, sampling.model_dump_json(), now),
         )
 

@@ -135,11 +135,18 @@ class ChatOperations:
         return self._pending.visible(self.store.search(query, limit=limit))
 
     # --- conversations ---------------------------------------------------------------------------
-    def create_conversation(self, title: str = DEFAULT_TITLE, *, system_prompt: str = "",
-                            sampling: SamplingParams | None = None, preset_id: int | None = None) -> Future:
+    def create_conversation(
+        self,
+        title: str = DEFAULT_TITLE,
+        *,
+        system_prompt: str = "",
+        sampling: SamplingParams | None = None,
+        preset_id: int | None = None,
+    ) -> Future:
         """Future[Conversation]."""
-        return self.run(self.store.create_conversation, title, system_prompt=system_prompt, sampling=sampling,
-                        preset_id=preset_id)
+        return self.run(
+            self.store.create_conversation, title, system_prompt=system_prompt, sampling=sampling, preset_id=preset_id
+        )
 
     def rename(self, conv_id: int, title: str) -> Future:
         """Future[None]; reads show the new title at once."""
@@ -185,8 +192,9 @@ class ChatOperations:
     def regenerate(self, conv_id: int, parent_id: int, *, reply: bool = True) -> Future:
         """Future[SavedTurn]: a new reply row under `parent_id`, beside the ones it has."""
         store = self.store
-        return self.run(lambda: SavedTurn(conv_id, parent_id,
-                                          store.begin_assistant(conv_id, parent_id) if reply else None))
+        return self.run(
+            lambda: SavedTurn(conv_id, parent_id, store.begin_assistant(conv_id, parent_id) if reply else None)
+        )
 
     def edit_and_resend(self, conv_id: int, msg_id: int, text: str, *, reply: bool = True) -> Future:
         """Future[SavedTurn]: the edited user message as a sibling of `msg_id`, and its reply row."""
@@ -202,8 +210,15 @@ class ChatOperations:
         """Any thread (the host's sink): the reply so far. Failures go out on `failed`."""
         return self.run(self.store.update_streaming, msg_id, text, report=True)
 
-    def finish_reply(self, msg_id: int, text: str, status: str, stats: GenerationStats | None,
-                     finish_reason: str | None, error: str | None) -> Future:
+    def finish_reply(
+        self,
+        msg_id: int,
+        text: str,
+        status: str,
+        stats: GenerationStats | None,
+        finish_reason: str | None,
+        error: str | None,
+    ) -> Future:
         """The final text and status. Failures go out on `failed`; a reply whose conversation was
         deleted while it streamed has nothing left to save."""
         store = self.store
@@ -243,8 +258,9 @@ class ChatOperations:
             return _failed(exc)
         return self.update_settings(conv_id, system_prompt=p.system_prompt, sampling=p.sampling, preset_id=p.id)
 
-    def save_preset(self, name: str, system_prompt: str, sampling: SamplingParams, *,
-                    conv_id: int | None = None) -> Future:
+    def save_preset(
+        self, name: str, system_prompt: str, sampling: SamplingParams, *, conv_id: int | None = None
+    ) -> Future:
         """Future[Preset]: a new preset, remembered as `conv_id`'s preset when given."""
         try:
             name = rows.clean_preset_name(name)

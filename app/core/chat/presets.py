@@ -25,18 +25,18 @@ class PresetStore(ChatDB):
             raise ChatNotFound(f"No preset {preset_id}.")
         return rows.preset(found[0])
 
-    def save_preset(
-        self, name: str, system_prompt: str = "", sampling: SamplingParams | None = None
-    ) -> Preset:
+    def save_preset(self, name: str, system_prompt: str = "", sampling: SamplingParams | None = None) -> Preset:
         name = rows.clean_preset_name(name)
         sampling = sampling or SamplingParams()
         try:
             with self._write("the preset") as c:
-                pid = rows.inserted_id(c.execute(
-                    "INSERT INTO presets(name, system_prompt, sampling_json, builtin, created_at)"
-                    " VALUES (?, ?, ?, 0, ?)",
-                    (name, system_prompt, sampling.model_dump_json(), time.time()),
-                ))
+                pid = rows.inserted_id(
+                    c.execute(
+                        "INSERT INTO presets(name, system_prompt, sampling_json, builtin, created_at)"
+                        " VALUES (?, ?, ?, 0, ?)",
+                        (name, system_prompt, sampling.model_dump_json(), time.time()),
+                    )
+                )
         except sqlite3.IntegrityError as e:
             raise ChatStoreError(f"A preset named “{name}” already exists.") from e
         return self.get_preset(pid)

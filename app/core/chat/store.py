@@ -46,12 +46,22 @@ class ChatStore(PresetStore):
         now = time.time()
         sampling = sampling or SamplingParams()
         with self._write("the new conversation") as c:
-            cid = rows.inserted_id(c.execute(
-                "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
-                " sampling_json, context_length, preset_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (rows.clean_title(title), now, now, system_prompt, model_id,
-                 sampling.model_dump_json(), context_length, preset_id),
-            ))
+            cid = rows.inserted_id(
+                c.execute(
+                    "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
+                    " sampling_json, context_length, preset_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        rows.clean_title(title),
+                        now,
+                        now,
+                        system_prompt,
+                        model_id,
+                        sampling.model_dump_json(),
+                        context_length,
+                        preset_id,
+                    ),
+                )
+            )
         return self.get_conversation(cid)
 
     def get_conversation(self, conv_id: int) -> Conversation:
@@ -111,9 +121,7 @@ class ChatStore(PresetStore):
     def apply_preset(self, conv_id: int, preset_id: int) -> Conversation:
         """Copy a preset's system prompt and sampling into the conversation and remember it."""
         p = self.get_preset(preset_id)
-        return self.update_settings(
-            conv_id, system_prompt=p.system_prompt, sampling=p.sampling, preset_id=p.id
-        )
+        return self.update_settings(conv_id, system_prompt=p.system_prompt, sampling=p.sampling, preset_id=p.id)
 
     def search(self, query: str, limit: int = 50) -> list[Conversation]:
         """Conversations whose title or any message text matches, most recent first."""
@@ -147,19 +155,26 @@ class ChatStore(PresetStore):
         return rows.message(found[0])
 
     def _insert_message(
-        self, c: sqlite3.Connection, conv_id: int, parent_id: int | None, role: str,
-        content: str, status: str,
+        self,
+        c: sqlite3.Connection,
+        conv_id: int,
+        parent_id: int | None,
+        role: str,
+        content: str,
+        status: str,
     ) -> int:
         if parent_id is not None:
             owner = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (parent_id,)).fetchone()
             if owner is None or owner[0] != conv_id:
                 raise ChatNotFound(f"Message {parent_id} is not in conversation {conv_id}.")
         now = time.time()
-        mid = rows.inserted_id(c.execute(
-            "INSERT INTO messages(conversation_id, parent_id, role, content, status, created_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (conv_id, parent_id, role, content, status, now, now),
-        ))
+        mid = rows.inserted_id(
+            c.execute(
+                "INSERT INTO messages(conversation_id, parent_id, role, content, status, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conv_id, parent_id, role, content, status, now, now),
+            )
+        )
         if not c.execute(
             "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
             (mid, now, conv_id),
@@ -261,9 +276,11 @@ class ChatStore(PresetStore):
         m = self.get_message(msg_id)
         with self._write("the branch choice") as c:
             leaf = msg_id
-            while (child := c.execute(
-                "SELECT id FROM messages WHERE parent_id = ? ORDER BY id DESC LIMIT 1", (leaf,)
-            ).fetchone()) is not None:
+            while (
+                child := c.execute(
+                    "SELECT id FROM messages WHERE parent_id = ? ORDER BY id DESC LIMIT 1", (leaf,)
+                ).fetchone()
+            ) is not None:
                 leaf = child[0]
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, m.conversation_id))
 
@@ -279,28 +296,46 @@ class ChatStore(PresetStore):
         found = self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
         return [rows.message(r) for r in found]
 
-    def import_conversation(
-        self, conv: Conversation, messages: Sequence[Message], active_leaf: int | None
-    ) -> int:
+    def import_conversation(self, conv: Conversation, messages: Sequence[Message], active_leaf: int | None) -> int:
         """Insert a whole conversation in one transaction. Message ids/parents in `messages` are
         local (parents listed before children); `active_leaf` is a local id. Returns the new id."""
         with self._write("the imported conversation") as c:
-            cid = (rows.inserted_id(c.execute(
-                "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
-                " sampling_json, context_length) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (rows.clean_title(conv.title), conv.created_at, conv.updated_at, conv.system_prompt,
-                 conv.model_id, conv.sampling.model_dump_json(), conv.context_length),
-            )))
+            cid = rows.inserted_id(
+                c.execute(
+                    "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
+                    " sampling_json, context_length) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        rows.clean_title(conv.title),
+                        conv.created_at,
+                        conv.updated_at,
+                        conv.system_prompt,
+                        conv.model_id,
+                        conv.sampling.model_dump_json(),
+                        conv.context_length,
+                    ),
+                )
+            )
             ids: dict[int, int] = {}
             for m in messages:
-                ids[m.id] = (rows.inserted_id(c.execute(
-                    "INSERT INTO messages(conversation_id, parent_id, role, content, status,"
-                    " created_at, updated_at, stats_json, finish_reason, error)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (cid, None if m.parent_id is None else ids[m.parent_id], m.role, m.content,
-                     m.status, m.created_at, m.updated_at, rows.dump_stats(m.stats),
-                     m.finish_reason, m.error),
-                )))
+                ids[m.id] = rows.inserted_id(
+                    c.execute(
+                        "INSERT INTO messages(conversation_id, parent_id, role, content, status,"
+                        " created_at, updated_at, stats_json, finish_reason, error)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            cid,
+                            None if m.parent_id is None else ids[m.parent_id],
+                            m.role,
+                            m.content,
+                            m.status,
+                            m.created_at,
+                            m.updated_at,
+                            rows.dump_stats(m.stats),
+                            m.finish_reason,
+                            m.error,
+                        ),
+                    )
+                )
             leaf = ids.get(active_leaf) if active_leaf is not None else None
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid

@@ -116,8 +116,9 @@ class FileDownload:
         self.dest = destination(self.root, Path(rel).as_posix())
         for p in (self.part, self.sidecar_path, self.lock_path):
             check_no_symlinks(self.root, self.dest.parent / p.name)
-        self.part, self.sidecar_path, self.lock_path = (self.dest.parent / p.name for p in
-                                                        (self.part, self.sidecar_path, self.lock_path))
+        self.part, self.sidecar_path, self.lock_path = (
+            self.dest.parent / p.name for p in (self.part, self.sidecar_path, self.lock_path)
+        )
         if self._partial is None:
             self._partial = PartialFile(self.part, self.sidecar_path, self.source)
 
@@ -136,6 +137,7 @@ class FileDownload:
             for stale in (self.part, self.sidecar_path):
                 stale.unlink(missing_ok=True)
         elif not ok and fix:
+
             def move(target: Path) -> None:
                 os.replace(self.dest, target)
                 self.sidecar_path.unlink(missing_ok=True)
@@ -207,8 +209,9 @@ class FileDownload:
                         f"Gave up downloading {self.path} after {budget.failures} failed attempts ({retry}). "
                         "What was downloaded is kept; resume to continue."
                     ) from None
-                logger.warning("%s: %s; retry %d/%d in %.1f s", self.path, retry, budget.failures,
-                               budget.policy.max_retries, delay)
+                logger.warning(
+                    "%s: %s; retry %d/%d in %.1f s", self.path, retry, budget.failures, budget.policy.max_retries, delay
+                )
                 self.controls.sleep(delay, self.path)
 
     def _attempt(self, client, partial: PartialFile) -> None:
@@ -220,8 +223,9 @@ class FileDownload:
             if partial.etag:
                 headers["If-Range"] = f'"{partial.etag}"'
         timeout = httpx.Timeout(15.0, read=self.options.stall_timeout_s + 5.0)
-        request = client.build_request("GET", self.source.url, headers=headers, timeout=timeout,
-                                       extensions={"trace": self._trace})
+        request = client.build_request(
+            "GET", self.source.url, headers=headers, timeout=timeout, extensions={"trace": self._trace}
+        )
         self._watch.arm()
         try:
             response = client.send(request, stream=True, follow_redirects=True)
@@ -231,8 +235,9 @@ class FileDownload:
         try:
             stream = response.extensions.get("network_stream")
             self._watch.attach(stream.get_extra_info("socket") if stream is not None else None)
-            decision = decide(response.status_code, response.headers, partial.state(), self.source,
-                              redirect_etags(response))
+            decision = decide(
+                response.status_code, response.headers, partial.state(), self.source, redirect_etags(response)
+            )
             if self._apply(decision, partial):
                 self._stream(response, partial)
         finally:

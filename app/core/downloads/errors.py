@@ -32,11 +32,15 @@ class DiskFullError(DownloadError):
     def __init__(self, path: str, needed: int, free: int, *, partial_kept: bool = False) -> None:
         self.path, self.needed, self.free, self.partial_kept = path, needed, free, partial_kept
         if partial_kept:
-            msg = (f"The disk filled up while downloading {path}: {fmt_bytes(needed)} more are needed, "
-                   f"{fmt_bytes(free)} free. The part already downloaded is kept; free some space and resume.")
+            msg = (
+                f"The disk filled up while downloading {path}: {fmt_bytes(needed)} more are needed, "
+                f"{fmt_bytes(free)} free. The part already downloaded is kept; free some space and resume."
+            )
         else:
-            msg = (f"Not enough disk space for {path}: {fmt_bytes(needed)} needed, {fmt_bytes(free)} free. "
-                   "Free some space or choose another models folder.")
+            msg = (
+                f"Not enough disk space for {path}: {fmt_bytes(needed)} needed, {fmt_bytes(free)} free. "
+                "Free some space or choose another models folder."
+            )
         super().__init__(msg)
 
 

@@ -98,4 +98,3 @@ class FileLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-

@@ -82,8 +82,9 @@ class DownloadManager:
 
     # ---- queue ----
 
-    def add_variant(self, repo_id: str, files: list[RemoteFile], *, commit: str = "", revision: str = "main",
-                    label: str = "") -> str:
+    def add_variant(
+        self, repo_id: str, files: list[RemoteFile], *, commit: str = "", revision: str = "main", label: str = ""
+    ) -> str:
         """Queue files to land in `models_dir/<repo_folder>/`; every name is checked before anything is written."""
         folder = repo_folder(repo_id, revision)
         for f in files:
@@ -91,8 +92,15 @@ class DownloadManager:
             destination(self.models_dir, f"{folder}/{f.path}")
             if not (f.sha256 or f.git_sha1):
                 raise ValueError(f"{f.path}: a sha256 or git sha1 is needed to verify the download")
-        item = DownloadItem(uuid.uuid4().hex[:12], repo_id, commit, revision, label or files[0].path,
-                            [copy.copy(f) for f in files], folder)
+        item = DownloadItem(
+            uuid.uuid4().hex[:12],
+            repo_id,
+            commit,
+            revision,
+            label or files[0].path,
+            [copy.copy(f) for f in files],
+            folder,
+        )
         with self._lock:
             self._items[item.id] = item
             self._controls[item.id] = Controls()
@@ -139,7 +147,6 @@ class DownloadManager:
             item.state, item.error = State.QUEUED, ""
         self._changed(item)
         self._schedule()
-
 
     def resume_all(self) -> None:
         """Restart every paused download (those interrupted by the last exit come back paused)."""
@@ -231,13 +238,22 @@ class DownloadManager:
         if dl is None:
             url = resolve_url(self.endpoint, item.repo_id, f.path, item.commit or item.revision)
             dl = FileDownload(
-                Source(url, f.path, sha256=f.sha256, git_sha1=f.git_sha1, size=f.size, repo_id=item.repo_id,
-                       commit=item.commit),
+                Source(
+                    url,
+                    f.path,
+                    sha256=f.sha256,
+                    git_sha1=f.git_sha1,
+                    size=f.size,
+                    repo_id=item.repo_id,
+                    commit=item.commit,
+                ),
                 Target(self.dest(item, f), self.models_dir),
                 options=self.download_options,
                 controls=controls,
-                reporting=Reporting(lambda done, total, rate: self._on_progress(item, f, done, total, rate),
-                                    lambda phase: self._on_phase(item, phase)),
+                reporting=Reporting(
+                    lambda done, total, rate: self._on_progress(item, f, done, total, rate),
+                    lambda phase: self._on_phase(item, phase),
+                ),
                 token=self.token,
             )
             self._downloads[key] = dl
@@ -285,8 +301,20 @@ class DownloadManager:
             item_done, item_total = item.bytes_done, item.total
         if changed:
             self._changed(item)
-        self.progress.emit(Progress(item.id, f.path, done, total, rate, _eta(total - done, rate),
-                                    item_done, item_total, rate, _eta(item_total - item_done, rate)))
+        self.progress.emit(
+            Progress(
+                item.id,
+                f.path,
+                done,
+                total,
+                rate,
+                _eta(total - done, rate),
+                item_done,
+                item_total,
+                rate,
+                _eta(item_total - item_done, rate),
+            )
+        )
         self._save()
 
     def _finish(self, item: DownloadItem, state: State, error: str) -> None:

@@ -48,8 +48,9 @@ def resolve_download(client: HubClient, variant: Variant) -> PlannedDownload:
             raise HubNotFound(f"{variant.repo_id} no longer has {', '.join(missing)}; open the model again")
         chosen = [by_path[p] for p in variant.files]
     elif variant.format == "gguf":
-        matches = [c for c in gguf_choices(variant.repo_id, allowed, commit)
-                   if c.label.lower() == variant.label.lower()]
+        matches = [
+            c for c in gguf_choices(variant.repo_id, allowed, commit) if c.label.lower() == variant.label.lower()
+        ]
         if not matches:
             raise HubNotFound(f"{variant.repo_id} has no {variant.label} GGUF file")
         chosen = matches[0].files
@@ -77,5 +78,4 @@ def queue_download(manager: DownloadManager, plan: PlannedDownload) -> str:
         if item.state != State.DONE or all(manager.dest(item, f).exists() for f in item.files):
             return item.id
         manager.cancel(item.id)  # done once, files deleted since: forget it and fetch again
-    return manager.add_variant(plan.repo_id, plan.files, commit=plan.commit, revision=plan.revision,
-                               label=plan.label)
+    return manager.add_variant(plan.repo_id, plan.files, commit=plan.commit, revision=plan.revision, label=plan.label)

@@ -74,8 +74,9 @@ def redirect_etags(response) -> list[str | None]:
     return [r.headers.get("X-Linked-Etag") for r in response.history]
 
 
-def decide(status: int, headers: Mapping[str, str], partial: PartialState, source: Source,
-           redirects: Iterable[str | None] = ()) -> Decision:
+def decide(
+    status: int, headers: Mapping[str, str], partial: PartialState, source: Source, redirects: Iterable[str | None] = ()
+) -> Decision:
     """What to do with an answer to a GET of `source` that asked for the bytes after `partial.done`.
 
     `headers` may be any mapping (names are matched case-insensitively); `redirects` are the X-Linked-Etag
@@ -87,8 +88,11 @@ def decide(status: int, headers: Mapping[str, str], partial: PartialState, sourc
             return Complete()
         return Restart("the server refused the range", "range not satisfiable")
     if status in (401, 403):
-        hint = ("accept the licence on the model page, then add a Hugging Face token"
-                if h.get("x-error-code", "") == "GatedRepo" else "check your Hugging Face token")
+        hint = (
+            "accept the licence on the model page, then add a Hugging Face token"
+            if h.get("x-error-code", "") == "GatedRepo"
+            else "check your Hugging Face token"
+        )
         return Fail(AccessError(f"The Hub refused access to {source.repo_id or source.url} ({status}): {hint}."))
     if status == 404:
         return Fail(AccessError(f"{source.path} was not found on the Hub ({h.get('x-error-code', 404)})."))
@@ -108,12 +112,16 @@ def decide(status: int, headers: Mapping[str, str], partial: PartialState, sourc
     elif "content-length" in h:
         total = int(h["content-length"])
     if remote_changed(source, h, total, redirects):
-        return Fail(RemoteChangedError(
-            f"{source.path} changed on the Hub since its details were read; refresh the model and try again."
-        ), discard=True)
+        return Fail(
+            RemoteChangedError(
+                f"{source.path} changed on the Hub since its details were read; refresh the model and try again."
+            ),
+            discard=True,
+        )
     if status == 206 and partial.etag and etag != partial.etag:
-        return Restart("the file's ETag changed since the partial was written", "ETag changed", 0,
-                       new_etag=True, etag=etag)
+        return Restart(
+            "the file's ETag changed since the partial was written", "ETag changed", 0, new_etag=True, etag=etag
+        )
     if status == 206 and start != partial.done:
         return Restart(f"the server resumed at {start}, not {partial.done}", "wrong range", 0)
     restart = None
@@ -122,8 +130,9 @@ def decide(status: int, headers: Mapping[str, str], partial: PartialState, sourc
     return Stream(total, etag, restart)
 
 
-def remote_changed(source: Source, headers: Mapping[str, str], total: int | None,
-                   redirects: Iterable[str | None] = ()) -> bool:
+def remote_changed(
+    source: Source, headers: Mapping[str, str], total: int | None, redirects: Iterable[str | None] = ()
+) -> bool:
     """The Hub now serves another file than the metadata promised (T10): its LFS sha256 (X-Linked-Etag, here or
     on a redirect), its git sha1 (the ETag of a small file) or its size differs. `headers` has lower-case names."""
     linked = strong_etag(headers.get("x-linked-etag"))

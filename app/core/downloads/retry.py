@@ -31,8 +31,9 @@ class RetryPolicy:
     jitter: float = 0.5
     max_retry_after_s: float = 600.0
 
-    def delay(self, failures: int, retry_after: float | None = None,
-              uniform: Callable[[float, float], float] = random.uniform) -> float:
+    def delay(
+        self, failures: int, retry_after: float | None = None, uniform: Callable[[float, float], float] = random.uniform
+    ) -> float:
         """Seconds to wait after the `failures`-th failure in a row (1 for the first)."""
         if retry_after is not None:
             return min(max(0.0, retry_after), self.max_retry_after_s)

@@ -88,8 +88,9 @@ class Writer:
             self._hasher.start()
             partial.keep_hashed()
             needed = (partial.total or partial.done) - partial.done
-            raise DiskFullError(partial.source.path, needed, shutil.disk_usage(partial.path.parent).free,
-                                partial_kept=True) from None
+            raise DiskFullError(
+                partial.source.path, needed, shutil.disk_usage(partial.path.parent).free, partial_kept=True
+            ) from None
         self._pos += written
         self._hashes.put(view)
         if self._pos - self._flushed >= WRITEBACK_EVERY:

@@ -22,8 +22,7 @@ def collect(chunks: Iterable[Chunk]) -> tuple[str, Chunk]:
     return "".join(parts), last
 
 
-def generate_all(engine: Engine, request: GenerateRequest,
-                 cancel: threading.Event | None = None) -> tuple[str, Chunk]:
+def generate_all(engine: Engine, request: GenerateRequest, cancel: threading.Event | None = None) -> tuple[str, Chunk]:
     """Non-streamed generation on the calling thread (tests, the CLI, the bench)."""
     return collect(engine.generate(request, cancel or threading.Event()))
 

@@ -84,8 +84,14 @@ class FakeEngine:
             raise EngineError(fail if isinstance(fail, str) else f"fake engine failed to load {spec.path.name}")
         self.loads += 1
         self._cache = []
-        self.info = ModelInfo(path=spec.path, format="fake", n_ctx=spec.n_ctx, n_vocab=FAKE_VOCAB,
-                              chat_template=None, template_notice=None)
+        self.info = ModelInfo(
+            path=spec.path,
+            format="fake",
+            n_ctx=spec.n_ctx,
+            n_vocab=FAKE_VOCAB,
+            chat_template=None,
+            template_notice=None,
+        )
         return self.info
 
     def unload(self) -> None:
@@ -154,7 +160,7 @@ class FakeEngine:
                 stats.prompt_tokens_evaluated = start - reuse
                 yield Chunk(finish_reason="cancelled", stats=stats)
                 return
-            self._cache.extend(prompt[start:start + self.prompt_batch])
+            self._cache.extend(prompt[start : start + self.prompt_batch])
         t_prompt = time.perf_counter()
         stats.prompt_tok_s = stats.prompt_tokens_evaluated / max(t_prompt - t0, 1e-9)
         limit = info.n_ctx - len(prompt)

@@ -71,8 +71,13 @@ class LlamaCppEngine:
             raise EngineError(f"cannot read {path.name}: {exc}") from exc
         self._lib = import_native("llama_cpp")
         kwargs = llama_kwargs(self._lib, spec)
-        logger.info("loading %s (n_ctx=%d, threads=%d, gpu layers=%d)", path.name, spec.n_ctx,
-                    kwargs["n_threads"], spec.n_gpu_layers)
+        logger.info(
+            "loading %s (n_ctx=%d, threads=%d, gpu layers=%d)",
+            path.name,
+            spec.n_ctx,
+            kwargs["n_threads"],
+            spec.n_gpu_layers,
+        )
         try:
             self._llm = self._lib.Llama(**kwargs)
         except Exception as exc:  # llama-cpp-python raises ValueError("Failed to load model from file: …")
@@ -88,10 +93,18 @@ class LlamaCppEngine:
         chat = not spec.embedding  # an embeddings context yields pooled vectors, not logits
         self.capabilities = Capabilities(chat=chat, completion=chat, embeddings=spec.embedding, grammar=chat)
         self.info = ModelInfo(
-            path=path, format="gguf", n_ctx=self._llm.n_ctx(), n_vocab=self._llm.n_vocab(),
-            chat_template=self._template, template_notice=notice,
-            extra={"n_threads": kwargs["n_threads"], "n_batch": kwargs["n_batch"],
-                   "architecture": header.architecture, "add_bos": self._add_bos()},
+            path=path,
+            format="gguf",
+            n_ctx=self._llm.n_ctx(),
+            n_vocab=self._llm.n_vocab(),
+            chat_template=self._template,
+            template_notice=notice,
+            extra={
+                "n_threads": kwargs["n_threads"],
+                "n_batch": kwargs["n_batch"],
+                "architecture": header.architecture,
+                "add_bos": self._add_bos(),
+            },
         )
         return self.info
 
@@ -120,8 +133,7 @@ class LlamaCppEngine:
         if (request.messages is None) == (request.prompt is None):
             raise EngineError("a request needs either messages or a prompt")
         if request.messages is not None:
-            rendered = render_chat(self._template, request.messages, bos_token=self._bos_text,
-                                   eos_token=self._eos_text)
+            rendered = render_chat(self._template, request.messages, bos_token=self._bos_text, eos_token=self._eos_text)
             ids = tokenize_segments(rendered.segments, lambda t, s: self.tokenize(t, special=s))
         else:
             ids = self.tokenize(request.prompt or "", special=False)
@@ -162,8 +174,9 @@ class LlamaCppEngine:
         grammar = build_grammar(self._lib, request, llm._model.vocab)
         return self._run(llm, tokens, request, grammar, cancel, start)
 
-    def _run(self, llm: Any, tokens: list[int], request: GenerateRequest, grammar: Any,
-             cancel: threading.Event, start: float) -> Iterator[Chunk]:
+    def _run(
+        self, llm: Any, tokens: list[int], request: GenerateRequest, grammar: Any, cancel: threading.Event, start: float
+    ) -> Iterator[Chunk]:
         sp = request.sampling
         stats = GenerationStats(prompt_tokens=len(tokens))
         stream = TextStream(sp.stop)
@@ -184,9 +197,14 @@ class LlamaCppEngine:
             # No seed: a fresh random one, so an earlier request's seed does not stick.
             llm.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
             llm._sampler = llm._init_sampler(
-                top_k=sp.top_k, top_p=sp.top_p, min_p=sp.min_p, temp=sp.temperature,
-                repeat_penalty=sp.repeat_penalty, frequency_penalty=sp.frequency_penalty,
-                presence_penalty=sp.presence_penalty, grammar=grammar,
+                top_k=sp.top_k,
+                top_p=sp.top_p,
+                min_p=sp.min_p,
+                temp=sp.temperature,
+                repeat_penalty=sp.repeat_penalty,
+                frequency_penalty=sp.frequency_penalty,
+                presence_penalty=sp.presence_penalty,
+                grammar=grammar,
             )
             reused = self._reuse_prefix(llm, tokens)
             pending = tokens[reused:]
@@ -196,7 +214,7 @@ class LlamaCppEngine:
                 if cancel.is_set():
                     yield final("cancelled")
                     return
-                batch = pending[i:i + n_batch]
+                batch = pending[i : i + n_batch]
                 llm.eval(batch)
                 stats.prompt_tokens_evaluated += len(batch)
             prefill_s = time.perf_counter() - prefill_start

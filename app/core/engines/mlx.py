@@ -122,8 +122,12 @@ class MlxEngine:
 
             notice = CHATML_NOTICE
         self.info = ModelInfo(
-            path=folder, format="mlx", n_ctx=n_ctx, n_vocab=int(config.get("vocab_size") or 0),
-            chat_template=self._template, template_notice=notice,
+            path=folder,
+            format="mlx",
+            n_ctx=n_ctx,
+            n_vocab=int(config.get("vocab_size") or 0),
+            chat_template=self._template,
+            template_notice=notice,
             extra={"model_type": config.get("model_type"), "quantization": config.get("quantization")},
         )
         logger.info("MLX model %s loaded (ctx %d)", folder.name, n_ctx)
@@ -216,11 +220,15 @@ class MlxEngine:
         if s.seed is not None:
             mx.random.seed(s.seed)
         sampler = sample_utils.make_sampler(
-            temp=s.temperature, top_p=s.top_p if s.top_p < 1.0 else 0.0, min_p=s.min_p, top_k=s.top_k,
+            temp=s.temperature,
+            top_p=s.top_p if s.top_p < 1.0 else 0.0,
+            min_p=s.min_p,
+            top_k=s.top_k,
         )
         processors = sample_utils.make_logits_processors(
             repetition_penalty=s.repeat_penalty if s.repeat_penalty != 1.0 else None,
-            presence_penalty=s.presence_penalty or None, frequency_penalty=s.frequency_penalty or None,
+            presence_penalty=s.presence_penalty or None,
+            frequency_penalty=s.frequency_penalty or None,
         )
         limit = info.n_ctx - len(ids)
         if s.max_tokens is not None:
@@ -236,9 +244,14 @@ class MlxEngine:
                 raise _Cancelled
 
         steps = gen_mod.generate_step(
-            mx.array(ids[reuse:]), self._model, max_tokens=limit, sampler=sampler,
-            logits_processors=processors or None, prompt_cache=self._cache,
-            prefill_step_size=self.prefill_step, prompt_progress_callback=on_progress,
+            mx.array(ids[reuse:]),
+            self._model,
+            max_tokens=limit,
+            sampler=sampler,
+            logits_processors=processors or None,
+            prompt_cache=self._cache,
+            prefill_step_size=self.prefill_step,
+            prompt_progress_callback=on_progress,
         )
         eos = set(getattr(self._tok, "eos_token_ids", None) or [])
         detok = self._tok.detokenizer

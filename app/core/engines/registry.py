@@ -16,8 +16,9 @@ class EngineRegistry:
     def __init__(self) -> None:
         self._factories: dict[str, tuple[str, EngineFactory, Callable[[], str | None]]] = {}
 
-    def register(self, fmt: str, name: str, factory: EngineFactory,
-                 unavailable: Callable[[], str | None] = lambda: None) -> None:
+    def register(
+        self, fmt: str, name: str, factory: EngineFactory, unavailable: Callable[[], str | None] = lambda: None
+    ) -> None:
         """`unavailable()` returns why the engine cannot run here (e.g. a missing library), or None."""
         self._factories[fmt] = (name, factory, unavailable)
 

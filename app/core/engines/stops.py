@@ -23,7 +23,7 @@ class StopScanner:
             self._held = ""
             return buf[: first[0]]
         keep = self._longest_partial(buf)
-        self._held = buf[len(buf) - keep:] if keep else ""
+        self._held = buf[len(buf) - keep :] if keep else ""
         return buf[: len(buf) - keep]
 
     def flush(self) -> str:

@@ -134,8 +134,14 @@ def _make_environment():
             _check_time()
             budget = _BUDGET.get()
             cap = budget.max_chars if budget else 2_000_000
-            if (operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0
-                    and abs(left) > 1 and right * max(abs(left).bit_length(), 1) > MAX_POWER_BITS):
+            if (
+                operator == "**"
+                and isinstance(left, int)
+                and isinstance(right, int)
+                and right > 0
+                and abs(left) > 1
+                and right * max(abs(left).bit_length(), 1) > MAX_POWER_BITS
+            ):
                 raise TemplateError("the chat template computed a number too large to allow")
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
@@ -161,9 +167,7 @@ def _make_environment():
             _check_time()
             return super().getitem(obj, argument)
 
-    env = HearthSandbox(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, _GenerationTag]
-    )
+    env = HearthSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, _GenerationTag])
     for name in ("lipsum", "cycler", "joiner"):  # lipsum(10**7) is one long uninterruptible call
         env.globals.pop(name, None)
     env.globals.update(range=_guarded_range, raise_exception=_raise_exception, strftime_now=_strftime_now)
@@ -291,7 +295,7 @@ def _split_markers(marked: str, nonce: str, values: list[str]) -> list[tuple[str
     pos = 0
     for m in pattern.finditer(marked):
         if m.start() > pos:
-            pieces.append((marked[pos:m.start()], False))
+            pieces.append((marked[pos : m.start()], False))
         pieces.append((values[int(m.group(1))], True))
         pos = m.end()
     if pos < len(marked):

@@ -103,9 +103,7 @@ def parse_sysctl(text: str) -> dict[str, str]:
 def read_sysctl(keys: tuple[str, ...] = SYSCTL_KEYS, timeout_s: float = 1.0) -> dict[str, str]:
     """Run `sysctl` once for `keys` (macOS); unknown keys are skipped by sysctl, errors give {}."""
     try:
-        out = subprocess.run(
-            ["sysctl", *keys], capture_output=True, text=True, timeout=timeout_s, check=False
-        ).stdout
+        out = subprocess.run(["sysctl", *keys], capture_output=True, text=True, timeout=timeout_s, check=False).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         logger.warning("sysctl failed: %s", exc)
         return {}

@@ -26,29 +26,37 @@ def format_profile(p: HardwareProfile) -> str:
     lines.append("GPUs")
     if p.gpus:
         for g in p.gpus:
-            lines += _table([
-                (f"[{g.index}] {g.name}",
-                 f"{fmt_bytes(g.memory_free_bytes)} free of {fmt_bytes(g.memory_total_bytes)}, "
-                 f"{fmt_gbps(g.bandwidth_gbps)}, compute {g.compute_capability or '?'}"
-                 + (f" — {g.note}" if g.note else "")),
-            ])
+            lines += _table(
+                [
+                    (
+                        f"[{g.index}] {g.name}",
+                        f"{fmt_bytes(g.memory_free_bytes)} free of {fmt_bytes(g.memory_total_bytes)}, "
+                        f"{fmt_gbps(g.bandwidth_gbps)}, compute {g.compute_capability or '?'}"
+                        + (f" — {g.note}" if g.note else ""),
+                    ),
+                ]
+            )
         lines += _table([("Driver", f"{p.nvidia.driver_version or '?'} (CUDA {p.nvidia.cuda_version or '?'})")])
     else:
         lines += _table([("NVIDIA", p.nvidia.reason or "no NVIDIA GPU")])
     if p.apple is not None:
         a = p.apple
         lines.append("Apple Silicon")
-        lines += _table([
-            ("Chip", a.chip),
-            ("Unified memory", fmt_bytes(a.unified_memory_bytes)),
-            ("GPU working set", f"{fmt_bytes(a.gpu_working_set_bytes)} ({a.working_set_source})"),
-            ("Bandwidth", fmt_gbps(a.bandwidth_gbps)),
-        ])
+        lines += _table(
+            [
+                ("Chip", a.chip),
+                ("Unified memory", fmt_bytes(a.unified_memory_bytes)),
+                ("GPU working set", f"{fmt_bytes(a.gpu_working_set_bytes)} ({a.working_set_source})"),
+                ("Bandwidth", fmt_gbps(a.bandwidth_gbps)),
+            ]
+        )
     lines.append("Engines")
-    lines += _table([
-        (e.name, f"{e.version or ''} {e.backend or ''}".strip() if e.available else f"unavailable: {e.reason}")
-        for e in p.engines
-    ])
+    lines += _table(
+        [
+            (e.name, f"{e.version or ''} {e.backend or ''}".strip() if e.available else f"unavailable: {e.reason}")
+            for e in p.engines
+        ]
+    )
     for w in p.warnings:
         lines.append(f"Note: {w}")
     lines.append(f"(probed in {p.probe_ms:.0f} ms)")
@@ -56,7 +64,7 @@ def format_profile(p: HardwareProfile) -> str:
 
 
 def bandwidth_text(p: HardwareProfile) -> str:
-    """"30 GB/s measured, 51 GB/s rated", or why there is no figure."""
+    """ "30 GB/s measured, 51 GB/s rated", or why there is no figure."""
     bw = p.bandwidth
     parts = []
     if bw.cpu_measured_gbps is not None:

@@ -55,8 +55,11 @@ def repo_files(info: Any) -> list[RepoFile]:
     for s in info.siblings or []:
         lfs = getattr(s, "lfs", None)
         size = s.size if s.size is not None else (lfs.size if lfs else 0)
-        out.append(RepoFile(s.rfilename, int(size or 0), getattr(lfs, "sha256", None) if lfs else None,
-                            getattr(s, "blob_id", None)))
+        out.append(
+            RepoFile(
+                s.rfilename, int(size or 0), getattr(lfs, "sha256", None) if lfs else None, getattr(s, "blob_id", None)
+            )
+        )
     return out
 
 
@@ -230,8 +233,11 @@ class HubClient:
                 continue
             lfs = e.get("lfs") if isinstance(e.get("lfs"), dict) else None
             oid = e.get("oid") if isinstance(e.get("oid"), str) else None
-            files.append(RepoFile(str(e.get("path")), as_int(e.get("size")), lfs.get("oid") if lfs else None,
-                                  None if lfs else oid))
+            files.append(
+                RepoFile(
+                    str(e.get("path")), as_int(e.get("size")), lfs.get("oid") if lfs else None, None if lfs else oid
+                )
+            )
         return _checked(repo_id, files)
 
     def branches(self, repo_id: str) -> list[Ref]:
@@ -239,8 +245,11 @@ class HubClient:
         check_repo_id(repo_id)
         data = self._json(self._get(f"{self.endpoint}/api/models/{repo_id}/refs", None, repo_id), repo_id)
         branches = data.get("branches") if isinstance(data, dict) else None
-        return [Ref(str(b.get("name")), str(b.get("targetCommit") or "")) for b in branches or []
-                if isinstance(b, dict) and b.get("name")]
+        return [
+            Ref(str(b.get("name")), str(b.get("targetCommit") or ""))
+            for b in branches or []
+            if isinstance(b, dict) and b.get("name")
+        ]
 
     def resolve_url(self, repo_id: str, path: str, revision: str = "main") -> str:
         check_repo_id(repo_id)
@@ -305,22 +314,26 @@ class HubClient:
         url = self.resolve_url(repo_id, path, revision)
         try:
             hf = _hf()
-            meta = hf.get_hf_file_metadata(url, token=self.token or False, timeout=self.timeout,
-                                           library_name=LIBRARY_NAME, endpoint=self.endpoint)
+            meta = hf.get_hf_file_metadata(
+                url, token=self.token or False, timeout=self.timeout, library_name=LIBRARY_NAME, endpoint=self.endpoint
+            )
         except Exception as exc:
             raise self._error(exc, repo_id) from exc
         return FileMetadata(url=url, commit=meta.commit_hash, etag=meta.etag, size=meta.size)
 
     # ---- model headers by HTTP Range ----
 
-    def range_source(self, repo_id: str, path: str, revision: str = "main", *, http: httpx.Client | None = None,
-                     **kw: Any) -> HttpRangeSource:
+    def range_source(
+        self, repo_id: str, path: str, revision: str = "main", *, http: httpx.Client | None = None, **kw: Any
+    ) -> HttpRangeSource:
         """Random access to one remote file in ranged GETs (for a header parser); nothing else is fetched."""
-        return HttpRangeSource(self.resolve_url(repo_id, path, revision), client=http,
-                               headers=self.request_headers(), **kw)
+        return HttpRangeSource(
+            self.resolve_url(repo_id, path, revision), client=http, headers=self.request_headers(), **kw
+        )
 
-    def gguf_headers(self, repo_id: str, paths: Sequence[str], revision: str = "main", *,
-                     http: httpx.Client | None = None) -> list[GGUFHeader]:
+    def gguf_headers(
+        self, repo_id: str, paths: Sequence[str], revision: str = "main", *, http: httpx.Client | None = None
+    ) -> list[GGUFHeader]:
         """Every shard's GGUF header of one model, checked to belong together."""
         urls = [self.resolve_url(repo_id, p, revision) for p in paths]
         return read_remote_gguf_split(urls, client=http, headers=self.request_headers(), timeout=self.timeout * 2)

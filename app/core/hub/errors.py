@@ -75,8 +75,9 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def map_hub_error(exc: BaseException, *, endpoint: str, repo_id: str | None = None,
-                  has_token: bool = False) -> HubError:
+def map_hub_error(
+    exc: BaseException, *, endpoint: str, repo_id: str | None = None, has_token: bool = False
+) -> HubError:
     """Turn a huggingface_hub / httpx / socket exception into the HubError the UI shows."""
     if isinstance(exc, HubError):
         return exc

@@ -62,12 +62,26 @@ def gguf_variant(client: HubClient, choice: VariantChoice, http: httpx.Client | 
     spec = spec_from_gguf(client.gguf_headers(choice.repo_id, shards, choice.revision, http=http))
     # A file name that states no quant is labelled by what its header says it holds.
     label = choice.label if quant_label(choice.label) or not spec.file_type else spec.file_type
-    return Variant(label=label, format="gguf", size_bytes=choice.size, spec=spec, repo_id=choice.repo_id,
-                   revision=choice.revision, files=[f.path for f in choice.files])
+    return Variant(
+        label=label,
+        format="gguf",
+        size_bytes=choice.size,
+        spec=spec,
+        repo_id=choice.repo_id,
+        revision=choice.revision,
+        files=[f.path for f in choice.files],
+    )
 
 
-def read_mlx_repo(client: HubClient, repo_id: str, revision: str = "main", *, files: Iterable[str] | None = None,
-                  config: Mapping[str, Any] | None = None, http: httpx.Client | None = None) -> MlxVariant:
+def read_mlx_repo(
+    client: HubClient,
+    repo_id: str,
+    revision: str = "main",
+    *,
+    files: Iterable[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    http: httpx.Client | None = None,
+) -> MlxVariant:
     """An MLX repo: config.json (checked for remote code before anything else is read), the index when
     the listing has one (probed when there is no listing), and each safetensors header by Range."""
     if config is None:
@@ -83,9 +97,16 @@ def read_mlx_repo(client: HubClient, repo_id: str, revision: str = "main", *, fi
     own = http is None
     http = http or new_http_client(client.timeout)
     try:
+
         def open_source(name: str) -> HttpRangeSource:
-            return client.range_source(repo_id, name, revision, http=http, chunk_size=SAFETENSORS_CHUNK,
-                                       max_bytes=MAX_HEADER_BYTES + SAFETENSORS_CHUNK)
+            return client.range_source(
+                repo_id,
+                name,
+                revision,
+                http=http,
+                chunk_size=SAFETENSORS_CHUNK,
+                max_bytes=MAX_HEADER_BYTES + SAFETENSORS_CHUNK,
+            )
 
         model = read_safetensors_model(weight_files(listing, index), open_source)
     finally:
@@ -95,10 +116,19 @@ def read_mlx_repo(client: HubClient, repo_id: str, revision: str = "main", *, fi
 
 
 def _mlx_as_variant(client: HubClient, choice: VariantChoice, http: httpx.Client) -> Variant:
-    mlx = read_mlx_repo(client, choice.repo_id, choice.revision, files=[f.path for f in choice.files],
-                        config=choice.config, http=http)
-    return Variant(label=choice.label, format="mlx", size_bytes=mlx.weight_bytes, spec=mlx.spec, bpw=mlx.bpw,
-                   repo_id=choice.repo_id, revision=choice.revision, files=[f.path for f in choice.files])
+    mlx = read_mlx_repo(
+        client, choice.repo_id, choice.revision, files=[f.path for f in choice.files], config=choice.config, http=http
+    )
+    return Variant(
+        label=choice.label,
+        format="mlx",
+        size_bytes=mlx.weight_bytes,
+        spec=mlx.spec,
+        bpw=mlx.bpw,
+        repo_id=choice.repo_id,
+        revision=choice.revision,
+        files=[f.path for f in choice.files],
+    )
 
 
 def exl2_variant(client: HubClient, choice: VariantChoice) -> Variant:
@@ -106,5 +136,13 @@ def exl2_variant(client: HubClient, choice: VariantChoice) -> Variant:
     config = choice.config if choice.config is not None else client.config(choice.repo_id, choice.revision)
     sizes = {f.path: f.size for f in choice.files}
     v = read_exl2_branch(config, sizes, choice.branch, repo_id=choice.repo_id)
-    return Variant(label=choice.label, format="exl2", size_bytes=v.weight_bytes, spec=v.spec, bpw=v.bpw,
-                   repo_id=choice.repo_id, revision=choice.branch, files=[f.path for f in choice.files])
+    return Variant(
+        label=choice.label,
+        format="exl2",
+        size_bytes=v.weight_bytes,
+        spec=v.spec,
+        bpw=v.bpw,
+        repo_id=choice.repo_id,
+        revision=choice.branch,
+        files=[f.path for f in choice.files],
+    )

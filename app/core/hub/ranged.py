@@ -18,8 +18,12 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_BYTES", "HttpRangeSource", "new_http_client",
-    "read_remote_gguf", "read_remote_gguf_split",
+    "DEFAULT_CHUNK_BYTES",
+    "DEFAULT_MAX_BYTES",
+    "HttpRangeSource",
+    "new_http_client",
+    "read_remote_gguf",
+    "read_remote_gguf_split",
 ]
 
 logger = logging.getLogger(__name__)
@@ -185,9 +189,7 @@ class HttpRangeSource:
                     raise _status_error(self.url, resp.status_code)
                 got_start = self._size_from(resp.headers.get("Content-Range"))
                 if got_start is not None and got_start != start:
-                    raise ModelFileError(
-                        f"{self.url} answered bytes from {got_start} when asked for {start}"
-                    )
+                    raise ModelFileError(f"{self.url} answered bytes from {got_start} when asked for {start}")
                 data = self._read_body(resp, want)
         except httpx.HTTPError as exc:
             raise ModelFileError(f"cannot read {self.url}: {exc}") from exc
@@ -272,9 +274,7 @@ def read_remote_gguf(
         return header
 
 
-def read_remote_gguf_split(
-    urls: Sequence[str], *, client: httpx.Client | None = None, **kw: Any
-) -> list[GGUFHeader]:
+def read_remote_gguf_split(urls: Sequence[str], *, client: httpx.Client | None = None, **kw: Any) -> list[GGUFHeader]:
     """Every shard's header of a split GGUF (one model), in order; checks split.no / split.count."""
     if not urls:
         raise ModelFileError("no GGUF shard to read")

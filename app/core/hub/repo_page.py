@@ -66,4 +66,3 @@ def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_c
     if details.gated:
         bits.append("gated")
     return HubModel(repo_id, " · ".join(bits), card, assess(variants, machine, n_ctx=n_ctx), machine, notice)
-

@@ -13,8 +13,19 @@ from app.core.hub.results import ModelSummary
 SORTS = {"downloads": "downloads", "likes": "likes", "trending": "trendingScore", "updated": "lastModified"}
 # The Hub indexes a repo's library as a tag too, so every format is one `filter=` value.
 FORMAT_FILTERS = {"gguf": "gguf", "mlx": "mlx", "exl2": "exl2"}
-_EXPAND = ("author", "downloads", "likes", "trendingScore", "lastModified", "createdAt", "tags",
-           "library_name", "pipeline_tag", "gated", "private")
+_EXPAND = (
+    "author",
+    "downloads",
+    "likes",
+    "trendingScore",
+    "lastModified",
+    "createdAt",
+    "tags",
+    "library_name",
+    "pipeline_tag",
+    "gated",
+    "private",
+)
 
 
 def check_query(formats: tuple[str, ...] | list[str], sort: str) -> None:

@@ -43,15 +43,25 @@ class VariantChoice:
 
     def to_variant(self) -> Variant:
         """The recommender's Variant from the listing alone (no spec: `metadata.assessable_variants` reads it)."""
-        return Variant(label=self.label, format=self.format, size_bytes=self.size, bpw=self.bits,
-                       repo_id=self.repo_id, revision=self.branch if self.format == "exl2" else self.revision,
-                       files=[f.path for f in self.files])
+        return Variant(
+            label=self.label,
+            format=self.format,
+            size_bytes=self.size,
+            bpw=self.bits,
+            repo_id=self.repo_id,
+            revision=self.branch if self.format == "exl2" else self.revision,
+            files=[f.path for f in self.files],
+        )
 
 
 def gguf_choices(repo_id: str, files: list[RepoFile], revision: str, *, gated: bool = False) -> list[VariantChoice]:
     """GGUF quants of a repo as choices: a split set is one; mmproj files ride along with each."""
-    return [VariantChoice(repo_id, "gguf", g.label, revision, list(g.files) + list(g.mmproj), gated=gated,
-                          mmproj=list(g.mmproj)) for g in group_gguf(files)]
+    return [
+        VariantChoice(
+            repo_id, "gguf", g.label, revision, list(g.files) + list(g.mmproj), gated=gated, mmproj=list(g.mmproj)
+        )
+        for g in group_gguf(files)
+    ]
 
 
 def folder_files(files: list[RepoFile]) -> list[RepoFile]:
@@ -82,8 +92,16 @@ def _mlx_choice(client: HubClient, details: RepoDetails, allowed: list[RepoFile]
         bits, group, _, _ = mlx_quantization(config)
     except ModelFileError as exc:
         raise HubRefused(f"{details.id}: {exc}") from exc
-    return VariantChoice(details.id, "mlx", mlx_label(bits, group), details.sha, folder_files(allowed),
-                         bits=float(bits), gated=bool(details.gated), config=config)
+    return VariantChoice(
+        details.id,
+        "mlx",
+        mlx_label(bits, group),
+        details.sha,
+        folder_files(allowed),
+        bits=float(bits),
+        gated=bool(details.gated),
+        config=config,
+    )
 
 
 def _exl2_choices(client: HubClient, repo_id: str, gated: bool) -> list[VariantChoice]:
@@ -108,6 +126,7 @@ def _exl2_choices(client: HubClient, repo_id: str, gated: bool) -> list[VariantC
             if not exl2_quant_method(config) or not isinstance(bits, (int, float)) or isinstance(bits, bool):
                 continue
             bpw, label = float(bits), f"{float(bits):g}bpw"
-        out.append(VariantChoice(repo_id, "exl2", label, commit, files, branch=ref.name, bits=bpw, gated=gated,
-                                 config=config))
+        out.append(
+            VariantChoice(repo_id, "exl2", label, commit, files, branch=ref.name, bits=bpw, gated=gated, config=config)
+        )
     return sorted(out, key=lambda v: v.bits or 0)

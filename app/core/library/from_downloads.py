@@ -23,13 +23,15 @@ def item_format(item: DownloadItem) -> str:
 def add_to_library(library: Library, manager: DownloadManager, item: DownloadItem):
     """Record a finished (verified) download in the library; the model file comes first, mmproj after."""
     files = sorted(item.files, key=lambda f: "mmproj" in PurePosixPath(f.path).name.lower())
-    records = [ModelFile(manager.dest(item, f), int(f.size or manager.dest(item, f).stat().st_size), f.sha256)
-               for f in files]
+    records = [
+        ModelFile(manager.dest(item, f), int(f.size or manager.dest(item, f).stat().st_size), f.sha256) for f in files
+    ]
     fmt = item_format(item)
     quant = item.label if fmt == "gguf" else None
     path = None if fmt == "gguf" else manager.models_dir / item.folder
-    return library.add_download(repo_id=item.repo_id, commit=item.commit, format=fmt, quant=quant,
-                                files=records, path=path)
+    return library.add_download(
+        repo_id=item.repo_id, commit=item.commit, format=fmt, quant=quant, files=records, path=path
+    )
 
 
 def sync_finished(library: Library, manager: DownloadManager) -> int:

@@ -74,8 +74,9 @@ def _display_name(stem: str, quant: str | None, repo_id: str | None) -> str:
     return stem
 
 
-def _add_gguf(library: Library, shards: list[Path], mmproj: list[Path], *, source: str, repo_id: str | None,
-              commit: str | None) -> LocalModel:
+def _add_gguf(
+    library: Library, shards: list[Path], mmproj: list[Path], *, source: str, repo_id: str | None, commit: str | None
+) -> LocalModel:
     from app.core.library.store import files_of
 
     existing = library.find(str(shards[0]))
@@ -91,12 +92,19 @@ def _add_gguf(library: Library, shards: list[Path], mmproj: list[Path], *, sourc
     split = parse_split_name(shards[0].name)
     stem = split[0] if split else shards[0].name[: -len(".gguf")]
     quant = quant_label(stem) or ftype
-    return library.add(name=_display_name(stem, quant, repo_id), format="gguf", path=shards[0],
-                       files=files_of(shards + mmproj), quant=quant, repo_id=repo_id, commit=commit, source=source)
+    return library.add(
+        name=_display_name(stem, quant, repo_id),
+        format="gguf",
+        path=shards[0],
+        files=files_of(shards + mmproj),
+        quant=quant,
+        repo_id=repo_id,
+        commit=commit,
+        source=source,
+    )
 
 
-def _add_mlx(library: Library, folder: Path, *, source: str, repo_id: str | None,
-             commit: str | None) -> LocalModel:
+def _add_mlx(library: Library, folder: Path, *, source: str, repo_id: str | None, commit: str | None) -> LocalModel:
     from app.core.library.store import files_of
     from app.core.models.hf_config import check_folder_configs
     from app.core.models.mlx_meta import mlx_label, read_mlx_folder
@@ -104,18 +112,33 @@ def _add_mlx(library: Library, folder: Path, *, source: str, repo_id: str | None
     check_folder_configs(folder)
     mlx = read_mlx_folder(folder)
     quant = mlx_label(mlx.bits, mlx.group_size)
-    files = sorted(p for p in folder.iterdir() if p.is_file() and is_allowed_file(p.name)
-                   and not p.name.lower().endswith(".gguf"))
-    return library.add(name=_display_name(folder.name, None, repo_id), format="mlx", path=folder,
-                       files=files_of(files), quant=quant, repo_id=repo_id, commit=commit, source=source)
+    files = sorted(
+        p for p in folder.iterdir() if p.is_file() and is_allowed_file(p.name) and not p.name.lower().endswith(".gguf")
+    )
+    return library.add(
+        name=_display_name(folder.name, None, repo_id),
+        format="mlx",
+        path=folder,
+        files=files_of(files),
+        quant=quant,
+        repo_id=repo_id,
+        commit=commit,
+        source=source,
+    )
 
 
 def is_mlx_folder(folder: Path) -> bool:
     return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
 
 
-def import_path(library: Library, path: str | os.PathLike[str], *, source: str = "import",
-                repo_id: str | None = None, commit: str | None = None) -> ImportResult:
+def import_path(
+    library: Library,
+    path: str | os.PathLike[str],
+    *,
+    source: str = "import",
+    repo_id: str | None = None,
+    commit: str | None = None,
+) -> ImportResult:
     """Import what `path` holds; raises ModelFileError (with the reasons) when nothing could be imported."""
     path = Path(path).expanduser().absolute()
     result = ImportResult()
@@ -162,8 +185,9 @@ def hf_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if env is None else env
     if environ.get("HF_HUB_CACHE"):
         return Path(environ["HF_HUB_CACHE"]).expanduser()
-    home = environ.get("HF_HOME") or os.path.join(environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                                                  "huggingface")
+    home = environ.get("HF_HOME") or os.path.join(
+        environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
     return Path(home).expanduser() / "hub"
 
 

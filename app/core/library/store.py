@@ -41,8 +41,9 @@ CREATE TABLE IF NOT EXISTS models (
     reason TEXT NOT NULL DEFAULT ''
 );
 """
-_COLUMNS = ("id, name, format, quant, size, path, files, repo_id, revision, source, added_at, last_used_at, "
-            "status, reason")
+_COLUMNS = (
+    "id, name, format, quant, size, path, files, repo_id, revision, source, added_at, last_used_at, status, reason"
+)
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,22 @@ class LocalModel:
 
 def _row(r: sqlite3.Row) -> LocalModel:
     files = tuple(ModelFile(Path(f["path"]), int(f["size"]), f.get("sha256")) for f in json.loads(r["files"]))
-    return LocalModel(r["id"], r["name"], r["format"], r["quant"], r["size"], Path(r["path"]), files, r["repo_id"],
-                      r["revision"], r["source"], r["added_at"], r["last_used_at"], r["status"], r["reason"])
+    return LocalModel(
+        r["id"],
+        r["name"],
+        r["format"],
+        r["quant"],
+        r["size"],
+        Path(r["path"]),
+        files,
+        r["repo_id"],
+        r["revision"],
+        r["source"],
+        r["added_at"],
+        r["last_used_at"],
+        r["status"],
+        r["reason"],
+    )
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -169,18 +184,34 @@ class Library:
         if status not in (READY, QUARANTINED, MISSING):
             raise ValueError(f"unknown status {status!r}")
         path = Path(path).absolute()
-        files_json = json.dumps([{"path": str(Path(f.path).absolute()), "size": int(f.size), "sha256": f.sha256}
-                                 for f in files])
+        files_json = json.dumps(
+            [{"path": str(Path(f.path).absolute()), "size": int(f.size), "sha256": f.sha256} for f in files]
+        )
         size = sum(int(f.size) for f in files)
         now = time.time()
         with self._lock:
-            old = self._db.execute("SELECT id, added_at, last_used_at FROM models WHERE path = ?",
-                                   (str(path),)).fetchone()
+            old = self._db.execute(
+                "SELECT id, added_at, last_used_at FROM models WHERE path = ?", (str(path),)
+            ).fetchone()
             model_id = old["id"] if old else uuid.uuid4().hex[:12]
             self._db.execute(
                 f"INSERT OR REPLACE INTO models ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (model_id, name, format, quant, size, str(path), files_json, repo_id, commit, source,
-                 old["added_at"] if old else now, old["last_used_at"] if old else None, status, reason),
+                (
+                    model_id,
+                    name,
+                    format,
+                    quant,
+                    size,
+                    str(path),
+                    files_json,
+                    repo_id,
+                    commit,
+                    source,
+                    old["added_at"] if old else now,
+                    old["last_used_at"] if old else None,
+                    status,
+                    reason,
+                ),
             )
         logger.info("library: %s %s (%s, %s)", "updated" if old else "added", name, source, status)
         self.changed.emit(model_id)
@@ -211,9 +242,18 @@ class Library:
         if path is None:
             path = files[0].path if format == "gguf" else Path(files[0].path).parent
         label = name or f"{repo_id.split('/')[-1]}{':' + quant if quant else ''}"
-        return self.add(name=label, format=format, path=path, files=files, quant=quant, repo_id=repo_id,
-                        commit=commit, source="download", status=READY if verified else QUARANTINED,
-                        reason="" if verified else (reason or "failed verification"))
+        return self.add(
+            name=label,
+            format=format,
+            path=path,
+            files=files,
+            quant=quant,
+            repo_id=repo_id,
+            commit=commit,
+            source="download",
+            status=READY if verified else QUARANTINED,
+            reason="" if verified else (reason or "failed verification"),
+        )
 
     def quarantine(self, model_id: str, reason: str) -> None:
         self._set_status(model_id, QUARANTINED, reason)

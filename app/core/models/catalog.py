@@ -36,10 +36,20 @@ def load_catalog() -> list[CatalogModel]:
     for m in load_json("catalog.json")["models"]:
         variants = []
         for v in m["variants"]:
-            spec = spec_from_hf_config(m["config"], weight_bytes=v["size_bytes"], n_params=m["params"],
-                                       file_type=v["label"], name=m["name"])
-            variants.append(Variant(label=v["label"], format=v["format"], size_bytes=v["size_bytes"], spec=spec,
-                                    bpw=v.get("bpw"), repo_id=v["repo"], revision=v.get("revision")))
+            spec = spec_from_hf_config(
+                m["config"], weight_bytes=v["size_bytes"], n_params=m["params"], file_type=v["label"], name=m["name"]
+            )
+            variants.append(
+                Variant(
+                    label=v["label"],
+                    format=v["format"],
+                    size_bytes=v["size_bytes"],
+                    spec=spec,
+                    bpw=v.get("bpw"),
+                    repo_id=v["repo"],
+                    revision=v.get("revision"),
+                )
+            )
         out.append(CatalogModel(m["name"], m["family"], m["params"], m["license"], variants))
     return out
 
@@ -57,9 +67,16 @@ def _rank(pick: CatalogPick) -> tuple:
     return (2, -tok_s)
 
 
-def ranked_catalog(machine: Machine, *, n_ctx: int = 8192, calibration: CalibrationStore | None = None,
-                   models: list[CatalogModel] | None = None) -> list[CatalogPick]:
+def ranked_catalog(
+    machine: Machine,
+    *,
+    n_ctx: int = 8192,
+    calibration: CalibrationStore | None = None,
+    models: list[CatalogModel] | None = None,
+) -> list[CatalogPick]:
     """Every catalogue model with its recommended variant here, most useful first."""
-    picks = [CatalogPick(m, assess(m.variants, machine, n_ctx=n_ctx, calibration=calibration))
-             for m in (models if models is not None else load_catalog())]
+    picks = [
+        CatalogPick(m, assess(m.variants, machine, n_ctx=n_ctx, calibration=calibration))
+        for m in (models if models is not None else load_catalog())
+    ]
     return sorted(picks, key=_rank)

@@ -51,8 +51,15 @@ def machine_from_profile(profile: HardwareProfile, *, prefer_gpu: bool = True) -
     mem = profile.memory
     bw = profile.bandwidth
     cpu_bw = bw.cpu_measured_gbps or bw.cpu_table_gbps
-    cpu = Device("CPU", "cpu", mem.available_bytes, ram_budget(mem.available_bytes, mem.total_bytes), cpu_bw, "RAM",
-                 bandwidth_measured=bw.cpu_measured_gbps is not None)
+    cpu = Device(
+        "CPU",
+        "cpu",
+        mem.available_bytes,
+        ram_budget(mem.available_bytes, mem.total_bytes),
+        cpu_bw,
+        "RAM",
+        bandwidth_measured=bw.cpu_measured_gbps is not None,
+    )
     cores = profile.cpu.physical_cores or profile.cpu.logical_cores or 1
     notes: list[str] = []
     llama = profile.engine("llama.cpp")
@@ -65,8 +72,14 @@ def machine_from_profile(profile: HardwareProfile, *, prefer_gpu: bool = True) -
         return Machine("metal", cpu, (metal,), repack=repack, unified=True, cores=cores, simd=simd)
     if profile.gpus and prefer_gpu:
         gpus = tuple(
-            Device(f"CUDA{g.index}", "cuda", g.memory_free_bytes, max(0, g.memory_free_bytes - GPU_MARGIN),
-                   g.bandwidth_gbps, "VRAM")
+            Device(
+                f"CUDA{g.index}",
+                "cuda",
+                g.memory_free_bytes,
+                max(0, g.memory_free_bytes - GPU_MARGIN),
+                g.bandwidth_gbps,
+                "VRAM",
+            )
             for g in profile.gpus
         )
         if llama is not None and llama.available and not llama.gpu_offload:

@@ -14,7 +14,8 @@ QUANT_LABELS = sorted(
     """F32 F16 BF16 Q8_0 Q6_K Q5_K_M Q5_K_S Q5_K_L Q5_K Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_K_L Q4_K Q4_1 Q4_0
     Q4_0_4_4 Q4_0_4_8 Q4_0_8_8 Q3_K_XL Q3_K_L Q3_K_M Q3_K_S Q3_K Q2_K_L Q2_K_S Q2_K IQ4_NL IQ4_XS IQ3_M IQ3_S
     IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S TQ1_0 TQ2_0 MXFP4 MXFP4_MOE""".split(),
-    key=len, reverse=True,
+    key=len,
+    reverse=True,
 )
 _QUANT_RE = re.compile(
     r"(?<![A-Za-z0-9])(" + "|".join(re.escape(q) for q in QUANT_LABELS) + r")(?![A-Za-z0-9])", re.IGNORECASE

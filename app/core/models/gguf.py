@@ -186,15 +186,11 @@ class _Parser:
     def header(self) -> tuple[int, int, int]:
         magic = self.c.raw(4, "magic")
         if magic != GGUF_MAGIC:
-            raise ModelFileError(
-                f"not a GGUF file: it starts with {magic!r}, not {GGUF_MAGIC!r}"
-            )
+            raise ModelFileError(f"not a GGUF file: it starts with {magic!r}, not {GGUF_MAGIC!r}")
         version = self.c.unpack("I", 4, "version")
         if version not in SUPPORTED_VERSIONS:
             hint = " (a big-endian file?)" if version and not version & 0xFFFF else ""
-            raise ModelFileError(
-                f"unsupported GGUF version {version}{hint}; Hearth reads versions 2 and 3"
-            )
+            raise ModelFileError(f"unsupported GGUF version {version}{hint}; Hearth reads versions 2 and 3")
         n_tensors = self.c.unpack("q", 8, "tensor count")
         if not 0 <= n_tensors <= MAX_TENSORS:
             raise ModelFileError(f"tensor count {n_tensors} is outside 0..{MAX_TENSORS}")
@@ -220,27 +216,19 @@ class _Parser:
     def tensor(self, i: int, alignment: int) -> TensorInfo:
         name = self.c.string(f"name of tensor {i}")
         if len(name.encode("utf-8")) > MAX_TENSOR_NAME_BYTES:
-            raise ModelFileError(
-                f"tensor {i} name is longer than {MAX_TENSOR_NAME_BYTES} bytes"
-            )
+            raise ModelFileError(f"tensor {i} name is longer than {MAX_TENSOR_NAME_BYTES} bytes")
         n_dims = self.c.unpack("I", 4, f"dimension count of tensor {_q(name)}")
         if not 1 <= n_dims <= MAX_DIMS:
-            raise ModelFileError(
-                f"tensor {_q(name)} has {n_dims} dimensions; 1 to {MAX_DIMS} are allowed"
-            )
+            raise ModelFileError(f"tensor {_q(name)} has {n_dims} dimensions; 1 to {MAX_DIMS} are allowed")
         dims = tuple(self.c.unpack_many("q", 8, n_dims, f"dimensions of tensor {_q(name)}"))
         for j, d in enumerate(dims):
             if d <= 0:
-                raise ModelFileError(
-                    f"tensor {_q(name)} dimension {j} is {d}; dimensions must be positive"
-                )
+                raise ModelFileError(f"tensor {_q(name)} dimension {j} is {d}; dimensions must be positive")
         n_elements = 1
         for d in dims:
             n_elements *= d
         if n_elements >= INT64_LIMIT:
-            raise ModelFileError(
-                f"tensor {_q(name)} shape {dims} overflows: {n_elements} elements is >= 2^63"
-            )
+            raise ModelFileError(f"tensor {_q(name)} shape {dims} overflows: {n_elements} elements is >= 2^63")
         type_id = self.c.unpack("I", 4, f"type of tensor {_q(name)}")
         gtype = GGML_TYPES.get(type_id)
         if gtype is None:
@@ -253,13 +241,9 @@ class _Parser:
         nbytes = tensor_nbytes(type_id, dims)
         offset = self.c.unpack("Q", 8, f"offset of tensor {_q(name)}")
         if offset + nbytes >= INT64_LIMIT:
-            raise ModelFileError(
-                f"tensor {_q(name)} offset {offset} + {nbytes} bytes is out of range"
-            )
+            raise ModelFileError(f"tensor {_q(name)} offset {offset} + {nbytes} bytes is out of range")
         if offset % alignment:
-            raise ModelFileError(
-                f"tensor {_q(name)} offset {offset} is not aligned to {alignment} bytes"
-            )
+            raise ModelFileError(f"tensor {_q(name)} offset {offset} is not aligned to {alignment} bytes")
         return TensorInfo(name, dims, type_id, gtype.name, offset, nbytes)
 
 

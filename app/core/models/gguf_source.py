@@ -82,9 +82,7 @@ def source_size(source: object) -> int | None:
 class Cursor:
     """Sequential reads over a ByteSource, fetched lazily in chunks and capped."""
 
-    def __init__(
-        self, source: ByteSource, file_size: int | None, chunk: int, cap: int, max_string: int
-    ) -> None:
+    def __init__(self, source: ByteSource, file_size: int | None, chunk: int, cap: int, max_string: int) -> None:
         self.source = source
         self.file_size = file_size
         self.chunk = max(chunk, 4096)
@@ -152,9 +150,7 @@ class Cursor:
     def string(self, what: str) -> str:
         length = self.unpack("Q", 8, f"length of {what}")
         if length > self.max_string:
-            raise ModelFileError(
-                f"{what} has length {length}, above the {_size_text(self.max_string)} string cap"
-            )
+            raise ModelFileError(f"{what} has length {length}, above the {_size_text(self.max_string)} string cap")
         return self.raw(length, what).decode("utf-8", errors="replace")
 
 

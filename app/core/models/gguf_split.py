@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-_SPLIT_RE = re.compile(
-    r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})(?P<ext>\.gguf)$", re.IGNORECASE
-)
+_SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})(?P<ext>\.gguf)$", re.IGNORECASE)
 
 
 def parse_split_name(name: str) -> tuple[str, int, int] | None:

@@ -89,10 +89,7 @@ def tensor_nbytes(ggml_type_id: int, dims: tuple[int, ...] | list[int]) -> int:
         raise ValueError(f"dimensions {tuple(dims)} must all be positive")
     ne0 = dims[0]
     if ne0 % info.block_size:
-        raise ValueError(
-            f"first dimension {ne0} is not a multiple of the {info.name} "
-            f"block size {info.block_size}"
-        )
+        raise ValueError(f"first dimension {ne0} is not a multiple of the {info.name} block size {info.block_size}")
     nbytes = info.type_size * (ne0 // info.block_size)
     for d in dims[1:]:
         nbytes *= d

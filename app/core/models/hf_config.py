@@ -22,8 +22,14 @@ logger = logging.getLogger(__name__)
 
 # HF model_type -> llama.cpp architecture name, where they differ and the spec cares.
 ARCH_ALIASES = {
-    "gemma3_text": "gemma3", "gemma3n_text": "gemma3n", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
-    "llama4_text": "llama4", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss",
+    "gemma3_text": "gemma3",
+    "gemma3n_text": "gemma3n",
+    "deepseek_v2": "deepseek2",
+    "deepseek_v3": "deepseek2",
+    "llama4_text": "llama4",
+    "qwen2_moe": "qwen2moe",
+    "qwen3_moe": "qwen3moe",
+    "gpt_oss": "gpt-oss",
 }
 _CODE_KEYS = ("auto_map", "model_file")
 # The JSON files of a model folder that can name code to run.
@@ -41,9 +47,7 @@ def check_no_remote_code(config: Mapping[str, Any]) -> None:
         item = stack.pop()
         if isinstance(item, Mapping):
             if any(k in item for k in _CODE_KEYS):
-                raise ModelFileError(
-                    "this model wants to run its own code; Hearth never runs code from a model repo"
-                )
+                raise ModelFileError("this model wants to run its own code; Hearth never runs code from a model repo")
             stack.extend(v for v in item.values() if isinstance(v, Mapping))
 
 
@@ -220,4 +224,3 @@ def spec_from_hf_config(
     if spec.weight_bytes != weight_bytes and tensor_bytes:
         logger.debug("tensor bytes sum to %d, weight_bytes says %d", spec.weight_bytes, weight_bytes)
     return spec
-

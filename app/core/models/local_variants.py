@@ -25,8 +25,9 @@ def gguf_variant(path: Path) -> Variant:
     spec = spec_from_gguf(headers)
     label = spec.file_type or quant_label(path.name) or path.stem
     size = sum(s.stat().st_size for s in shards)
-    return Variant(label=label, format="gguf", size_bytes=size, spec=spec, files=[s.name for s in shards],
-                   path=shards[0])
+    return Variant(
+        label=label, format="gguf", size_bytes=size, spec=spec, files=[s.name for s in shards], path=shards[0]
+    )
 
 
 def variants_from_path(path: str | Path) -> list[Variant]:
@@ -42,8 +43,17 @@ def variants_from_path(path: str | Path) -> list[Variant]:
 
         mlx = read_mlx_folder(path)
         label = mlx_label(mlx.bits, mlx.group_size)
-        return [Variant(label=label, format="mlx", size_bytes=mlx.weight_bytes, spec=mlx.spec, bpw=mlx.bpw,
-                        files=list(mlx.files), path=path)]
+        return [
+            Variant(
+                label=label,
+                format="mlx",
+                size_bytes=mlx.weight_bytes,
+                spec=mlx.spec,
+                bpw=mlx.bpw,
+                files=list(mlx.files),
+                path=path,
+            )
+        ]
     files = [RepoFile(str(p.relative_to(path)), p.stat().st_size) for p in sorted(path.rglob("*.gguf"))]
     groups = group_gguf(files)
     if not groups:

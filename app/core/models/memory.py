@@ -17,8 +17,15 @@ MiB = 1024**2
 
 # Bytes per element of the KV cache types llama.cpp accepts (block bytes / block size).
 KV_TYPE_BYTES = {
-    "f32": 4.0, "f16": 2.0, "bf16": 2.0,
-    "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32,
+    "f32": 4.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "q8_0": 34 / 32,
+    "q5_1": 24 / 32,
+    "q5_0": 22 / 32,
+    "q4_1": 20 / 32,
+    "q4_0": 18 / 32,
+    "iq4_nl": 18 / 32,
 }
 # The KV cache types offered in the UI and CLI: full precision and the two quantizations worth using.
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -70,8 +77,10 @@ class DeviceUse:
 
     def parts(self) -> dict[str, int]:
         return {
-            "weights": self.weights + self.repack, "kv": self.kv + self.recurrent,
-            "compute": self.compute + self.output, "overhead": self.overhead,
+            "weights": self.weights + self.repack,
+            "kv": self.kv + self.recurrent,
+            "compute": self.compute + self.output,
+            "overhead": self.overhead,
         }
 
 

@@ -24,8 +24,15 @@ from app.core.models.safetensors_meta import (
 )
 from app.core.models.spec import ModelSpec
 
-__all__ = ["MlxVariant", "mlx_label", "mlx_params", "mlx_quantization", "mlx_variant", "read_mlx_folder",
-           "weight_files"]
+__all__ = [
+    "MlxVariant",
+    "mlx_label",
+    "mlx_params",
+    "mlx_quantization",
+    "mlx_variant",
+    "read_mlx_folder",
+    "weight_files",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -68,8 +68,12 @@ def _estimate(spec: ModelSpec, opts: LoadOptions, m: Machine, n_gpu: int) -> Mem
         return estimate_memory(spec, opts.model_copy(update={"n_gpu_layers": 0}), backend="cpu", repack=m.repack)
     split = split_layers(n_gpu, [g.budget_bytes for g in m.gpus])
     return estimate_memory(
-        spec, opts.model_copy(update={"n_gpu_layers": n_gpu}), backend=m.backend,
-        gpu_names=[g.name for g in m.gpus], layer_split=split, repack=m.repack,
+        spec,
+        opts.model_copy(update={"n_gpu_layers": n_gpu}),
+        backend=m.backend,
+        gpu_names=[g.name for g in m.gpus],
+        layer_split=split,
+        repack=m.repack,
     )
 
 
@@ -120,8 +124,9 @@ def plan_load(
     opts = base.model_copy(update={"n_ctx": _contexts(requested, min_ctx)[-1]})
     n_gpu = total_layers if machine.gpus else 0
     est = _estimate(spec, opts, machine, n_gpu)
-    plan = Plan("no_fit", opts, est, requested, machine, "", n_gpu if machine.gpus else 0, total_layers,
-                list(machine.notes))
+    plan = Plan(
+        "no_fit", opts, est, requested, machine, "", n_gpu if machine.gpus else 0, total_layers, list(machine.notes)
+    )
     plan.explanation = explain(plan, spec)
     return plan
 
@@ -145,22 +150,29 @@ def explain(plan: Plan, spec: ModelSpec) -> str:
         where = f"{fmt_bytes(device.budget_bytes, 1)} usable {device.label or device.name}"
         lines.append(f"{device.name}: {_sum_line(use, opts)} {cmp} {where}")
     if plan.machine.unified and plan.estimate.total > plan.machine.cpu.budget_bytes:
-        lines.append(f"together {fmt_bytes(plan.estimate.total, 2)} > {fmt_bytes(plan.machine.cpu.budget_bytes)}"
-                     " of free unified memory")
+        lines.append(
+            f"together {fmt_bytes(plan.estimate.total, 2)} > {fmt_bytes(plan.machine.cpu.budget_bytes)}"
+            " of free unified memory"
+        )
     n = plan.n_layers
     if plan.verdict == "full_gpu":
         lines.append(f"→ all {n} layers on the GPU")
     elif plan.verdict == "partial":
         lines.append(f"→ {plan.layers_on_gpu} of {n} layers on the GPU, the rest on the CPU (slower)")
     elif plan.verdict == "cpu":
-        lines.append(f"→ all {n} layers on the CPU" + (" (the GPU has no room for even one layer)"
-                                                     if plan.machine.gpus else ""))
+        lines.append(
+            f"→ all {n} layers on the CPU" + (" (the GPU has no room for even one layer)" if plan.machine.gpus else "")
+        )
     else:
         need = plan.estimate.total
-        have = sum(d.budget_bytes for d in (plan.machine.cpu, *plan.machine.gpus)) if not plan.machine.unified \
+        have = (
+            sum(d.budget_bytes for d in (plan.machine.cpu, *plan.machine.gpus))
+            if not plan.machine.unified
             else plan.machine.cpu.budget_bytes
-        lines.append(f"→ will not fit: needs {fmt_bytes(need, 2)} even at {opts.n_ctx:,} context, "
-                     f"{fmt_bytes(have, 1)} usable")
+        )
+        lines.append(
+            f"→ will not fit: needs {fmt_bytes(need, 2)} even at {opts.n_ctx:,} context, {fmt_bytes(have, 1)} usable"
+        )
     if plan.ctx_reduced:
         lines.append(f"context lowered from {plan.requested_ctx:,} to {opts.n_ctx:,} to fit")
     return "\n".join(lines + plan.notes)

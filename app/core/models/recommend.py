@@ -156,8 +156,9 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
     full_ctx = [a for a in fits if not _plan(a).ctx_reduced]
     good = [a for a in full_ctx if quality(a) <= floor]
     # Trade quality for speed only down to Q4_K_M; below that, quality loss is easy to notice.
-    comfortable = [a for a in good if a.speed and a.speed.decode_tok_s >= COMFORTABLE_TOK_S
-                   and quality(a) <= BALANCED_KLD]
+    comfortable = [
+        a for a in good if a.speed and a.speed.decode_tok_s >= COMFORTABLE_TOK_S and quality(a) <= BALANCED_KLD
+    ]
     if comfortable:
         a = min(comfortable, key=key)
         return a, f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
@@ -165,8 +166,10 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
     if balanced:
         # Nothing is fast here: a bigger quant would only be slower for a barely visible gain.
         a = max(balanced, key=lambda a: (a.speed.decode_tok_s if a.speed else 0.0, -quality(a)))
-        return a, (f"fits at {_plan(a).options.n_ctx:,} context; the balanced choice, since no variant reaches "
-                   f"{COMFORTABLE_TOK_S:.0f} tok/s here")
+        return a, (
+            f"fits at {_plan(a).options.n_ctx:,} context; the balanced choice, since no variant reaches "
+            f"{COMFORTABLE_TOK_S:.0f} tok/s here"
+        )
     if good:
         a = min(good, key=key)
         return a, f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
@@ -174,7 +177,9 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
     reduced = [a for a in fits if quality(a) <= floor]
     if reduced:
         a = max(reduced, key=lambda a: (_plan(a).options.n_ctx, -quality(a)))
-        return a, (f"{a.variant.label} fits only at {_plan(a).options.n_ctx:,} context; preferred to a quant below "
-                   f"Q3 at {n_ctx:,}")
+        return a, (
+            f"{a.variant.label} fits only at {_plan(a).options.n_ctx:,} context; preferred to a quant below "
+            f"Q3 at {n_ctx:,}"
+        )
     a = min(full_ctx or fits, key=key)
     return a, "only a low-quality quant fits; expect noticeably worse answers"

@@ -20,8 +20,14 @@ from app.core.models.errors import ModelFileError
 from app.core.models.gguf_source import ByteSource, BytesSource, FileSource, source_size
 
 __all__ = [
-    "DTYPE_BITS", "SafetensorsEntry", "SafetensorsHeader", "SafetensorsModel", "local_safetensors_model",
-    "read_safetensors_header", "read_safetensors_model", "shard_names_from_index",
+    "DTYPE_BITS",
+    "SafetensorsEntry",
+    "SafetensorsHeader",
+    "SafetensorsModel",
+    "local_safetensors_model",
+    "read_safetensors_header",
+    "read_safetensors_model",
+    "shard_names_from_index",
 ]
 
 logger = logging.getLogger(__name__)
@@ -31,10 +37,25 @@ MAX_DIMS = 16
 INDEX_NAME = "model.safetensors.index.json"
 # Bits per element of every dtype the safetensors format defines.
 DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
 }
 
 

@@ -114,15 +114,20 @@ class EngineHost:
             return False
         return True
 
-    def load_sync(self, spec: LoadSpec, fmt: str | None = None, *, plan_check: bool = True,
-                  timeout: float | None = 600.0) -> ModelInfo:
+    def load_sync(
+        self, spec: LoadSpec, fmt: str | None = None, *, plan_check: bool = True, timeout: float | None = 600.0
+    ) -> ModelInfo:
         """Load and wait (for callers that are not Qt: the CLI, tests). Raises HearthError on failure."""
         job = LoadJob(spec=spec, format=fmt or format_for_path(spec.path), plan_check=plan_check)
         return self._wait(self.submit(job), timeout)
 
-    def generate_sync(self, request: GenerateRequest, source: str = "cli",
-                      on_chunk: Callable[[Chunk], None] | None = None,
-                      timeout: float | None = 600.0) -> tuple[str, Chunk]:
+    def generate_sync(
+        self,
+        request: GenerateRequest,
+        source: str = "cli",
+        on_chunk: Callable[[Chunk], None] | None = None,
+        timeout: float | None = 600.0,
+    ) -> tuple[str, Chunk]:
         """Generate and wait; `on_chunk` runs on the host thread. Ctrl-C while waiting cancels the job."""
 
         def sink(event: HostEvent) -> None:
@@ -297,15 +302,20 @@ class EngineHost:
         info = self._engine.info
         model = Path(info.path).name if info is not None else "?"
         try:
-            self.calibration.record(SpeedRun(
-                backend=pre.backend, model=model, predicted_decode=pre.predicted_decode_tok_s,
-                measured_decode=stats.decode_tok_s, measured_prefill=stats.prompt_tok_s,
-            ))
+            self.calibration.record(
+                SpeedRun(
+                    backend=pre.backend,
+                    model=model,
+                    predicted_decode=pre.predicted_decode_tok_s,
+                    measured_decode=stats.decode_tok_s,
+                    measured_prefill=stats.prompt_tok_s,
+                )
+            )
         except OSError as exc:  # a read-only cache dir costs calibration, not the reply
             logger.warning("could not record the speed run: %s", exc)
-        logger.debug("calibration: %s predicted %.1f tok/s, measured %.1f", model,
-                     pre.predicted_decode_tok_s, stats.decode_tok_s)
+        logger.debug(
+            "calibration: %s predicted %.1f tok/s, measured %.1f", model, pre.predicted_decode_tok_s, stats.decode_tok_s
+        )
 
     def __repr__(self) -> str:
         return f"EngineHost({self._thread.name!r}, {self._state.status})"
-

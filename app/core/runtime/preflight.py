@@ -49,7 +49,7 @@ class Preflight(Protocol):
 
 
 def format_for_path(path: str | Path) -> str:
-    """"mlx" for a folder, "gguf" for a .gguf file; raises ModelFileError otherwise."""
+    """ "mlx" for a folder, "gguf" for a .gguf file; raises ModelFileError otherwise."""
     p = Path(path).expanduser()
     if p.is_dir():
         return "mlx"
@@ -118,15 +118,27 @@ def default_context(model: ModelSpec) -> int:
     return min(DEFAULT_CTX, model.n_ctx_train) if model.n_ctx_train else FALLBACK_CTX
 
 
-def plan_model(model: ModelSpec, machine: Machine, n_ctx: int, options: LoadOptions | None = None, *,
-               exact: bool = False, label: str = "") -> PlannedLoad:
+def plan_model(
+    model: ModelSpec,
+    machine: Machine,
+    n_ctx: int,
+    options: LoadOptions | None = None,
+    *,
+    exact: bool = False,
+    label: str = "",
+) -> PlannedLoad:
     """Plan `model` on `machine` at up to `n_ctx` (exactly `n_ctx` with `exact`: the planner must
     not quietly plan a smaller context than is loaded), and predict its decode speed."""
     from app.core.models.planner import MIN_CONTEXT, plan_load
     from app.core.models.speed import predict_speed
 
-    plan = plan_load(model, machine, n_ctx=n_ctx, options=options or LoadOptions(n_ctx=n_ctx),
-                     min_ctx=n_ctx if exact else MIN_CONTEXT)
+    plan = plan_load(
+        model,
+        machine,
+        n_ctx=n_ctx,
+        options=options or LoadOptions(n_ctx=n_ctx),
+        min_ctx=n_ctx if exact else MIN_CONTEXT,
+    )
     try:
         predicted = predict_speed(model, plan).decode_tok_s
     except (ValueError, ZeroDivisionError) as exc:  # a spec too sparse to predict from
@@ -154,9 +166,14 @@ class DefaultPreflight:
 def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) -> PreflightResult:
     """Plan at exactly the requested context; raise LoadRefused with the planner's explanation."""
     options = LoadOptions(
-        n_ctx=spec.n_ctx, n_batch=spec.n_batch, n_ubatch=min(spec.n_ubatch, spec.n_batch),
-        cache_type_k=spec.cache_type_k, cache_type_v=spec.cache_type_v, flash_attn=spec.flash_attn,
-        use_mmap=spec.use_mmap, embeddings=spec.embedding,
+        n_ctx=spec.n_ctx,
+        n_batch=spec.n_batch,
+        n_ubatch=min(spec.n_ubatch, spec.n_batch),
+        cache_type_k=spec.cache_type_k,
+        cache_type_v=spec.cache_type_v,
+        flash_attn=spec.flash_attn,
+        use_mmap=spec.use_mmap,
+        embeddings=spec.embedding,
     )
     planned = plan_model(model, machine, spec.n_ctx, options, exact=True, label=label)
     plan = planned.plan
@@ -164,5 +181,6 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
         logger.warning("refusing to load %s: it will not fit", label)
         raise LoadRefused(f"{label} will not fit in free memory:\n{plan.explanation}")
     backend = "cpu" if plan.verdict == "cpu" else machine.backend
-    return PreflightResult(spec=model, plan=plan, predicted_decode_tok_s=planned.predicted_decode_tok_s,
-                           backend=backend)
+    return PreflightResult(
+        spec=model, plan=plan, predicted_decode_tok_s=planned.predicted_decode_tok_s, backend=backend
+    )

@@ -46,8 +46,15 @@ class ChatPage(QWidget):
     conversation_opened = Signal(int)
     files_done = Signal(str)  # export/import finished: a message for the user
 
-    def __init__(self, host: EngineHost, store: ChatStore, library: Library | None, tasks: TaskRunner,
-                 machine_source: Callable[[], Machine | None] | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        host: EngineHost,
+        store: ChatStore,
+        library: Library | None,
+        tasks: TaskRunner,
+        machine_source: Callable[[], Machine | None] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -69,16 +76,20 @@ class ChatPage(QWidget):
         self.composer = ComposerBox()
         self.settings = SettingsPanel(store, self.chats, self.writes)
         self.settings.setVisible(False)
-        self.replies = ReplyController(host, store, self.chats, self.writes, self.thread_view, self.composer,
-                                       self.settings, self)
+        self.replies = ReplyController(
+            host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self
+        )
         self._layout()
         self._wire()
         self._shortcuts()
         self.refresh_conversations()
         if store.recovered_interrupted:
             n = store.recovered_interrupted
-            self.show_notice(f"{n} repl{'ies were' if n != 1 else 'y was'} interrupted when Hearth last"
-                             " closed; the saved part is kept and marked “interrupted”.", "info")
+            self.show_notice(
+                f"{n} repl{'ies were' if n != 1 else 'y was'} interrupted when Hearth last"
+                " closed; the saved part is kept and marked “interrupted”.",
+                "info",
+            )
         convs = self.chats.list_conversations(limit=1)
         if convs:
             self.open_conversation(convs[0].id)
@@ -136,9 +147,13 @@ class ChatPage(QWidget):
         self.replies.finished.connect(self._reply_finished)
 
     def _shortcuts(self) -> None:
-        for keys, slot in (("Ctrl+N", self.new_conversation), ("Ctrl+L", self.composer.focus),
-                           ("Esc", self.replies.escape), ("Ctrl+R", self.replies.regenerate),
-                           ("Ctrl+F", self.conversations.search.setFocus)):
+        for keys, slot in (
+            ("Ctrl+N", self.new_conversation),
+            ("Ctrl+L", self.composer.focus),
+            ("Esc", self.replies.escape),
+            ("Ctrl+R", self.replies.regenerate),
+            ("Ctrl+F", self.conversations.search.setFocus),
+        ):
             sc = QShortcut(QKeySequence(keys), self)
             sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             sc.activated.connect(slot)
@@ -151,8 +166,10 @@ class ChatPage(QWidget):
         """Future[Conversation]: created on the writer thread (with the open chat's settings), then opened."""
         base = self.chats.get_conversation(self.conv_id) if self.conv_id is not None else None
         creating = self.chats.create_conversation(
-            system_prompt=base.system_prompt if base else "", sampling=base.sampling if base else None,
-            preset_id=base.preset_id if base else None)
+            system_prompt=base.system_prompt if base else "",
+            sampling=base.sampling if base else None,
+            preset_id=base.preset_id if base else None,
+        )
         self.writes.watch(creating, lambda conv: self._created(conv.id), self._write_failed, owner=self)
         return creating
 
@@ -236,8 +253,9 @@ class ChatPage(QWidget):
 
     def import_from(self, path: Path) -> None:
         """Read and written on the writer thread; the imported chat opens once it is committed."""
-        self.writes.watch(self.chats.import_file(path), self._imported,
-                          lambda exc: self._files_done(str(exc), "error"), owner=self)
+        self.writes.watch(
+            self.chats.import_file(path), self._imported, lambda exc: self._files_done(str(exc), "error"), owner=self
+        )
 
     def _imported(self, conv_id: int) -> None:
         self.refresh_conversations()
@@ -270,9 +288,13 @@ class ChatPage(QWidget):
     def _update_controls(self) -> None:
         s = self.replies.host_state
         self.composer.refresh(
-            self.replies.reason, loaded=s.model is not None and s.status != "loading",
-            editing=self.replies.editing is not None, busy=self.model_bar.busy_text,
-            replying=self.replies.replying, can_regenerate=self.conv_id is not None and bool(self.thread_view.rows))
+            self.replies.reason,
+            loaded=s.model is not None and s.status != "loading",
+            editing=self.replies.editing is not None,
+            busy=self.model_bar.busy_text,
+            replying=self.replies.replying,
+            can_regenerate=self.conv_id is not None and bool(self.thread_view.rows),
+        )
 
     def _update_meter(self) -> None:
         n = self.replies.n_ctx(self.settings.context_value())
@@ -299,4 +321,3 @@ class ChatPage(QWidget):
         self.chats.close(timeout)
         self.writes.close()
         self.write_failures.close()
-

@@ -78,8 +78,9 @@ class ComposerBox(QWidget):
     def focus(self) -> None:
         self.editor.setFocus()
 
-    def refresh(self, reason: str, *, loaded: bool, editing: bool, busy: str, replying: bool,
-                can_regenerate: bool) -> None:
+    def refresh(
+        self, reason: str, *, loaded: bool, editing: bool, busy: str, replying: bool, can_regenerate: bool
+    ) -> None:
         """Enable what can be used now; the reason line says why the rest waits (or what is being edited)."""
         self.editor.setEnabled(loaded)
         edit = "Editing a message: Enter resends it, Esc cancels" if editing else ""

@@ -45,8 +45,9 @@ class ConversationList(QWidget):
     failed = Signal(object)  # the exception from an export
     search_failed = Signal(str)  # a message for the user
 
-    def __init__(self, chats: ChatOperations, tasks: TaskRunner, current: Callable[[], int | None],
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, chats: ChatOperations, tasks: TaskRunner, current: Callable[[], int | None], parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.chats, self.tasks, self._current = chats, tasks, current
         self._query_seq = 0  # answers to older searches are dropped
@@ -93,9 +94,12 @@ class ConversationList(QWidget):
             self._show(self.chats.list_conversations(), current)
             return
         seq, chats = self._query_seq, self.chats
-        self.tasks.run(lambda: chats.search(query, limit=500),
-                       lambda convs: self._show(convs, self._current()) if seq == self._query_seq else None,
-                       lambda exc: self.search_failed.emit(f"Search failed: {exc}"), owner=self)
+        self.tasks.run(
+            lambda: chats.search(query, limit=500),
+            lambda convs: self._show(convs, self._current()) if seq == self._query_seq else None,
+            lambda exc: self.search_failed.emit(f"Search failed: {exc}"),
+            owner=self,
+        )
 
     def clear_search(self) -> None:
         self.search.clear()
@@ -124,15 +128,17 @@ class ConversationList(QWidget):
             self._ask_rename(conv_id)
 
     def _ask_rename(self, conv_id: int) -> None:
-        title, ok = QInputDialog.getText(self, "Rename chat", "Title:",
-                                         text=self.chats.get_conversation(conv_id).title)
+        title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=self.chats.get_conversation(conv_id).title)
         if ok:
             self.rename_requested.emit(conv_id, title)
 
     def _ask_delete(self) -> None:
         conv_id = self._current()
-        if conv_id is not None and QMessageBox.question(
-                self, "Delete chat", "Delete this chat and all its messages?") == QMessageBox.StandardButton.Yes:
+        if (
+            conv_id is not None
+            and QMessageBox.question(self, "Delete chat", "Delete this chat and all its messages?")
+            == QMessageBox.StandardButton.Yes
+        ):
             self.delete_requested.emit(conv_id)
 
     # -- export (file I/O off the UI thread) ------------------------------------------------------

@@ -23,7 +23,7 @@ def tokens_in_use(rows: Sequence[Row], system_prompt: str) -> tuple[int, str]:
         stats = rows[i].stats
         if stats and stats.get("prompt_tokens"):
             measured = int(stats["prompt_tokens"]) + int(stats.get("generated_tokens", 0))
-            after = history_for_request("", rows[i + 1:])
+            after = history_for_request("", rows[i + 1 :])
             return (measured + estimate_tokens(after) - 2, "~") if after else (measured, "")
     msgs = history_for_request(system_prompt, rows)
     return (estimate_tokens(msgs) if msgs else 0), "~"

@@ -76,7 +76,7 @@ class MessageDelegate(QStyledItemDelegate):
         doc = hit[1]
         cursor = QTextCursor(doc)
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.insertText(row.text[grown[0]:])  # the layout is redone for the new blocks only
+        cursor.insertText(row.text[grown[0] :])  # the layout is redone for the new blocks only
         self._growing[row.id] = (len(row.text), width)
         self._docs[row.id] = ((row.key(), width), doc)
         self._docs.move_to_end(row.id)
@@ -140,8 +140,9 @@ class MessageDelegate(QStyledItemDelegate):
 
     # No sizeHint override: QStyledItemDelegate's C++ one returns the item's SizeHintRole.
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
-              index: QModelIndex | QPersistentModelIndex) -> None:
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
         model = _messages(index.model())
         row = model.rows[index.row()]
         doc = self.document(row, model)
@@ -228,8 +229,7 @@ class MessageView(QListView):
 
     def mouseMoveEvent(self, event) -> None:  # noqa: N802
         _, href = self._anchor(event.position().toPoint())
-        self.viewport().setCursor(QCursor(Qt.CursorShape.PointingHandCursor if href
-                                          else Qt.CursorShape.ArrowCursor))
+        self.viewport().setCursor(QCursor(Qt.CursorShape.PointingHandCursor if href else Qt.CursorShape.ArrowCursor))
         if href and href.split(":")[0] not in ("copy", "think", "act", "branch"):
             self.setToolTip(f"Link (not opened): {href}")
         super().mouseMoveEvent(event)

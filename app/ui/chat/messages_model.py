@@ -62,8 +62,17 @@ class Row:
     def key(self) -> tuple:
         """Everything the row's HTML depends on: equal keys render the same, across reloads."""
         if self._key is None or self._key[0] != self.version:
-            self._key = (self.version, (self.text, self.status, self.expanded, self.branch,
-                                        stats_line(self.stats, self.finish_reason), self.error))
+            self._key = (
+                self.version,
+                (
+                    self.text,
+                    self.status,
+                    self.expanded,
+                    self.branch,
+                    stats_line(self.stats, self.finish_reason),
+                    self.error,
+                ),
+            )
         return self._key[1]
 
 
@@ -106,12 +115,27 @@ class MessagesModel(QStandardItemModel):
             item.setData(self.sizer(row, exact), Qt.ItemDataRole.SizeHintRole)
         return item
 
-    def set_messages(self, messages: list[Message], branches: dict[int, tuple[int, int]] | None = None,
-                     live: dict[int, str] | None = None) -> None:
+    def set_messages(
+        self,
+        messages: list[Message],
+        branches: dict[int, tuple[int, int]] | None = None,
+        live: dict[int, str] | None = None,
+    ) -> None:
         """Replace the thread. `live`: text of replies streaming right now (newer than the DB)."""
         branches, live = branches or {}, live or {}
-        self.rows = [Row(m, live.get(m.id, m.content), m.status, branches.get(m.id, (1, 1)), m.stats,
-                         m.finish_reason, m.error, expanded=m.id in self._expanded) for m in messages]
+        self.rows = [
+            Row(
+                m,
+                live.get(m.id, m.content),
+                m.status,
+                branches.get(m.id, (1, 1)),
+                m.stats,
+                m.finish_reason,
+                m.error,
+                expanded=m.id in self._expanded,
+            )
+            for m in messages
+        ]
         self._index = {r.id: i for i, r in enumerate(self.rows)}
         last = len(self.rows) - 1
         items = [self._item(r, i == last) for i, r in enumerate(self.rows)]  # exact last: following lands
@@ -164,8 +188,9 @@ class MessagesModel(QStandardItemModel):
             self.rows[i].text = text
             self._changed(i)
 
-    def finish(self, msg_id: int, status: str, text: str, stats: dict | None, finish_reason: str | None,
-               error: str | None) -> None:
+    def finish(
+        self, msg_id: int, status: str, text: str, stats: dict | None, finish_reason: str | None, error: str | None
+    ) -> None:
         i = self._index.get(msg_id)
         if i is None:
             return
@@ -193,8 +218,7 @@ class MessagesModel(QStandardItemModel):
         if streaming and len(row.text) > STREAM_MARKDOWN_CHARS:
             body = Rendered(plain_html(row.text))
         else:
-            body = render_message(row.text, role=row.message.role, reasoning_expanded=row.expanded,
-                                  streaming=streaming)
+            body = render_message(row.text, role=row.message.role, reasoning_expanded=row.expanded, streaming=streaming)
         self.renders += 1
         row.rendered = replace(body, html=header_html(row) + body.html + _footer(row))
         self._html[row.id] = (key, row.rendered)
@@ -209,8 +233,10 @@ def header_html(row: Row) -> str:
     out = f"<p style='margin-bottom:4px'><b>{label}</b>"
     pos, count = row.branch
     if count > 1:
-        out += (f" &nbsp; <a href='branch:prev'>‹</a> <span style='color:#57606a'>{pos}/{count}</span>"
-                " <a href='branch:next'>›</a>")
+        out += (
+            f" &nbsp; <a href='branch:prev'>‹</a> <span style='color:#57606a'>{pos}/{count}</span>"
+            " <a href='branch:next'>›</a>"
+        )
     actions = ["<a href='act:copy'>Copy</a>"]
     if row.message.role == "user":
         actions.append("<a href='act:edit'>Edit</a>")

@@ -59,8 +59,11 @@ def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], Machine | N
     planned = plan_model(model, machine, default_context(model), label=path.name)
     plan, opts = planned.plan, planned.plan.options
     return LoadPlanDefaults(
-        n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers, kv_type=opts.cache_type_k,
-        flash_attn=opts.flash_attn, predicted_tok_s=planned.predicted_decode_tok_s,
+        n_ctx=opts.n_ctx,
+        n_gpu_layers=opts.n_gpu_layers,
+        kv_type=opts.cache_type_k,
+        flash_attn=opts.flash_attn,
+        predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
         note="" if plan.fits else plan.explanation,
     )
@@ -98,8 +101,14 @@ class AdvancedForm(QWidget):
 class ModelBar(QWidget):
     """`host_state(state)` is fed by the page (UI thread); errors show in place under the bar."""
 
-    def __init__(self, host: EngineHost, library: Library | None, tasks: TaskRunner,
-                 machine_source: Callable[[], Machine | None] | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        host: EngineHost,
+        library: Library | None,
+        tasks: TaskRunner,
+        machine_source: Callable[[], Machine | None] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.host, self.library, self.tasks = host, library, tasks
         self.machine_source = machine_source
@@ -198,9 +207,14 @@ class ModelBar(QWidget):
             self._show_error("Pick a model from your library first.")
             return
         a = self.advanced
-        spec = LoadSpec(path=Path(model.path), n_ctx=a.n_ctx.value(), n_gpu_layers=a.gpu_layers.value(),
-                        flash_attn=a.flash_attn.isChecked(), cache_type_k=a.kv_type.currentText(),
-                        cache_type_v=a.kv_type.currentText())
+        spec = LoadSpec(
+            path=Path(model.path),
+            n_ctx=a.n_ctx.value(),
+            n_gpu_layers=a.gpu_layers.value(),
+            flash_attn=a.flash_attn.isChecked(),
+            cache_type_k=a.kv_type.currentText(),
+            cache_type_v=a.kv_type.currentText(),
+        )
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None:
             self.tasks.run(lambda: library.touch(model.id), owner=self)

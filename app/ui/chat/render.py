@@ -62,18 +62,17 @@ def split_reasoning(text: str) -> Parts:
         if m is None:
             answer.append(text[pos:])
             break
-        answer.append(text[pos: m.start()])
+        answer.append(text[pos : m.start()])
         close = _CLOSE[m.group(1).lower()]
         end = text.lower().find(close, m.end())
         if end < 0:
-            reasoning.append(text[m.end():])
+            reasoning.append(text[m.end() :])
             open_now = True
             break
-        reasoning.append(text[m.end(): end])
+        reasoning.append(text[m.end() : end])
         pos = end + len(close)
     found = bool(reasoning)
-    return Parts("".join(answer).strip("\n"), "\n\n".join(r.strip() for r in reasoning).strip(),
-                 open_now, found)
+    return Parts("".join(answer).strip("\n"), "\n\n".join(r.strip() for r in reasoning).strip(), open_now, found)
 
 
 def _markdown():
@@ -172,8 +171,9 @@ def markdown_html(text: str) -> tuple[str, list[str]]:
     return out, env.get("code_blocks", [])
 
 
-def render_message(text: str, *, role: str = "assistant", reasoning_expanded: bool = False,
-                   streaming: bool = False) -> Rendered:
+def render_message(
+    text: str, *, role: str = "assistant", reasoning_expanded: bool = False, streaming: bool = False
+) -> Rendered:
     """The body HTML of one message. User text is Markdown too (code pasted by the user reads well)."""
     if role != "assistant":
         body, blocks = markdown_html(text)
@@ -185,12 +185,16 @@ def render_message(text: str, *, role: str = "assistant", reasoning_expanded: bo
     words = len(parts.reasoning.split())
     arrow = "▾" if reasoning_expanded else "▸"
     state = "thinking…" if parts.reasoning_open and streaming else f"{words} word{'s' if words != 1 else ''}"
-    head = (f"<p style='color:{THINK_FG}'><a href='think:toggle'>{arrow} Reasoning</a>"
-            f" <span style='font-size:small'>({state})</span></p>")
+    head = (
+        f"<p style='color:{THINK_FG}'><a href='think:toggle'>{arrow} Reasoning</a>"
+        f" <span style='font-size:small'>({state})</span></p>"
+    )
     if reasoning_expanded:
         inner = html.escape(parts.reasoning).replace("\n", "<br>")
-        head += (f"<table width='100%' cellpadding='6' style='margin-bottom:6px'><tr><td"
-                 f" style='color:{THINK_FG}; border-left:3px solid #d0d7de'>{inner}</td></tr></table>")
+        head += (
+            f"<table width='100%' cellpadding='6' style='margin-bottom:6px'><tr><td"
+            f" style='color:{THINK_FG}; border-left:3px solid #d0d7de'>{inner}</td></tr></table>"
+        )
     return Rendered(head + body, blocks, True)
 
 

@@ -57,9 +57,17 @@ class ReplyController(QObject):
     created = Signal(int)
     retitled = Signal(int)
 
-    def __init__(self, host: EngineHost, store: ChatStore, chats: ChatOperations, writes: TaskRunner,
-                 thread_view: ThreadView, composer: ComposerBox, settings: SettingsPanel,
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        host: EngineHost,
+        store: ChatStore,
+        chats: ChatOperations,
+        writes: TaskRunner,
+        thread_view: ThreadView,
+        composer: ComposerBox,
+        settings: SettingsPanel,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.host, self.store, self.chats, self.writes = host, store, chats, writes
         self.thread_view, self.composer, self.settings = thread_view, composer, settings
@@ -104,8 +112,14 @@ class ReplyController(QObject):
         plan = self._plan(conv, [*self.thread_view.rows, Draft(text)])
         title = " ".join(text.split())[:60] if conv.title == DEFAULT_TITLE else None
         self.composer.clear()
-        return self._save_then_reply(self.chats.send(conv_id, text, title=title, reply=plan.ok), conv, plan,
-                                     text, sent=True, retitled=bool(title))
+        return self._save_then_reply(
+            self.chats.send(conv_id, text, title=title, reply=plan.ok),
+            conv,
+            plan,
+            text,
+            sent=True,
+            retitled=bool(title),
+        )
 
     def regenerate(self) -> bool:
         """A new reply to the last user turn; the old reply stays as a branch."""
@@ -135,8 +149,7 @@ class ReplyController(QObject):
         plan = self._plan(conv, [*before, Draft(text)])
         self.editing = None
         self.composer.clear()
-        return self._save_then_reply(self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok), conv,
-                                     plan, text)
+        return self._save_then_reply(self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok), conv, plan, text)
 
     def _plan(self, conv: Conversation, turns: Sequence[Turn]) -> ContextPlan:
         # The open chat's context length as the panel shows it (maybe not saved yet).
@@ -146,8 +159,15 @@ class ReplyController(QObject):
         history = history_for_request(conv.system_prompt, turns)
         return fit_context(history, estimate_tokens, n_ctx, reserve=min(reserve, max(n_ctx - 16, 1)))
 
-    def _save_then_reply(self, saving: Future, conv: Conversation, plan: ContextPlan, typed: str = "",
-                         sent: bool = False, retitled: bool = False) -> bool:
+    def _save_then_reply(
+        self,
+        saving: Future,
+        conv: Conversation,
+        plan: ContextPlan,
+        typed: str = "",
+        sent: bool = False,
+        retitled: bool = False,
+    ) -> bool:
         """When `saving` is committed, show the turn and start the reply. If the write fails, the
         typed text goes back into the composer: nothing the user wrote is lost."""
         new = conv is _NEW_CONVERSATION

@@ -58,8 +58,9 @@ class SettingsPanel(QWidget):
     saved = Signal(object)
     error = Signal(str)
 
-    def __init__(self, store: ChatStore, chats: ChatOperations, writes: TaskRunner,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, store: ChatStore, chats: ChatOperations, writes: TaskRunner, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("chatSettings")
         self.store, self.chats, self.writes = store, chats, writes
@@ -116,8 +117,16 @@ class SettingsPanel(QWidget):
         self._timer.setInterval(SAVE_DELAY_MS)
         self._timer.timeout.connect(self.save)
         self.system_prompt.textChanged.connect(self._changed)
-        for w in (self.temperature, self.top_p, self.top_k, self.min_p, self.repeat_penalty,
-                  self.max_tokens, self.seed, self.context_length):
+        for w in (
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.min_p,
+            self.repeat_penalty,
+            self.max_tokens,
+            self.seed,
+            self.context_length,
+        ):
             w.valueChanged.connect(self._changed)
         self.reload_presets()
         self.setEnabled(False)
@@ -125,13 +134,17 @@ class SettingsPanel(QWidget):
     # -- values ---------------------------------------------------------------------------------
     def sampling(self) -> SamplingParams:
         base = self.conv.sampling if self.conv is not None else SamplingParams()
-        return base.model_copy(update={
-            "temperature": self.temperature.value(), "top_p": self.top_p.value(),
-            "top_k": self.top_k.value(), "min_p": self.min_p.value(),
-            "repeat_penalty": self.repeat_penalty.value(),
-            "max_tokens": self.max_tokens.value() or None,
-            "seed": None if self.seed.value() < 0 else self.seed.value(),
-        })
+        return base.model_copy(
+            update={
+                "temperature": self.temperature.value(),
+                "top_p": self.top_p.value(),
+                "top_k": self.top_k.value(),
+                "min_p": self.min_p.value(),
+                "repeat_penalty": self.repeat_penalty.value(),
+                "max_tokens": self.max_tokens.value() or None,
+                "seed": None if self.seed.value() < 0 else self.seed.value(),
+            }
+        )
 
     def context_value(self) -> int | None:
         return self.context_length.value() or None
@@ -172,11 +185,18 @@ class SettingsPanel(QWidget):
             return
         self._dirty = False
         conv_id = self.conv.id
-        changes: dict[str, Any] = {"system_prompt": self.system_prompt.toPlainText(), "sampling": self.sampling(),
-                                   "context_length": self.context_value()}
+        changes: dict[str, Any] = {
+            "system_prompt": self.system_prompt.toPlainText(),
+            "sampling": self.sampling(),
+            "context_length": self.context_value(),
+        }
         self.conv = replace(self.conv, **changes)
-        self.writes.watch(self.chats.update_settings(conv_id, **changes), self.saved.emit,
-                          lambda exc: self._save_failed(conv_id, exc), owner=self)
+        self.writes.watch(
+            self.chats.update_settings(conv_id, **changes),
+            self.saved.emit,
+            lambda exc: self._save_failed(conv_id, exc),
+            owner=self,
+        )
 
     def _save_failed(self, conv_id: int, exc: BaseException) -> None:
         """UI thread."""
@@ -261,12 +281,17 @@ class SettingsPanel(QWidget):
         """Overwrite the selected preset with the panel's prompt and sampling."""
         pid = self._selected_own_preset("Built-in presets cannot be changed; save a copy with “Save as…”.")
         if pid is not None:
-            updating = self.chats.update_preset(pid, system_prompt=self.system_prompt.toPlainText(),
-                                                sampling=self.sampling())
+            updating = self.chats.update_preset(
+                pid, system_prompt=self.system_prompt.toPlainText(), sampling=self.sampling()
+            )
             self.writes.watch(updating, None, lambda exc: self.error.emit(str(exc)), owner=self)
 
     def delete_selected_preset(self) -> None:
         pid = self._selected_own_preset("Built-in presets cannot be deleted.")
         if pid is not None:
-            self.writes.watch(self.chats.delete_preset(pid), lambda _r: self.reload_presets(),
-                              lambda exc: self.error.emit(str(exc)), owner=self)
+            self.writes.watch(
+                self.chats.delete_preset(pid),
+                lambda _r: self.reload_presets(),
+                lambda exc: self.error.emit(str(exc)),
+                owner=self,
+            )

@@ -55,9 +55,17 @@ class StreamBridge(QObject):
     updated = Signal(int, str)  # message id, the whole text so far
     finished = Signal(int, object)  # message id, StreamResult
 
-    def __init__(self, msg_id: int, conv_id: int, chats: ChatOperations, *, flush_ms: int = FLUSH_MS,
-                 save_every_s: float = SAVE_EVERY_S, save_every_tokens: int = SAVE_EVERY_TOKENS,
-                 parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        msg_id: int,
+        conv_id: int,
+        chats: ChatOperations,
+        *,
+        flush_ms: int = FLUSH_MS,
+        save_every_s: float = SAVE_EVERY_S,
+        save_every_tokens: int = SAVE_EVERY_TOKENS,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.msg_id = msg_id
         self.conv_id = conv_id
@@ -97,8 +105,10 @@ class StreamBridge(QObject):
                     buf.final_chunk = chunk
                 now = time.monotonic()
                 since = now - self._last_save
-                if self._unsaved and ((self._unsaved >= self._save_every_tokens and since >= MIN_SAVE_GAP_S)
-                                      or since >= self._save_every_s):
+                if self._unsaved and (
+                    (self._unsaved >= self._save_every_tokens and since >= MIN_SAVE_GAP_S)
+                    or since >= self._save_every_s
+                ):
                     save = "".join(buf.parts)
                     self._unsaved, self._last_save = 0, now
             else:
@@ -148,8 +158,9 @@ class StreamBridge(QObject):
             else:
                 result = StreamResult("error", self.text, None, "error", message)
         self.result = result
-        self._chats.finish_reply(self.msg_id, result.text, result.status, result.stats, result.finish_reason,
-                                 result.error)
+        self._chats.finish_reply(
+            self.msg_id, result.text, result.status, result.stats, result.finish_reason, result.error
+        )
         self.finished.emit(self.msg_id, result)
 
 

@@ -50,8 +50,9 @@ class ThreadView(QWidget):
     stop_requested = Signal()
     notice = Signal(str, str)
 
-    def __init__(self, store: ChatStore, chats: ChatOperations, writes: TaskRunner,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, store: ChatStore, chats: ChatOperations, writes: TaskRunner, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.store, self.chats, self.writes = store, chats, writes
         self.conv_id: int | None = None
@@ -193,13 +194,18 @@ class ThreadView(QWidget):
         if msg_id in self._live:
             self.stop_requested.emit()
             return  # deleting a reply mid-stream: stop it; delete the kept part afterwards
-        self.writes.watch(self.chats.delete_message(msg_id), lambda _r: self.reload(),
-                          lambda exc: self._failed(exc, reload=True), owner=self)
+        self.writes.watch(
+            self.chats.delete_message(msg_id),
+            lambda _r: self.reload(),
+            lambda exc: self._failed(exc, reload=True),
+            owner=self,
+        )
 
     def switch_branch(self, msg_id: int, step: int) -> None:
         """Show the sibling `step` away; the thread is read again once the choice is committed."""
-        self.writes.watch(self.chats.switch_branch(msg_id, step), lambda _target: self.reload(),
-                          self._failed, owner=self)
+        self.writes.watch(
+            self.chats.switch_branch(msg_id, step), lambda _target: self.reload(), self._failed, owner=self
+        )
 
     def _failed(self, exc: BaseException, reload: bool = False) -> None:
         """UI thread: a write of this view failed; its text is for the user (ChatOperations)."""

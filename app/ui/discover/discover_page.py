@@ -29,8 +29,14 @@ class DiscoverPage(QWidget):
     repo_ready = Signal(object)  # HubModel, once a Hub repo's page is shown
     repo_failed = Signal(str)  # why a Hub repo could not be opened
 
-    def __init__(self, tasks: TaskRunner, *, hub: Callable[[], HubClient], ranker: Ranker = ranked_catalog,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        tasks: TaskRunner,
+        *,
+        hub: Callable[[], HubClient],
+        ranker: Ranker = ranked_catalog,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self._tasks = tasks
         self._ranker = ranker
@@ -87,8 +93,12 @@ class DiscoverPage(QWidget):
 
     def open_pick(self, pick: CatalogPick) -> None:
         m = pick.model
-        self.model_view.show_model(m.name, f"{m.family} · licence {m.license} · sizes estimated until the Hub "
-                                            "is asked", pick.recommendation, self.machine)
+        self.model_view.show_model(
+            m.name,
+            f"{m.family} · licence {m.license} · sizes estimated until the Hub is asked",
+            pick.recommendation,
+            self.machine,
+        )
         self.stack.setCurrentIndex(1)
 
     def open_repo(self, repo_id: str) -> None:
@@ -102,9 +112,12 @@ class DiscoverPage(QWidget):
         self.model_view.table.set_assessments([])
         self.model_view.card.setVisible(False)
         self.stack.setCurrentIndex(1)
-        self._tasks.run(lambda: load_hub_model(hub(), repo_id, machine),
-                        lambda m: self._show_repo(ticket, m), lambda e: self._repo_error(ticket, repo_id, e),
-                        owner=self)
+        self._tasks.run(
+            lambda: load_hub_model(hub(), repo_id, machine),
+            lambda m: self._show_repo(ticket, m),
+            lambda e: self._repo_error(ticket, repo_id, e),
+            owner=self,
+        )
 
     def _show_repo(self, ticket: int, m: HubModel) -> None:
         if ticket != self._opening:

@@ -58,8 +58,11 @@ class ModelView(QWidget):
         self.machine, self.recommendation = machine, rec
         self.title.setText(title)
         self.subtitle.setText(subtitle)
-        self.why.setText(f"Recommended: {rec.recommended.variant.label} — {rec.why}" if rec.recommended
-                         else f"No variant fits this machine: {rec.why}")
+        self.why.setText(
+            f"Recommended: {rec.recommended.variant.label} — {rec.why}"
+            if rec.recommended
+            else f"No variant fits this machine: {rec.why}"
+        )
         self.table.set_assessments(rec.assessments)
         self.show_notice("")
         self.card.setVisible(False)

@@ -38,8 +38,10 @@ class PickRow(QFrame):
             self.badge.setStyleSheet(f"background:{bg}; color:{fg}; border-radius:6px; padding:3px 8px;")
             self.badge.setToolTip(best.plan.explanation)
             speed = f"≈ {fmt_rate(best.speed.decode_tok_s)} tok/s" if best.speed else ""
-            self.detail.setText(f"{best.variant.label} {best.variant.format.upper()} · "
-                                f"{fmt_bytes(best.variant.size_bytes)} · {speed} · {best.quality}")
+            self.detail.setText(
+                f"{best.variant.label} {best.variant.format.upper()} · "
+                f"{fmt_bytes(best.variant.size_bytes)} · {speed} · {best.quality}"
+            )
         else:
             bg, fg = VERDICT_COLOURS["no_fit"]
             self.badge.setText("Will not fit")

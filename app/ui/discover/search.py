@@ -26,16 +26,22 @@ from app.ui.tasks import TaskRunner
 logger = logging.getLogger(__name__)
 
 FORMATS = [("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2")]
-SORTS = [("Most downloaded", "downloads"), ("Most liked", "likes"), ("Trending", "trending"),
-         ("Recently updated", "updated")]
+SORTS = [
+    ("Most downloaded", "downloads"),
+    ("Most liked", "likes"),
+    ("Trending", "trending"),
+    ("Recently updated", "updated"),
+]
 PAGE_SIZE = 50
 SummaryRole = Qt.ItemDataRole.UserRole + 1
 
 
 def summary_text(r: ModelSummary) -> str:
     gated = " · gated" if r.gated else ""
-    return (f"{r.id}\nby {r.author} · ↓ {fmt_count(r.downloads)} · ♥ {fmt_count(r.likes)} · "
-            f"updated {fmt_ago(r.last_modified, never='unknown')}{gated}")
+    return (
+        f"{r.id}\nby {r.author} · ↓ {fmt_count(r.downloads)} · ♥ {fmt_count(r.likes)} · "
+        f"updated {fmt_ago(r.last_modified, never='unknown')}{gated}"
+    )
 
 
 _ROOT = QModelIndex()  # a list model has one level: its rows hang off the invisible root
@@ -148,8 +154,12 @@ class SearchPanel(QWidget):
         generation, hub = self._generation, self._hub
         self.busy = True
         self.more.setEnabled(False)
-        self._tasks.run(lambda: call(hub()), lambda page: self._got(generation, page),
-                        lambda exc: self._failed(generation, exc), owner=self)
+        self._tasks.run(
+            lambda: call(hub()),
+            lambda page: self._got(generation, page),
+            lambda exc: self._failed(generation, exc),
+            owner=self,
+        )
 
     def _got(self, generation: int, page: SearchPage) -> None:
         if generation != self._generation:
@@ -160,8 +170,11 @@ class SearchPanel(QWidget):
         self.more.setVisible(page.next is not None)
         self.more.setEnabled(True)
         n = self.model.rowCount()
-        self.status.setText(f"{n} model{'s' if n != 1 else ''}" + (" (more available)" if page.next else "")
-                            if n else "No models match. Try other words or another format.")
+        self.status.setText(
+            f"{n} model{'s' if n != 1 else ''}" + (" (more available)" if page.next else "")
+            if n
+            else "No models match. Try other words or another format."
+        )
         self.results_ready.emit(n)
 
     def _failed(self, generation: int, exc: BaseException) -> None:

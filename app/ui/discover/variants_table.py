@@ -43,10 +43,13 @@ class VariantsTable(QTableWidget):
         p, s = a.plan, a.speed
         fit = p.label if (p and a.runnable) else (a.reason or "cannot run here")
         cells = [
-            ("★ " if a.recommended else "") + a.variant.label, a.variant.format.upper(),
-            fmt_bytes(a.variant.size_bytes), fit,
+            ("★ " if a.recommended else "") + a.variant.label,
+            a.variant.format.upper(),
+            fmt_bytes(a.variant.size_bytes),
+            fit,
             f"{p.options.n_ctx:,}" if p and p.fits and a.runnable else "",
-            fmt_rate(s.decode_tok_s) if s and a.runnable else "", a.quality,
+            fmt_rate(s.decode_tok_s) if s and a.runnable else "",
+            a.quality,
         ]
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
@@ -90,4 +93,3 @@ class VariantsTable(QTableWidget):
         hint = super().sizeHint()
         hint.setHeight(min(360, 32 + 30 * max(1, self.rowCount())))
         return hint
-

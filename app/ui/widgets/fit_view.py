@@ -55,8 +55,10 @@ def fmt_rate(v: float) -> str:
 
 
 def speed_text(s: SpeedPrediction) -> str:
-    return (f"≈ {fmt_rate(s.decode_tok_s)} tok/s decode ({fmt_rate(s.decode_tok_s_full_ctx)} tok/s at full "
-            f"context), {fmt_rate(s.prefill_tok_s)} tok/s prompt — {s.basis}")
+    return (
+        f"≈ {fmt_rate(s.decode_tok_s)} tok/s decode ({fmt_rate(s.decode_tok_s_full_ctx)} tok/s at full "
+        f"context), {fmt_rate(s.prefill_tok_s)} tok/s prompt — {s.basis}"
+    )
 
 
 def _swatch(colour: QColor, hatched: bool = False) -> QLabel:
@@ -190,14 +192,23 @@ class FitView(QWidget):
         kv = self.kv_type
         # llama.cpp only quantizes the V cache with flash attention on.
         flash = self._base.flash_attn or kv not in ("f16", "f32", "bf16")
-        return self._base.model_copy(update={
-            "n_ctx": self.requested_ctx, "cache_type_k": kv, "cache_type_v": kv, "flash_attn": flash,
-        })
+        return self._base.model_copy(
+            update={
+                "n_ctx": self.requested_ctx,
+                "cache_type_k": kv,
+                "cache_type_v": kv,
+                "flash_attn": flash,
+            }
+        )
 
     def text(self) -> str:
         """All visible text, for tests and accessibility."""
-        lines = [self.badge.text(), self.ctx_note.text(), f"Context {self.context_label.text()}",
-                 f"KV cache {self.kv_type}"]
+        lines = [
+            self.badge.text(),
+            self.ctx_note.text(),
+            f"Context {self.context_label.text()}",
+            f"KV cache {self.kv_type}",
+        ]
         lines += [caption.text() for caption in self.captions.values()]
         lines += [w.text() for w in self.legend_labels if not w.isHidden()]
         lines += [self.explanation_label.text(), self.speed_label.text()]
@@ -229,8 +240,10 @@ class FitView(QWidget):
     def _show(self, plan: Plan) -> None:
         bg, fg = VERDICT_COLOURS[plan.verdict]
         self.badge.setText(plan.label)
-        self.badge.setStyleSheet(f"QLabel#fitBadge {{ background: {bg}; color: {fg}; border-radius: 9px;"
-                                 " padding: 3px 10px; font-weight: 600; }")
+        self.badge.setStyleSheet(
+            f"QLabel#fitBadge {{ background: {bg}; color: {fg}; border-radius: 9px;"
+            " padding: 3px 10px; font-weight: 600; }"
+        )
         self.badge.setProperty("verdict", plan.verdict)
         self.context_label.setText(f"{self.requested_ctx:,} tokens")
         if plan.ctx_reduced:
@@ -276,7 +289,8 @@ class FitView(QWidget):
             tail = f" — {fmt_bytes(over, 2)} over" if over else ""
             self.captions[device.name].setText(
                 f"{device.name} · {pool}{shared}: {fmt_bytes(use.total, 2)} of "
-                f"{fmt_bytes(device.budget_bytes, 1)} usable{layers}{tail}")
+                f"{fmt_bytes(device.budget_bytes, 1)} usable{layers}{tail}"
+            )
 
     def _clear_bars(self) -> None:
         while self._bars_layout.count():

@@ -20,6 +20,7 @@ def fmt_like(n: int, scale_of: int, digits: int = 2) -> str:
             return f"{n / size:.{digits}f} {unit}"
     return f"{int(n)} B"
 
+
 # Order, legend name and colour of each part DeviceUse.parts() reports.
 SEGMENTS: tuple[tuple[str, str, QColor], ...] = (
     ("weights", "weights", QColor("#e07a3f")),

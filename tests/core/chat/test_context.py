@@ -105,8 +105,16 @@ def test_policy_properties(turns, last, system, n_ctx, reserve):
 
 
 def _msg(i, role, content, status="done"):
-    return Message(id=i, conversation_id=1, parent_id=i - 1 or None, role=role, content=content,
-                   status=status, created_at=0.0, updated_at=0.0)
+    return Message(
+        id=i,
+        conversation_id=1,
+        parent_id=i - 1 or None,
+        role=role,
+        content=content,
+        status=status,
+        created_at=0.0,
+        updated_at=0.0,
+    )
 
 
 def test_history_for_request_skips_failed_and_in_flight_replies():
@@ -120,7 +128,11 @@ def test_history_for_request_skips_failed_and_in_flight_replies():
     ]
     out = history_for_request("Be kind.", path)
     assert [(m.role, m.content) for m in out] == [
-        ("system", "Be kind."), ("user", "q1"), ("user", "q2"), ("assistant", "partial"), ("user", "q3"),
+        ("system", "Be kind."),
+        ("user", "q1"),
+        ("user", "q2"),
+        ("assistant", "partial"),
+        ("user", "q3"),
     ]
     assert history_for_request("  ", path[:1])[0].role == "user"
 

@@ -21,8 +21,7 @@ def tiny_fs(tmp_path):
     mnt.mkdir()
     if shutil.which("mount") is None:
         pytest.skip("no mount command")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -131,5 +130,6 @@ def test_t30_simulated_full_mid_transaction_rolls_back(flaky, db_path):
         assert again.integrity_ok()
         assert [c.title for c in again.list_conversations()] == ["c"]
         assert [(m.content, m.status) for m in again.all_messages(conv.id)] == [
-            ("kept", "done"), ("partial", "interrupted"),
+            ("kept", "done"),
+            ("partial", "interrupted"),
         ]

@@ -17,16 +17,23 @@ CODE = "Here you go:\n\n```python\ndef f(x):\n    return x * 2  # <b>not html</b
 @pytest.fixture
 def conv(store):
     c = store.create_conversation("Code talk", system_prompt="You are terse.\nAnswer in code.")
-    store.update_settings(c.id, sampling=SamplingParams(temperature=0.4, seed=3), context_length=4096,
-                          model_id="models/smollm2.gguf")
+    store.update_settings(
+        c.id, sampling=SamplingParams(temperature=0.4, seed=3), context_length=4096, model_id="models/smollm2.gguf"
+    )
     u1 = store.add_user_message(c.id, "double a number")
     a1 = store.begin_assistant(c.id, u1)
-    store.finish_assistant(a1, CODE, "done", GenerationStats(generated_tokens=20, decode_tok_s=41.5,
-                                                             time_to_first_token_s=0.25), "stop")
+    store.finish_assistant(
+        a1, CODE, "done", GenerationStats(generated_tokens=20, decode_tok_s=41.5, time_to_first_token_s=0.25), "stop"
+    )
     u2 = store.add_user_message(c.id, "now in a loop")
     a2 = store.begin_assistant(c.id, u2)
-    store.finish_assistant(a2, "Sure:\n```python\nfor i in range(3):\n    print(i", "stopped",
-                           GenerationStats(generated_tokens=9), "cancelled")
+    store.finish_assistant(
+        a2,
+        "Sure:\n```python\nfor i in range(3):\n    print(i",
+        "stopped",
+        GenerationStats(generated_tokens=9),
+        "cancelled",
+    )
     edited = store.edit_user_message(u2, "now with map()")  # a hidden branch must survive export
     a3 = store.begin_assistant(c.id, edited)
     store.finish_assistant(a3, "", "error", None, "error", error="engine crashed")
@@ -61,8 +68,16 @@ def _shape(store, conv_id):
     msgs = store.all_messages(conv_id)
     index = {m.id: i for i, m in enumerate(msgs)}
     return [
-        (m.role, m.content, m.status, m.stats, m.finish_reason, m.error, m.created_at,
-         None if m.parent_id is None else index[m.parent_id])
+        (
+            m.role,
+            m.content,
+            m.status,
+            m.stats,
+            m.finish_reason,
+            m.error,
+            m.created_at,
+            None if m.parent_id is None else index[m.parent_id],
+        )
         for m in msgs
     ]
 
@@ -126,8 +141,18 @@ def _mutations():
     def content_not_str(d):
         d["messages"][0]["content"] = {"html": "<script>"}
 
-    return [extra_top, bad_role, forward_parent, dup_id, missing_leaf, wrong_format, bad_version,
-            bad_sampling, nan_stats, content_not_str]
+    return [
+        extra_top,
+        bad_role,
+        forward_parent,
+        dup_id,
+        missing_leaf,
+        wrong_format,
+        bad_version,
+        bad_sampling,
+        nan_stats,
+        content_not_str,
+    ]
 
 
 @pytest.mark.parametrize("mutate", _mutations(), ids=lambda f: f.__name__)

@@ -14,10 +14,23 @@ from app.core.chat.operations import WRITER_THREAD, ChatOperations, SavedTurn
 from app.core.chat.store import ChatStore
 from app.core.engines.base import GenerationStats, SamplingParams
 
-WRITES = ("create_conversation", "rename_conversation", "delete_conversation", "update_settings",
-          "save_preset", "update_preset", "delete_preset", "add_user_message", "begin_assistant",
-          "edit_user_message", "delete_message", "switch_branch", "update_streaming", "finish_assistant",
-          "import_conversation")
+WRITES = (
+    "create_conversation",
+    "rename_conversation",
+    "delete_conversation",
+    "update_settings",
+    "save_preset",
+    "update_preset",
+    "delete_preset",
+    "add_user_message",
+    "begin_assistant",
+    "edit_user_message",
+    "delete_message",
+    "switch_branch",
+    "update_streaming",
+    "finish_assistant",
+    "import_conversation",
+)
 
 
 @pytest.fixture

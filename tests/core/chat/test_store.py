@@ -58,9 +58,7 @@ def test_conversation_crud_and_order(store):
 def test_settings_per_conversation(store):
     conv = store.create_conversation("s", system_prompt="be brief", model_id="lib:smollm2")
     assert conv.sampling == SamplingParams()
-    updated = store.update_settings(
-        conv.id, sampling=SamplingParams(temperature=0.3, seed=7), context_length=8192
-    )
+    updated = store.update_settings(conv.id, sampling=SamplingParams(temperature=0.3, seed=7), context_length=8192)
     assert updated.sampling.temperature == 0.3 and updated.sampling.seed == 7
     assert updated.context_length == 8192
     assert updated.system_prompt == "be brief" and updated.model_id == "lib:smollm2"

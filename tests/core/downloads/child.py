@@ -1,6 +1,6 @@
 """A download in its own process, for the kill -9 and two-process tests (T13/T14).
 
-    python -m tests.core.downloads.child URL DEST ROOT SIZE SHA256
+python -m tests.core.downloads.child URL DEST ROOT SIZE SHA256
 """
 
 from __future__ import annotations

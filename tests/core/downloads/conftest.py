@@ -51,15 +51,33 @@ def make_dl(fake_hub, models_dir):
     """`make_dl(path="m.gguf", *, options=FAST, controls=, reporting=, **source_changes)` → a FileDownload of
     that file of `org/dl` into models_dir; run it with the `client` fixture (no proxies)."""
 
-    def make(path: str = "m.gguf", repo_id: str = REPO, *, options: DownloadOptions = FAST, controls=None,
-             reporting=None, **source_changes) -> FileDownload:
+    def make(
+        path: str = "m.gguf",
+        repo_id: str = REPO,
+        *,
+        options: DownloadOptions = FAST,
+        controls=None,
+        reporting=None,
+        **source_changes,
+    ) -> FileDownload:
         snap = fake_hub.repos[repo_id].snapshot("main")
         f = snap.files[path]
-        source = dict(url=fake_hub.resolve_url(repo_id, path), path=path, size=f.size, repo_id=repo_id,
-                      commit=snap.commit, sha256=f.sha256 if f.is_lfs else None,
-                      git_sha1=None if f.is_lfs else f.etag)
-        return FileDownload(Source(**{**source, **source_changes}), Target(models_dir / repo_id / path, models_dir),
-                            options=options, controls=controls, reporting=reporting)
+        source = dict(
+            url=fake_hub.resolve_url(repo_id, path),
+            path=path,
+            size=f.size,
+            repo_id=repo_id,
+            commit=snap.commit,
+            sha256=f.sha256 if f.is_lfs else None,
+            git_sha1=None if f.is_lfs else f.etag,
+        )
+        return FileDownload(
+            Source(**{**source, **source_changes}),
+            Target(models_dir / repo_id / path, models_dir),
+            options=options,
+            controls=controls,
+            reporting=reporting,
+        )
 
     return make
 

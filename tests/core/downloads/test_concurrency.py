@@ -21,8 +21,12 @@ pytestmark = pytest.mark.slow
 
 def spawn(hub, models_dir, f) -> subprocess.Popen:
     args = [hub.resolve_url(REPO, f.path), str(models_dir / REPO / f.path), str(models_dir), str(f.size), f.sha256]
-    return subprocess.Popen([sys.executable, "-m", "tests.core.downloads.child", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.core.downloads.child", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.fixture

@@ -21,8 +21,12 @@ SIZE = 1 << 20
 
 @pytest.fixture
 def files(fake_hub):
-    data = {"a.gguf": blob(SIZE, 1), "b.gguf": blob(SIZE, 2), "mmproj-f16.gguf": blob(1000, 3),
-            "config.json": b'{"x": 1}'}
+    data = {
+        "a.gguf": blob(SIZE, 1),
+        "b.gguf": blob(SIZE, 2),
+        "mmproj-f16.gguf": blob(1000, 3),
+        "config.json": b'{"x": 1}',
+    }
     repo = fake_hub.add_repo(FakeRepo(REPO, files=data))
     snap = repo.snapshot("main")
 
@@ -57,8 +61,9 @@ def sha(path) -> str:
 
 def test_variant_lands_whole_and_verified(files, make_manager, models_dir):
     m = make_manager()
-    item_id = m.add_variant(REPO, [files("a.gguf"), files("mmproj-f16.gguf"), files("config.json")],
-                            commit=files.commit, label="A + mmproj")
+    item_id = m.add_variant(
+        REPO, [files("a.gguf"), files("mmproj-f16.gguf"), files("config.json")], commit=files.commit, label="A + mmproj"
+    )
     assert m.wait(item_id, 20) == State.DONE
     for name in ("a.gguf", "mmproj-f16.gguf", "config.json"):
         assert (models_dir / REPO / name).read_bytes() == files.data[name]
@@ -173,5 +178,7 @@ def test_split_gguf_variant_from_a_generated_repo(fake_hub, make_manager, models
     m = make_manager()
     item_id = m.add_variant(repo.repo_id, specs, commit=snap.commit, label="Q8_0")
     assert m.wait(item_id, 20) == State.DONE
-    assert sorted(p.relative_to(models_dir / repo.repo_id).as_posix()
-                  for p in (models_dir / repo.repo_id).rglob("*.gguf")) == shards
+    assert (
+        sorted(p.relative_to(models_dir / repo.repo_id).as_posix() for p in (models_dir / repo.repo_id).rglob("*.gguf"))
+        == shards
+    )

@@ -14,8 +14,14 @@ SHA = hashlib.sha256(DATA).hexdigest()
 
 
 def source(**changes) -> Source:
-    base = dict(url="https://hub/org/m/resolve/c1/m.gguf", path="m.gguf", sha256=SHA, size=len(DATA),
-                repo_id="org/m", commit="c1")
+    base = dict(
+        url="https://hub/org/m/resolve/c1/m.gguf",
+        path="m.gguf",
+        sha256=SHA,
+        size=len(DATA),
+        repo_id="org/m",
+        commit="c1",
+    )
     return Source(**{**base, **changes})
 
 

@@ -12,8 +12,22 @@ from app.core.downloads.paths import check_file_type, destination, repo_folder, 
 from tests.core.downloads.conftest import REPO, gets
 from tests.fakehub import HOSTILE_NAMES, hostile_repo
 
-MORE_HOSTILE = ["a/../../x.gguf", "a//x.gguf", "./x.gguf", "x.gguf.", "x.gguf ", "CON.gguf", "a/nul.json",
-                "x\x00.gguf", "x\n.gguf", "C:/x.gguf", "\\x.gguf", "a/b\\c.gguf", "lpt1", ""]
+MORE_HOSTILE = [
+    "a/../../x.gguf",
+    "a//x.gguf",
+    "./x.gguf",
+    "x.gguf.",
+    "x.gguf ",
+    "CON.gguf",
+    "a/nul.json",
+    "x\x00.gguf",
+    "x\n.gguf",
+    "C:/x.gguf",
+    "\\x.gguf",
+    "a/b\\c.gguf",
+    "lpt1",
+    "",
+]
 
 
 @pytest.mark.parametrize("name", [*HOSTILE_NAMES, *MORE_HOSTILE])
@@ -25,8 +39,18 @@ def test_hostile_names_are_rejected(name, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("name", ["Q4/m-00001-of-00003.gguf", "model.safetensors", "config.json",
-                                  "tokenizer.model", "chat_template.jinja", "README.md", "notes.txt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Q4/m-00001-of-00003.gguf",
+        "model.safetensors",
+        "config.json",
+        "tokenizer.model",
+        "chat_template.jinja",
+        "README.md",
+        "notes.txt",
+    ],
+)
 def test_ordinary_names_pass(name, tmp_path):
     assert validate_remote_name(name) == name
     check_file_type(name)
@@ -57,8 +81,10 @@ def test_hostile_repo_rejected_by_manager_and_downloader(fake_hub, tmp_path, mod
                 manager.add_file(repo.repo_id, RemoteFile(name, f.size, f.sha256), commit=snap.commit)
             naive = models_dir / repo.repo_id / name  # what a careless join would produce
             with pytest.raises(UnsafePathError):
-                FileDownload(Source(fake_hub.resolve_url(repo.repo_id, name), name, f.sha256, size=f.size),
-                             Target(naive, models_dir)).run()
+                FileDownload(
+                    Source(fake_hub.resolve_url(repo.repo_id, name), name, f.sha256, size=f.size),
+                    Target(naive, models_dir),
+                ).run()
     finally:
         manager.close()
     assert manager.items() == []

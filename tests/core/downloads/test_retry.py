@@ -58,8 +58,7 @@ def test_budget_passes_retry_after_through():
 
 
 def test_download_options_from_flat_keys():
-    options = DownloadOptions.of({"backoff_s": 0.01, "backoff_max_s": 0.05, "stall_timeout_s": 5.0,
-                                  "max_retries": 2})
+    options = DownloadOptions.of({"backoff_s": 0.01, "backoff_max_s": 0.05, "stall_timeout_s": 5.0, "max_retries": 2})
     assert options == DownloadOptions(RetryPolicy(max_retries=2, backoff_s=0.01, backoff_max_s=0.05), 5.0)
     assert DownloadOptions.of(None) == DownloadOptions() and DownloadOptions.of(options) is options
     with pytest.raises(TypeError):

@@ -21,8 +21,9 @@ def loaded(**kwargs) -> FakeEngine:
 
 
 def run(e: FakeEngine, prompt: str = "hello there", cancel: threading.Event | None = None, **sampling):
-    return collect(e.generate(GenerateRequest(prompt=prompt, sampling=SamplingParams(**sampling)),
-                              cancel or threading.Event()))
+    return collect(
+        e.generate(GenerateRequest(prompt=prompt, sampling=SamplingParams(**sampling)), cancel or threading.Event())
+    )
 
 
 def test_script_max_tokens_and_stop_strings():
@@ -105,12 +106,15 @@ def test_fake_is_not_in_the_default_registry():
     assert "fake" not in default_registry().formats()
 
 
-@pytest.mark.parametrize("pieces, stops, want, hit", [
-    (["Hel", "lo <", "|end", "|> more"], ["<|end|>"], "Hello ", "<|end|>"),
-    (["ab", "c"], ["abd"], "abc", None),
-    (["x", "yz"], ["y", "z"], "x", "y"),
-    (["no stops"], [], "no stops", None),
-])
+@pytest.mark.parametrize(
+    "pieces, stops, want, hit",
+    [
+        (["Hel", "lo <", "|end", "|> more"], ["<|end|>"], "Hello ", "<|end|>"),
+        (["ab", "c"], ["abd"], "abc", None),
+        (["x", "yz"], ["y", "z"], "x", "y"),
+        (["no stops"], [], "no stops", None),
+    ],
+)
 def test_stop_scanner(pieces, stops, want, hit):
     s = StopScanner(stops)
     out = "".join(s.feed(p) for p in pieces) + s.flush()

@@ -29,6 +29,7 @@ def token_chunks(chunks):
 
 # -- pure helpers --------------------------------------------------------------------------
 
+
 def test_text_stream_buffers_split_utf8():
     stream = TextStream([])
     euro = "€".encode()
@@ -61,13 +62,16 @@ def test_registry_creates_llamacpp_and_reports_mlx(monkeypatch):
     registry = default_registry()
     assert registry.formats() == ["gguf", "mlx"]
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlx" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mlx" else real_find_spec(name, *a)
+    )
     assert registry.why_unavailable("mlx") == "mlx is not installed"
     with pytest.raises(EngineError, match="mlx is not installed"):
         registry.create("mlx")
 
 
 # -- tiny GGUFs ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fixture", ["tiny_gguf_f16", "tiny_gguf_q8_0", "tiny_gguf_q4_k_m"])
 def test_tiny_gguf_load_generate_unload_reload(request, fixture):
@@ -102,7 +106,7 @@ def test_tiny_user_text_cannot_forge_control_tokens(tiny_gguf_f16):
         assert ids.count(IM_START_ID) == 2 and ids.count(IM_END_ID) == 1
         assert ids[0] == IM_START_ID
         content = engine.tokenize(EVIL, special=False)
-        assert any(ids[i:i + len(content)] == content for i in range(len(ids)))  # content went in as text
+        assert any(ids[i : i + len(content)] == content for i in range(len(ids)))  # content went in as text
     finally:
         engine.unload()
 
@@ -189,9 +193,12 @@ def test_sampler_failure_mid_generation_ends_with_error_chunk(tiny_gguf_f16, mon
 def test_seeded_sampling_repeats_and_seeds_do_not_stick(tiny_gguf_f16):
     engine = load_llamacpp(tiny_gguf_f16, n_ctx=256)
     try:
+
         def run(seed):
-            req = GenerateRequest(prompt="Hello", sampling=SamplingParams(
-                temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, max_tokens=24, seed=seed))
+            req = GenerateRequest(
+                prompt="Hello",
+                sampling=SamplingParams(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, max_tokens=24, seed=seed),
+            )
             return [c.token for c in token_chunks(engine.generate(req, threading.Event()))]
 
         assert run(7) == run(7)
@@ -205,8 +212,11 @@ def test_seeded_sampling_repeats_and_seeds_do_not_stick(tiny_gguf_f16):
 def test_grammar_constrains_output(tiny_gguf_f16):
     engine = load_llamacpp(tiny_gguf_f16, n_ctx=256)
     try:
-        req = GenerateRequest(prompt="Answer:", grammar='root ::= ("yes" | "no") "."',
-                              sampling=SamplingParams(temperature=1.0, seed=3, max_tokens=10))
+        req = GenerateRequest(
+            prompt="Answer:",
+            grammar='root ::= ("yes" | "no") "."',
+            sampling=SamplingParams(temperature=1.0, seed=3, max_tokens=10),
+        )
         text, final = generate_all(engine, req)
         assert text in ("yes.", "no.") and final.finish_reason == "stop"
     finally:
@@ -235,6 +245,7 @@ def test_unknown_cache_type_is_refused(tiny_gguf_f16):
 
 
 # -- SmolLM2 (real model) --------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_smollm2_knows_the_capital_of_france(smollm2_engine):
@@ -311,8 +322,11 @@ def test_smollm2_second_turn_evaluates_only_new_tokens(smollm2_engine):
     turn1 = chat_request("What is the capital of France?")
     reply, final1 = generate_all(engine, turn1)
     turn2 = GenerateRequest(
-        messages=turn1.messages + [ChatMessage(role="assistant", content=reply),
-                                   ChatMessage(role="user", content="And what is the capital of Germany?")],
+        messages=turn1.messages
+        + [
+            ChatMessage(role="assistant", content=reply),
+            ChatMessage(role="user", content="And what is the capital of Germany?"),
+        ],
         sampling=turn1.sampling,
     )
     tokens2 = engine.prompt_tokens(turn2)

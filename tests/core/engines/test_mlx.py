@@ -155,8 +155,7 @@ def test_stop_strings_and_max_tokens(engine):
     text = engine._tok.decode(ids)
     if final.finish_reason == "length" and len(text) > 1:
         stop = text[1:3]
-        stopped, _ = collect(engine.generate(greedy([("user", "count")], max_tokens=3, stop=[stop]),
-                                             threading.Event()))
+        stopped, _ = collect(engine.generate(greedy([("user", "count")], max_tokens=3, stop=[stop]), threading.Event()))
         assert stop not in stopped and text.startswith(stopped)
 
 
@@ -181,8 +180,10 @@ def test_same_f32_weights_same_greedy_tokens_as_llamacpp(mlx_available, tiny_pai
     mlx = MlxEngine()
     mlx.load(LoadSpec(path=mlx_dir, n_ctx=512))
     try:
-        for req in (greedy([("system", "You are a helpful assistant."), ("user", "What is the capital?")]),
-                    greedy(prompt="The quick brown fox jumps over")):
+        for req in (
+            greedy([("system", "You are a helpful assistant."), ("user", "What is the capital?")]),
+            greedy(prompt="The quick brown fox jumps over"),
+        ):
             assert mlx._prompt_ids(req)[0] == llama.prompt_tokens(req)
             want, _ = tokens_of(llama, req)
             got, _ = tokens_of(mlx, req)

@@ -61,16 +61,19 @@ def test_template_error_is_an_engine_error():
     assert issubclass(TemplateError, EngineError)
 
 
-@pytest.mark.parametrize("template", [
-    "{% for i in range(10**9) %}x{% endfor %}",
-    "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
-    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-    "{{ 'A' * 10**9 }}",
-    "{{ 10**9 * 'A' }}",
-    "{{ ['A'] * 10**9 }}",
-    "{{ 2**1000000 }}",
-    "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for i in range(10**9) %}x{% endfor %}",
+        "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "{{ 'A' * 10**9 }}",
+        "{{ 10**9 * 'A' }}",
+        "{{ ['A'] * 10**9 }}",
+        "{{ 2**1000000 }}",
+        "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
+    ],
+)
 def test_runaway_template_is_stopped_quickly(template):
     start = time.monotonic()
     with pytest.raises(TemplateError):
@@ -116,8 +119,10 @@ def test_sandboxed_render_matches_plain_jinja_for_benign_templates():
 
 
 def test_bos_eos_and_generation_prompt_are_passed():
-    template = "{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}" \
-               "{% if add_generation_prompt %}>>{% endif %}"
+    template = (
+        "{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}"
+        "{% if add_generation_prompt %}>>{% endif %}"
+    )
     rendered = render_chat(template, msgs(("user", "a")), bos_token="<s>", eos_token="</s>")
     assert rendered.text == "<s>a</s>>>"
     assert rendered.segments == [("<s>", False), ("a", True), ("</s>>>", False)]

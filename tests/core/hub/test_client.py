@@ -43,12 +43,23 @@ def client(hf_env, fake_hub) -> HubClient:
 
 
 def _popular(fake_hub) -> None:
-    fake_hub.add_repo(gguf_repo("alice/Llama-GGUF", downloads=500, likes=3, trending_score=9,
-                                last_modified="2024-01-01T00:00:00.000Z"))
-    fake_hub.add_repo(gguf_repo("bob/Qwen-GGUF", downloads=900, likes=1, trending_score=2,
-                                last_modified="2024-06-01T00:00:00.000Z"))
-    fake_hub.add_repo(gguf_repo("carol/Llama-small-GGUF", downloads=100, likes=50, trending_score=5,
-                                last_modified="2024-03-01T00:00:00.000Z"))
+    fake_hub.add_repo(
+        gguf_repo(
+            "alice/Llama-GGUF", downloads=500, likes=3, trending_score=9, last_modified="2024-01-01T00:00:00.000Z"
+        )
+    )
+    fake_hub.add_repo(
+        gguf_repo("bob/Qwen-GGUF", downloads=900, likes=1, trending_score=2, last_modified="2024-06-01T00:00:00.000Z")
+    )
+    fake_hub.add_repo(
+        gguf_repo(
+            "carol/Llama-small-GGUF",
+            downloads=100,
+            likes=50,
+            trending_score=5,
+            last_modified="2024-03-01T00:00:00.000Z",
+        )
+    )
     fake_hub.add_repo(mlx_repo("mlx-community/Llama-4bit", downloads=700, likes=7))
     fake_hub.add_repo(exl2_repo("dave/Llama-exl2", downloads=300, likes=4))
 
@@ -68,12 +79,15 @@ def test_search_filters_by_text_and_format(client, fake_hub):
     assert req.query["filter"] == ["gguf"] and req.query["search"] == ["llama"]
 
 
-@pytest.mark.parametrize("sort, expected", [
-    ("downloads", ["bob/Qwen-GGUF", "alice/Llama-GGUF", "carol/Llama-small-GGUF"]),
-    ("likes", ["carol/Llama-small-GGUF", "alice/Llama-GGUF", "bob/Qwen-GGUF"]),
-    ("trending", ["alice/Llama-GGUF", "carol/Llama-small-GGUF", "bob/Qwen-GGUF"]),
-    ("updated", ["bob/Qwen-GGUF", "carol/Llama-small-GGUF", "alice/Llama-GGUF"]),
-])
+@pytest.mark.parametrize(
+    "sort, expected",
+    [
+        ("downloads", ["bob/Qwen-GGUF", "alice/Llama-GGUF", "carol/Llama-small-GGUF"]),
+        ("likes", ["carol/Llama-small-GGUF", "alice/Llama-GGUF", "bob/Qwen-GGUF"]),
+        ("trending", ["alice/Llama-GGUF", "carol/Llama-small-GGUF", "bob/Qwen-GGUF"]),
+        ("updated", ["bob/Qwen-GGUF", "carol/Llama-small-GGUF", "alice/Llama-GGUF"]),
+    ],
+)
 def test_search_sort(client, fake_hub, sort, expected):
     _popular(fake_hub)
     assert [r.id for r in client.search(sort=sort).results] == expected
@@ -183,7 +197,8 @@ def test_variants_of_a_gguf_repo(client, fake_hub):
     assert sorted(c.label for c in choices) == ["Q4_K_M", "Q8_0"]
     q8 = next(c for c in choices if c.label == "Q8_0")
     assert [f.path for f in q8.files if "mmproj" not in f.path] == [
-        f"Q8_0/Tiny-Q8_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+        f"Q8_0/Tiny-Q8_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)
+    ]
     for c in choices:
         assert c.format == "gguf" and c.revision == repo.snapshot("main").commit
         assert [f.path for f in c.mmproj] == ["mmproj-Tiny-F16.gguf"]
@@ -297,8 +312,13 @@ def test_offline_closed_port_is_fast(hf_env):
     port = s.getsockname()[1]
     s.close()
     client = HubClient(f"http://127.0.0.1:{port}", None, timeout=5)
-    for call in (lambda: client.search("x"), lambda: client.model("a/b"), lambda: client.model_card("a/b"),
-                 lambda: client.tree("a/b"), lambda: client.file_metadata("a/b", "x.gguf")):
+    for call in (
+        lambda: client.search("x"),
+        lambda: client.model("a/b"),
+        lambda: client.model_card("a/b"),
+        lambda: client.tree("a/b"),
+        lambda: client.file_metadata("a/b", "x.gguf"),
+    ):
         t0 = time.monotonic()
         with pytest.raises(HubOffline, match=f"can't reach the Hub at http://127.0.0.1:{port}"):
             call()

@@ -26,8 +26,9 @@ def client(hf_env, fake_hub) -> HubClient:
 
 
 def test_repo_variants_read_headers_by_range(fake_hub, client, quant_files):
-    fake_hub.add_repo(gguf_repo("org/Tiny-GGUF", quants=("F16", "Q8_0"), split=None,
-                                make_gguf=lambda q: quant_files[q].read_bytes()))
+    fake_hub.add_repo(
+        gguf_repo("org/Tiny-GGUF", quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: quant_files[q].read_bytes())
+    )
     variants = assessable_variants(client, "org/Tiny-GGUF")
     by = {v.label: v for v in variants}
     assert set(by) == {"F16", "Q8_0"}
@@ -89,24 +90,46 @@ def test_mlx_repo_as_an_assessable_variant(fake_hub, client):
 
 
 def test_sharded_mlx_repo_sums_shards(fake_hub, client):
-    shard1 = safetensors_bytes({"model.embed_tokens.weight": ("U32", [16, 2]),
-                                "model.embed_tokens.scales": ("BF16", [16, 1]),
-                                "model.embed_tokens.biases": ("BF16", [16, 1])})
-    shard2 = safetensors_bytes({"model.layers.0.mlp.down_proj.weight": ("U32", [16, 4]),
-                                "model.layers.0.mlp.down_proj.scales": ("BF16", [16, 2]),
-                                "model.layers.0.mlp.down_proj.biases": ("BF16", [16, 2]),
-                                "model.layers.0.input_layernorm.weight": ("BF16", [16])})
-    index = {"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
-                            "model.layers.0.mlp.down_proj.weight": "model-00002-of-00002.safetensors"}}
-    config = {"model_type": "qwen3", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-              "vocab_size": 16, "quantization": {"bits": 8, "group_size": 32,
-                                                 "model.layers.0.mlp.down_proj": {"bits": 8, "group_size": 32}}}
-    repo = fake_hub.add_repo(FakeRepo("mlx-community/Sharded-8bit", files={
-        "config.json": json.dumps(config).encode(),
-        "model.safetensors.index.json": json.dumps(index).encode(),
-        "model-00001-of-00002.safetensors": shard1,
-        "model-00002-of-00002.safetensors": shard2,
-    }))
+    shard1 = safetensors_bytes(
+        {
+            "model.embed_tokens.weight": ("U32", [16, 2]),
+            "model.embed_tokens.scales": ("BF16", [16, 1]),
+            "model.embed_tokens.biases": ("BF16", [16, 1]),
+        }
+    )
+    shard2 = safetensors_bytes(
+        {
+            "model.layers.0.mlp.down_proj.weight": ("U32", [16, 4]),
+            "model.layers.0.mlp.down_proj.scales": ("BF16", [16, 2]),
+            "model.layers.0.mlp.down_proj.biases": ("BF16", [16, 2]),
+            "model.layers.0.input_layernorm.weight": ("BF16", [16]),
+        }
+    )
+    index = {
+        "weight_map": {
+            "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+            "model.layers.0.mlp.down_proj.weight": "model-00002-of-00002.safetensors",
+        }
+    }
+    config = {
+        "model_type": "qwen3",
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "vocab_size": 16,
+        "quantization": {"bits": 8, "group_size": 32, "model.layers.0.mlp.down_proj": {"bits": 8, "group_size": 32}},
+    }
+    repo = fake_hub.add_repo(
+        FakeRepo(
+            "mlx-community/Sharded-8bit",
+            files={
+                "config.json": json.dumps(config).encode(),
+                "model.safetensors.index.json": json.dumps(index).encode(),
+                "model-00001-of-00002.safetensors": shard1,
+                "model-00002-of-00002.safetensors": shard2,
+            },
+        )
+    )
     v = read_mlx_repo(client, repo.repo_id, files=list(repo.files))
     assert (v.bits, v.group_size, v.bpw) == (8, 32, 9.0)
     assert v.weight_bytes == _data_bytes(shard1) + _data_bytes(shard2) == 128 + 64 + 256 + 128 + 32

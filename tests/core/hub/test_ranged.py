@@ -243,8 +243,10 @@ def test_unknown_total_falls_back_to_head_linked_size():
     ("response", "message"),
     [
         (lambda: httpx.Response(206, content=b"x" * 10, headers={"Content-Range": "bytes 0-9/100"}), "fewer than"),
-        (lambda: httpx.Response(206, content=b"x" * 10, headers={"Content-Range": "bytes 50-59/100"}),
-         "from 50 when asked for 0"),
+        (
+            lambda: httpx.Response(206, content=b"x" * 10, headers={"Content-Range": "bytes 50-59/100"}),
+            "from 50 when asked for 0",
+        ),
         (lambda: httpx.Response(302, headers={"Location": "http://mock/loop"}), "HTTP 302|redirect"),
         (lambda: httpx.Response(403), "access denied.*HTTP 403"),
     ],

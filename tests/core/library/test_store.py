@@ -102,14 +102,25 @@ def _download(library: Library, tmp_path, content=b"GGUF-bytes" * 100, verified=
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_bytes(content)
     sha = hashlib.sha256(content).hexdigest()
-    return library.add_download(repo_id="org/Repo-GGUF", commit="c" * 40, format="gguf", quant="Q4_K_M",
-                                files=[ModelFile(f, len(content), sha)], verified=verified)
+    return library.add_download(
+        repo_id="org/Repo-GGUF",
+        commit="c" * 40,
+        format="gguf",
+        quant="Q4_K_M",
+        files=[ModelFile(f, len(content), sha)],
+        verified=verified,
+    )
 
 
 def test_add_download_find_and_touch(library, tmp_path):
     m = _download(library, tmp_path)
-    assert (m.name, m.repo_id, m.commit, m.source, m.status) == ("Repo-GGUF:Q4_K_M", "org/Repo-GGUF", "c" * 40,
-                                                                 "download", READY)
+    assert (m.name, m.repo_id, m.commit, m.source, m.status) == (
+        "Repo-GGUF:Q4_K_M",
+        "org/Repo-GGUF",
+        "c" * 40,
+        "download",
+        READY,
+    )
     assert library.find("org/Repo-GGUF:Q4_K_M").id == m.id
     assert library.find("Repo-GGUF:Q4_K_M").id == m.id
     assert library.find(str(m.path)).id == m.id
@@ -125,8 +136,7 @@ def test_add_download_refuses_files_outside_models_folder(library, tmp_path):
     outside = tmp_path / "x.gguf"
     outside.write_bytes(b"x")
     with pytest.raises(ValueError, match="outside the models folder"):
-        library.add_download(repo_id="a/b", commit="c", format="gguf", quant=None,
-                             files=[ModelFile(outside, 1, None)])
+        library.add_download(repo_id="a/b", commit="c", format="gguf", quant=None, files=[ModelFile(outside, 1, None)])
 
 
 def test_delete_frees_space_inside_models_folder(library, tmp_path):

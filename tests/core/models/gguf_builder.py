@@ -12,13 +12,21 @@ from typing import Any
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
 _SCALAR_CODES = {
-    U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f",
-    BOOL: "?", U64: "Q", I64: "q", F64: "d",
+    U8: "B",
+    I8: "b",
+    U16: "H",
+    I16: "h",
+    U32: "I",
+    I32: "i",
+    F32: "f",
+    BOOL: "?",
+    U64: "Q",
+    I64: "q",
+    F64: "d",
 }
 # ggml type id -> (block size, type size); enough types for crafted files.
 GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_Q4_K = 0, 1, 2, 8, 12
-_TYPE_SIZES = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q4_0: (32, 18), GGML_Q8_0: (32, 34),
-               GGML_Q4_K: (256, 144)}
+_TYPE_SIZES = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q4_0: (32, 18), GGML_Q8_0: (32, 34), GGML_Q4_K: (256, 144)}
 _U64 = (1 << 64) - 1
 
 
@@ -90,8 +98,7 @@ class GGUFBuilder:
         self.kvs.append(KV(key, vtype, value, **kw))
         return self
 
-    def tensor(self, name: str | bytes, dims: tuple[int, ...], ggml_type: int = GGML_F32,
-               **kw: Any) -> GGUFBuilder:
+    def tensor(self, name: str | bytes, dims: tuple[int, ...], ggml_type: int = GGML_F32, **kw: Any) -> GGUFBuilder:
         self.tensors.append(Tensor(name, tuple(dims), ggml_type, **kw))
         return self
 

@@ -21,8 +21,19 @@ MiB = 1024**2
 
 
 def llama_header(
-    *, n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=512, n_vocab=512, ctx=4096, wtype=GGML_Q8_0,
-    tied=False, arch="llama", extra=(), experts=0,
+    *,
+    n_layer=2,
+    n_embd=256,
+    n_head=4,
+    n_head_kv=2,
+    n_ff=512,
+    n_vocab=512,
+    ctx=4096,
+    wtype=GGML_Q8_0,
+    tied=False,
+    arch="llama",
+    extra=(),
+    experts=0,
 ):
     """A header-only GGUF (no tensor data) with llama tensor names and the given shapes."""
     b = GGUFBuilder()
@@ -75,29 +86,51 @@ class _HeaderOnly:
         self.data = data
 
     def read_at(self, offset: int, n: int) -> bytes:
-        return self.data[offset: offset + n]
+        return self.data[offset : offset + n]
 
 
 def llama3_8b_spec(weight_scale: float = 1.0) -> ModelSpec:
     """Llama-3-8B's shape with round byte counts: 32 blocks of 128 MiB (×scale), 8 KV heads of 128."""
     n = 32
     return ModelSpec(
-        architecture="llama", name="Llama-3-8B-like", n_params=8_030_000_000, n_layers=n, n_embd=4096,
-        n_ff=14336, n_head=32, n_head_kv=[8] * n, head_dim_k=128, head_dim_v=128, n_ctx_train=8192,
-        n_vocab=128256, swa_layers=[False] * n, block_bytes=[int(128 * MiB * weight_scale)] * n,
-        expert_bytes=[0] * n, repack_block_bytes=[0] * n, input_bytes=int(280 * MiB * weight_scale),
-        output_bytes=int(280 * MiB * weight_scale), other_bytes=16 * 1024, file_type="Q4_K_M",
+        architecture="llama",
+        name="Llama-3-8B-like",
+        n_params=8_030_000_000,
+        n_layers=n,
+        n_embd=4096,
+        n_ff=14336,
+        n_head=32,
+        n_head_kv=[8] * n,
+        head_dim_k=128,
+        head_dim_v=128,
+        n_ctx_train=8192,
+        n_vocab=128256,
+        swa_layers=[False] * n,
+        block_bytes=[int(128 * MiB * weight_scale)] * n,
+        expert_bytes=[0] * n,
+        repack_block_bytes=[0] * n,
+        input_bytes=int(280 * MiB * weight_scale),
+        output_bytes=int(280 * MiB * weight_scale),
+        other_bytes=16 * 1024,
+        file_type="Q4_K_M",
     )
 
 
 def profile(*, ram_total=24 * GiB, ram_free=None, gpus=(), apple=None, bw=30.0, cores=8):
     gpu_infos = [
-        GpuInfo(index=i, name=name, memory_total_bytes=total, memory_free_bytes=free,
-                memory_used_bytes=total - free, bandwidth_gbps=gbw)
+        GpuInfo(
+            index=i,
+            name=name,
+            memory_total_bytes=total,
+            memory_free_bytes=free,
+            memory_used_bytes=total - free,
+            bandwidth_gbps=gbw,
+        )
         for i, (name, total, free, gbw) in enumerate(gpus)
     ]
     return HardwareProfile(
-        os="Linux", arch="x86_64",
+        os="Linux",
+        arch="x86_64",
         cpu=CpuInfo(brand="Test CPU", physical_cores=cores, logical_cores=cores, simd=["avx2", "fma"]),
         memory=MemoryInfo(total_bytes=ram_total, available_bytes=ram_free if ram_free is not None else ram_total),
         nvidia=NvidiaInfo(available=bool(gpu_infos), gpus=gpu_infos),
@@ -107,9 +140,17 @@ def profile(*, ram_total=24 * GiB, ram_free=None, gpus=(), apple=None, bw=30.0, 
 
 
 def apple_profile(chip: str, ram: int, working_set: int, free: int, bw: float):
-    return profile(ram_total=ram, ram_free=free,
-                   apple=AppleInfo(chip=chip, unified_memory_bytes=ram, gpu_working_set_bytes=working_set,
-                                   working_set_source="test", bandwidth_gbps=bw))
+    return profile(
+        ram_total=ram,
+        ram_free=free,
+        apple=AppleInfo(
+            chip=chip,
+            unified_memory_bytes=ram,
+            gpu_working_set_bytes=working_set,
+            working_set_source="test",
+            bandwidth_gbps=bw,
+        ),
+    )
 
 
 __all__ = [

@@ -27,8 +27,7 @@ def test_catalog_entries_are_complete():
 
 
 def test_big_gpu_ranks_capable_models_first_and_everything_fits():
-    picks = ranked_catalog(machine_from_profile(profile(gpus=[("NVIDIA GeForce RTX 4090", 24 * GiB, 23 * GiB,
-                                                                1008)])))
+    picks = ranked_catalog(machine_from_profile(profile(gpus=[("NVIDIA GeForce RTX 4090", 24 * GiB, 23 * GiB, 1008)])))
     top = picks[:3]
     assert all(p.best and p.best.plan.verdict == "full_gpu" for p in top)
     assert min(p.model.params for p in top) > 10e9

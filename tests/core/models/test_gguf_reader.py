@@ -206,7 +206,9 @@ def test_table_matches_native_ggml():
     ids = sorted(GGML_TYPES)
     run = subprocess.run(
         [sys.executable, "-c", _NATIVE_CHECK, libs[0], json.dumps(ids)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 0, run.stderr
     native = {int(k): v for k, v in json.loads(run.stdout).items()}
@@ -249,10 +251,19 @@ def test_tensor_nbytes_formula():
 def test_builder_header_round_trip_all_value_types():
     b = GGUFBuilder()
     values = {
-        "u8": (U8, 255), "i8": (I8, -128), "u16": (U16, 65535), "i16": (I16, -32768),
-        "u32": (U32, 2**32 - 1), "i32": (I32, -(2**31)), "u64": (U64, 2**64 - 1),
-        "i64": (I64, -(2**63)), "f32": (F32, 0.5), "f64": (F64, 1e300), "b": (BOOL, False),
-        "s": (STRING, "héllo ✓"), "arr": (ARRAY, (I32, [1, -2, 3])),
+        "u8": (U8, 255),
+        "i8": (I8, -128),
+        "u16": (U16, 65535),
+        "i16": (I16, -32768),
+        "u32": (U32, 2**32 - 1),
+        "i32": (I32, -(2**31)),
+        "u64": (U64, 2**64 - 1),
+        "i64": (I64, -(2**63)),
+        "f32": (F32, 0.5),
+        "f64": (F64, 1e300),
+        "b": (BOOL, False),
+        "s": (STRING, "héllo ✓"),
+        "arr": (ARRAY, (I32, [1, -2, 3])),
         "nested": (ARRAY, (ARRAY, [(U8, [1, 2]), (U8, [])])),
     }
     for key, (vtype, value) in values.items():
@@ -345,6 +356,8 @@ def test_split_names():
     assert parse_split_name("m-00004-of-00003.gguf") is None
     assert parse_split_name("m-00000-of-00003.gguf") is None
     assert split_shard_names("a/m-00002-of-00003.gguf") == [
-        "a/m-00001-of-00003.gguf", "a/m-00002-of-00003.gguf", "a/m-00003-of-00003.gguf",
+        "a/m-00001-of-00003.gguf",
+        "a/m-00002-of-00003.gguf",
+        "a/m-00003-of-00003.gguf",
     ]
     assert split_shard_names("single.gguf") == ["single.gguf"]

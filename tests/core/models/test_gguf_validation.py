@@ -308,9 +308,12 @@ def test_header_cap(monkeypatch):
 
 # --- fuzzing -----------------------------------------------------------------------
 
-_BASE = small_valid_builder().kv("general.alignment", U32, 32).kv(
-    "nested", ARRAY, (ARRAY, [(U8, [1, 2]), (STRING, ["x"])])
-).build()
+_BASE = (
+    small_valid_builder()
+    .kv("general.alignment", U32, 32)
+    .kv("nested", ARRAY, (ARRAY, [(U8, [1, 2]), (STRING, ["x"])]))
+    .build()
+)
 _INTERESTING = [0, 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1, 13, 4, 255]
 
 _mutation = st.one_of(

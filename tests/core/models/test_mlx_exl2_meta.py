@@ -15,15 +15,29 @@ from app.core.models.mlx_meta import mlx_quantization, read_mlx_folder
 from app.core.models.spec import spec_from_gguf
 
 LLAMA3_8B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "max_position_embeddings": 8192, "vocab_size": 128256,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 8192,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
 }
 GEMMA2_2B = {
-    "model_type": "gemma2", "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
-    "max_position_embeddings": 8192, "vocab_size": 256000,
+    "model_type": "gemma2",
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "sliding_window": 4096,
+    "max_position_embeddings": 8192,
+    "vocab_size": 256000,
 }
 
 
@@ -78,9 +92,17 @@ def test_text_config_of_a_multimodal_model():
 
 def test_deepseek_mla_and_experts():
     cfg = {
-        "model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 4, "num_attention_heads": 128,
-        "num_key_value_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "n_routed_experts": 256,
-        "num_experts_per_tok": 8, "vocab_size": 129280, "intermediate_size": 18432,
+        "model_type": "deepseek_v3",
+        "hidden_size": 7168,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "n_routed_experts": 256,
+        "num_experts_per_tok": 8,
+        "vocab_size": 129280,
+        "intermediate_size": 18432,
     }
     spec = spec_from_hf_config(cfg, weight_bytes=1000)
     assert spec.architecture == "deepseek2"
@@ -123,8 +145,15 @@ def test_configs_that_run_code_are_refused(key):
 
 
 def test_hostile_config_values_do_not_crash():
-    cfg = {"model_type": ["x"], "num_hidden_layers": 10**12, "hidden_size": -5, "num_attention_heads": "8",
-           "head_dim": None, "num_key_value_heads": True, "sliding_window": float("nan")}
+    cfg = {
+        "model_type": ["x"],
+        "num_hidden_layers": 10**12,
+        "hidden_size": -5,
+        "num_attention_heads": "8",
+        "head_dim": None,
+        "num_key_value_heads": True,
+        "sliding_window": float("nan"),
+    }
     spec = spec_from_hf_config(cfg, weight_bytes=10)
     assert spec.architecture == "unknown" and spec.n_layers == 10_000 and spec.n_embd == 0
     assert spec.weight_bytes == 10
@@ -140,7 +169,14 @@ def test_mlx_f32_folder_matches_the_same_model_as_gguf(tiny_pair_std02):
     m = variant.spec
     assert (variant.bits, variant.group_size, variant.bpw) == (32, 0, 32.0)
     assert (m.n_layers, m.n_embd, m.n_head, m.n_head_kv, m.head_dim_k, m.n_ff, m.n_vocab) == (
-        g.n_layers, g.n_embd, g.n_head, g.n_head_kv, g.head_dim_k, g.n_ff, g.n_vocab)
+        g.n_layers,
+        g.n_embd,
+        g.n_head,
+        g.n_head_kv,
+        g.head_dim_k,
+        g.n_ff,
+        g.n_vocab,
+    )
     assert m.block_bytes == g.block_bytes
     assert (m.input_bytes, m.output_bytes, m.other_bytes) == (g.input_bytes, g.output_bytes, g.other_bytes)
     assert m.n_params == g.n_params and m.weight_bytes == g.weight_bytes == variant.weight_bytes
@@ -164,8 +200,12 @@ def test_mlx_quantization_from_config():
 
 def test_exl2_branch_with_head_bits_and_real_config():
     cfg = dict(LLAMA3_8B, quantization_config={"quant_method": "exl2", "bits": 8.0, "head_bits": 6})
-    sizes = {"config.json": 900, "output-00001-of-00002.safetensors": 5_000_000_000,
-             "output-00002-of-00002.safetensors": 3_000_000_000, "tokenizer.json": 9_000_000}
+    sizes = {
+        "config.json": 900,
+        "output-00001-of-00002.safetensors": 5_000_000_000,
+        "output-00002-of-00002.safetensors": 3_000_000_000,
+        "tokenizer.json": 9_000_000,
+    }
     v = read_exl2_branch(cfg, sizes, "8.0bpw-h8", repo_id="org/L3-exl2")
     assert (v.bpw, v.head_bits, v.weight_bytes) == (8.0, 8, 8_000_000_000)
     assert v.spec.n_head_kv == [8] * 32 and v.spec.weight_bytes == 8_000_000_000
@@ -181,10 +221,22 @@ def test_exl2_branch_with_head_bits_and_real_config():
 
 @pytest.mark.parametrize(
     ("branch", "bpw", "head"),
-    [("4.0bpw", 4.0, None), ("6_5bpw", 6.5, None), ("8.0bpw-h8", 8.0, 8), ("4.65bpw", 4.65, None),
-     ("3bpw", 3.0, None), ("exl2-2.5bpw_h6", 2.5, 6), ("5.0BPW", 5.0, None), ("main", None, None),
-     ("4.0", None, None), ("0.0bpw", None, None), ("99bpw", None, None), ("4.0bpwx", None, None),
-     ("h8", None, 8), ("measurement", None, None)],
+    [
+        ("4.0bpw", 4.0, None),
+        ("6_5bpw", 6.5, None),
+        ("8.0bpw-h8", 8.0, 8),
+        ("4.65bpw", 4.65, None),
+        ("3bpw", 3.0, None),
+        ("exl2-2.5bpw_h6", 2.5, 6),
+        ("5.0BPW", 5.0, None),
+        ("main", None, None),
+        ("4.0", None, None),
+        ("0.0bpw", None, None),
+        ("99bpw", None, None),
+        ("4.0bpwx", None, None),
+        ("h8", None, 8),
+        ("measurement", None, None),
+    ],
 )
 def test_parse_bpw(branch, bpw, head):
     assert parse_bpw(branch) == bpw

@@ -47,8 +47,7 @@ def test_partial_offload_is_maximal():
     m = machine_from_profile(prof)
     p = plan_load(llama3_8b_spec(), m, n_ctx=8192)
     assert p.verdict == "partial"
-    more = plan_load(llama3_8b_spec(), m, n_ctx=8192,
-                     options=LoadOptions(n_ctx=8192)).options.n_gpu_layers
+    more = plan_load(llama3_8b_spec(), m, n_ctx=8192, options=LoadOptions(n_ctx=8192)).options.n_gpu_layers
     assert more == p.options.n_gpu_layers
     from app.core.models.planner import _estimate, _fits
 
@@ -94,8 +93,12 @@ def test_cpu_only_16gb():
 
 def test_two_gpus_split_layers_by_free_memory():
     big = llama3_8b_spec(weight_scale=3.0)  # ~13 GiB of weights: needs both cards
-    prof = profile(gpus=[("NVIDIA GeForce RTX 3060", 12 * GiB, 11 * GiB, 360),
-                         ("NVIDIA GeForce RTX 3060", 12 * GiB, 11 * GiB, 360)])
+    prof = profile(
+        gpus=[
+            ("NVIDIA GeForce RTX 3060", 12 * GiB, 11 * GiB, 360),
+            ("NVIDIA GeForce RTX 3060", 12 * GiB, 11 * GiB, 360),
+        ]
+    )
     p = plan(prof, spec=big, n_ctx=8192)
     assert p.verdict == "full_gpu"
     a, b = p.estimate.device("CUDA0"), p.estimate.device("CUDA1")
@@ -118,8 +121,14 @@ def test_live_free_memory_not_total_is_used():
     assert plan(busy, n_ctx=8192).verdict in ("partial", "cpu")
 
 
-@pytest.mark.parametrize("n,budgets,expected", [
-    (33, [10, 10], [17, 16]), (10, [3, 1], [8, 2]), (5, [0, 4], [0, 5]), (4, [], []),
-])
+@pytest.mark.parametrize(
+    "n,budgets,expected",
+    [
+        (33, [10, 10], [17, 16]),
+        (10, [3, 1], [8, 2]),
+        (5, [0, 4], [0, 5]),
+        (4, [], []),
+    ],
+)
 def test_split_layers(n, budgets, expected):
     assert split_layers(n, budgets) == expected

@@ -16,8 +16,7 @@ def variants(with_spec=("Q4_K_M",)):
     out = []
     for label, bpw in BPW.items():
         size = int(base.weight_bytes * bpw / BPW["Q4_K_M"])
-        out.append(Variant(label=label, format="gguf", size_bytes=size,
-                           spec=base if label in with_spec else None))
+        out.append(Variant(label=label, format="gguf", size_bytes=size, spec=base if label in with_spec else None))
     return out
 
 
@@ -36,8 +35,7 @@ def test_higher_quality_quant_wins_when_both_fit():
 def test_drops_to_a_lower_quant_as_memory_shrinks():
     labels = []
     for free in (23, 9.5, 7):
-        _, label = pick(profile(gpus=[("GPU", 24 * GiB, int(free * GiB), 500)], ram_total=6 * GiB,
-                                ram_free=3 * GiB))
+        _, label = pick(profile(gpus=[("GPU", 24 * GiB, int(free * GiB), 500)], ram_total=6 * GiB, ram_free=3 * GiB))
         labels.append(label)
     # Each is the best quant that still fits entirely on the GPU (weights + 1 GiB KV + compute + overhead).
     assert labels == ["Q8_0", "Q6_K", "Q4_K_M"]
@@ -78,8 +76,7 @@ def test_exl2_and_mlx_say_why_they_cannot_run_on_linux_nvidia():
 
 def test_apple_prefers_mlx():
     base = llama3_8b_spec()
-    vs = variants() + [Variant(label="4-bit g64", format="mlx", size_bytes=int(base.weight_bytes * 4.5 / 4.9),
-                               bpw=4.5)]
+    vs = variants() + [Variant(label="4-bit g64", format="mlx", size_bytes=int(base.weight_bytes * 4.5 / 4.9), bpw=4.5)]
     rec, label = pick(apple_profile("Apple M2 Max", 64 * GiB, 48 * GiB, 50 * GiB, 400), vs=vs)
     assert label == "4-bit g64"
     assert rec.recommended.speed.decode_tok_s > 0

@@ -82,8 +82,10 @@ def test_remote_header_via_range(fake_hub):
     assert all(r.range for r in fake_hub.requests("GET", "/resolve/"))
 
 
-GOOD = {"x": {"dtype": "F16", "shape": [2, 2], "data_offsets": [0, 8]},
-        "y": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]}}
+GOOD = {
+    "x": {"dtype": "F16", "shape": [2, 2], "data_offsets": [0, 8]},
+    "y": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]},
+}
 
 
 def _with(**changes) -> dict:
@@ -118,8 +120,14 @@ def _with(**changes) -> dict:
         (raw_file(b"[" * 100_000, b""), "not valid JSON"),
         (raw_file(b'{"__metadata__": {"a": 1}}', b""), "__metadata__"),
         (raw_file(b'{"__metadata__": []}', b""), "__metadata__"),
-        (raw_file(b'{"x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},'
-                  b' "x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}', b"\0"), "repeats the key"),
+        (
+            raw_file(
+                b'{"x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},'
+                b' "x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}',
+                b"\0",
+            ),
+            "repeats the key",
+        ),
         (raw_file({"x": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}}, b"\0\0"), "needs 1.5 bytes"),
         (raw_file({"x": {"dtype": "F16", "shape": [2**62, 2**62], "data_offsets": [0, 8]}}, bytes(8)), "needs"),
     ],
@@ -173,11 +181,14 @@ def _shards(folder, index: dict | None = None) -> dict[str, bytes]:
     }
     for name, data in files.items():
         (folder / name).write_bytes(data)
-    index = index or {"metadata": {"total_size": 160}, "weight_map": {
-        "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
-        "model.layers.0.mlp.up_proj.weight": "model-00002-of-00002.safetensors",
-        "lm_head.weight": "model-00002-of-00002.safetensors",
-    }}
+    index = index or {
+        "metadata": {"total_size": 160},
+        "weight_map": {
+            "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+            "model.layers.0.mlp.up_proj.weight": "model-00002-of-00002.safetensors",
+            "lm_head.weight": "model-00002-of-00002.safetensors",
+        },
+    }
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     return files
 
@@ -188,7 +199,9 @@ def test_sharded_folder_sums_every_file(tmp_path):
     assert list(model.files) == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     assert model.weight_bytes == 64 + 32 + 64
     assert model.tensor_bytes() == {
-        "model.embed_tokens.weight": 64, "model.layers.0.mlp.up_proj.weight": 32, "lm_head.weight": 64,
+        "model.embed_tokens.weight": 64,
+        "model.layers.0.mlp.up_proj.weight": 32,
+        "lm_head.weight": 64,
     }
     assert model.dtype_bytes() == {"F16": 128, "BF16": 32}
 
@@ -216,8 +229,14 @@ def test_bad_shard_names_its_file(tmp_path):
 
 @pytest.mark.parametrize(
     "weight_map",
-    [{"x": "../../etc/passwd.safetensors"}, {"x": "/abs.safetensors"}, {"x": "a\\..\\b.safetensors"},
-     {"x": "model.bin"}, {"x": 3}, {}],
+    [
+        {"x": "../../etc/passwd.safetensors"},
+        {"x": "/abs.safetensors"},
+        {"x": "a\\..\\b.safetensors"},
+        {"x": "model.bin"},
+        {"x": 3},
+        {},
+    ],
 )
 def test_unsafe_index_is_refused(weight_map):
     with pytest.raises(ModelFileError):

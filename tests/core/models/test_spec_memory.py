@@ -19,10 +19,15 @@ def q8(ne0, ne1):
 def test_exact_tensor_bytes_per_block_and_io_layers():
     spec = spec_from_gguf(llama_header(n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=512, n_vocab=512))
     hd = 64
-    block = (4 * 256  # attn_norm f32
-             + q8(256, 256) + 2 * q8(256, 2 * hd) + q8(256, 256)  # q, k, v, o
-             + 4 * 256  # ffn_norm
-             + 2 * q8(256, 512) + q8(512, 256))  # gate, up, down
+    block = (
+        4 * 256  # attn_norm f32
+        + q8(256, 256)
+        + 2 * q8(256, 2 * hd)
+        + q8(256, 256)  # q, k, v, o
+        + 4 * 256  # ffn_norm
+        + 2 * q8(256, 512)
+        + q8(512, 256)
+    )  # gate, up, down
     assert spec.block_bytes == [block, block]
     assert spec.input_bytes == q8(256, 512)
     assert spec.output_bytes == q8(256, 512)
@@ -43,8 +48,9 @@ def test_tied_output_is_counted_for_reads_but_stored_once():
 
 def test_gqa_kv_bytes_match_llama3_8b():
     # Llama-3-8B: 32 layers, 8 KV heads of 128 → 131,072 bytes per token at f16 (fit-model.md).
-    spec = spec_from_gguf(llama_header(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=64, n_vocab=32,
-                                       wtype=GGML_F16))
+    spec = spec_from_gguf(
+        llama_header(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=64, n_vocab=32, wtype=GGML_F16)
+    )
     assert spec.head_dim_k == 128
     assert kv_cache_bytes(spec, LoadOptions(n_ctx=8192)) == 131_072 * 8192
     q8_0 = kv_cache_bytes(spec, LoadOptions(n_ctx=8192, cache_type_k="q8_0", cache_type_v="q8_0"))
@@ -71,8 +77,9 @@ def test_sliding_window_layers_are_capped_when_not_full():
     capped = kv_cache_bytes(spec, LoadOptions(n_ctx=32768, swa_full=False))
     assert full == 4 * per_cell * 32768
     assert capped == 2 * per_cell * 32768 + 2 * per_cell * 4608  # pad(4096 + 512, 256)
-    gemma3 = spec_from_gguf(llama_header(arch="gemma3", n_layer=12, extra=[("gemma3.attention.sliding_window",
-                                                                             U32, 1024)]))
+    gemma3 = spec_from_gguf(
+        llama_header(arch="gemma3", n_layer=12, extra=[("gemma3.attention.sliding_window", U32, 1024)])
+    )
     assert [i for i, s in enumerate(gemma3.swa_layers) if not s] == [5, 11]
 
 
@@ -93,9 +100,11 @@ def test_compute_buffer_grows_with_context_only_without_flash_attention():
     assert [round(b / MiB, 1) for b in fa] == [17.0, 29.0]
 
 
-_BUF = re.compile(r"(CPU_Mapped|CPU_REPACK|CPU) model buffer size =\s+([\d.]+) MiB|"
-                  r"CPU KV buffer size =\s+([\d.]+) MiB|CPU compute buffer size =\s+([\d.]+) MiB|"
-                  r"CPU\s+output buffer size =\s+([\d.]+) MiB")
+_BUF = re.compile(
+    r"(CPU_Mapped|CPU_REPACK|CPU) model buffer size =\s+([\d.]+) MiB|"
+    r"CPU KV buffer size =\s+([\d.]+) MiB|CPU compute buffer size =\s+([\d.]+) MiB|"
+    r"CPU\s+output buffer size =\s+([\d.]+) MiB"
+)
 
 
 def llama_reported_buffers(path, **kw) -> dict[str, float]:

@@ -35,10 +35,21 @@ class Recorder:
 def make_host():
     hosts: list[EngineHost] = []
 
-    def make(engines: list[FakeEngine] | None = None, *, queue_size: int = 8, preflight=no_preflight,
-             calibration=None, **engine_kwargs) -> EngineHost:
-        host = EngineHost(registry_with_fake(engines, **engine_kwargs), queue_size=queue_size,
-                          preflight=preflight, calibration=calibration, name="test-engine-host")
+    def make(
+        engines: list[FakeEngine] | None = None,
+        *,
+        queue_size: int = 8,
+        preflight=no_preflight,
+        calibration=None,
+        **engine_kwargs,
+    ) -> EngineHost:
+        host = EngineHost(
+            registry_with_fake(engines, **engine_kwargs),
+            queue_size=queue_size,
+            preflight=preflight,
+            calibration=calibration,
+            name="test-engine-host",
+        )
         hosts.append(host)
         return host
 

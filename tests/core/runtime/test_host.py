@@ -44,15 +44,18 @@ def test_jobs_run_in_order_and_states_follow(make_host):
     host.state_changed.connect(states.append)
     order: list[str] = []
     host.load_sync(fake_spec(), "fake")
-    handles = [host.submit(GenerateJob(req(f"prompt {i}"), source=f"s{i}"),
-                           lambda e, i=i: order.append(f"s{i}") if isinstance(e, JobDone) else None)
-               for i in range(3)]
+    handles = [
+        host.submit(
+            GenerateJob(req(f"prompt {i}"), source=f"s{i}"),
+            lambda e, i=i: order.append(f"s{i}") if isinstance(e, JobDone) else None,
+        )
+        for i in range(3)
+    ]
     for h in handles:
         assert h.wait(5)
     assert order == ["s0", "s1", "s2"]
     assert [h.result.text for h in handles] == ["one two three four"] * 3
-    assert statuses(states) == ["loading", "ready", "generating", "ready", "generating", "ready",
-                                "generating", "ready"]
+    assert statuses(states) == ["loading", "ready", "generating", "ready", "generating", "ready", "generating", "ready"]
     generating = [s for s in states if s.status == "generating"]
     assert [s.source for s in generating] == ["s0", "s1", "s2"]
     assert host.state.status == "ready" and host.state.model is not None
@@ -121,8 +124,9 @@ def test_cancel_during_prefill_frees_host_within_a_batch(make_host):
     assert wait_until(lambda: host.state.status == "generating", 5)
     time.sleep(0.15)
     started = threading.Event()
-    host.submit(GenerateJob(GenerateRequest(prompt="short", sampling=SamplingParams(max_tokens=1))),
-                lambda e: started.set())
+    host.submit(
+        GenerateJob(GenerateRequest(prompt="short", sampling=SamplingParams(max_tokens=1))), lambda e: started.set()
+    )
     t0 = time.perf_counter()
     long.cancel()
     assert started.wait(5)

@@ -30,8 +30,9 @@ def test_capital_of_france_through_the_host(real_host):
     host, store = real_host
     before = len(store.runs())
     chunks = []
-    text, final = host.generate_sync(chat_request("What is the capital of France?", max_tokens=48),
-                                     source="test", on_chunk=chunks.append)
+    text, final = host.generate_sync(
+        chat_request("What is the capital of France?", max_tokens=48), source="test", on_chunk=chunks.append
+    )
     assert "Paris" in text
     assert "".join(c.text for c in chunks) == text
     assert final.finish_reason == "stop" and final.stats.generated_tokens >= 4
