@@ -32,7 +32,7 @@ def fmt_count(n: int) -> str:
 
 
 def fmt_ago(when: datetime | float | None, never: str = "-", now: float | None = None) -> str:
-    """ "today", "12 d ago", or the date (local time) once it is two months old; `never` for None."""
+    """When, in words: "today", "12 d ago", or the date (local time) once two months old; `never` for None."""
     if when is None:
         return never
     ts = when.timestamp() if isinstance(when, datetime) else float(when)

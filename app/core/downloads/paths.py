@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from app.core.downloads.errors import RefusedFileTypeError, UnsafePathError
-from app.core.hub.names import is_allowed_file
+from app.core.hub.names import ALLOWED_NAMES, ALLOWED_SUFFIXES, is_allowed_file
 from app.core.hub.names import validate_remote_name as _validate
 
 
@@ -20,9 +20,9 @@ def check_file_type(name: str) -> None:
     """Only weights and metadata Hearth can use safely; never code or pickles (T6/T7)."""
     if is_allowed_file(name):
         return
+    kinds = ", ".join(ALLOWED_SUFFIXES) + " and " + ", ".join(ALLOWED_NAMES)
     raise RefusedFileTypeError(
-        f"Refused remote file {name!r}: Hearth only downloads .gguf, .safetensors, .json, .jinja, .md, .txt "
-        "and tokenizer.model files (never code or pickle weights)."
+        f"Refused remote file {name!r}: Hearth only downloads {kinds} files (never code or pickle weights)."
     )
 
 

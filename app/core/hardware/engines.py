@@ -36,7 +36,7 @@ def _dist_version(*names: str) -> str | None:
 
 
 def backend_from_system_info(info: str | bytes, gpu_offload: bool) -> str:
-    """ "CUDA" / "Metal" / "Vulkan" / "ROCm" / "SYCL" from llama_print_system_info(), else "CPU"."""
+    """The GPU backend llama_print_system_info() names ("CUDA", "Metal", "Vulkan", "ROCm", "SYCL"), else "CPU"."""
     text = (info.decode("utf-8", "replace") if isinstance(info, bytes) else info).upper()
     if gpu_offload:
         for marker, name in _BACKEND_MARKERS:

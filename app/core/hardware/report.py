@@ -64,7 +64,7 @@ def format_profile(p: HardwareProfile) -> str:
 
 
 def bandwidth_text(p: HardwareProfile) -> str:
-    """ "30 GB/s measured, 51 GB/s rated", or why there is no figure."""
+    """The bandwidth in words ("30 GB/s measured, 51 GB/s rated"), or why there is no figure."""
     bw = p.bandwidth
     parts = []
     if bw.cpu_measured_gbps is not None:

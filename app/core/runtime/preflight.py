@@ -49,7 +49,7 @@ class Preflight(Protocol):
 
 
 def format_for_path(path: str | Path) -> str:
-    """ "mlx" for a folder, "gguf" for a .gguf file; raises ModelFileError otherwise."""
+    """The format of a model path: "mlx" for a folder, "gguf" for a .gguf file; else ModelFileError."""
     p = Path(path).expanduser()
     if p.is_dir():
         return "mlx"
