@@ -19,7 +19,36 @@ FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 
 class EngineError(HearthError):
-    """An engine could not load or run; the message is for the user."""
+    """An engine could not load or run; the message is for the user. `code` names the kind of failure
+    for the API (its error codes), `details` carries numbers a client may want."""
+
+    code = "engine_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class ContextLengthExceeded(EngineError):
+    """The prompt (plus the room asked for the reply) does not fit the loaded context."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, prompt_tokens: int, n_ctx: int, requested_tokens: int = 0) -> None:
+        wanted = f" plus {requested_tokens} for the reply" if requested_tokens else ""
+        super().__init__(
+            f"the prompt has {prompt_tokens} tokens{wanted} but the context holds {n_ctx}; shorten it or load "
+            "the model with a longer context",
+            prompt_tokens=prompt_tokens,
+            n_ctx=n_ctx,
+            requested_tokens=requested_tokens,
+        )
+
+
+class Unsupported(EngineError):
+    """The loaded engine or model cannot do what the request asks (embeddings, a grammar, ...)."""
+
+    code = "unsupported"
 
 
 class Capabilities(BaseModel):

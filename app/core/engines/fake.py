@@ -14,6 +14,7 @@ from pathlib import Path
 from app.core.engines.base import (
     Capabilities,
     Chunk,
+    ContextLengthExceeded,
     EngineError,
     FinishReason,
     GenerateRequest,
@@ -139,11 +140,17 @@ class FakeEngine:
             yield rng.choice(WORDS)
 
     def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
+        """Request problems raise here, before anything runs (as the real engines do)."""
         info = self._require_loaded()
         self.generations.append(request)
         prompt = self.render(request).split()
         if len(prompt) >= info.n_ctx:
-            raise EngineError(f"the prompt has {len(prompt)} tokens; the context holds {info.n_ctx}")
+            raise ContextLengthExceeded(len(prompt), info.n_ctx)
+        return self._stream(request, cancel, info, prompt)
+
+    def _stream(
+        self, request: GenerateRequest, cancel: threading.Event, info: ModelInfo, prompt: list[str]
+    ) -> Iterator[Chunk]:
         reuse = 0
         while reuse < min(len(prompt), len(self._cache)) and prompt[reuse] == self._cache[reuse]:
             reuse += 1

@@ -21,11 +21,13 @@ from typing import Any
 from app.core.engines.base import (
     Capabilities,
     Chunk,
+    ContextLengthExceeded,
     EngineError,
     GenerateRequest,
     GenerationStats,
     LoadSpec,
     ModelInfo,
+    Unsupported,
 )
 from app.core.engines.llamacpp_options import (
     TextStream,
@@ -164,13 +166,13 @@ class LlamaCppEngine:
         start = time.perf_counter()
         llm = self._require()
         if not self.capabilities.chat:
-            raise EngineError("this model was loaded for embeddings; load it again without embeddings to chat")
+            raise Unsupported("this model was loaded for embeddings; load it again without embeddings to chat")
         tokens = self.prompt_tokens(request)
         if not tokens:
             raise EngineError("the prompt is empty")
         n_ctx = llm.n_ctx()
         if len(tokens) >= n_ctx:
-            raise EngineError(f"the prompt has {len(tokens)} tokens but the context holds {n_ctx}")
+            raise ContextLengthExceeded(len(tokens), n_ctx)
         grammar = build_grammar(self._lib, request, llm._model.vocab)
         return self._run(llm, tokens, request, grammar, cancel, start)
 
@@ -297,7 +299,7 @@ class LlamaCppEngine:
     def embed(self, texts: list[str]) -> list[list[float]]:
         llm = self._require()
         if not self.capabilities.embeddings:
-            raise EngineError("load the model with embeddings enabled to embed text")
+            raise Unsupported("load the model with embeddings enabled to embed text")
         if not texts:
             return []
         try:

@@ -19,12 +19,14 @@ from typing import Any
 from app.core.engines.base import (
     Capabilities,
     Chunk,
+    ContextLengthExceeded,
     EngineError,
     FinishReason,
     GenerateRequest,
     GenerationStats,
     LoadSpec,
     ModelInfo,
+    Unsupported,
 )
 from app.core.engines.stops import StopScanner
 from app.core.errors import HearthError
@@ -179,7 +181,7 @@ class MlxEngine:
         return len(self._prompt_ids(request)[0])
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        raise EngineError("the MLX engine does not compute embeddings; use a GGUF embedding model")
+        raise Unsupported("the MLX engine does not compute embeddings; use a GGUF embedding model")
 
     # -- generation ------------------------------------------------------------------------------
     def _reuse_cache(self, ids: list[int]) -> int:
@@ -207,16 +209,23 @@ class MlxEngine:
         return int(offset) if isinstance(offset, int) else 0
 
     def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
+        """Stream chunks. Request problems (no model, an empty or too long prompt, a grammar) raise
+        here, before anything runs; the returned iterator does the work."""
         info = self._require()
+        ids, _notice = self._prompt_ids(request)
+        if len(ids) >= info.n_ctx:
+            raise ContextLengthExceeded(len(ids), info.n_ctx)
+        if request.json_schema is not None or request.grammar is not None:
+            raise Unsupported("the MLX engine does not support grammars or JSON-schema output")
+        return self._stream(request, cancel, info, ids)
+
+    def _stream(
+        self, request: GenerateRequest, cancel: threading.Event, info: ModelInfo, ids: list[int]
+    ) -> Iterator[Chunk]:
         mx = import_native("mlx.core")
         gen_mod = import_native("mlx_lm.generate")
         sample_utils = import_native("mlx_lm.sample_utils")
-        ids, _notice = self._prompt_ids(request)
-        if len(ids) >= info.n_ctx:
-            raise EngineError(f"the prompt has {len(ids)} tokens; the context holds {info.n_ctx}")
         s = request.sampling
-        if request.json_schema is not None or request.grammar is not None:
-            raise EngineError("the MLX engine does not support grammars or JSON-schema output")
         if s.seed is not None:
             mx.random.seed(s.seed)
         sampler = sample_utils.make_sampler(

@@ -2,13 +2,19 @@
 
 Every sink is called ON THE HOST THREAD (never the submitter's): a sink must be quick and must
 re-post to its own thread (Qt: emit a queued signal). `state_changed` is emitted on the host thread too.
+
+Chat and API share this one host and its one bounded FIFO queue. A job may name the model it is for:
+the host checks that model when the job starts and loads it first when another (or none) is loaded and
+JIT loading is on, so a job never runs on a model that was swapped in while it waited.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +25,7 @@ from app.core.events import Event
 from app.core.models.calibration import CalibrationStore, SpeedRun
 from app.core.runtime.jobs import (
     ChunkEvent,
+    CountJob,
     EmbedJob,
     GenerateJob,
     GenerateResult,
@@ -31,9 +38,13 @@ from app.core.runtime.jobs import (
     JobFailed,
     JobHandle,
     LoadJob,
+    ModelNotFound,
     ShutdownJob,
     Sink,
+    Started,
+    TokenCount,
     UnloadJob,
+    failure_code,
 )
 from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightResult, format_for_path
 
@@ -41,6 +52,11 @@ logger = logging.getLogger(__name__)
 
 # Tiny runs measure noise, not speed: only longer generations go to the calibration store.
 MIN_CALIBRATION_TOKENS = 4
+# How long a job usually takes, before any has run: what a full queue tells a client to wait.
+FIRST_JOB_ESTIMATE_S = 2.0
+MAX_RETRY_AFTER_S = 60
+# Resolves a job's model name to the load that provides it; raises ModelNotFound.
+Resolver = Callable[[str], LoadJob]
 
 
 class EngineHost:
@@ -52,11 +68,17 @@ class EngineHost:
         preflight: Preflight | None = None,
         calibration: CalibrationStore | None = None,
         name: str = "hearth-engine",
+        resolver: Resolver | None = None,
+        jit: bool = True,
+        idle_ttl_s: float | None = None,
     ) -> None:
         self.registry = registry
         self.queue_size = queue_size
         self.preflight: Preflight = preflight or DefaultPreflight()
         self.calibration = calibration
+        self.resolver = resolver
+        self.jit = jit  # load the model a job names when another is loaded (any thread may change it)
+        self.idle_ttl_s = idle_ttl_s  # unload after this long without a job; None: never
         self.state_changed: Event[HostState] = Event("host.state_changed")
         self._state = HostState()
         self._queue: collections.deque[JobHandle] = collections.deque()
@@ -65,6 +87,8 @@ class EngineHost:
         self._current: JobHandle | None = None
         self._engine: Engine | None = None
         self._preflight: PreflightResult | None = None
+        self._last_job_end = time.monotonic()
+        self._job_s = FIRST_JOB_ESTIMATE_S  # a moving average of how long jobs take
         # A daemon only as the last resort: shutdown() is the normal exit and joins; a native call
         # that never returns must not keep the process alive after that.
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -81,17 +105,21 @@ class EngineHost:
 
     @property
     def queue_depth(self) -> int:
+        """Jobs waiting (not counting the one running, nor those cancelled while they waited)."""
         with self._cond:
-            return len(self._queue)
+            return self._waiting()
 
     def submit(self, job: Job, sink: Sink | None = None) -> JobHandle:
-        """Queue a job. Raises HostBusy when the queue is full, HostClosed after shutdown."""
+        """Queue a job. Raises HostBusy (with the seconds to wait) when the queue is full, HostClosed
+        after shutdown. A job cancelled while it waits no longer takes a place in the queue."""
         handle = JobHandle(job=job, sink=sink)
         with self._cond:
             if self._closed:
                 raise HostClosed("the engine has shut down")
-            if len(self._queue) >= self.queue_size:
-                raise HostBusy(f"the engine is busy ({len(self._queue)} jobs waiting); try again shortly")
+            waiting = self._waiting()
+            if waiting >= self.queue_size:
+                retry = min(MAX_RETRY_AFTER_S, max(1, math.ceil(self._job_s)))
+                raise HostBusy(f"the engine is busy ({waiting} jobs waiting); try again in {retry} s", retry)
             self._queue.append(handle)
             self._cond.notify()
         return handle
@@ -147,22 +175,33 @@ class EngineHost:
             raise HearthError(handle.error)
         return handle.result
 
+    def _waiting(self) -> int:
+        return sum(1 for h in self._queue if not h.cancelled)
+
     # -- host thread -------------------------------------------------------------------------------
     def _set_state(self, **changes) -> None:
         with self._cond:
-            depth = len(self._queue)
+            depth = self._waiting()
         state = HostState(**{**self._state.__dict__, **changes, "queue_depth": depth})
         if state != self._state:
             self._state = state
             self.state_changed.emit(state)
 
-    def _next(self) -> JobHandle:
+    def _next(self) -> JobHandle | None:
+        """The next job; None when the idle time-to-live ran out with nothing to do."""
         with self._cond:
             while not self._queue:
-                self._cond.wait()
+                timeout = self._idle_left()
+                if not self._cond.wait(timeout) and timeout is not None and not self._queue:
+                    return None
             handle = self._queue.popleft()
             self._current = handle
             return handle
+
+    def _idle_left(self) -> float | None:
+        if self.idle_ttl_s is None or self._engine is None:
+            return None
+        return max(0.0, self._last_job_end + self.idle_ttl_s - time.monotonic())
 
     def _emit(self, handle: JobHandle, event: HostEvent) -> None:
         if handle.sink is None:
@@ -173,57 +212,103 @@ class EngineHost:
             logger.exception("sink of job %d failed; cancelling the job", handle.id)
             handle.cancel()
 
-    def _finish(self, handle: JobHandle, result=None, error: str | None = None) -> None:
-        handle.result, handle.error = result, error
-        self._emit(handle, JobFailed(error) if error is not None else JobDone(result))
+    def _finish(self, handle: JobHandle, result=None) -> None:
+        handle.result = result
+        self._emit(handle, JobDone(result))
+        self._ended(handle)
+
+    def _fail(self, handle: JobHandle, message: str, code: str = "engine_error", details: dict | None = None) -> None:
+        handle.error, handle.error_code = message, code
+        self._emit(handle, JobFailed(message, code, dict(details or {}), handle.output_started))
+        self._ended(handle)
+
+    def _fail_with(self, handle: JobHandle, exc: BaseException) -> None:
+        message = str(exc) if isinstance(exc, HearthError) else f"{type(exc).__name__}: {exc}"
+        self._fail(handle, message, failure_code(exc), getattr(exc, "details", None))
+
+    def _ended(self, handle: JobHandle) -> None:
         with self._cond:
             self._current = None
+        self._last_job_end = time.monotonic()
         handle.done.set()
 
     def _run(self) -> None:
         logger.info("engine host %s started", self._thread.name)
         while True:
             handle = self._next()
+            if handle is None:
+                self._idle_unload()
+                continue
             job = handle.job
             if isinstance(job, ShutdownJob):
                 self._unload()
                 self._finish(handle)
                 break
             if handle.cancelled:
-                self._finish(handle, error="cancelled before it started")
+                self._fail(handle, "cancelled before it started", "cancelled")
                 continue
             handle.started = True
+            began = time.monotonic()
             try:
-                if isinstance(job, LoadJob):
-                    self._load(handle, job)
-                elif isinstance(job, UnloadJob):
-                    self._unload()
-                    self._set_state(status="idle", model=None, source=None, error=None)
-                    self._finish(handle)
-                elif isinstance(job, GenerateJob):
-                    self._generate(handle, job)
-                elif isinstance(job, EmbedJob):
-                    engine = self._require_engine()
-                    self._finish(handle, engine.embed(job.texts))
-                else:
-                    self._finish(handle, error=f"unknown job {type(job).__name__}")
-            except HearthError as exc:
-                self._finish(handle, error=str(exc))
+                self._dispatch(handle, job)
             except Exception as exc:  # the host outlives any engine bug
-                logger.exception("job %d (%s) failed", handle.id, type(job).__name__)
-                self._finish(handle, error=f"{type(exc).__name__}: {exc}")
+                if not isinstance(exc, HearthError):
+                    logger.exception("job %d (%s) failed", handle.id, type(job).__name__)
+                self._fail_with(handle, exc)
+            self._job_s = 0.8 * self._job_s + 0.2 * (time.monotonic() - began)
         # Anything submitted after the shutdown marker is told so.
         with self._cond:
             left = list(self._queue)
             self._queue.clear()
         for h in left:
-            self._finish(h, error="the engine has shut down")
+            self._fail(h, "the engine has shut down", "unavailable")
         logger.info("engine host %s stopped", self._thread.name)
+
+    def _dispatch(self, handle: JobHandle, job: Job) -> None:
+        if isinstance(job, LoadJob):
+            self._load(handle, job)
+        elif isinstance(job, UnloadJob):
+            self._unload()
+            self._set_state(status="idle", model=None, source=None, error=None)
+            self._finish(handle)
+        elif isinstance(job, GenerateJob):
+            self._generate(handle, job)
+        elif isinstance(job, CountJob):
+            engine = self._engine_for(job.model, handle)
+            info = engine.info
+            self._finish(handle, TokenCount(engine.count_tokens(job.request), info.n_ctx if info else 0))
+        elif isinstance(job, EmbedJob):
+            self._finish(handle, self._engine_for(job.model, handle).embed(job.texts))
+        else:
+            self._fail(handle, f"unknown job {type(job).__name__}")
+
+    def _idle_unload(self) -> None:
+        if self._engine is not None:
+            logger.info("no job for %.0f s: unloading the model", self.idle_ttl_s or 0)
+            self._unload()
+            self._set_state(status="idle", model=None, source=None, error=None)
 
     def _require_engine(self) -> Engine:
         if self._engine is None:
-            raise HearthError("no model is loaded")
+            raise ModelNotFound("no model is loaded")
         return self._engine
+
+    def _engine_for(self, model: str | None, handle: JobHandle) -> Engine:
+        """The engine to run a job for `model` on: the loaded one if it is that model, else (JIT) that
+        model loaded now. Checked as the job starts, never earlier."""
+        if model is None:
+            return self._require_engine()
+        if self.resolver is None:
+            raise ModelNotFound(f"{model!r}: this host runs only the model loaded in it")
+        target = self.resolver(model)
+        loaded = self._engine.info if self._engine is not None else None
+        if loaded is not None and _same_path(loaded.path, target.spec.path):
+            return self._require_engine()
+        if not self.jit:
+            raise ModelNotFound(f"{model} is not loaded; load it in Hearth, or turn on JIT loading in Settings")
+        logger.info("loading %s for job %d (JIT)", model, handle.id)
+        self._load_model(target, handle)
+        return self._require_engine()
 
     def _unload(self) -> None:
         engine, self._engine, self._preflight = self._engine, None, None
@@ -234,6 +319,10 @@ class EngineHost:
                 logger.exception("unloading %s failed", engine.name)
 
     def _load(self, handle: JobHandle, job: LoadJob) -> None:
+        self._finish(handle, self._load_model(job, handle))
+
+    def _load_model(self, job: LoadJob, handle: JobHandle) -> ModelInfo:
+        """Unload, check and load; raises HearthError (the host state says what went wrong)."""
         self._unload()  # loading another model is an unload + load; frees memory before the fit check
         self._set_state(status="loading", model=None, source=None, error=None)
         path = Path(job.spec.path)
@@ -253,37 +342,38 @@ class EngineHost:
         except HearthError as exc:
             logger.warning("could not load %s: %s", path.name, exc)
             self._set_state(status="error", model=None, error=str(exc))
-            self._finish(handle, error=str(exc))
-            return
+            raise
         except Exception as exc:  # a native failure (T26) must leave the host alive
             logger.exception("loading %s failed", path.name)
             message = f"could not load {path.name}: {exc}"
             self._set_state(status="error", model=None, error=message)
-            self._finish(handle, error=message)
-            return
+            raise HearthError(message) from exc
         self._engine, self._preflight = engine, pre
         logger.info("loaded %s with %s", path.name, engine.name)
         self._set_state(status="ready", model=info, error=None)
-        self._finish(handle, info)
+        return info
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
-        engine = self._require_engine()
+        engine = self._engine_for(job.model, handle)
         self._set_state(status="generating", source=job.source)
         parts: list[str] = []
         final: Chunk | None = None
         try:
-            for chunk in engine.generate(job.request, handle.cancel_event):
+            chunks = engine.generate(job.request, handle.cancel_event)
+            if engine.info is not None:
+                self._emit(handle, Started(engine.info))
+            for chunk in chunks:
                 if chunk.text:
                     parts.append(chunk.text)
+                    handle.output_started = True
                 if chunk.finish_reason is not None:
                     final = chunk
                 self._emit(handle, ChunkEvent(chunk))
         except Exception as exc:
-            message = str(exc) if isinstance(exc, HearthError) else f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, HearthError):
                 logger.exception("generation failed in %s", engine.name)
             self._set_state(status="ready", source=None)
-            self._finish(handle, error=message)
+            self._fail_with(handle, exc)
             return
         if final is None:
             final = Chunk(finish_reason="cancelled" if handle.cancelled else "stop")
@@ -319,3 +409,10 @@ class EngineHost:
 
     def __repr__(self) -> str:
         return f"EngineHost({self._thread.name!r}, {self._state.status})"
+
+
+def _same_path(a: Path | str, b: Path | str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return Path(a) == Path(b)

@@ -13,14 +13,38 @@ from app.core.engines.base import Chunk, GenerateRequest, LoadSpec, ModelInfo
 from app.core.errors import HearthError
 
 HostStatus = Literal["idle", "loading", "ready", "generating", "error"]
+# What kind of failure ended a job, for callers that answer machines (the API's error codes). An error
+# class says its kind with a `code` attribute; anything else is an engine error.
+FailureCode = Literal[
+    "context_length_exceeded", "model_not_found", "busy", "unsupported", "engine_error", "cancelled", "unavailable"
+]
 
 
 class HostBusy(HearthError):
-    """The job queue is full; try again shortly (the API answers 503 with Retry-After)."""
+    """The job queue is full; `retry_after` is how many seconds a slot is likely to take to free up
+    (the API answers 503 with Retry-After)."""
+
+    code = "busy"
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class HostClosed(HearthError):
     """The host has shut down and takes no more jobs."""
+
+    code = "unavailable"
+
+
+class ModelNotFound(HearthError):
+    """A job names a model the library does not have, or one that is not loaded while JIT loading is off."""
+
+    code = "model_not_found"
+
+
+def failure_code(exc: BaseException) -> str:
+    return getattr(exc, "code", None) or "engine_error"
 
 
 @dataclass
@@ -39,11 +63,23 @@ class UnloadJob:
 class GenerateJob:
     request: GenerateRequest
     source: str = "app"  # who asked: "chat", "api", "cli"; shown in the host state
+    # The model the job is for (a library name or id): loaded first when another is (JIT), checked
+    # when the job starts, so it never runs on a model swapped in meanwhile. None: whatever is loaded.
+    model: str | None = None
+
+
+@dataclass
+class CountJob:
+    """How many prompt tokens `request` takes after the chat template, and the context it must fit."""
+
+    request: GenerateRequest
+    model: str | None = None
 
 
 @dataclass
 class EmbedJob:
     texts: list[str]
+    model: str | None = None
 
 
 @dataclass
@@ -51,7 +87,7 @@ class ShutdownJob:
     pass
 
 
-Job = LoadJob | UnloadJob | GenerateJob | EmbedJob | ShutdownJob
+Job = LoadJob | UnloadJob | GenerateJob | CountJob | EmbedJob | ShutdownJob
 
 
 @dataclass
@@ -62,6 +98,22 @@ class GenerateResult:
     @property
     def finish_reason(self) -> str | None:
         return self.final.finish_reason
+
+
+@dataclass
+class TokenCount:
+    """A CountJob's result: the prompt's tokens and the loaded context length."""
+
+    prompt_tokens: int
+    n_ctx: int
+
+
+@dataclass
+class Started:
+    """A generation's prompt was accepted (the model is the right one, the prompt fits): what follows
+    is its chunks. Sent before any chunk, so a caller can still answer an error before that."""
+
+    model: ModelInfo
 
 
 @dataclass
@@ -77,9 +129,12 @@ class JobDone:
 @dataclass
 class JobFailed:
     error_message: str
+    code: str = "engine_error"  # a FailureCode
+    details: dict[str, Any] = field(default_factory=dict)  # e.g. prompt_tokens and n_ctx on an overflow
+    after_output: bool = False  # chunks with text were sent before it failed
 
 
-HostEvent = ChunkEvent | JobDone | JobFailed
+HostEvent = Started | ChunkEvent | JobDone | JobFailed
 # Called on the host thread: keep it quick and re-post to your own thread (Qt: a queued signal).
 Sink = Callable[[HostEvent], None]
 
@@ -100,10 +155,13 @@ class JobHandle:
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: str | None = None
+    error_code: str | None = None
     started: bool = False
+    output_started: bool = False  # a chunk with text went to the sink
 
     def cancel(self) -> None:
-        """Stop the job: skipped if still queued, stopped within one token / prompt batch if running."""
+        """Stop the job: skipped if still queued (its queue slot is free at once), stopped within one
+        token / prompt batch if running."""
         self.cancel_event.set()
 
     @property

@@ -111,7 +111,7 @@ class StreamBridge(QObject):
                 ):
                     save = "".join(buf.parts)
                     self._unsaved, self._last_save = 0, now
-            else:
+            elif isinstance(event, (JobDone, JobFailed)):
                 buf.final = event
         if save is not None:
             self._chats.save_partial(self.msg_id, save)

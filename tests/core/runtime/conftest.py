@@ -41,6 +41,9 @@ def make_host():
         queue_size: int = 8,
         preflight=no_preflight,
         calibration=None,
+        resolver=None,
+        jit: bool = True,
+        idle_ttl_s: float | None = None,
         **engine_kwargs,
     ) -> EngineHost:
         host = EngineHost(
@@ -49,6 +52,9 @@ def make_host():
             preflight=preflight,
             calibration=calibration,
             name="test-engine-host",
+            resolver=resolver,
+            jit=jit,
+            idle_ttl_s=idle_ttl_s,
         )
         hosts.append(host)
         return host
