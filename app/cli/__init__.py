@@ -1,6 +1,6 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
-One module per command group (hardware, fit, models, pull, engine); each adds its parsers and sets
+One module per command group (hardware, fit, models, pull, engine, serve); each adds its parsers and sets
 `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.hardware import add_hardware_command
     from app.cli.models import add_model_commands
     from app.cli.pull import add_pull_command
+    from app.cli.serve import add_serve_command
 
     parser = argparse.ArgumentParser(prog="hearth", description="Run open LLMs on your own machine.")
     parser.add_argument("--version", action="version", version=f"hearth {__version__}")
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_commands(sub)
     add_model_commands(sub)
     add_pull_command(sub)
+    add_serve_command(sub)
     return parser
 
 

@@ -16,6 +16,7 @@ from app.core.library.from_downloads import LibraryFeed
 from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
 from app.core.runtime.host import EngineHost
+from app.core.runtime.resolve import ModelResolver
 from app.core.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class Services:
     host: EngineHost
     chats: ChatStore
     calibration: CalibrationStore
+    resolver: ModelResolver
     env: dict[str, str] = field(default_factory=dict)
     feed: LibraryFeed | None = None
 
@@ -48,9 +50,17 @@ class Services:
             token=hub.token,
             endpoint=hub.endpoint,
         )
-        host = EngineHost(default_registry(), calibration=calibration)
+        resolver = ModelResolver(library)
+        host = EngineHost(
+            default_registry(),
+            calibration=calibration,
+            resolver=resolver,
+            jit=settings.server.jit_load,
+            queue_size=settings.server.queue_size,
+            idle_ttl_s=settings.server.idle_ttl_minutes * 60 or None,
+        )
         chats = ChatStore(paths.chats_db)
-        services = cls(paths, settings, library, downloads, host, chats, calibration, env)
+        services = cls(paths, settings, library, downloads, host, chats, calibration, resolver, env)
         services.feed = LibraryFeed(downloads, library)
         return services
 
@@ -65,6 +75,9 @@ class Services:
         self.downloads.token = client.token
         self.downloads.endpoint = client.endpoint
         self.downloads.set_max_parallel(settings.parallel_downloads)
+        self.host.jit = settings.server.jit_load
+        self.host.queue_size = settings.server.queue_size
+        self.host.idle_ttl_s = settings.server.idle_ttl_minutes * 60 or None
 
     def start(self) -> None:
         """A background thread, after the window shows: catch up the library, resume unfinished downloads."""

@@ -25,6 +25,49 @@ class WindowState(BaseModel):
     page: str = "hardware"
 
 
+# Collides with none of LM Studio (1234), Ollama (11434), llama-server (8080), vLLM (8000), Jan (1337).
+DEFAULT_SERVER_PORT = 8487
+
+
+class ServerSettings(BaseModel):
+    """The local API server. Loopback by default; LAN is an explicit choice and always needs the key."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+    port: int = Field(default=DEFAULT_SERVER_PORT, ge=1, le=65535)
+    bind: Literal["loopback", "lan"] = "loopback"
+    api_key: str = ""  # generated on first use; empty means none yet
+    require_api_key: bool = False  # on loopback; LAN mode requires it whatever this says
+    cors_origins: list[str] = Field(default_factory=list)  # exact origins, e.g. "http://localhost:3000"
+    start_with_app: bool = False
+    jit_load: bool = True  # a request for a model that is not loaded loads it
+    idle_ttl_minutes: int = Field(default=0, ge=0, le=24 * 60)  # 0: never unload an idle model
+    queue_size: int = Field(default=8, ge=1, le=256)
+
+    @property
+    def key_required(self) -> bool:
+        return self.bind == "lan" or self.require_api_key
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _check_origins(cls, value: list[str]) -> list[str]:
+        out = []
+        for origin in value:
+            origin = origin.strip().rstrip("/")
+            if origin == "*" or not origin.lower().startswith(("http://", "https://")) or " " in origin:
+                raise ValueError(f"{origin!r} is not an exact origin (scheme://host[:port])")
+            out.append(origin)
+        return out
+
+    @field_validator("api_key")
+    @classmethod
+    def _check_key(cls, value: str) -> str:
+        value = value.strip()
+        if any(c.isspace() or not c.isprintable() for c in value):
+            raise ValueError("the API key must not contain spaces or control characters")
+        return value
+
+
 class Settings(BaseModel):
     # Unknown keys from a newer Hearth are dropped, not fatal: a downgrade must still start.
     model_config = ConfigDict(extra="ignore", validate_assignment=True)
@@ -37,6 +80,7 @@ class Settings(BaseModel):
     hf_endpoint: str = ""  # empty: HF_ENDPOINT, else the public Hub
     hf_token: str = ""  # empty: HF_TOKEN, else anonymous
     parallel_downloads: int = Field(default=2, ge=1, le=8)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @field_validator("hf_endpoint")
     @classmethod

@@ -1,0 +1,119 @@
+"""`hearth serve`: the OpenAI-compatible API with no window. Models from the library load on demand
+(JIT) and unload after an idle time; Ctrl-C or SIGTERM stop it within seconds."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.cli.context import CliContext
+
+SERVE_IDLE_MINUTES = 15  # `hearth serve` frees memory when nobody asks for a while (the GUI never does by default)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def add_serve_command(subparsers: Any) -> None:
+    from app.core.settings import DEFAULT_SERVER_PORT
+
+    serve = subparsers.add_parser("serve", help="serve the OpenAI-compatible API (no window)")
+    serve.add_argument("--model", help="load this model first (a library name or a model file)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; anything else is LAN mode, which needs a key)",
+    )
+    serve.add_argument("--port", type=int, help=f"port (default: Settings → Server, else {DEFAULT_SERVER_PORT})")
+    serve.add_argument("--api-key", help="require this key (Authorization: Bearer or x-api-key)")
+    serve.add_argument(
+        "--idle-minutes",
+        type=int,
+        help=f"unload an idle model after this many minutes; 0 never (default {SERVE_IDLE_MINUTES})",
+    )
+    serve.add_argument("--no-jit", action="store_true", help="never load a model a request asks for")
+    serve.set_defaults(handler=cmd_serve)
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
+    from app.core.engines import default_registry
+    from app.core.errors import HearthError
+    from app.core.runtime.host import EngineHost
+    from app.core.runtime.resolve import ModelResolver
+    from app.server.app import create_app
+    from app.server.config import new_api_key, policy_for
+    from app.server.context import ServerContext
+    from app.server.runner import ServerThread
+
+    server = ctx.settings.server
+    lan = args.host not in LOOPBACK_HOSTS
+    key = args.api_key or ""
+    if lan:
+        server = server.model_copy(update={"bind": "lan"})
+        key = key or server.api_key or new_api_key()
+    elif not key and server.key_required:
+        key = server.api_key
+    try:
+        policy = policy_for(server, key or None)
+    except ValueError as exc:
+        return ctx.fail(exc, 2)
+    idle = SERVE_IDLE_MINUTES if args.idle_minutes is None else max(0, args.idle_minutes)
+    library = ctx.open_library()
+    resolver = ModelResolver(library)
+    host = EngineHost(
+        default_registry(),
+        calibration=ctx.calibration,
+        resolver=resolver,
+        jit=not args.no_jit,
+        queue_size=server.queue_size,
+        idle_ttl_s=idle * 60 or None,
+        name="hearth-engine",
+    )
+    context = ServerContext(host, library, resolver)
+    runner = ServerThread(create_app(context, policy), args.host, args.port or server.port, context.cancel_streams)
+    try:
+        if args.model:
+            name = _library_name(library, args.model)
+            _err(f"loading {name} …")
+            host.load_sync(resolver(name).spec, resolver.find(name).format)
+        runner.start()
+        _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))
+        _err("Press Ctrl-C to stop.")
+        _wait_for_stop()
+        return 0
+    except HearthError as exc:
+        return ctx.fail(exc)
+    finally:
+        runner.stop()
+        host.shutdown(10)
+        library.close()
+
+
+def _library_name(library: Any, model: str) -> str:
+    """A library name as given; a model file not in the library yet is imported in place first."""
+    from app.core.library import import_path
+
+    if library.find(model) is None and Path(model).expanduser().exists():
+        return import_path(library, model).imported[0].name
+    return model
+
+
+def _wait_for_stop() -> None:
+    """Block the main thread until Ctrl-C or SIGTERM (a service manager's stop)."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)

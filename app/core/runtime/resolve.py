@@ -1,0 +1,89 @@
+"""Model names as API clients send them → library models, and how each loads here.
+
+A job that names a model is resolved when it starts (see host.py); a JIT load uses the planner's
+defaults on this machine, as the chat's model bar does: the largest context up to the default that
+fits, GPU layers and KV cache type as planned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from app.core.engines.base import LoadSpec
+from app.core.library.store import Library, LocalModel
+from app.core.models.devices import Machine
+from app.core.models.errors import ModelFileError
+from app.core.runtime.jobs import LoadJob, ModelNotFound
+from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, live_machine, plan_model
+
+logger = logging.getLogger(__name__)
+
+
+class ModelResolver:
+    """`resolver(name) -> LoadJob` for the host; `load_spec(model)` and `context_length(model)` for listings.
+    Thread-safe: the host thread resolves, the server's threads list."""
+
+    def __init__(self, library: Library, machine: Callable[[], Machine | None] = live_machine) -> None:
+        self.library = library
+        self.machine = machine
+        self._lock = threading.Lock()
+        self._planned: dict[tuple[str, int, int], LoadSpec] = {}  # (path, size, mtime) -> spec
+
+    def find(self, name: str) -> LocalModel:
+        """The ready library model `name` means (its name, id, `repo:QUANT` or path); else ModelNotFound."""
+        model = self.library.find(name) if name.strip() else None
+        if model is None:
+            raise ModelNotFound(f"the model {name[:200]!r} does not exist in Hearth's library (see GET /v1/models)")
+        if not model.ready:
+            raise ModelNotFound(f"{model.name} is {model.status} in the library: {model.reason or 'not usable'}")
+        return model
+
+    def __call__(self, name: str) -> LoadJob:
+        model = self.find(name)
+        return LoadJob(spec=self.load_spec(model), format=model.format)
+
+    def load_spec(self, model: LocalModel) -> LoadSpec:
+        """How `model` loads by default on this machine (planned once per file version)."""
+        key = _file_key(model.path)
+        with self._lock:
+            cached = self._planned.get(key)
+        if cached is not None:
+            return cached
+        spec = self._plan(model)
+        with self._lock:
+            self._planned[key] = spec
+        return spec
+
+    def context_length(self, model: LocalModel) -> int:
+        return self.load_spec(model).n_ctx
+
+    def _plan(self, model: LocalModel) -> LoadSpec:
+        path = Path(model.path)
+        try:
+            spec = check_model(path, model.format)
+        except ModelFileError as exc:
+            raise ModelNotFound(f"{model.name} cannot be loaded: {exc}") from exc
+        machine = self.machine()
+        if spec is None or machine is None:
+            return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
+        plan = plan_model(spec, machine, default_context(spec), label=path.name).plan
+        opts = plan.options
+        return LoadSpec(
+            path=path,
+            n_ctx=opts.n_ctx,
+            n_gpu_layers=opts.n_gpu_layers,
+            flash_attn=opts.flash_attn,
+            cache_type_k=opts.cache_type_k,
+            cache_type_v=opts.cache_type_v,
+        )
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    try:
+        st = Path(path).stat()
+        return str(path), st.st_size, st.st_mtime_ns
+    except OSError:
+        return str(path), -1, -1

@@ -1,0 +1,67 @@
+"""The app factory: the OpenAI routes over the core's engine host, behind the front door (security.py),
+with every error in OpenAI's shape and every request in the log."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app import __version__
+from app.server import errors
+from app.server.context import ServerContext
+from app.server.models_routes import router as models_router
+from app.server.openai_chat import router as chat_router
+from app.server.openai_completions import router as completions_router
+from app.server.request_log import RequestLog, Timer
+from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(ctx: ServerContext, policy: Policy | None = None) -> FrontDoor:
+    """The ASGI app to serve: FastAPI's routes inside the front door. `app.policy` may be replaced later."""
+    api = FastAPI(
+        title="Hearth",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        description="OpenAI-compatible API over the model loaded in Hearth.",
+    )
+    api.state.hearth = ctx
+    api.add_exception_handler(errors.APIError, errors.api_error_handler)
+    api.add_exception_handler(RequestValidationError, errors.validation_error_handler)
+    api.add_exception_handler(StarletteHTTPException, errors.http_error_handler)
+    api.add_exception_handler(Exception, errors.unexpected_error_handler)
+    for router in (models_router, chat_router, completions_router):
+        api.include_router(router)
+    return FrontDoor(_Logged(api, ctx.log), policy or Policy())
+
+
+class _Logged:
+    """Records each request (status, duration, and the model and usage a route left in request.state)
+    once its response has been sent, streams included."""
+
+    def __init__(self, app: ASGIApp, log: RequestLog) -> None:
+        self.app, self.log = app, log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        timer = Timer(self.log, scope["method"], scope["path"])
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            state = scope.get("state", {})
+            timer.done(status, state.get("model", ""), state.get("usage"))

@@ -1,0 +1,50 @@
+"""What the routes work with: the one engine host (shared with the chat), the library and the model
+resolver, and the request log. Reached from a route as `hearth(request)`."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fastapi import Request
+
+from app.core.engines.base import ModelInfo
+from app.core.library.store import Library, LocalModel
+from app.core.runtime.host import EngineHost
+from app.core.runtime.resolve import ModelResolver
+from app.server.request_log import RequestLog
+
+if TYPE_CHECKING:
+    from app.server.host_jobs import JobStream
+
+
+@dataclass
+class ServerContext:
+    host: EngineHost
+    library: Library | None = None
+    resolver: ModelResolver | None = None
+    log: RequestLog = field(default_factory=RequestLog)
+    streams: weakref.WeakSet[JobStream] = field(default_factory=weakref.WeakSet)  # requests waiting on a job
+
+    def cancel_streams(self) -> int:
+        """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""
+        from app.server.host_jobs import cancel_all
+
+        return cancel_all(self.streams)
+
+    def local_model(self, path: Path | str) -> LocalModel | None:
+        """The library entry for a loaded file, if it has one."""
+        return self.library.find(str(path)) if self.library is not None else None
+
+    def model_id(self, info: ModelInfo) -> str:
+        """How the API names a loaded model: its library name, else its file name."""
+        model = self.local_model(info.path)
+        return model.name if model is not None else Path(info.path).name
+
+
+def hearth(request: Request) -> ServerContext:
+    ctx = request.app.state.hearth
+    assert isinstance(ctx, ServerContext)
+    return ctx

@@ -1,0 +1,120 @@
+"""Errors in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, with string codes and the
+HTTP status llama-server uses for each type, so clients that branch on either keep working."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger(__name__)
+
+STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "not_supported_error": 501,
+    "unavailable_error": 503,
+    "server_error": 500,
+}
+# A host job's failure code → (error type, HTTP status).
+FAILURES = {
+    "context_length_exceeded": ("invalid_request_error", 400),
+    "model_not_found": ("invalid_request_error", 404),
+    "unsupported": ("invalid_request_error", 400),
+    "busy": ("unavailable_error", 503),
+    "unavailable": ("unavailable_error", 503),
+    "cancelled": ("unavailable_error", 503),
+    "engine_error": ("server_error", 500),
+}
+
+
+class APIError(Exception):
+    """Raised by a route: becomes the error response."""
+
+    def __init__(
+        self,
+        message: str,
+        type_: str = "invalid_request_error",
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message, self.type, self.code, self.param = message, type_, code, param
+        self.status = status or STATUS.get(type_, 400)
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.type, self.code, self.param)
+
+
+def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def error_response(
+    message: str,
+    type_: str,
+    *,
+    code: str | None = None,
+    param: str | None = None,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(message, type_, code, param), status_code=status or STATUS.get(type_, 400), headers=headers
+    )
+
+
+def from_failure(message: str, code: str, retry_after: float | None = None) -> APIError:
+    """The API error for a host job that failed with `code`."""
+    type_, status = FAILURES.get(code, ("server_error", 500))
+    headers = {"Retry-After": str(int(retry_after))} if retry_after else None
+    return APIError(message, type_, code=code, status=status, headers=headers)
+
+
+async def api_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, APIError)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
+
+
+async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """A body that is not JSON, or does not match the request model: 400, naming the first bad field."""
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    where = [str(p) for p in first.get("loc", ()) if p != "body"]
+    param = ".".join(where) or None
+    if first.get("type") == "json_invalid":
+        message, param = "the request body is not valid JSON", None
+    else:
+        message = f"{param or 'the request body'}: {first.get('msg', 'invalid value')}"
+    return error_response(message, "invalid_request_error", code="invalid_value", param=param)
+
+
+async def http_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    type_ = {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        405: "invalid_request_error",
+        413: "request_too_large",
+    }.get(exc.status_code, "invalid_request_error")
+    if exc.status_code >= 500:
+        type_ = "server_error"
+    return error_response(str(exc.detail), type_, status=exc.status_code)
+
+
+async def unexpected_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("request failed", exc_info=exc)
+    return error_response(f"the server failed: {type(exc).__name__}", "server_error", status=500)

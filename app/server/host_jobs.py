@@ -1,0 +1,111 @@
+"""A host job seen from the server's event loop: its events arrive on an asyncio queue (the sink only
+re-posts, on the host thread), and a client that goes away cancels it within one poll."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+
+from app.core.runtime.host import EngineHost
+from app.core.runtime.jobs import ChunkEvent, HostBusy, HostClosed, HostEvent, Job, JobDone, JobFailed, JobHandle
+from app.server.errors import APIError, error_body, from_failure
+
+logger = logging.getLogger(__name__)
+
+DISCONNECT_POLL_S = 0.1  # a job of a client that left is cancelled within this (plus one token or batch)
+
+
+class JobStream:
+    """`await stream.next()` gives the job's events in order; None once the client has disconnected."""
+
+    def __init__(self, host: EngineHost, job: Job, request: Request, live: weakref.WeakSet[JobStream]) -> None:
+        self.request = request
+        self.queue: asyncio.Queue[HostEvent] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self.finished = False
+        try:
+            self.handle: JobHandle = host.submit(job, self._sink)
+        except HostBusy as exc:
+            raise from_failure(str(exc), "busy", exc.retry_after) from exc
+        except HostClosed as exc:
+            raise from_failure(str(exc), "unavailable") from exc
+        live.add(self)  # the server's open streams: stopping it cancels their jobs
+
+    def _sink(self, event: HostEvent) -> None:
+        """Host thread: hand over and return (a closed loop raises here, and the host cancels the job)."""
+        self._loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+    async def next(self, poll: bool = True) -> HostEvent | None:
+        """The next event. With `poll`, watch for the client leaving meanwhile (then the job is cancelled
+        and None comes back); without, the caller's framework watches (a streaming response does)."""
+        while True:
+            try:
+                event = await asyncio.wait_for(self.queue.get(), DISCONNECT_POLL_S if poll else None)
+            except TimeoutError:
+                if await self.request.is_disconnected():
+                    self.cancel()
+                    return None
+                continue
+            if isinstance(event, (JobDone, JobFailed)):
+                self.finished = True
+            return event
+
+    async def result(self) -> JobDone | None:
+        """Wait for the end; raises the job's failure as an APIError; None if the client left."""
+        while True:
+            event = await self.next()
+            if event is None:
+                return None
+            if isinstance(event, JobFailed):
+                raise from_failure(event.error_message, event.code)
+            if isinstance(event, JobDone):
+                return event
+
+    def cancel(self) -> None:
+        """Any thread: stop the job (queued: skipped at once; running: within a token or batch)."""
+        if not self.finished:
+            self.handle.cancel()
+
+    async def relay(self, ping_every: float) -> AsyncIterator[ChunkEvent | JobDone | JobFailed | None]:
+        """Inside a streaming response (which cancels this generator when the client leaves): the job's
+        events up to its end, and None whenever `ping_every` seconds pass without one (send a ping)."""
+        while True:
+            try:
+                event = await asyncio.wait_for(self.queue.get(), ping_every)
+            except TimeoutError:
+                yield None
+                continue
+            if isinstance(event, (JobDone, JobFailed)):
+                self.finished = True
+                yield event
+                return
+            if isinstance(event, ChunkEvent):
+                yield event
+
+
+def failure_error(event: JobFailed) -> APIError:
+    return from_failure(event.error_message, event.code)
+
+
+def stream_failure(event: JobDone | JobFailed) -> dict | None:
+    """The one SSE error event that ends a stream that failed after it began; None when it finished well."""
+    if isinstance(event, JobFailed):
+        return error_body(event.error_message, "server_error", event.code)
+    final = event.result.final
+    if final.finish_reason == "error":
+        return error_body(final.error or "the generation failed", "server_error", "engine_error")
+    if final.finish_reason == "cancelled":
+        return error_body("the generation was stopped (the server is shutting down)", "unavailable_error", "cancelled")
+    return None
+
+
+def cancel_all(live: weakref.WeakSet[JobStream]) -> int:
+    """Stop every job a request is still waiting on (server shutdown); returns how many."""
+    streams = [s for s in list(live) if not s.finished]
+    for s in streams:
+        s.cancel()
+    return len(streams)

@@ -1,0 +1,113 @@
+"""`GET /v1/models`, `GET /v1/models/{id}`, `POST /v1/embeddings` and `GET /health`.
+
+A model lists what OpenAI lists (id, object, created, owned_by) and what a local client needs to pick
+one: format, quant, whether it is loaded, the context it runs (or would run) with, and capabilities."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import struct
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from app import __version__
+from app.core.library.store import LocalModel
+from app.core.runtime.jobs import EmbedJob, ModelNotFound
+from app.server.context import ServerContext, hearth
+from app.server.errors import APIError
+from app.server.host_jobs import JobStream
+from app.server.openai_chat import CLIENT_GONE
+from app.server.openai_schemas import EmbeddingRequest
+
+router = APIRouter()
+
+
+def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
+    state = ctx.host.state
+    loaded = state.model is not None and ctx.local_model(state.model.path) == model
+    if loaded and state.model is not None:
+        context = state.model.n_ctx
+    else:
+        try:
+            context = ctx.resolver.context_length(model) if ctx.resolver is not None else 0
+        except ModelNotFound:
+            context = 0
+    owner = model.repo_id.split("/")[0] if model.repo_id else "local"
+    return {
+        "id": model.name,
+        "object": "model",
+        "created": int(model.added_at),
+        "owned_by": owner,
+        "format": model.format,
+        "quant": model.quant,
+        "loaded": loaded,
+        "context_length": context,
+        "capabilities": {
+            "chat": True,
+            "completion": True,
+            "tools": False,
+            "json_schema": model.format == "gguf",
+            "embeddings": False,
+        },
+    }
+
+
+def _ready_models(ctx: ServerContext) -> list[LocalModel]:
+    return ctx.library.list(status="ready") if ctx.library is not None else []
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    ctx = hearth(request)
+    # Planning a model reads its header: off the event loop, so a long list never stalls a stream.
+    data = await asyncio.to_thread(lambda: [describe(ctx, m) for m in _ready_models(ctx)])
+    return {"object": "list", "data": data}
+
+
+@router.get("/v1/models/{model_id:path}")
+async def get_model(model_id: str, request: Request) -> dict[str, Any]:
+    ctx = hearth(request)
+    if ctx.resolver is None:
+        raise APIError(
+            f"the model {model_id!r} does not exist", "invalid_request_error", code="model_not_found", status=404
+        )
+    resolver = ctx.resolver
+    try:
+        model = await asyncio.to_thread(resolver.find, model_id)
+    except ModelNotFound as exc:
+        raise APIError(str(exc), "invalid_request_error", code="model_not_found", param="model", status=404) from exc
+    return await asyncio.to_thread(describe, ctx, model)
+
+
+@router.post("/v1/embeddings")
+async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
+    ctx = hearth(request)
+    texts = body.texts()
+    if not texts or any(not isinstance(t, str) for t in texts):
+        raise APIError("input must be a string or a list of strings", param="input", code="invalid_value")
+    stream = JobStream(ctx.host, EmbedJob(texts, model=body.model or None), request, ctx.streams)
+    done = await stream.result()
+    if done is None:
+        return Response(status_code=CLIENT_GONE)
+    vectors: list[list[float]] = done.result
+    data = [
+        {"object": "embedding", "index": i, "embedding": _b64(v) if body.encoding_format == "base64" else v}
+        for i, v in enumerate(vectors)
+    ]
+    model = body.model or (ctx.model_id(ctx.host.state.model) if ctx.host.state.model else "")
+    return JSONResponse(
+        {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+    )
+
+
+def _b64(vector: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+@router.get("/health")
+async def health() -> dict[str, Any]:
+    """Open without a key (security.OPEN_PATHS), so it says only that the server is up."""
+    return {"status": "ok", "version": __version__}

@@ -1,0 +1,74 @@
+"""What the OpenAI routes share: mapping sampling fields onto the engine's, ids, usage, and SSE framing."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+import time
+from typing import Any
+
+from app import __version__
+from app.core.engines.base import GenerationStats, SamplingParams
+from app.server.errors import APIError
+from app.server.openai_schemas import _Sampling
+
+# What a client that sets nothing gets: llama-server's defaults, which local-model clients expect.
+DEFAULT_TEMPERATURE = 0.8
+DEFAULT_TOP_P = 0.95
+SYSTEM_FINGERPRINT = f"fp_hearth_{__version__}"
+_ALPHABET = string.ascii_letters + string.digits
+UINT32 = 0xFFFFFFFF
+
+
+def new_id(prefix: str) -> str:
+    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(24))
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def sampling(body: _Sampling, max_tokens: int | None) -> SamplingParams:
+    """The engine's sampling for an OpenAI request; refuses what it cannot honour (n > 1, logit_bias)."""
+    if body.n not in (None, 1):
+        raise APIError("n must be 1: Hearth returns one choice per request", param="n", code="invalid_value")
+    if body.logit_bias:
+        raise APIError("logit_bias is not supported yet", "not_supported_error", param="logit_bias", code="unsupported")
+    top_p = DEFAULT_TOP_P if body.top_p is None else max(body.top_p, 1e-6)  # 0 means "the top token only"
+    values: dict[str, Any] = {
+        "temperature": DEFAULT_TEMPERATURE if body.temperature is None else body.temperature,
+        "top_p": top_p,
+        "presence_penalty": body.presence_penalty or 0.0,
+        "frequency_penalty": body.frequency_penalty or 0.0,
+        "seed": None if body.seed is None else body.seed & UINT32,
+        "max_tokens": max_tokens,
+        "stop": body.stops(),
+    }
+    for name in ("top_k", "min_p", "repeat_penalty"):
+        if getattr(body, name) is not None:
+            values[name] = getattr(body, name)
+    return SamplingParams(**values)
+
+
+def usage(stats: GenerationStats | None) -> dict[str, Any]:
+    prompt = stats.prompt_tokens if stats else 0
+    completion = stats.generated_tokens if stats else 0
+    cached = max(0, prompt - stats.prompt_tokens_evaluated) if stats else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+
+
+def sse(data: dict[str, Any] | str) -> bytes:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
+
+
+PING = b": ping\n\n"  # an SSE comment: keeps proxies and clients from timing out during a long prefill
+DONE = sse("[DONE]")
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -1,0 +1,114 @@
+"""`POST /v1/completions` (the legacy text API editors use for fill-in): a prompt string (or a list of
+one), the same sampling and streaming rules as chat, no template applied, no echo."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from app.core.engines.base import Chunk, GenerateRequest
+from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
+from app.server.context import hearth
+from app.server.errors import APIError
+from app.server.host_jobs import JobStream, failure_error, stream_failure
+from app.server.openai_chat import CLIENT_GONE, PING_EVERY_S, finish_reason
+from app.server.openai_common import DONE, PING, SSE_HEADERS, SYSTEM_FINGERPRINT, new_id, now, sampling, sse, usage
+from app.server.openai_schemas import CompletionRequest
+
+router = APIRouter()
+
+
+def to_generate_request(body: CompletionRequest) -> GenerateRequest:
+    if isinstance(body.prompt, list) and len(body.prompt) != 1:
+        raise APIError("prompt must be a string or a list of one string", param="prompt", code="invalid_value")
+    if body.echo:
+        raise APIError("echo is not supported", "not_supported_error", param="echo", code="unsupported")
+    if body.logprobs:
+        raise APIError("logprobs are not supported yet", "not_supported_error", param="logprobs", code="unsupported")
+    if body.suffix:
+        raise APIError(
+            "suffix (fill-in-the-middle) is not supported yet",
+            "not_supported_error",
+            param="suffix",
+            code="unsupported",
+        )
+    prompt = body.prompt[0] if isinstance(body.prompt, list) else body.prompt
+    return GenerateRequest(prompt=prompt, sampling=sampling(body, body.max_tokens))
+
+
+@router.post("/v1/completions")
+async def completions(body: CompletionRequest, request: Request) -> Response:
+    ctx = hearth(request)
+    job = GenerateJob(to_generate_request(body), source="api", model=body.model or None)
+    stream = JobStream(ctx.host, job, request, ctx.streams)
+    first = await stream.next()
+    if first is None:
+        return Response(status_code=CLIENT_GONE)
+    if isinstance(first, JobFailed):
+        raise failure_error(first)
+    assert isinstance(first, Started)
+    model = body.model or ctx.model_id(first.model)
+    request.state.model = model
+    text = TextReply(new_id("cmpl-"), now(), model)
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(
+            text.stream(stream, include_usage, request), media_type="text/event-stream", headers=SSE_HEADERS
+        )
+    done = await stream.result()
+    if done is None:
+        return Response(status_code=CLIENT_GONE)
+    result = done.result
+    assert isinstance(result, GenerateResult)
+    if result.final.finish_reason == "error":
+        raise APIError(result.final.error or "the generation failed", "server_error", code="engine_error")
+    request.state.usage = usage(result.final.stats)
+    return JSONResponse(text.completion(result.text, result.final))
+
+
+class TextReply:
+    def __init__(self, id_: str, created: int, model: str) -> None:
+        self.id, self.created, self.model = id_, created, model
+
+    def _body(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": choices,
+        }
+
+    def completion(self, text: str, final: Chunk) -> dict[str, Any]:
+        choice = {"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason(final)}
+        return {**self._body([choice]), "usage": usage(final.stats)}
+
+    async def stream(self, stream: JobStream, include_usage: bool, request: Request) -> AsyncIterator[bytes]:
+        def piece(text: str, finish: str | None = None) -> dict[str, Any]:
+            out = self._body([{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}])
+            if include_usage:
+                out["usage"] = None
+            return out
+
+        try:
+            async for event in stream.relay(PING_EVERY_S):
+                if event is None:
+                    yield PING
+                elif isinstance(event, ChunkEvent):
+                    if event.chunk.text:
+                        yield sse(piece(event.chunk.text))
+                elif (failure := stream_failure(event)) is not None:
+                    yield sse(failure)
+                elif isinstance(event, JobDone):
+                    final = event.result.final
+                    request.state.usage = usage(final.stats)
+                    yield sse(piece("", finish_reason(final)))
+                    if include_usage:
+                        yield sse({**self._body([]), "usage": usage(final.stats)})
+                    yield DONE
+        finally:
+            stream.cancel()

@@ -1,0 +1,182 @@
+"""OpenAI request bodies, as strict as the API is about types and bounds, as lenient as it is about
+fields it does not know (clients send vendor extras; they are ignored, never an error). A chat template
+is never taken from a request (T3)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_TOKENS_CAP = 1 << 20  # no context is longer; 10^9 is a mistake, not a request
+MAX_MESSAGES = 10_000
+MAX_STOP = 16
+MAX_STOP_CHARS = 1024
+FORBIDDEN = ("chat_template", "chat_template_kwargs")  # a template is code: only the model file's runs
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # unknown fields are dropped, as OpenAI-compatible servers do
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_template(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in FORBIDDEN:
+                if name in data:
+                    raise ValueError(f"{name} is not accepted: Hearth renders only the model's own chat template")
+        return data
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text", "input_text", "output_text"]
+    text: str
+
+
+class OtherPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=256)
+    arguments: str = ""
+
+
+class ToolCallIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(default="", max_length=256)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart | OtherPart] | None = None
+    name: str | None = Field(default=None, max_length=256)
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = Field(default=None, max_length=256)
+    reasoning_content: str | None = None  # accepted from clients that echo it back; not re-sent to the model
+    reasoning: str | None = None
+
+    def text(self) -> str:
+        """The message's text; parts other than text are refused by the route before this."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    def other_parts(self) -> list[str]:
+        if isinstance(self.content, list):
+            return [p.type for p in self.content if not isinstance(p, TextPart)]
+        return []
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(default="response", max_length=256)
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
+class FunctionTool(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=256)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"]
+    function: FunctionTool
+
+
+class _Sampling(_Request):
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    logit_bias: dict[str, float] | None = None
+    n: int | None = Field(default=None, ge=1, le=128)
+    user: str | None = Field(default=None, max_length=256)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    # llama.cpp's extras that clients of local servers send; honoured, not required.
+    top_k: int | None = Field(default=None, ge=0, le=100_000)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repeat_penalty: float | None = Field(default=None, ge=0.0, le=10.0)
+
+    @field_validator("stop")
+    @classmethod
+    def _check_stop(cls, value: str | list[str] | None) -> str | list[str] | None:
+        items = [value] if isinstance(value, str) else value or []
+        if len(items) > MAX_STOP or any(len(s) > MAX_STOP_CHARS for s in items):
+            raise ValueError(f"at most {MAX_STOP} stop sequences of up to {MAX_STOP_CHARS} characters")
+        return value
+
+    def stops(self) -> list[str]:
+        items = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return [s for s in items if s]
+
+
+class ChatCompletionRequest(_Sampling):
+    model: str | None = Field(default=None, max_length=512)
+    messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    response_format: ResponseFormat | None = None
+    tools: list[Tool] | None = Field(default=None, max_length=512)
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    reasoning_format: Literal["separate", "inline"] | None = None  # inline: <think> stays in content
+
+
+class CompletionRequest(_Sampling):
+    model: str | None = Field(default=None, max_length=512)
+    prompt: str | list[str]
+    max_tokens: int | None = Field(default=16, ge=1, le=MAX_TOKENS_CAP)
+    echo: bool = False
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+    suffix: str | None = None
+
+
+class EmbeddingRequest(_Request):
+    model: str | None = Field(default=None, max_length=512)
+    input: str | list[str] = Field(...)
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(default=None, ge=1)
+    user: str | None = None
+
+    def texts(self) -> list[str]:
+        return [self.input] if isinstance(self.input, str) else list(self.input)

@@ -1,0 +1,67 @@
+"""The last N requests, kept in memory for the Server page: time, method, path, model, tokens, duration,
+status. Written by the server's thread, read by anyone; `added` fires on the server's thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from app.core.events import Event
+
+DEFAULT_KEEP = 500
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    at: float  # time.time() when it arrived
+    method: str
+    path: str
+    status: int
+    duration_s: float
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class RequestLog:
+    def __init__(self, keep: int = DEFAULT_KEEP) -> None:
+        self._items: deque[LoggedRequest] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+        self.added: Event[LoggedRequest] = Event("server.request")
+
+    def add(self, item: LoggedRequest) -> None:
+        with self._lock:
+            self._items.append(item)
+        self.added.emit(item)
+
+    def items(self) -> list[LoggedRequest]:
+        with self._lock:
+            return list(self._items)
+
+
+class Timer:
+    """Started when a request arrives; `done(...)` records it."""
+
+    def __init__(self, log: RequestLog, method: str, path: str) -> None:
+        self.log, self.method, self.path = log, method, path
+        self.at, self._t0 = time.time(), time.perf_counter()
+
+    def done(self, status: int, model: str = "", usage: dict | None = None) -> None:
+        u = usage or {}
+        details = u.get("prompt_tokens_details") or {}
+        self.log.add(
+            LoggedRequest(
+                self.at,
+                self.method,
+                self.path,
+                status,
+                time.perf_counter() - self._t0,
+                model,
+                int(u.get("prompt_tokens", 0)),
+                int(u.get("completion_tokens", 0)),
+                int(details.get("cached_tokens", 0)),
+            )
+        )

@@ -1,0 +1,223 @@
+"""The front door, before any route: the Host header allowlist (DNS rebinding), CORS only for exact
+origins the user added, the API key, and caps on headers and body size (security.md T15–T19).
+
+A plain ASGI middleware, so it sees every request (404s and malformed bodies included) and answers
+in OpenAI's error shape without reading more of a body than the cap.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.server.errors import error_body
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_HEADERS = 100
+# Routes that need no key: a liveness probe that says nothing about the models or the machine.
+OPEN_PATHS = frozenset({"/health"})
+ALLOW_HEADERS = "authorization, content-type, x-api-key, openai-beta, anthropic-version, x-stainless-os"
+
+
+@dataclass
+class Policy:
+    """What the front door lets in. `api_key` empty: no key asked for (loopback only)."""
+
+    api_key: str = ""
+    allowed_hosts: frozenset[str] = LOOPBACK_NAMES
+    cors_origins: frozenset[str] = field(default_factory=frozenset)
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        api_key: str = "",
+        extra_hosts: Iterable[str] = (),
+        cors_origins: Iterable[str] = (),
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> Policy:
+        hosts = LOOPBACK_NAMES | {h.lower() for h in extra_hosts}
+        return cls(api_key, frozenset(hosts), frozenset(o.rstrip("/") for o in cors_origins), max_body_bytes)
+
+
+def host_name(value: str) -> str:
+    """The host part of a Host header, without the port: `[::1]:8487` → `[::1]`, `localhost:1` → `localhost`."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[: end + 1] if end > 0 else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _key_matches(given: str, expected: str) -> bool:
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+class FrontDoor:
+    """ASGI middleware applying a `Policy`; `policy` may be replaced while running (settings change)."""
+
+    def __init__(self, app: ASGIApp, policy: Policy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        policy = self.policy
+        raw = scope.get("headers", [])
+        if len(raw) > MAX_HEADERS:
+            await _reply(send, 400, "too many request headers", "invalid_request_error", "too_many_headers")
+            return
+        headers = _headers(scope)
+        if host_name(headers.get("host", "")) not in policy.allowed_hosts:
+            # DNS rebinding: a page on evil.example resolving to 127.0.0.1 still sends its own Host.
+            await _reply(
+                send,
+                403,
+                "this server answers only requests addressed to it by its own name (Host)",
+                "permission_error",
+                "host_not_allowed",
+            )
+            return
+        origin = headers.get("origin")
+        allowed_origin = origin is not None and origin.rstrip("/") in policy.cors_origins
+        if origin is not None and not allowed_origin:
+            # Browsers send Origin; a page from an origin the user did not allow gets nothing at all.
+            await _reply(
+                send,
+                403,
+                f"requests from the web origin {origin[:100]!r} are not allowed",
+                "permission_error",
+                "origin_not_allowed",
+            )
+            return
+        cors = (
+            [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+            if allowed_origin and origin is not None
+            else []
+        )
+        if scope["method"] == "OPTIONS" and allowed_origin:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 204,
+                    "headers": cors
+                    + [
+                        (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+                        (b"access-control-allow-headers", ALLOW_HEADERS.encode()),
+                        (b"access-control-max-age", b"600"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if policy.api_key and scope["path"] not in OPEN_PATHS and not self._authorized(headers, policy.api_key):
+            await _reply(
+                send,
+                401,
+                "a valid API key is needed (Authorization: Bearer <key>, or x-api-key)",
+                "authentication_error",
+                "invalid_api_key",
+                cors,
+            )
+            return
+        length = headers.get("content-length")
+        too_large = f"the request body is larger than {policy.max_body_bytes // (1024 * 1024)} MiB"
+        if length is not None and (not length.isdigit() or int(length) > policy.max_body_bytes):
+            await _reply(send, 413, too_large, "request_too_large", "body_too_large", cors)
+            return
+        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            # A chunked body has no length to check up front: read it here, within the cap, then replay it.
+            body = await _read_capped(receive, policy.max_body_bytes)
+            if body is None:
+                await _reply(send, 413, too_large, "request_too_large", "body_too_large", cors)
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, _with_headers(send, cors))
+
+    @staticmethod
+    def _authorized(headers: dict[str, str], key: str) -> bool:
+        bearer = headers.get("authorization", "")
+        if bearer[:7].lower() == "bearer " and _key_matches(bearer[7:].strip(), key):
+            return True
+        return _key_matches(headers.get("x-api-key", "").strip(), key) if "x-api-key" in headers else False
+
+
+async def _read_capped(receive: Receive, cap: int) -> bytes | None:
+    """The whole request body, or None once it passes `cap` (nothing more is read)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(parts)
+        part = message.get("body", b"")
+        size += len(part)
+        if size > cap:
+            return None
+        parts.append(part)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def wrapped() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # after the body: the disconnect, when it comes
+
+    return wrapped
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    if not extra:
+        return send
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = dict(message)
+            message["headers"] = list(message.get("headers", [])) + extra
+        await send(message)
+
+    return wrapped
+
+
+async def _reply(
+    send: Send, status: int, message: str, type_: str, code: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps(error_body(message, type_, code)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,134 @@
+"""Live servers on loopback for the API tests: one over the FakeEngine (fast, scriptable, made per test)
+and one over the real SmolLM2 (loaded and warmed once per session)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.fake import FakeEngine, registry_with_fake
+from app.core.library import Library
+from app.core.library.store import ModelFile
+from app.core.runtime.host import EngineHost
+from app.core.runtime.preflight import PreflightResult
+from app.core.runtime.resolve import ModelResolver
+from app.server.app import create_app
+from app.server.context import ServerContext
+from app.server.runner import ServerThread
+from app.server.security import Policy
+
+SYSTEM_PROMPT = "You are a helpful assistant."  # SmolLM2 answers in English only with one
+
+
+@dataclass
+class Live:
+    """A running server: its URL, the host behind it, and a client (the API key, if any, is set)."""
+
+    url: str
+    host: EngineHost
+    runner: ServerThread
+    context: ServerContext
+    client: httpx.Client
+    engines: list[FakeEngine]
+
+    @property
+    def v1(self) -> str:
+        return self.url + "/v1"
+
+
+def _no_preflight(spec, fmt, plan_check):
+    return PreflightResult()
+
+
+def fake_library(folder: Path, names: tuple[str, ...] = ("alpha", "beta")) -> Library:
+    library = Library(folder / "models", folder / "library.db")
+    for name in names:
+        path = folder / f"{name}.fake"
+        path.write_bytes(b"fake")
+        library.add(name=name, format="fake", path=path, files=[ModelFile(path, 4)])
+    return library
+
+
+@pytest.fixture
+def make_server(tmp_path) -> Iterator:
+    made: list[tuple[Live, Library]] = []
+
+    def make(
+        *,
+        policy: Policy | None = None,
+        queue_size: int = 8,
+        load: str | None = "alpha",
+        n_ctx: int = 256,
+        **engine_kwargs,
+    ) -> Live:
+        engines: list[FakeEngine] = []
+        library = fake_library(tmp_path / f"lib{len(made)}")
+        resolver = ModelResolver(library, machine=lambda: None)
+        host = EngineHost(
+            registry_with_fake(engines, **engine_kwargs),
+            preflight=_no_preflight,
+            resolver=resolver,
+            queue_size=queue_size,
+            name="test-api-host",
+        )
+        if load is not None:
+            path = library.find(load).path
+            host.load_sync(LoadSpec(path=path, n_ctx=n_ctx), "fake")
+        context = ServerContext(host, library, resolver)
+        runner = ServerThread(create_app(context, policy), "127.0.0.1", 0, context.cancel_streams)
+        runner.start()
+        headers = {"Authorization": f"Bearer {policy.api_key}"} if policy and policy.api_key else {}
+        live = Live(
+            runner.url, host, runner, context, httpx.Client(base_url=runner.url, headers=headers, timeout=30), engines
+        )
+        made.append((live, library))
+        return live
+
+    yield make
+    for live, library in made:
+        live.client.close()
+        assert live.runner.stop(5)
+        assert live.host.shutdown(5)
+        library.close()
+
+
+@pytest.fixture(scope="session")
+def smol_server(smollm2_gguf: Path, tmp_path_factory) -> Iterator[Live]:
+    """SmolLM2 in the library, loaded (at the planner's context) and warmed, served on loopback."""
+    try:
+        from app.core.native import import_native
+
+        import_native("llama_cpp")
+    except Exception as exc:  # a broken native build raises OSError, not ImportError
+        pytest.skip(f"llama_cpp is not importable: {exc!r}")
+    from app.core.engines import default_registry
+    from app.core.library import import_path
+
+    folder = tmp_path_factory.mktemp("smol-server")
+    library = Library(folder / "models", folder / "library.db")
+    model = import_path(library, smollm2_gguf).imported[0]
+    resolver = ModelResolver(library)
+    host = EngineHost(default_registry(), resolver=resolver, name="test-smol-host")
+    load = resolver(model.name)
+    host.load_sync(load.spec, load.format)
+    warm = GenerateRequest(prompt="Hello", sampling=SamplingParams(temperature=0.0, max_tokens=2))
+    host.generate_sync(warm, source="test")
+    context = ServerContext(host, library, resolver)
+    runner = ServerThread(create_app(context), "127.0.0.1", 0, context.cancel_streams)
+    runner.start()
+    live = Live(runner.url, host, runner, context, httpx.Client(base_url=runner.url, timeout=120), [])
+    yield live
+    live.client.close()
+    runner.stop(5)
+    host.shutdown(10)
+    library.close()
+
+
+def sse_lines(response: httpx.Response) -> list[str]:
+    """The non-empty lines of an SSE body."""
+    return [line for line in response.iter_lines() if line]
