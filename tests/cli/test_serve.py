@@ -1,0 +1,87 @@
+"""`hearth serve` as a user runs it: no window, a model file loaded first, the API on loopback, a chat
+answered by the openai client, SIGTERM stops it and frees the port; LAN mode makes up a key."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(args: list[str], home: Path) -> tuple[subprocess.Popen, str, str]:
+    """Run `hearth serve ARGS`; returns the process, its base URL and the line that announced it."""
+    env = dict(os.environ, HEARTH_HOME=str(home), NO_PROXY="127.0.0.1,localhost")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", *args],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if m := re.search(r"Hearth API on (http://\S+)/v1", line):
+            return proc, m.group(1), line
+    proc.kill()
+    raise AssertionError("hearth serve did not start:\n" + "".join(lines))
+
+
+@pytest.mark.slow
+def test_serve_a_model_file_answer_with_openai_stop_on_sigterm(smollm2_gguf, tmp_path):
+    with socket.socket() as s:  # a free port to ask for
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc, url, _ = _start(["--model", str(smollm2_gguf), "--port", str(port)], tmp_path / "home")
+    try:
+        assert url == f"http://127.0.0.1:{port}"
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        (model,) = client.models.list().data
+        reply = client.chat.completions.create(
+            model=model.id,
+            temperature=0,
+            max_tokens=12,
+            messages=[
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "What is the capital of France?"},
+            ],
+        )
+        assert "Paris" in reply.choices[0].message.content
+        assert httpx.get(url + "/health", headers={"Host": "evil.example"}).status_code == 403
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))  # freed
+
+
+def test_lan_mode_requires_a_key_and_prints_the_one_it_made(tmp_path):
+    proc, url, line = _start(["--host", "0.0.0.0", "--port", "0"], tmp_path / "home")
+    try:
+        key = re.search(r"API key: (\S+)\)", line)
+        assert key is not None, line
+        local = url.replace("0.0.0.0", "127.0.0.1")
+        assert httpx.get(local + "/v1/models").status_code == 401
+        ok = httpx.get(local + "/v1/models", headers={"Authorization": f"Bearer {key.group(1)}"})
+        assert ok.status_code == 200 and ok.json()["data"] == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0

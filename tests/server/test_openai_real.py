@@ -1,0 +1,107 @@
+"""The official `openai` client against a live server with the real SmolLM2 (loaded once per session):
+models with the effective context, chat and completions, stream and non-stream, JSON-schema output,
+prompt-cache reuse reported as cached tokens."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from tests.server.conftest import SYSTEM_PROMPT
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def client(smol_server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=smol_server.v1, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model_id(client) -> str:
+    (model,) = client.models.list().data
+    return model.id
+
+
+def ask(question: str) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
+
+
+def test_models_list_has_the_loaded_model_and_its_effective_context(smol_server, client, model_id):
+    raw = smol_server.client.get("/v1/models").json()["data"][0]
+    assert raw["id"] == model_id and raw["loaded"] is True and raw["format"] == "gguf" and raw["quant"] == "Q4_1"
+    assert raw["context_length"] == smol_server.host.state.model.n_ctx > 0  # what it runs with, not trained length
+    assert client.models.retrieve(model_id).id == model_id
+
+
+def test_chat_non_stream_answers(client, model_id):
+    reply = client.chat.completions.create(
+        model=model_id, messages=ask("What is the capital of France?"), temperature=0, max_tokens=24
+    )
+    assert "Paris" in reply.choices[0].message.content
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    assert reply.usage.prompt_tokens > 10 and reply.usage.completion_tokens > 0
+
+
+def test_stream_text_equals_non_stream_text_at_temperature_0(client, model_id):
+    messages = ask("Name three colours.")
+    whole = client.chat.completions.create(model=model_id, messages=messages, temperature=0, max_tokens=30)
+    chunks = list(
+        client.chat.completions.create(
+            model=model_id,
+            messages=messages,
+            temperature=0,
+            max_tokens=30,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert len({c.id for c in chunks}) == 1
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == whole.choices[0].message.content and streamed
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [whole.choices[0].finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    # The second request repeats the first's prompt: the engine reuses its cached prefix and says so.
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_completions(client, model_id):
+    reply = client.completions.create(model=model_id, prompt="The capital of France is", temperature=0, max_tokens=5)
+    assert reply.choices[0].text and reply.usage.completion_tokens <= 5
+    streamed = "".join(
+        c.choices[0].text
+        for c in client.completions.create(
+            model=model_id, prompt="The capital of France is", temperature=0, max_tokens=5, stream=True
+        )
+    )
+    assert streamed == reply.choices[0].text
+
+
+def test_json_schema_output_parses_and_follows_the_schema(client, model_id):
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
+        "additionalProperties": False,
+    }
+    reply = client.chat.completions.create(
+        model=model_id,
+        messages=ask("Give the capital of France and its population as JSON."),
+        temperature=0,
+        max_tokens=60,
+        response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
+    )
+    data = json.loads(reply.choices[0].message.content)
+    assert set(data) == {"city", "population"}
+    assert isinstance(data["city"], str) and isinstance(data["population"], int)
+
+
+def test_a_prompt_over_the_context_is_a_400_the_client_raises(client, model_id, smol_server):
+    n_ctx = smol_server.host.state.model.n_ctx
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=model_id, messages=ask("hello " * n_ctx), max_tokens=4)
+    assert err.value.code == "context_length_exceeded"
