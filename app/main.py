@@ -31,14 +31,29 @@ class Shell:
     tasks: TaskRunner  # noqa: F821
     pool: ThreadPoolExecutor
     services: Services
+    api: ApiService  # noqa: F821 (imported lazily: FastAPI must not slow the start)
 
     def shutdown(self) -> None:
-        """Stop the reply being written (saved as stopped), stop delivering to widgets, then close the core
-        services (downloads pause with their partials kept, the engine stops)."""
+        """Stop the API server (its open requests are cancelled), stop the reply being written (saved as
+        stopped), stop delivering to widgets, then close the core services (downloads pause with their
+        partials kept, the engine stops)."""
+        self.api.stop()
         self.window.page("chat").shutdown()
         self.tasks.close()
         self.services.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def make_api(services: Services, store: SettingsStore) -> ApiService:  # noqa: F821
+    """The API server over the app's one engine host; a key it makes for LAN mode is saved to Settings.
+    (FastAPI and uvicorn are imported here, not at startup: the window must not wait for them.)"""
+    from app.server.service import ApiService
+
+    def save_key(key: str) -> None:
+        current = services.settings
+        store.save(current.model_copy(update={"server": current.server.model_copy(update={"api_key": key})}))
+
+    return ApiService(services.host, services.library, services.resolver, lambda: services.settings.server, save_key)
 
 
 def make_probe(paths: AppPaths, settings: Settings) -> Callable[[bool], HardwareProfile]:
@@ -72,6 +87,7 @@ def build_shell(
 
     services = services or Services.open(paths, settings)
     store.changed.connect(services.apply_settings)
+    api = make_api(services, store)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
     tasks = TaskRunner(pool)
     hardware = HardwarePage(probe or make_probe(paths, settings), tasks)
@@ -95,7 +111,7 @@ def build_shell(
         ("hardware", "Hardware", hardware),
     ]
     window = MainWindow(store, settings, paths, pages)
-    return Shell(window=window, tasks=tasks, pool=pool, services=services)
+    return Shell(window=window, tasks=tasks, pool=pool, services=services, api=api)
 
 
 def _quit_on_signals(app) -> None:
@@ -146,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     shell.window.show()
     shell.window.page("hardware").refresh()
     shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
+    if settings.server.start_with_app:
+        shell.tasks.run(shell.api.start)  # binding and starting uvicorn stay off the UI thread
     try:
         return app.exec()
     finally:

@@ -41,7 +41,7 @@ class Live:
         return self.url + "/v1"
 
 
-def _no_preflight(spec, fmt, plan_check):
+def no_preflight(spec, fmt, plan_check):
     return PreflightResult()
 
 
@@ -71,7 +71,7 @@ def make_server(tmp_path) -> Iterator:
         resolver = ModelResolver(library, machine=lambda: None)
         host = EngineHost(
             registry_with_fake(engines, **engine_kwargs),
-            preflight=_no_preflight,
+            preflight=no_preflight,
             resolver=resolver,
             queue_size=queue_size,
             name="test-api-host",

@@ -323,3 +323,22 @@ def test_stopping_with_three_open_streams_ends_within_5_s_and_frees_the_port(mak
     assert again.start() == port
     assert httpx.get(again.url + "/health").status_code == 200
     assert again.stop(5)
+
+
+# ---- embeddings ----
+
+
+def test_embeddings_float_and_base64(make_server):
+    live = make_server()
+    body = live.client.post("/v1/embeddings", json={"model": "alpha", "input": ["red apple", "green pear"]}).json()
+    assert body["object"] == "list" and [d["index"] for d in body["data"]] == [0, 1]
+    first = body["data"][0]["embedding"]
+    assert len(first) == 16 and abs(sum(v * v for v in first) - 1) < 1e-6
+    packed = live.client.post(
+        "/v1/embeddings", json={"model": "alpha", "input": "red apple", "encoding_format": "base64"}
+    ).json()
+    import base64
+    import struct
+
+    raw = base64.b64decode(packed["data"][0]["embedding"])
+    assert list(struct.unpack(f"<{len(raw) // 4}f", raw)) == pytest.approx(first)

@@ -105,3 +105,9 @@ def test_a_prompt_over_the_context_is_a_400_the_client_raises(client, model_id, 
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model=model_id, messages=ask("hello " * n_ctx), max_tokens=4)
     assert err.value.code == "context_length_exceeded"
+
+
+def test_embeddings_from_a_chat_model_say_what_to_load(client, model_id):
+    with pytest.raises(openai.BadRequestError) as err:
+        client.embeddings.create(model=model_id, input="hello")
+    assert "embeddings" in str(err.value)

@@ -1,0 +1,94 @@
+"""The API server as the app runs it: started from the Server page or at launch (a setting), restarted
+when its settings change, stopped first when Hearth quits. Qt-free; `changed` fires on the thread that
+started or stopped it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.core.events import Event
+from app.core.library.store import Library
+from app.core.runtime.host import EngineHost
+from app.core.runtime.resolve import ModelResolver
+from app.core.settings import ServerSettings
+from app.server.app import create_app
+from app.server.config import bind_address, new_api_key, policy_for
+from app.server.context import ServerContext
+from app.server.request_log import RequestLog
+from app.server.runner import ServerError, ServerThread
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    running: bool
+    url: str = ""  # the base URL clients use, ending in /v1
+    error: str = ""  # why the last start failed
+
+
+class ApiService:
+    """`start()` / `stop()` from any thread; `status` and `changed(ServerStatus)` say what it is doing."""
+
+    def __init__(
+        self,
+        host: EngineHost,
+        library: Library,
+        resolver: ModelResolver,
+        settings: Callable[[], ServerSettings],
+        save_key: Callable[[str], None] | None = None,
+    ) -> None:
+        """`settings()` gives the current Server settings; `save_key(key)` stores a key made for LAN mode."""
+        self.host, self.library, self.resolver = host, library, resolver
+        self.settings, self.save_key = settings, save_key
+        self.log = RequestLog()
+        self.changed: Event[ServerStatus] = Event("server.changed")
+        self.status = ServerStatus(False)
+        self._lock = threading.Lock()
+        self._runner: ServerThread | None = None
+
+    def start(self) -> ServerStatus:
+        with self._lock:
+            if self._runner is not None:
+                return self.status
+            settings = self.settings()
+            if settings.key_required and not settings.api_key:
+                settings = settings.model_copy(update={"api_key": new_api_key()})
+                if self.save_key is not None:
+                    self.save_key(settings.api_key)
+            context = ServerContext(self.host, self.library, self.resolver, self.log)
+            runner = ServerThread(
+                create_app(context, policy_for(settings)), bind_address(settings), settings.port, context.cancel_streams
+            )
+            try:
+                runner.start()
+            except ServerError as exc:
+                logger.warning("the API server could not start: %s", exc)
+                self.status = ServerStatus(False, error=str(exc))
+            else:
+                self._runner = runner
+                shown = runner.url.replace("0.0.0.0", "127.0.0.1")  # a URL this machine can open
+                self.status = ServerStatus(True, shown + "/v1")
+            status = self.status
+        self.changed.emit(status)
+        return status
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            runner, self._runner = self._runner, None
+            if runner is not None:
+                runner.stop(timeout)
+            self.status = ServerStatus(False)
+            status = self.status
+        if runner is not None:
+            self.changed.emit(status)
+
+    def restart(self) -> ServerStatus:
+        """Apply changed settings (port, bind, key, origins) to a running server."""
+        if self._runner is None:
+            return self.status
+        self.stop()
+        return self.start()

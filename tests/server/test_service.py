@@ -1,0 +1,87 @@
+"""The API server as the app runs it: start, stop, restart with new settings, a port in use, LAN mode's key."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx
+
+from app.core.engines.base import LoadSpec
+from app.core.engines.fake import registry_with_fake
+from app.core.runtime.host import EngineHost
+from app.core.runtime.resolve import ModelResolver
+from app.core.settings import ServerSettings
+from app.server.service import ApiService, ServerStatus
+from tests.server.conftest import no_preflight, fake_library
+
+
+def _service(tmp_path, settings: ServerSettings, saved: list[str]):
+    library = fake_library(tmp_path)
+    resolver = ModelResolver(library, machine=lambda: None)
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, resolver=resolver, name="test-api-service")
+    host.load_sync(LoadSpec(path=library.find("alpha").path, n_ctx=64), "fake")
+    current = {"s": settings}
+    api = ApiService(host, library, resolver, lambda: current["s"], saved.append)
+    return api, host, library, current
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_start_serve_stop_and_restart_on_another_port(tmp_path):
+    saved: list[str] = []
+    port = _free_port()
+    api, host, library, current = _service(tmp_path, ServerSettings(port=port), saved)
+    seen: list[ServerStatus] = []
+    api.changed.connect(seen.append)
+    try:
+        status = api.start()
+        assert status.running and status.url == f"http://127.0.0.1:{port}/v1"
+        r = httpx.post(
+            status.url + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        )
+        assert r.status_code == 200
+        assert [e.path for e in api.log.items()] == ["/v1/chat/completions"]
+        assert api.log.items()[0].status == 200 and api.log.items()[0].model == "alpha"
+        other = _free_port()
+        current["s"] = ServerSettings(port=other)
+        assert api.restart().url == f"http://127.0.0.1:{other}/v1"
+        api.stop()
+        assert not api.status.running and [s.running for s in seen] == [True, False, True, False]
+    finally:
+        api.stop()
+        host.shutdown(5)
+        library.close()
+    assert saved == []  # loopback without a required key: none is made
+
+
+def test_a_port_in_use_is_a_status_with_the_reason(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        api, host, library, _ = _service(tmp_path, ServerSettings(port=taken.getsockname()[1]), [])
+        try:
+            status = api.start()
+            assert not status.running and "cannot listen" in status.error
+        finally:
+            api.stop()
+            host.shutdown(5)
+            library.close()
+
+
+def test_lan_mode_makes_and_saves_a_key_and_requires_it(tmp_path):
+    saved: list[str] = []
+    api, host, library, _ = _service(tmp_path, ServerSettings(bind="lan", port=_free_port()), saved)
+    try:
+        status = api.start()
+        assert status.running and len(saved) == 1 and saved[0].startswith("hearth-")
+        assert httpx.get(status.url + "/models").status_code == 401
+        ok = httpx.get(status.url + "/models", headers={"Authorization": f"Bearer {saved[0]}"})
+        assert ok.status_code == 200
+    finally:
+        api.stop()
+        host.shutdown(5)
+        library.close()
