@@ -12,7 +12,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import ServerSettings
 from app.server.service import ApiService, ServerStatus
-from tests.server.conftest import no_preflight, fake_library
+from tests.server.conftest import fake_library, no_preflight
 
 
 def _service(tmp_path, settings: ServerSettings, saved: list[str]):
