@@ -14,6 +14,7 @@ from app.core.engines.base import ModelInfo
 from app.core.library.store import Library, LocalModel
 from app.core.runtime.host import EngineHost
 from app.core.runtime.resolve import ModelResolver
+from app.server.errors import APIError
 from app.server.request_log import RequestLog
 
 if TYPE_CHECKING:
@@ -37,6 +38,19 @@ class ServerContext:
     def local_model(self, path: Path | str) -> LocalModel | None:
         """The library entry for a loaded file, if it has one."""
         return self.library.find(str(path)) if self.library is not None else None
+
+    def job_model(self, name: str | None) -> str | None:
+        """The model a job names for a request's `model`. Without a library to load from, only the loaded
+        model answers (by its id); with one, the host resolves the name when the job starts (JIT)."""
+        if not name:
+            return None
+        if self.resolver is not None:
+            return name
+        loaded = self.host.state.model
+        if loaded is not None and name == self.model_id(loaded):
+            return None
+        raise APIError(f"the model {name[:200]!r} is not the one loaded here", code="model_not_found",
+                       param="model", status=404)
 
     def model_id(self, info: ModelInfo) -> str:
         """How the API names a loaded model: its library name, else its file name."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import weakref
 from collections.abc import AsyncIterator
 
@@ -27,6 +28,10 @@ class JobStream:
         self.queue: asyncio.Queue[HostEvent] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self.finished = False
+        # Events from the host thread wait here until the loop takes them: one wake-up for a burst,
+        # not one per token (each wake-up is a syscall and a loop turn).
+        self._inbox: list[HostEvent] = []
+        self._inbox_lock = threading.Lock()
         try:
             self.handle: JobHandle = host.submit(job, self._sink)
         except HostBusy as exc:
@@ -37,14 +42,26 @@ class JobStream:
 
     def _sink(self, event: HostEvent) -> None:
         """Host thread: hand over and return (a closed loop raises here, and the host cancels the job)."""
-        self._loop.call_soon_threadsafe(self.queue.put_nowait, event)
+        with self._inbox_lock:
+            self._inbox.append(event)
+            wake = len(self._inbox) == 1
+        if wake:
+            self._loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        """Event loop: move what arrived into the queue, in order."""
+        with self._inbox_lock:
+            events, self._inbox = self._inbox, []
+        for event in events:
+            self.queue.put_nowait(event)
 
     async def next(self, poll: bool = True) -> HostEvent | None:
         """The next event. With `poll`, watch for the client leaving meanwhile (then the job is cancelled
         and None comes back); without, the caller's framework watches (a streaming response does)."""
         while True:
             try:
-                event = await asyncio.wait_for(self.queue.get(), DISCONNECT_POLL_S if poll else None)
+                async with asyncio.timeout(DISCONNECT_POLL_S if poll else None):
+                    event = await self.queue.get()
             except TimeoutError:
                 if await self.request.is_disconnected():
                     self.cancel()
@@ -70,21 +87,31 @@ class JobStream:
         if not self.finished:
             self.handle.cancel()
 
-    async def relay(self, ping_every: float) -> AsyncIterator[ChunkEvent | JobDone | JobFailed | None]:
+    async def relay(self, ping_every: float) -> AsyncIterator[list[ChunkEvent | JobDone | JobFailed] | None]:
         """Inside a streaming response (which cancels this generator when the client leaves): the job's
-        events up to its end, and None whenever `ping_every` seconds pass without one (send a ping)."""
-        while True:
-            try:
-                event = await asyncio.wait_for(self.queue.get(), ping_every)
-            except TimeoutError:
-                yield None
-                continue
-            if isinstance(event, (JobDone, JobFailed)):
-                self.finished = True
-                yield event
-                return
-            if isinstance(event, ChunkEvent):
-                yield event
+        events up to its end, in batches of what has arrived (one socket write for a burst), and None
+        whenever `ping_every` seconds pass without one (send a ping)."""
+        while not self.finished:
+            if self.queue.empty():
+                try:
+                    async with asyncio.timeout(ping_every):
+                        first = await self.queue.get()
+                except TimeoutError:
+                    yield None
+                    continue
+            else:
+                first = self.queue.get_nowait()
+            batch: list[ChunkEvent | JobDone | JobFailed] = []
+            event: HostEvent | None = first
+            while event is not None:
+                if isinstance(event, (ChunkEvent, JobDone, JobFailed)):
+                    batch.append(event)
+                    if isinstance(event, (JobDone, JobFailed)):
+                        self.finished = True
+                        break
+                event = self.queue.get_nowait() if not self.queue.empty() else None
+            if batch:
+                yield batch
 
 
 def failure_error(event: JobFailed) -> APIError:

@@ -88,7 +88,7 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     texts = body.texts()
     if not texts or any(not isinstance(t, str) for t in texts):
         raise APIError("input must be a string or a list of strings", param="input", code="invalid_value")
-    stream = JobStream(ctx.host, EmbedJob(texts, model=body.model or None), request, ctx.streams)
+    stream = JobStream(ctx.host, EmbedJob(texts, model=ctx.job_model(body.model)), request, ctx.streams)
     done = await stream.result()
     if done is None:
         return Response(status_code=CLIENT_GONE)

@@ -64,7 +64,7 @@ def to_generate_request(body: ChatCompletionRequest) -> GenerateRequest:
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
-    job = GenerateJob(to_generate_request(body), source="api", model=body.model or None)
+    job = GenerateJob(to_generate_request(body), source="api", model=ctx.job_model(body.model))
     stream = JobStream(ctx.host, job, request, ctx.streams)
     first = await stream.next()  # Started, or the failure: the status is still ours to choose
     if first is None:

@@ -42,7 +42,7 @@ def to_generate_request(body: CompletionRequest) -> GenerateRequest:
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
-    job = GenerateJob(to_generate_request(body), source="api", model=body.model or None)
+    job = GenerateJob(to_generate_request(body), source="api", model=ctx.job_model(body.model))
     stream = JobStream(ctx.host, job, request, ctx.streams)
     first = await stream.next()
     if first is None:
