@@ -1,7 +1,16 @@
 """Tool calling and reasoning, once for every API surface: formats per model family (parse whole and
 streamed, grammars that force a call), tool_choice, the reasoning split, and tools in the prompt.
 
-Pure Python; llama-cpp-python is imported only to build a grammar. Usage: plan.py's `plan_tools`.
+Pure Python; llama-cpp-python is imported only to build a grammar. A route handler:
+
+    plan = plan_tools(body.tools, body.tool_choice, parallel_tool_calls=body.parallel_tool_calls,
+                      chat_template=info.chat_template, grammar=engine.capabilities.grammar)  # ToolError → 400
+    request = GenerateRequest(messages=..., tools=plan.template_tools, grammar=plan.grammar, ...)
+    parser = plan.parser(start_in_reasoning=...)       # one per reply
+    for chunk in chunks:                               # streamed: events → deltas
+        for event in parser.feed(chunk.text): ...      # TextDelta, ReasoningDelta, ToolCallStart, ToolCallArgs
+    for event in parser.finish(): ...
+    out = plan.parse(text)                             # not streamed: content, reasoning, tool_calls
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from app.core.engines.base import ChatMessage, EngineError
+from app.core.engines.base import ChatMessage, EngineError, GenerateRequest
 from app.core.engines.templates import (
     CHATML_TEMPLATE,
     TemplateError,
@@ -348,3 +348,11 @@ def test_forged_control_tokens_in_tools_never_become_control_tokens(smollm2_engi
     assert ids.count(im_end[0]) == literals(rendered).count("<|im_end|>")
     assert ids.count(im_start[0]) == literals(rendered).count("<|im_start|>") == 5
     assert rendered.text.count("<|im_end|>") > literals(rendered).count("<|im_end|>")  # the forged ones are there
+
+
+def test_the_engine_renders_the_request_tools(smollm2_engine):
+    plain = GenerateRequest(messages=msgs(("user", "Weather in Paris?")))
+    with_tools = plain.model_copy(update={"tools": [WEATHER]})
+    assert smollm2_engine.count_tokens(with_tools) > smollm2_engine.count_tokens(plain) + 100
+    text = smollm2_engine._llm.detokenize(smollm2_engine.prompt_tokens(with_tools)).decode()
+    assert "<tools>" in text and "get_weather" in text
