@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.errors import HearthError
+from app.core.tools.types import ToolCall
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
@@ -86,8 +87,10 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "user", "assistant", "tool"]
-    content: str
+    content: str = ""  # may be empty for an assistant turn that only calls tools
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None  # assistant turns: the calls it made
+    tool_call_id: str | None = None  # tool turns: the call this result answers
 
 
 class SamplingParams(BaseModel):
@@ -115,6 +118,9 @@ class GenerateRequest(BaseModel):
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     json_schema: dict[str, Any] | None = None
     grammar: str | None = None  # GBNF
+    # OpenAI function tools ({"type": "function", "function": {"name", "description", "parameters"}}),
+    # rendered into the chat template (app.core.tools.plan_tools checks them and builds the grammar).
+    tools: list[dict[str, Any]] | None = None
     conversation_id: str | None = None  # a hint for prefix reuse across turns
 
 

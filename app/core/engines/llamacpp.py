@@ -135,7 +135,13 @@ class LlamaCppEngine:
         if (request.messages is None) == (request.prompt is None):
             raise EngineError("a request needs either messages or a prompt")
         if request.messages is not None:
-            rendered = render_chat(self._template, request.messages, bos_token=self._bos_text, eos_token=self._eos_text)
+            rendered = render_chat(
+                self._template,
+                request.messages,
+                tools=request.tools,
+                bos_token=self._bos_text,
+                eos_token=self._eos_text,
+            )
             ids = tokenize_segments(rendered.segments, lambda t, s: self.tokenize(t, special=s))
         else:
             ids = self.tokenize(request.prompt or "", special=False)

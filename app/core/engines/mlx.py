@@ -162,7 +162,9 @@ class MlxEngine:
         from app.core.engines.templates import render_chat, tokenize_segments
 
         if request.messages is not None:
-            rendered = render_chat(self._template, request.messages, bos_token=self._bos, eos_token=self._eos)
+            rendered = render_chat(
+                self._template, request.messages, tools=request.tools, bos_token=self._bos, eos_token=self._eos
+            )
             ids = tokenize_segments(rendered.segments, lambda text, special: self.tokenize(text, special=special))
             notice = rendered.notice
         elif request.prompt is not None:

@@ -2,32 +2,32 @@
 
 A model's `tokenizer.chat_template` is untrusted code. It is rendered only in a
 hardened `ImmutableSandboxedEnvironment`, under a wall-clock budget and an output cap,
-and message content is kept apart from template literals: content is tokenized with
-special-token parsing off, so user text such as "<|im_end|>" never becomes a control token.
-Templates come from the model file or the library, never from a request.
-
-Residual risk (documented): `~` concatenation is not interceptable in Jinja, so a template
-that doubles a string in a short loop is stopped only by the output cap once it is emitted.
+and request text (message content, names, tool definitions, call arguments, tool results)
+is kept apart from template literals: it is tokenized with special-token parsing off, so
+user text such as "<|im_end|>" never becomes a control token.
+Templates come from the model file or the library, never from a request; sandbox.py runs them.
 """
 
 from __future__ import annotations
 
-import contextvars
+import copy
 import functools
+import json
 import logging
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from app.core.engines.base import ChatMessage, EngineError
+from app.core.engines.base import ChatMessage
+from app.core.engines.sandbox import Budget, TemplateError, environment, render
+from app.core.tools.prompt import FALLBACK_NOTICE, fallback_turns, template_call
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHATML_TEMPLATE", "RenderedPrompt", "TemplateError", "render_chat", "tokenize_segments"]
+__all__ = ["CHATML_TEMPLATE", "RenderedPrompt", "TemplateError", "reads_tools", "render_chat", "tokenize_segments"]
 
 # The documented fallback when a model ships no template.
 CHATML_TEMPLATE = (
@@ -38,14 +38,6 @@ CHATML_TEMPLATE = (
 )
 CHATML_NOTICE = "the model has no chat template; Hearth uses ChatML (<|im_start|>role … <|im_end|>)"
 
-MAX_RANGE = 100_000
-MAX_POWER_BITS = 4096  # `**` results above this many bits are refused
-_RANGE_CHECK_EVERY = 1024
-
-
-class TemplateError(EngineError):
-    """The chat template is unsafe, too slow, too large or broken; the message says which."""
-
 
 @dataclass
 class RenderedPrompt:
@@ -54,239 +46,151 @@ class RenderedPrompt:
     notice: str | None = None
 
 
-@dataclass
-class _Budget:
-    deadline: float
-    max_chars: int
-    steps: int = field(default=0)
-
-    def check(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise TemplateError("the chat template took too long to render (stopped by the timeout)")
+_PLAIN = re.compile(r"[A-Za-z0-9_-]{0,64}")
 
 
-_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("hearth_template_budget", default=None)
+class _Marks:
+    """Stand-ins for request text in the marked render; `values[i]` is what marker i stands for."""
+
+    def __init__(self) -> None:
+        self.nonce = str(secrets.randbelow(10**15) + 10**15)  # digits survive |upper, |lower, |trim
+        self.values: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def text(self, value: str) -> str:
+        if not value:
+            return value  # nothing to forge, and `{% if content %}` must branch as in the real render
+        if value not in self._index:  # one marker per value: a template may look a value up by another
+            self._index[value] = len(self.values)
+            self.values.append(value)
+        return f"HEARTHX{self.nonce}N{self._index[value]}X"
+
+    def data(self, value: Any) -> Any:
+        """Tools and call arguments: every string marked, keys too, except identifier-like ones
+        ("function", "string", a tool name, a 9-character id): those cannot spell a control token,
+        and templates compare them (`type == 'string'`) or check them (Mistral's id length)."""
+        if isinstance(value, str):
+            return value if _PLAIN.fullmatch(value) else self.text(value)
+        if isinstance(value, dict):
+            return {self.data(k): self.data(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.data(v) for v in value]
+        return value
 
 
-def _check_time() -> None:
-    budget = _BUDGET.get()
-    if budget is not None:
-        budget.check()
-
-
-def _check_size(value: Any) -> Any:
-    budget = _BUDGET.get()
-    if budget is not None and isinstance(value, (str, list, tuple, bytes)) and len(value) > budget.max_chars:
-        raise TemplateError(f"the chat template produced a value over the {budget.max_chars:,}-character cap")
+def _identity(value: Any) -> Any:
     return value
 
 
-def _guarded_range(*args: int) -> Iterator[int]:
-    # A generator, not a range object, so every loop over it checks the wall clock.
-    rng = range(*args)
-    if len(rng) > MAX_RANGE:
-        raise TemplateError(f"the chat template asked for range() with {len(rng):,} items (cap {MAX_RANGE:,})")
-    return _iterate_with_clock(rng)
+def _turns(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    return [m.model_dump(exclude_none=True) | ({"tool_calls": m.tool_calls} if m.tool_calls else {}) for m in messages]
 
 
-def _iterate_with_clock(rng: range) -> Iterator[int]:
-    for i, value in enumerate(rng):
-        if i % _RANGE_CHECK_EVERY == 0:
-            _check_time()
-        yield value
-
-
-def _raise_exception(message: str) -> None:
-    raise TemplateError(f"the chat template refused the conversation: {message}")
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-def _guard_filter(func: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(func)  # keeps jinja_pass_arg, so context-taking filters still get it
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _check_time()
-        return _check_size(func(*args, **kwargs))
-
-    return wrapper
-
-
-def _make_environment():
-    import jinja2.exceptions
-    import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    class _GenerationTag(jinja2.ext.Extension):
-        """HF's `{% generation %}` marks assistant spans for training; render its body as is."""
-
-        tags = {"generation"}  # noqa: RUF012 (jinja2 reads the tags this extension handles from the class)
-
-        def parse(self, parser):
-            next(parser.stream)
-            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
-
-    class HearthSandbox(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset({"*", "**", "+"})
-
-        def call_binop(self, context, operator, left, right):
-            _check_time()
-            budget = _BUDGET.get()
-            cap = budget.max_chars if budget else 2_000_000
-            if (
-                operator == "**"
-                and isinstance(left, int)
-                and isinstance(right, int)
-                and right > 0
-                and abs(left) > 1
-                and right * max(abs(left).bit_length(), 1) > MAX_POWER_BITS
-            ):
-                raise TemplateError("the chat template computed a number too large to allow")
-            if operator == "*":
-                for seq, n in ((left, right), (right, left)):
-                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > cap:
-                        raise TemplateError(f"the chat template built a value over the {cap:,}-character cap")
-            return _check_size(super().call_binop(context, operator, left, right))
-
-        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (mirrors jinja's signature)
-            _check_time()
-            return _check_size(super().call(__context, __obj, *args, **kwargs))
-
-        def unsafe_undefined(self, obj, attribute):
-            # Jinja returns a silent Undefined here; a hostile template should fail loudly instead.
-            raise jinja2.exceptions.SecurityError(
-                f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
-            )
-
-        def getattr(self, obj, attribute):
-            _check_time()
-            return super().getattr(obj, attribute)
-
-        def getitem(self, obj, argument):
-            _check_time()
-            return super().getitem(obj, argument)
-
-    env = HearthSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, _GenerationTag])
-    for name in ("lipsum", "cycler", "joiner"):  # lipsum(10**7) is one long uninterruptible call
-        env.globals.pop(name, None)
-    env.globals.update(range=_guarded_range, raise_exception=_raise_exception, strftime_now=_strftime_now)
-    base_attr = env.filters["attr"]
-
-    def safe_attr(environment, obj, name):
-        if not isinstance(name, str) or name.startswith("_") or name in ("format", "format_map"):
-            raise jinja2.exceptions.SecurityError(f"|attr({name!r}) is not allowed in chat templates")
-        return base_attr(environment, obj, name)
-
-    env.filters["attr"] = functools.update_wrapper(safe_attr, base_attr)
-    env.filters = {name: _guard_filter(f) for name, f in env.filters.items()}
-    return env
-
-
-_ENV = None
-
-
-def _environment():
-    global _ENV
-    if _ENV is None:
-        _ENV = _make_environment()
-    return _ENV
+def _context(
+    base: dict[str, Any], turns: list[dict[str, Any]], tools: list[dict[str, Any]] | None, marks: _Marks | None
+) -> dict[str, Any]:
+    text = marks.text if marks else _identity
+    data = marks.data if marks else _identity
+    out = []
+    for turn in turns:
+        item: dict[str, Any] = {"role": turn["role"], "content": text(turn.get("content", ""))}
+        if "name" in turn:
+            item["name"] = text(turn["name"])
+        if turn.get("tool_calls"):
+            item["tool_calls"] = [data(template_call(call)) for call in turn["tool_calls"]]
+        if "tool_call_id" in turn:
+            item["tool_call_id"] = data(turn["tool_call_id"])
+        out.append(item)
+    context = {**base, "messages": out}
+    if tools:
+        context["tools"] = data(copy.deepcopy(tools))
+    return context
 
 
 @functools.lru_cache(maxsize=16)
-def _compile(template: str):
-    return _environment().from_string(template)
-
-
-def _render(template: str, context: dict[str, Any], budget: _Budget) -> str:
+def reads_tools(template: str) -> bool:
+    """Whether the template reads a `tools` variable (parsed, not run); if not, Hearth's fallback applies."""
     import jinja2
+    from jinja2 import meta
 
-    token = _BUDGET.set(budget)
     try:
-        compiled = _compile(template)
-        pieces: list[str] = []
-        size = 0
-        for piece in compiled.generate(**context):
-            size += len(piece)
-            if size > budget.max_chars:
-                raise TemplateError(f"the chat template output passed the {budget.max_chars:,}-character cap")
-            budget.check()
-            pieces.append(piece)
-        return "".join(pieces)
-    except TemplateError:
-        raise
-    except jinja2.exceptions.SecurityError as exc:
-        raise TemplateError(f"the chat template tried something unsafe and was stopped: {exc}") from exc
-    except jinja2.exceptions.TemplateError as exc:
-        raise TemplateError(f"the chat template is broken: {exc}") from exc
-    except (OverflowError, MemoryError, RecursionError) as exc:
-        raise TemplateError(f"the chat template ran away and was stopped: {type(exc).__name__}") from exc
-    except Exception as exc:  # anything a hostile template can raise from inside the sandbox
-        raise TemplateError(f"the chat template failed: {type(exc).__name__}: {exc}") from exc
-    finally:
-        _BUDGET.reset(token)
-
-
-def _message_dicts(messages: list[ChatMessage], content: list[str], names: list[str | None]) -> list[dict]:
-    out = []
-    for msg, text, name in zip(messages, content, names):
-        item: dict[str, Any] = {"role": msg.role, "content": text}
-        if name is not None:
-            item["name"] = name
-        out.append(item)
-    return out
+        return "tools" in meta.find_undeclared_variables(environment().parse(template))
+    except jinja2.exceptions.TemplateError:
+        return False
 
 
 def render_chat(
     template: str | None,
     messages: list[ChatMessage],
     *,
+    tools: list[dict[str, Any]] | None = None,
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,
     timeout_s: float = 2.0,
     max_chars: int = 2_000_000,
 ) -> RenderedPrompt:
-    """Render `messages` with `template` (None → ChatML) and mark which text came from messages.
+    """Render `messages` (and `tools`, OpenAI function tools) with `template` (None → ChatML) and mark
+    which text came from the request: content, names, tool definitions, call arguments and ids.
 
-    Raises TemplateError on a sandbox violation, the timeout, the output cap, or a broken template.
+    A template that never reads `tools` gets them described in the system prompt, and one that never
+    reads `tool_calls` gets calls and results as text (app.core.tools.prompt). Raises TemplateError on
+    a sandbox violation, the timeout, the output cap, or a broken template.
     """
-    notice = None
+    notices = []
     if not template or not template.strip():
-        template, notice = CHATML_TEMPLATE, CHATML_NOTICE
-    budget = _Budget(deadline=time.monotonic() + timeout_s, max_chars=max_chars)
+        template = CHATML_TEMPLATE
+        notices.append(CHATML_NOTICE)
     base = {"bos_token": bos_token, "eos_token": eos_token, "add_generation_prompt": add_generation_prompt}
+    run = functools.partial(_render_marked, template, base, timeout_s, max_chars)
+    turns = _turns(messages)
+    native = reads_tools(template)
+    describe, text_calls = bool(tools) and not native, not native and "tool_calls" not in template
+    if not (describe or text_calls):
+        rendered = run(turns, tools)
+    else:
+        notices += [FALLBACK_NOTICE] if describe else []
+        try:
+            rendered = run(fallback_turns(turns, tools, describe_tools=describe, text_calls=text_calls), None)
+        except TemplateError:
+            if not describe or (turns and turns[0]["role"] == "system"):
+                raise
+            # Some templates refuse a system turn: the tool list goes at the top of the first user turn.
+            moved = fallback_turns(turns, tools, describe_tools=True, text_calls=text_calls, into_user=True)
+            rendered = run(moved, None)
+    rendered.notice = "; ".join(notices + ([rendered.notice] if rendered.notice else [])) or None
+    return rendered
 
-    # Content and names are user text: render with unguessable markers, then split at them.
-    nonce = str(secrets.randbelow(10**15) + 10**15)  # digits survive |upper, |lower, |trim
-    values: list[str] = []
-    contents = [msg.content for msg in messages]
-    names = [msg.name for msg in messages]
 
-    def marker(value: str) -> str:
-        values.append(value)
-        return f"HEARTHX{nonce}N{len(values) - 1}X"
+def _render_marked(
+    template: str,
+    base: dict[str, Any],
+    timeout_s: float,
+    max_chars: int,
+    turns: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+) -> RenderedPrompt:
+    budget = Budget(deadline=time.monotonic() + timeout_s, max_chars=max_chars)
+    # Request text is rendered as unguessable markers, then split at them.
+    marks = _Marks()
+    marked = render(template, _context(base, turns, tools, marks), budget)
+    real = render(template, _context(base, turns, tools, None), budget)
 
-    marked_contents = [marker(c) for c in contents]
-    marked_names = [marker(n) if n is not None else None for n in names]
-    marked = _render(template, {**base, "messages": _message_dicts(messages, marked_contents, marked_names)}, budget)
-    real = _render(template, {**base, "messages": _message_dicts(messages, contents, names)}, budget)
-
-    pieces = _split_markers(marked, nonce, values)
-    if any(nonce in text for text, is_content in pieces if not is_content):
+    pieces = _split_markers(marked, marks.nonce, marks.values)
+    if any(marks.nonce in text for text, is_content in pieces if not is_content):
         raise TemplateError("the chat template cuts or rewrites message text in a way Hearth cannot render safely")
     direct = "".join(text for text, _ in pieces)
     if direct == real:
-        return RenderedPrompt(real, _merge(pieces), notice)
-
+        return RenderedPrompt(real, _merge(pieces))
     aligned = _align(pieces, real)
     if aligned is not None:
-        return RenderedPrompt(real, _merge(aligned), notice)
-    # The template reshapes content beyond trimming: keep its literals, insert content verbatim
-    # (the marked render never saw user text, so its literals are the template's alone).
+        return RenderedPrompt(real, _merge(aligned))
+    # The template reshapes content beyond trimming and JSON-escaping: keep its literals, insert
+    # content verbatim (the marked render never saw request text, so its literals are its own).
     logger.info("chat template transforms message content; inserting content unchanged")
-    extra = "the chat template transforms message text; Hearth inserted it unchanged"
-    return RenderedPrompt(direct, _merge(pieces), f"{notice}; {extra}" if notice else extra)
+    return RenderedPrompt(
+        direct, _merge(pieces), "the chat template transforms message text; Hearth inserted it unchanged"
+    )
 
 
 def _split_markers(marked: str, nonce: str, values: list[str]) -> list[tuple[str, bool]]:
@@ -315,7 +219,9 @@ def _align(pieces: list[tuple[str, bool]], real: str) -> list[tuple[str, bool]] 
             pos += len(text)
             continue
         following = pieces[i + 1][0] if i + 1 < len(pieces) and not pieces[i + 1][1] else None
-        for variant in dict.fromkeys((text, text.strip(), text.lstrip(), text.rstrip())):
+        # As is, trimmed, or JSON-escaped (a template that `tojson`s a tool or the arguments).
+        escaped = (json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1])
+        for variant in dict.fromkeys((text, text.strip(), text.lstrip(), text.rstrip(), *escaped)):
             end = pos + len(variant)
             if real.startswith(variant, pos) and (following is None or real.startswith(following, end)):
                 out.append((variant, True))

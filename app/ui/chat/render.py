@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import html
 import logging
-import re
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from app.core.tools.reasoning import CHAT_MARKERS
+from app.core.tools.reasoning import split_reasoning as core_split_reasoning
 
 logger = logging.getLogger(__name__)
 
@@ -21,11 +23,6 @@ THINK_FG = "#57606a"
 # Code blocks longer than this are shown without highlighting: pygments is slow on huge blocks.
 MAX_HIGHLIGHT_CHARS = 20_000
 
-# Reasoning markers: <think>/<thinking>/<reasoning> pairs; a reply may also start inside one when
-# the chat template opened it in the prompt (then only the closing tag appears).
-_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
-_CLOSE = {"think": "</think>", "thinking": "</thinking>", "reasoning": "</reasoning>"}
-_BARE_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
 # Held while the Markdown/pygments stack is first imported and built: `warm()` does that on a pool
 # thread, and pygments' lazily filled modules raise ImportError when two threads load them at once.
 _LOADING = threading.RLock()
@@ -47,32 +44,14 @@ class Rendered:
 
 
 def split_reasoning(text: str) -> Parts:
-    """Separate reasoning sections from the answer; an unterminated one (streaming) is reasoning."""
-    reasoning: list[str] = []
-    answer: list[str] = []
-    pos = 0
-    m = _BARE_CLOSE.search(text)
-    first_open = _OPEN.search(text)
-    if m is not None and (first_open is None or m.start() < first_open.start()):
-        reasoning.append(text[: m.start()])
-        pos = m.end()
-    open_now = False
-    while True:
-        m = _OPEN.search(text, pos)
-        if m is None:
-            answer.append(text[pos:])
-            break
-        answer.append(text[pos : m.start()])
-        close = _CLOSE[m.group(1).lower()]
-        end = text.lower().find(close, m.end())
-        if end < 0:
-            reasoning.append(text[m.end() :])
-            open_now = True
-            break
-        reasoning.append(text[m.end() : end])
-        pos = end + len(close)
-    found = bool(reasoning)
-    return Parts("".join(answer).strip("\n"), "\n\n".join(r.strip() for r in reasoning).strip(), open_now, found)
+    """Separate reasoning sections from the answer; an unterminated one (streaming) is reasoning.
+
+    The core splitter does the work with the markers the chat has always shown (<think>, <thinking>,
+    <reasoning>); a closing marker before any opening one means the template opened the block.
+    """
+    split = core_split_reasoning(text, CHAT_MARKERS, start_in_reasoning=None, trim=False)
+    reasoning = "\n\n".join(block.strip() for block in split.blocks).strip()
+    return Parts(split.content.strip("\n"), reasoning, split.unterminated, bool(split.blocks))
 
 
 def _markdown():
