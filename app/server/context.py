@@ -49,8 +49,9 @@ class ServerContext:
         loaded = self.host.state.model
         if loaded is not None and name == self.model_id(loaded):
             return None
-        raise APIError(f"the model {name[:200]!r} is not the one loaded here", code="model_not_found",
-                       param="model", status=404)
+        raise APIError(
+            f"the model {name[:200]!r} is not the one loaded here", code="model_not_found", param="model", status=404
+        )
 
     def model_id(self, info: ModelInfo) -> str:
         """How the API names a loaded model: its library name, else its file name."""

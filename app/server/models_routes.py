@@ -45,10 +45,13 @@ def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
         "quant": model.quant,
         "loaded": loaded,
         "context_length": context,
+        # Tools: in the model's own format when its template has one, else Hearth's prompt fallback;
+        # forced calls and JSON schemas need grammars, which the GGUF engine has.
         "capabilities": {
             "chat": True,
             "completion": True,
-            "tools": False,
+            "tools": True,
+            "forced_tool_calls": model.format == "gguf",
             "json_schema": model.format == "gguf",
             "embeddings": False,
         },

@@ -1,6 +1,7 @@
 """`POST /v1/chat/completions`, as OpenAI answers it: one id, created and model for every chunk, the role
 on the first delta, the finish reason on the last, the usage chunk after it with `choices: []`, then
-`[DONE]`. The prompt is checked against the context before any byte is sent (400, never truncated)."""
+`[DONE]`. The prompt is checked against the context before any byte is sent (400, never truncated).
+Reasoning and tool calls are shaped by chat_output.py."""
 
 from __future__ import annotations
 
@@ -12,43 +13,50 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from app.core.engines.base import ChatMessage, Chunk, GenerateRequest
 from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
+from app.core.tools import ToolCall
+from app.server.chat_output import ChatShape, delta, message
 from app.server.context import hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, failure_error, stream_failure
-from app.server.openai_common import (
-    DONE,
-    PING,
-    SSE_HEADERS,
-    SYSTEM_FINGERPRINT,
-    new_id,
-    now,
-    sampling,
-    sse,
-    usage,
-)
-from app.server.openai_schemas import ChatCompletionRequest
+from app.server.openai_common import DONE, PING, SSE_HEADERS, SYSTEM_FINGERPRINT, new_id, now, sampling, sse, usage
+from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn
 
 router = APIRouter()
 PING_EVERY_S = 5.0
 CLIENT_GONE = 499  # what the request log records for a client that left (nginx's convention)
 
 
-def to_generate_request(body: ChatCompletionRequest) -> GenerateRequest:
-    """The engine's request for an OpenAI chat body; refuses what Hearth cannot honour, by name."""
+def to_message(i: int, m: ChatMessageIn) -> ChatMessage:
+    if other := m.other_parts():
+        raise APIError(
+            f"this model reads text only; message {i} has a {other[0]} part",
+            param=f"messages.{i}.content",
+            code="unsupported_content",
+        )
+    role = "system" if m.role == "developer" else m.role
+    calls = None
+    if m.role == "assistant" and m.tool_calls:
+        calls = [
+            ToolCall(id=c.id or f"call_{i}_{j}", name=c.function.name, arguments=c.function.arguments or "{}")
+            for j, c in enumerate(m.tool_calls)
+        ]
+    if m.role == "tool" and not m.tool_call_id:
+        raise APIError(f"message {i} is a tool result without tool_call_id", param=f"messages.{i}.tool_call_id")
+    return ChatMessage(
+        role=role,
+        content=m.text(),
+        name=m.name,
+        tool_calls=calls,
+        tool_call_id=m.tool_call_id if m.role == "tool" else None,
+    )
+
+
+def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, ChatShape]:
+    """The engine's request for an OpenAI chat body, and how its reply is shaped; refuses what Hearth
+    cannot honour, by name."""
     if body.logprobs:
         raise APIError("logprobs are not supported yet", "not_supported_error", param="logprobs", code="unsupported")
-    if body.tools:
-        raise APIError("tool calling is not supported yet", "not_supported_error", param="tools", code="unsupported")
-    messages = []
-    for i, m in enumerate(body.messages):
-        if other := m.other_parts():
-            raise APIError(
-                f"this model reads text only; message {i} has a {other[0]} part",
-                param=f"messages.{i}.content",
-                code="unsupported_content",
-            )
-        role = "system" if m.role == "developer" else m.role
-        messages.append(ChatMessage(role=role, content=m.text(), name=m.name))
+    messages = [to_message(i, m) for i, m in enumerate(body.messages)]
     schema = None
     if body.response_format is not None and body.response_format.type == "json_object":
         schema = {"type": "object"}
@@ -58,13 +66,23 @@ def to_generate_request(body: ChatCompletionRequest) -> GenerateRequest:
             raise APIError("response_format json_schema needs a schema", param="response_format.json_schema")
         schema = fmt.schema_
     max_tokens = body.max_completion_tokens or body.max_tokens
-    return GenerateRequest(messages=messages, sampling=sampling(body, max_tokens), json_schema=schema)
+    request = GenerateRequest(messages=messages, sampling=sampling(body, max_tokens), json_schema=schema)
+    tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
+    shape = ChatShape(
+        request,
+        tools,
+        body.tool_choice,
+        body.parallel_tool_calls is not False,
+        inline_reasoning=body.reasoning_format == "inline",
+    )
+    return request, shape
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
-    job = GenerateJob(to_generate_request(body), source="api", model=ctx.job_model(body.model))
+    generate, shape = to_generate_request(body)
+    job = GenerateJob(generate, source="api", model=ctx.job_model(body.model), prepare=shape.prepare)
     stream = JobStream(ctx.host, job, request, ctx.streams)
     first = await stream.next()  # Started, or the failure: the status is still ours to choose
     if first is None:
@@ -74,7 +92,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     assert isinstance(first, Started)
     model = body.model or ctx.model_id(first.model)
     request.state.model = model
-    reply = Reply(new_id("chatcmpl-"), now(), model)
+    reply = Reply(new_id("chatcmpl-"), now(), model, shape)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
@@ -95,8 +113,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
 class Reply:
     """One chat completion's envelope: the same id, created time and model on everything it sends."""
 
-    def __init__(self, id_: str, created: int, model: str) -> None:
-        self.id, self.created, self.model = id_, created, model
+    def __init__(self, id_: str, created: int, model: str, shape: ChatShape) -> None:
+        self.id, self.created, self.model, self.shape = id_, created, model, shape
 
     def _base(self, obj: str) -> dict[str, Any]:
         return {
@@ -108,17 +126,18 @@ class Reply:
         }
 
     def completion(self, text: str, final: Chunk) -> dict[str, Any]:
-        message = {"role": "assistant", "content": text, "refusal": None}
+        out = self.shape.parse(text)
+        finish = "tool_calls" if out.tool_calls else finish_reason(final)
         return {
             **self._base("chat.completion"),
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(final)}],
+            "choices": [{"index": 0, "message": message(out), "logprobs": None, "finish_reason": finish}],
             "usage": usage(final.stats),
         }
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None, *, with_usage: bool) -> dict[str, Any]:
+    def chunk(self, delta_: dict[str, Any], finish: str | None = None, *, with_usage: bool) -> dict[str, Any]:
         out = {
             **self._base("chat.completion.chunk"),
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": 0, "delta": delta_, "logprobs": None, "finish_reason": finish}],
         }
         if with_usage:
             out["usage"] = None  # as OpenAI does on every chunk but the last when usage was asked for
@@ -126,23 +145,53 @@ class Reply:
 
     async def stream(self, stream: JobStream, include_usage: bool, request: Request) -> AsyncIterator[bytes]:
         """The SSE body. A client that leaves cancels the generator (and so the job), within one token."""
+        parser = self.shape.parser()
+        called = False  # a tool call went out: the finish reason is "tool_calls"
+        enough = False  # all the calls the request allows are out: the rest of the generation is not needed
+
+        def deltas(events: list) -> list[bytes]:
+            nonlocal called
+            out = []
+            for event in events:
+                if (d := delta(event)) is not None:
+                    called = called or "tool_calls" in d
+                    out.append(sse(self.chunk(d, with_usage=include_usage)))
+            return out
+
         try:
             yield sse(self.chunk({"role": "assistant", "content": "", "refusal": None}, with_usage=include_usage))
-            async for event in stream.relay(PING_EVERY_S):
-                if event is None:
+            async for batch in stream.relay(PING_EVERY_S):
+                if batch is None:
                     yield PING
-                elif isinstance(event, ChunkEvent):
-                    if event.chunk.text:
-                        yield sse(self.chunk({"content": event.chunk.text}, with_usage=include_usage))
-                elif (failure := stream_failure(event)) is not None:
-                    yield sse(failure)
-                elif isinstance(event, JobDone):
-                    final = event.result.final
-                    request.state.usage = usage(final.stats)
-                    yield sse(self.chunk({}, finish_reason(final), with_usage=include_usage))
-                    if include_usage:
-                        yield sse({**self._base("chat.completion.chunk"), "choices": [], "usage": usage(final.stats)})
-                    yield DONE
+                    continue
+                out: list[bytes] = []
+                for event in batch:
+                    if isinstance(event, ChunkEvent):
+                        if event.chunk.text:
+                            out += deltas(parser.feed(event.chunk.text))
+                            if called and parser.limit_reached and not enough:
+                                enough = True
+                                stream.handle.cancel()
+                        continue
+                    out += deltas(parser.finish())
+                    if enough and isinstance(event, JobDone) and event.result.final.finish_reason == "cancelled":
+                        failure = None  # we stopped it: every call it may make is out
+                    else:
+                        failure = stream_failure(event)
+                    if failure is not None:
+                        out.append(sse(failure))
+                    elif isinstance(event, JobDone):
+                        final = event.result.final
+                        request.state.usage = usage(final.stats)
+                        finish = "tool_calls" if called else finish_reason(final)
+                        out.append(sse(self.chunk({}, finish, with_usage=include_usage)))
+                        if include_usage:
+                            out.append(
+                                sse({**self._base("chat.completion.chunk"), "choices": [], "usage": usage(final.stats)})
+                            )
+                        out.append(DONE)
+                if out:
+                    yield b"".join(out)
         finally:
             stream.cancel()  # the client left, or we are done (then a no-op)
 

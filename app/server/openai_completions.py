@@ -95,20 +95,25 @@ class TextReply:
             return out
 
         try:
-            async for event in stream.relay(PING_EVERY_S):
-                if event is None:
+            async for batch in stream.relay(PING_EVERY_S):
+                if batch is None:
                     yield PING
-                elif isinstance(event, ChunkEvent):
-                    if event.chunk.text:
-                        yield sse(piece(event.chunk.text))
-                elif (failure := stream_failure(event)) is not None:
-                    yield sse(failure)
-                elif isinstance(event, JobDone):
-                    final = event.result.final
-                    request.state.usage = usage(final.stats)
-                    yield sse(piece("", finish_reason(final)))
-                    if include_usage:
-                        yield sse({**self._body([]), "usage": usage(final.stats)})
-                    yield DONE
+                    continue
+                out: list[bytes] = []
+                for event in batch:
+                    if isinstance(event, ChunkEvent):
+                        if event.chunk.text:
+                            out.append(sse(piece(event.chunk.text)))
+                    elif (failure := stream_failure(event)) is not None:
+                        out.append(sse(failure))
+                    elif isinstance(event, JobDone):
+                        final = event.result.final
+                        request.state.usage = usage(final.stats)
+                        out.append(sse(piece("", finish_reason(final))))
+                        if include_usage:
+                            out.append(sse({**self._body([]), "usage": usage(final.stats)}))
+                        out.append(DONE)
+                if out:
+                    yield b"".join(out)
         finally:
             stream.cancel()

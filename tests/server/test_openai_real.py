@@ -111,3 +111,81 @@ def test_embeddings_from_a_chat_model_say_what_to_load(client, model_id):
     with pytest.raises(openai.BadRequestError) as err:
         client.embeddings.create(model=model_id, input="hello")
     assert "embeddings" in str(err.value)
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+def test_a_forced_tool_call_non_stream_and_stream(client, model_id):
+    for choice in (NAMED, "required"):
+        reply = client.chat.completions.create(
+            model=model_id,
+            messages=ask("What is the weather in Paris?"),
+            tools=[WEATHER],
+            tool_choice=choice,
+            temperature=0,
+            max_tokens=60,
+        )
+        (call,) = reply.choices[0].message.tool_calls
+        assert reply.choices[0].finish_reason == "tool_calls"
+        assert call.function.name == "get_weather" and call.id
+        args = json.loads(call.function.arguments)
+        assert isinstance(args["city"], str) and set(args) <= {"city", "days"}
+        chunks = list(
+            client.chat.completions.create(
+                model=model_id,
+                messages=ask("What is the weather in Paris?"),
+                tools=[WEATHER],
+                tool_choice=choice,
+                temperature=0,
+                max_tokens=60,
+                stream=True,
+            )
+        )
+        deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+        first = deltas[0]
+        assert first.index == 0 and first.id and first.type == "function" and first.function.name == "get_weather"
+        streamed = "".join(tc.function.arguments or "" for tc in deltas)
+        assert json.loads(streamed) == args  # the same call, streamed
+        assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+            "tool_calls"
+        ]
+
+
+def test_a_tool_round_trip_ends_in_an_answer(client, model_id):
+    messages = ask("What is the weather in Paris?")
+    reply = client.chat.completions.create(
+        model=model_id, messages=messages, tools=[WEATHER], tool_choice=NAMED, temperature=0, max_tokens=60
+    )
+    call = reply.choices[0].message.tool_calls[0]
+    messages += [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 18 degrees Celsius."},
+    ]
+    final = client.chat.completions.create(
+        model=model_id, messages=messages, tools=[WEATHER], tool_choice="none", temperature=0, max_tokens=40
+    )
+    assert final.choices[0].finish_reason in ("stop", "length") and final.choices[0].message.content
+
+
+def test_a_forced_call_and_a_response_format_are_refused_together(client, model_id):
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(
+            model=model_id,
+            messages=ask("Weather?"),
+            tools=[WEATHER],
+            tool_choice="required",
+            response_format={"type": "json_object"},
+        )

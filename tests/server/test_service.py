@@ -44,6 +44,8 @@ def test_start_serve_stop_and_restart_on_another_port(tmp_path):
             status.url + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
         )
         assert r.status_code == 200
+        # Logged once the response is out, which the client may see a moment before the server's side ends.
+        assert wait_until(lambda: len(api.log.items()) == 1, 5)
         assert [e.path for e in api.log.items()] == ["/v1/chat/completions"]
         assert api.log.items()[0].status == 200 and api.log.items()[0].model == "alpha"
         other = _free_port()

@@ -122,6 +122,9 @@ class GenerateRequest(BaseModel):
     # rendered into the chat template (app.core.tools.plan_tools checks them and builds the grammar).
     tools: list[dict[str, Any]] | None = None
     conversation_id: str | None = None  # a hint for prefix reuse across turns
+    # Control tokens whose text the output keeps (others render as nothing): the markers a tool-call or
+    # reasoning parser reads, like "[TOOL_CALLS]" or "<|python_tag|>".
+    visible_tokens: list[str] | None = None
 
 
 @dataclass

@@ -180,10 +180,18 @@ class LlamaCppEngine:
         if len(tokens) >= n_ctx:
             raise ContextLengthExceeded(len(tokens), n_ctx)
         grammar = build_grammar(self._lib, request, llm._model.vocab)
-        return self._run(llm, tokens, request, grammar, cancel, start)
+        visible = self._token_ids(request.visible_tokens)
+        return self._run(llm, tokens, request, grammar, cancel, start, visible)
 
     def _run(
-        self, llm: Any, tokens: list[int], request: GenerateRequest, grammar: Any, cancel: threading.Event, start: float
+        self,
+        llm: Any,
+        tokens: list[int],
+        request: GenerateRequest,
+        grammar: Any,
+        cancel: threading.Event,
+        start: float,
+        visible: frozenset[int] = frozenset(),
     ) -> Iterator[Chunk]:
         sp = request.sampling
         stats = GenerationStats(prompt_tokens=len(tokens))
@@ -251,7 +259,7 @@ class LlamaCppEngine:
                     yield final("stop")
                     return
                 stats.generated_tokens += 1
-                text = stream.push(self._piece(vocab, token))
+                text = stream.push(self._piece(vocab, token, token in visible))
                 yield Chunk(text=text, token=token)
                 if stream.stopped:
                     yield final("stop")
@@ -290,12 +298,21 @@ class LlamaCppEngine:
         llm._ctx.kv_cache_clear()
         return 0
 
-    def _piece(self, vocab: Any, token: int) -> bytes:
-        """The bytes of one token (control tokens render as nothing)."""
+    def _token_ids(self, texts: list[str] | None) -> frozenset[int]:
+        """The ids of those strings that are one token each in this vocabulary."""
+        ids = set()
+        for text in texts or ():
+            found = self.tokenize(text, special=True)
+            if len(found) == 1:
+                ids.add(found[0])
+        return frozenset(ids)
+
+    def _piece(self, vocab: Any, token: int, special: bool = False) -> bytes:
+        """The bytes of one token (control tokens render as nothing unless `special`)."""
         size = 64
         while True:
             buf = ctypes.create_string_buffer(size)
-            n = self._lib.llama_token_to_piece(vocab, token, buf, size, 0, False)
+            n = self._lib.llama_token_to_piece(vocab, token, buf, size, 0, special)
             if n >= 0:
                 return buf.raw[:n]
             size = -n

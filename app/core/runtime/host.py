@@ -359,7 +359,10 @@ class EngineHost:
         parts: list[str] = []
         final: Chunk | None = None
         try:
-            chunks = engine.generate(job.request, handle.cancel_event)
+            request = job.request
+            if job.prepare is not None and engine.info is not None:
+                request = job.prepare(engine.info, engine.capabilities)
+            chunks = engine.generate(request, handle.cancel_event)
             if engine.info is not None:
                 self._emit(handle, Started(engine.info))
             for chunk in chunks:

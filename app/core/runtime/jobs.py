@@ -9,14 +9,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.core.engines.base import Chunk, GenerateRequest, LoadSpec, ModelInfo
+from app.core.engines.base import Capabilities, Chunk, GenerateRequest, LoadSpec, ModelInfo
 from app.core.errors import HearthError
 
 HostStatus = Literal["idle", "loading", "ready", "generating", "error"]
 # What kind of failure ended a job, for callers that answer machines (the API's error codes). An error
 # class says its kind with a `code` attribute; anything else is an engine error.
 FailureCode = Literal[
-    "context_length_exceeded", "model_not_found", "busy", "unsupported", "engine_error", "cancelled", "unavailable"
+    "context_length_exceeded",
+    "model_not_found",
+    "invalid_request",
+    "busy",
+    "unsupported",
+    "engine_error",
+    "cancelled",
+    "unavailable",
 ]
 
 
@@ -66,6 +73,9 @@ class GenerateJob:
     # The model the job is for (a library name or id): loaded first when another is (JIT), checked
     # when the job starts, so it never runs on a model swapped in meanwhile. None: whatever is loaded.
     model: str | None = None
+    # Called on the host thread once the model is known, before generating: what depends on the model
+    # that runs it (its chat template's tool format, whether it takes grammars) is decided here.
+    prepare: Callable[[ModelInfo, Capabilities], GenerateRequest] | None = None
 
 
 @dataclass

@@ -15,7 +15,7 @@ Pure Python; llama-cpp-python is imported only to build a grammar. A route handl
 
 from __future__ import annotations
 
-from app.core.tools.families import DEFAULT_FAMILY, FAMILIES, ToolFormat, detect_format, get_family
+from app.core.tools.families import DEFAULT_FAMILY, FAMILIES, OUTPUT_MARKERS, ToolFormat, detect_format, get_family
 from app.core.tools.output import OutputParser
 from app.core.tools.plan import ToolPlan, plan_tools
 from app.core.tools.reasoning import (
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_FAMILY",
     "DEFAULT_MARKERS",
     "FAMILIES",
+    "OUTPUT_MARKERS",
     "Event",
     "Family",
     "FunctionSpec",

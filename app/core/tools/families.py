@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.tools.deepseek import CALLS_BEGIN, DeepSeekFamily
-from app.core.tools.hermes import OPEN, HermesFamily
+from app.core.tools.deepseek import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP, DeepSeekFamily
+from app.core.tools.hermes import CLOSE, OPEN, HermesFamily
 from app.core.tools.llama3 import PYTHON_TAG, Llama3Family
-from app.core.tools.mistral import ARGS, TOOL_CALLS, MistralFamily
+from app.core.tools.mistral import ARGS, CALL_ID, TOOL_CALLS, MistralFamily
 from app.core.tools.qwen3_coder import Qwen3CoderFamily
+from app.core.tools.reasoning import DEFAULT_MARKERS
 from app.core.tools.scanner import Family
 from app.core.tools.types import ToolError
 
-__all__ = ["DEFAULT_FAMILY", "FAMILIES", "ToolFormat", "detect_format", "get_family"]
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "OUTPUT_MARKERS", "ToolFormat", "detect_format", "get_family"]
 
 DEFAULT_FAMILY = "hermes"
 
@@ -25,6 +26,17 @@ FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (HermesFamily(), Qwen3CoderFamily(), Llama3Family(), MistralFamily(), DeepSeekFamily())
 }
+
+
+# Every marker a tool-call or reasoning parser reads. Some models spell them with control tokens, which an
+# engine renders as nothing by default: a request that parses its reply asks for these to stay visible.
+OUTPUT_MARKERS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [OPEN, CLOSE, PYTHON_TAG, TOOL_CALLS, ARGS, CALL_ID, CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP]
+        + [piece for m in DEFAULT_MARKERS for piece in (m.open, m.close, *m.drop)]
+        + ["<|channel|>", "<|message|>", "<|start|>"]  # gpt-oss spells its markers from these tokens
+    )
+)
 
 
 @dataclass(frozen=True)

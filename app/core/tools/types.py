@@ -36,6 +36,8 @@ IdFactory = Callable[[], str]
 class ToolError(HearthError):
     """A request's tools or tool_choice cannot be used; `param` names the offending field for the API."""
 
+    code = "invalid_request"
+
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param

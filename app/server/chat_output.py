@@ -1,0 +1,131 @@
+"""What a chat reply becomes on the wire: reasoning in `reasoning_content` (not in `content`), tool calls as
+OpenAI's `tool_calls` (streamed with `index`, and `id`, `type` and the name on each call's first delta),
+and `finish_reason: "tool_calls"` whenever a call was made.
+
+The request's tools are checked when it arrives (a 400 before it queues). What depends on the model that
+will run it — its template's tool-call format, whether its engine takes grammars, whether its prompt opens
+a reasoning block — is decided on the host thread when the job starts (`prepare`), so a JIT load is served
+in that model's own format.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.engines.base import Capabilities, GenerateRequest, ModelInfo
+from app.core.engines.templates import render_chat
+from app.core.tools import (
+    OUTPUT_MARKERS,
+    Event,
+    OutputParser,
+    ParsedOutput,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgs,
+    ToolCallStart,
+    ToolError,
+    ToolPlan,
+    function_specs,
+    parse_tool_choice,
+    plan_tools,
+    prompt_opens_reasoning,
+)
+from app.server.errors import APIError
+
+logger = logging.getLogger(__name__)
+
+
+def tool_error(exc: ToolError) -> APIError:
+    return APIError(str(exc), param=exc.param, code="invalid_value")
+
+
+@dataclass
+class ChatShape:
+    """One chat request's tools and reasoning handling. `prepare` runs on the host thread; the rest on
+    the server's loop, after the job's Started event (which happens after `prepare`)."""
+
+    base: GenerateRequest
+    tools: list[dict[str, Any]] | None
+    tool_choice: Any
+    parallel: bool
+    inline_reasoning: bool = False
+    plan: ToolPlan | None = field(default=None, init=False)
+    starts_in_reasoning: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        try:
+            parse_tool_choice(self.tool_choice, function_specs(self.tools))
+        except ToolError as exc:
+            raise tool_error(exc) from exc
+
+    def prepare(self, info: ModelInfo, capabilities: Capabilities) -> GenerateRequest:
+        """Host thread: the request as the model that runs it needs it."""
+        plan = plan_tools(
+            self.tools,
+            self.tool_choice,
+            parallel_tool_calls=self.parallel,
+            chat_template=info.chat_template,
+            grammar=capabilities.grammar,
+        )
+        if plan.grammar is not None and self.base.json_schema is not None:
+            raise ToolError("response_format cannot be combined with a tool call that is forced", "tool_choice")
+        update: dict[str, Any] = {"tools": plan.template_tools, "visible_tokens": list(OUTPUT_MARKERS)}
+        if plan.grammar is not None:
+            update["grammar"] = plan.grammar
+        request = self.base.model_copy(update=update)
+        if not self.inline_reasoning and request.messages is not None:
+            prompt = render_chat(info.chat_template, request.messages, tools=plan.template_tools).text
+            self.starts_in_reasoning = prompt_opens_reasoning(prompt)
+        self.plan = plan
+        return request
+
+    def parser(self) -> OutputParser:
+        """A fresh parser for the reply (reasoning split unless asked inline, then tool calls)."""
+        assert self.plan is not None, "prepare() runs before the first chunk"
+        if self.inline_reasoning:
+            return self.plan.parser(reasoning=None)
+        return self.plan.parser(start_in_reasoning=self.starts_in_reasoning)
+
+    def parse(self, text: str) -> ParsedOutput:
+        return self.parser().parse(text)
+
+
+def message(out: ParsedOutput) -> dict[str, Any]:
+    """The assistant message of a whole reply."""
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": out.content or (None if out.tool_calls else ""),
+        "refusal": None,
+    }
+    if out.reasoning:
+        msg["reasoning_content"] = out.reasoning
+    if out.tool_calls:
+        msg["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in out.tool_calls
+        ]
+    return msg
+
+
+def delta(event: Event) -> dict[str, Any] | None:
+    """The chunk delta for one parser event."""
+    if isinstance(event, TextDelta):
+        return {"content": event.text} if event.text else None
+    if isinstance(event, ReasoningDelta):
+        return {"reasoning_content": event.text} if event.text else None
+    if isinstance(event, ToolCallStart):
+        return {
+            "tool_calls": [
+                {
+                    "index": event.index,
+                    "id": event.id,
+                    "type": "function",
+                    "function": {"name": event.name, "arguments": ""},
+                }
+            ]
+        }
+    if isinstance(event, ToolCallArgs):
+        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
+    return None
