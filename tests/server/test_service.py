@@ -12,6 +12,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import ServerSettings
 from app.server.service import ApiService, ServerStatus
+from tests.helpers import wait_until
 from tests.server.conftest import fake_library, no_preflight
 
 
