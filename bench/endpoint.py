@@ -3,7 +3,8 @@
     bash bench/build_peers.sh          # once (~10 min, cached): llama-server from the same llama.cpp
     .venv/bin/python bench/endpoint.py [--runs 5] [--clients 8] [--no-peer]
 
-Same GGUF (SmolLM2), same threads and context, alternating, warm-up first, medians:
+Same GGUF (SmolLM2), same threads and context, alternating, warm-up first, medians. The HTTP clients run
+in a separate process, as real clients do (in-process they would share the server's GIL):
 1. streamed decode tok/s through the endpoint ÷ through the engine host directly (target ≥ 0.97);
 2. time to first token the server adds, p50 over the runs (target < 5 ms);
 3. N concurrent streaming clients: p50/p95/p99 TTFT and time per output token, aggregate tok/s, beside
@@ -18,7 +19,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import httpx  # noqa: E402
 from engine import Server, models  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
@@ -61,29 +60,52 @@ def host_direct(host: EngineHost) -> tuple[float, float]:
     )
     times: list[float] = []
     t0 = time.perf_counter()
-    handle = host.submit(GenerateJob(request, source="bench"),
-                         lambda e: times.append(time.perf_counter()) if isinstance(e, ChunkEvent) and e.chunk.text
-                         else None)
+    handle = host.submit(
+        GenerateJob(request, source="bench"),
+        lambda e: times.append(time.perf_counter()) if isinstance(e, ChunkEvent) and e.chunk.text else None,
+    )
     handle.wait(300)
     return times[0] - t0, (len(times) - 1) / (times[-1] - times[0])
 
 
-def stream_once(url: str, model: str, headers: dict | None = None) -> tuple[float, list[float]]:
-    """(ttft s, token arrival times) of one streamed chat completion over HTTP (SSE, usage off)."""
-    body = {"model": model, "stream": True, "temperature": 0, "max_tokens": N_PREDICT, "seed": 1,
-            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]}
-    arrivals: list[float] = []
+CLIENT = r"""
+import json, sys, threading, time
+import httpx
+url, model, n, clients, max_tokens, system, question = sys.argv[1:8]
+body = {"model": model, "stream": True, "temperature": 0, "max_tokens": int(max_tokens), "seed": 1,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]}
+def once(out):
+    arrivals = []
     t0 = time.perf_counter()
-    with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers=headers, timeout=600) as r:
+    with httpx.Client(timeout=600) as c, c.stream("POST", url + "/v1/chat/completions", json=body) as r:
         r.raise_for_status()
         for line in r.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            data = json.loads(line[6:])
-            choices = data.get("choices") or []
-            if choices and (choices[0].get("delta") or {}).get("content"):
-                arrivals.append(time.perf_counter())
-    return arrivals[0] - t0, arrivals
+            if line.startswith("data: {"):
+                d = json.loads(line[6:])
+                ch = d.get("choices") or []
+                if ch and (ch[0].get("delta") or {}).get("content"):
+                    arrivals.append(time.perf_counter() - t0)
+    out.append(arrivals)
+for _ in range(int(n)):
+    results = []
+    threads = [threading.Thread(target=once, args=(results,)) for _ in range(int(clients))]
+    t0 = time.perf_counter()
+    [t.start() for t in threads]; [t.join() for t in threads]
+    print(json.dumps({"wall": time.perf_counter() - t0, "runs": results}), flush=True)
+"""
+
+
+def remote(url: str, model: str, clients: int = 1, runs: int = 1) -> list[dict]:
+    """Streamed chat completions from a separate process: per run, the wall time and each client's token
+    arrival times (seconds from its own start)."""
+    out = subprocess.run(
+        [sys.executable, "-c", CLIENT, url, model, str(runs), str(clients), str(N_PREDICT), SYSTEM, QUESTION],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
 def decode_rate(arrivals: list[float]) -> float:
@@ -91,30 +113,20 @@ def decode_rate(arrivals: list[float]) -> float:
 
 
 def concurrent(url: str, model: str, clients: int) -> dict[str, float]:
-    ttfts: list[float] = []
-    tpots: list[float] = []
-    tokens = 0
-    lock = threading.Lock()
-
-    def one() -> None:
-        nonlocal tokens
-        ttft, arrivals = stream_once(url, model)
-        with lock:
-            ttfts.append(ttft)
-            tokens += len(arrivals)
-            if len(arrivals) > 1:
-                tpots.append((arrivals[-1] - arrivals[0]) / (len(arrivals) - 1))
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=one) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    return {"ttft_p50": pct(ttfts, 0.5), "ttft_p95": pct(ttfts, 0.95), "ttft_p99": pct(ttfts, 0.99),
-            "tpot_p50": pct(tpots, 0.5), "tpot_p95": pct(tpots, 0.95), "tpot_p99": pct(tpots, 0.99),
-            "aggregate_tok_s": tokens / wall}
+    (run,) = remote(url, model, clients)
+    ttfts = [a[0] for a in run["runs"] if a]
+    tpots = [(a[-1] - a[0]) / (len(a) - 1) for a in run["runs"] if len(a) > 1]
+    tokens = sum(len(a) for a in run["runs"])
+    wall = run["wall"]
+    return {
+        "ttft_p50": pct(ttfts, 0.5),
+        "ttft_p95": pct(ttfts, 0.95),
+        "ttft_p99": pct(ttfts, 0.99),
+        "tpot_p50": pct(tpots, 0.5),
+        "tpot_p95": pct(tpots, 0.95),
+        "tpot_p99": pct(tpots, 0.99),
+        "aggregate_tok_s": tokens / wall,
+    }
 
 
 def main() -> int:
@@ -135,19 +147,22 @@ def main() -> int:
     model = model_path.name
     try:
         host_direct(host)  # warm-up
-        stream_once(runner.url, model)
+        remote(runner.url, model)
         direct, served = [], []
         for _ in range(args.runs):  # alternating, so drift hits both alike
             direct.append(host_direct(host))
-            ttft, arrivals = stream_once(runner.url, model)
-            served.append((ttft, decode_rate(arrivals)))
+            (run,) = remote(runner.url, model)
+            arrivals = run["runs"][0]
+            served.append((arrivals[0], decode_rate(arrivals)))
         d_ttft = statistics.median(t for t, _ in direct)
         s_ttft = statistics.median(t for t, _ in served)
         d_rate = statistics.median(r for _, r in direct)
         s_rate = statistics.median(r for _, r in served)
         print(f"model {model}, {threads} threads, n_ctx {N_CTX}, {N_PREDICT} tokens, {args.runs} runs (medians)")
-        print(f"decode through the endpoint {s_rate:.1f} tok/s ÷ host {d_rate:.1f} tok/s = {s_rate / d_rate:.3f}"
-              " (target >= 0.97)")
+        print(
+            f"decode through the endpoint {s_rate:.1f} tok/s ÷ host {d_rate:.1f} tok/s = {s_rate / d_rate:.3f}"
+            " (target >= 0.97)"
+        )
         print(f"time to first token added by the server: {(s_ttft - d_ttft) * 1000:.1f} ms (target < 5 ms)")
         ours = concurrent(runner.url, model, args.clients)
     finally:
@@ -155,12 +170,15 @@ def main() -> int:
         host.shutdown(10)
     rows = [("Hearth", ours)]
     if not args.no_peer:
-        bins = Path(subprocess.run(["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True,
-                                   text=True, check=True).stdout.strip())
+        bins = Path(
+            subprocess.run(
+                ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
         server = Server(bins / "llama-server", model_path, threads, flash_attn=False)
         url = f"http://127.0.0.1:{server.port}"
         try:
-            stream_once(url, model)  # warm-up
+            remote(url, model)  # warm-up
             rows.append(("llama-server -np 1", concurrent(url, model, args.clients)))
         finally:
             server.close()

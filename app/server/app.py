@@ -4,6 +4,7 @@ with every error in OpenAI's shape and every request in the log."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -37,7 +38,67 @@ def create_app(ctx: ServerContext, policy: Policy | None = None) -> FrontDoor:
     api.add_exception_handler(Exception, errors.unexpected_error_handler)
     for router in (models_router, chat_router, completions_router):
         api.include_router(router)
+    _document_errors(api)
     return FrontDoor(_Logged(api, ctx.log), policy or Policy())
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+# What any route may answer besides success: OpenAI's error shape, with llama-server's statuses.
+ERRORS = {
+    "400": "invalid request (also a prompt over the context: code context_length_exceeded)",
+    "401": "missing or wrong API key",
+    "403": "Host or Origin not allowed",
+    "404": "no such model or route",
+    "413": "request body too large",
+    "500": "the engine failed",
+    "501": "not supported",
+    "503": "the engine is busy (Retry-After) or stopping",
+}
+
+
+STREAMING = ("/v1/chat/completions", "/v1/completions")
+
+
+def _document_errors(api: FastAPI) -> None:
+    """/openapi.json as the API answers: errors in OpenAI's shape (never FastAPI's 422), SSE for streams."""
+    build = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is not None:
+            return api.openapi_schema
+        schema = build()
+        for route, path in schema.get("paths", {}).items():
+            for operation in path.values():
+                responses = operation.setdefault("responses", {})
+                responses.pop("422", None)
+                for status, text in ERRORS.items():
+                    responses.setdefault(
+                        status, {"description": text, "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+                    )
+                if route in STREAMING:
+                    ok = responses.setdefault("200", {"description": "Successful Response"}).setdefault("content", {})
+                    ok.setdefault("text/event-stream", {"schema": {}})
+        schema.get("components", {}).get("schemas", {}).pop("HTTPValidationError", None)
+        schema.get("components", {}).get("schemas", {}).pop("ValidationError", None)
+        api.openapi_schema = schema
+        return schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
 
 
 class _Logged:

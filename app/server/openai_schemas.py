@@ -4,7 +4,7 @@ is never taken from a request (T3)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -105,7 +105,7 @@ class ResponseFormat(BaseModel):
 class FunctionTool(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    name: str = Field(min_length=1, max_length=256)
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -125,8 +125,10 @@ class _Sampling(_Request):
     seed: int | None = None
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
-    logit_bias: dict[str, float] | None = None
-    n: int | None = Field(default=None, ge=1, le=128)
+    logit_bias: Annotated[dict[str, float], Field(max_length=0)] | None = Field(
+        default=None, description="not supported yet"
+    )
+    n: int | None = Field(default=None, ge=1, le=1, description="one choice per request")
     user: str | None = Field(default=None, max_length=256)
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -153,7 +155,7 @@ class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)
-    logprobs: bool | None = None
+    logprobs: Literal[False] | None = Field(default=None, description="not supported yet")
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     response_format: ResponseFormat | None = None
     tools: list[Tool] | None = Field(default=None, max_length=512)
@@ -164,16 +166,16 @@ class ChatCompletionRequest(_Sampling):
 
 class CompletionRequest(_Sampling):
     model: str | None = Field(default=None, max_length=512)
-    prompt: str | list[str]
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)]
     max_tokens: int | None = Field(default=16, ge=1, le=MAX_TOKENS_CAP)
-    echo: bool = False
-    logprobs: int | None = Field(default=None, ge=0, le=20)
-    suffix: str | None = None
+    echo: Literal[False] = False
+    logprobs: Literal[0] | None = Field(default=None, description="not supported yet")
+    suffix: Literal[""] | None = Field(default=None, description="fill-in-the-middle is not supported yet")
 
 
 class EmbeddingRequest(_Request):
     model: str | None = Field(default=None, max_length=512)
-    input: str | list[str] = Field(...)
+    input: str | Annotated[list[str], Field(min_length=1, max_length=2048)]
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None
