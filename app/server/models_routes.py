@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app import __version__
+from app.core.engines.base import Embeddings
 from app.core.library.store import LocalModel
 from app.core.runtime.jobs import EmbedJob, ModelNotFound
 from app.server.context import ServerContext, hearth
@@ -53,7 +54,7 @@ def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
             "tools": True,
             "forced_tool_calls": model.format == "gguf",
             "json_schema": model.format == "gguf",
-            "embeddings": False,
+            "embeddings": model.format == "gguf",  # a second context on the chat model's weights
         },
     }
 
@@ -95,14 +96,18 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     done = await stream.result()
     if done is None:
         return Response(status_code=CLIENT_GONE)
-    vectors: list[list[float]] = done.result
+    result: Embeddings = done.result
+    vectors = result.vectors
     data = [
         {"object": "embedding", "index": i, "embedding": _b64(v) if body.encoding_format == "base64" else v}
         for i, v in enumerate(vectors)
     ]
     model = body.model or (ctx.model_id(ctx.host.state.model) if ctx.host.state.model else "")
+    tokens = result.prompt_tokens
+    request.state.model = model
+    request.state.usage = {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens}
     return JSONResponse(
-        {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+        {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
     )
 
 

@@ -334,6 +334,7 @@ def test_embeddings_float_and_base64(make_server):
     assert body["object"] == "list" and [d["index"] for d in body["data"]] == [0, 1]
     first = body["data"][0]["embedding"]
     assert len(first) == 16 and abs(sum(v * v for v in first) - 1) < 1e-6
+    assert body["usage"] == {"prompt_tokens": 4, "total_tokens": 4}  # the fake engine counts words
     packed = live.client.post(
         "/v1/embeddings", json={"model": "alpha", "input": "red apple", "encoding_format": "base64"}
     ).json()

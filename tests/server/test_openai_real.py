@@ -107,10 +107,24 @@ def test_a_prompt_over_the_context_is_a_400_the_client_raises(client, model_id, 
     assert err.value.code == "context_length_exceeded"
 
 
-def test_embeddings_from_a_chat_model_say_what_to_load(client, model_id):
-    with pytest.raises(openai.BadRequestError) as err:
-        client.embeddings.create(model=model_id, input="hello")
-    assert "embeddings" in str(err.value)
+def test_embeddings_come_from_the_chat_model_without_unloading_it(client, model_id, smol_server):
+    chat = ask("Name one colour.")
+    first = client.chat.completions.create(model=model_id, messages=chat, max_tokens=8, temperature=0)
+    loaded = smol_server.host.state.model
+    out = client.embeddings.create(
+        model=model_id, input=["The cat sat on the mat.", "A cat is sitting on a mat.", "Tax is due in April."]
+    )
+    cat, cat2, tax = (d.embedding for d in out.data)
+    assert len(cat) == 576 and out.usage.prompt_tokens > 12 and out.model == model_id
+    dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731 (unit vectors: the cosine)
+    assert dot(cat, cat2) > dot(cat, tax)
+    # Still the same load, and the chat's prefix is still cached: the next turn reuses it.
+    assert smol_server.host.state.model is loaded
+    again = client.chat.completions.create(model=model_id, messages=chat, max_tokens=8, temperature=0)
+    assert again.choices[0].message.content == first.choices[0].message.content
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+    listed = {m.id: m for m in client.models.list().data}
+    assert listed[model_id].model_extra["capabilities"]["embeddings"] is True
 
 
 WEATHER = {

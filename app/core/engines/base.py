@@ -160,6 +160,12 @@ class ModelInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class Embeddings:
+    vectors: list[list[float]]  # one unit-length vector per input, in order
+    prompt_tokens: int = 0  # tokens embedded, for usage
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "llama.cpp", "mlx"
@@ -181,4 +187,4 @@ class Engine(Protocol):
         """Prompt tokens the request would use (after the chat template)."""
         ...
 
-    def embed(self, texts: list[str]) -> list[list[float]]: ...
+    def embed(self, texts: list[str]) -> Embeddings: ...

@@ -15,6 +15,7 @@ from app.core.engines.base import (
     Capabilities,
     Chunk,
     ContextLengthExceeded,
+    Embeddings,
     EngineError,
     FinishReason,
     GenerateRequest,
@@ -114,7 +115,7 @@ class FakeEngine:
     def count_tokens(self, request: GenerateRequest) -> int:
         return len(self.render(request).split())
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str]) -> Embeddings:
         self._require_loaded()
         out = []
         for text in texts:
@@ -123,7 +124,7 @@ class FakeEngine:
                 vec[_token_id(w) % 16] += 1.0
             norm = sum(v * v for v in vec) ** 0.5 or 1.0
             out.append([v / norm for v in vec])
-        return out
+        return Embeddings(out, sum(len(text.split()) for text in texts))
 
     def _require_loaded(self) -> ModelInfo:
         if self.info is None:

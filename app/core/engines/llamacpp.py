@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from app.core.engines.base import (
     Capabilities,
     Chunk,
     ContextLengthExceeded,
+    Embeddings,
     EngineError,
     GenerateRequest,
     GenerationStats,
@@ -29,6 +29,7 @@ from app.core.engines.base import (
     ModelInfo,
     Unsupported,
 )
+from app.core.engines.llamacpp_embed import Embedder, pooling_for
 from app.core.engines.llamacpp_options import (
     TextStream,
     build_grammar,
@@ -56,6 +57,8 @@ class LlamaCppEngine:
         self._template: str | None = None
         self._bos_text = ""
         self._eos_text = ""
+        self._embedder: Embedder | None = None
+        self._pooling = 0
 
     # -- loading -------------------------------------------------------------------------
 
@@ -80,6 +83,11 @@ class LlamaCppEngine:
             kwargs["n_threads"],
             spec.n_gpu_layers,
         )
+        self._pooling = pooling_for(header.arch_value("pooling_type"))
+        if spec.embedding:
+            kwargs["pooling_type"] = self._pooling
+            # A whole input in one micro-batch: non-causal (BERT-like) models cannot split one.
+            kwargs["n_batch"] = kwargs["n_ubatch"] = spec.n_ctx
         try:
             self._llm = self._lib.Llama(**kwargs)
         except Exception as exc:  # llama-cpp-python raises ValueError("Failed to load model from file: …")
@@ -93,7 +101,8 @@ class LlamaCppEngine:
         self._template = spec.chat_template or header.chat_template
         notice = None if self._template else CHATML_NOTICE
         chat = not spec.embedding  # an embeddings context yields pooled vectors, not logits
-        self.capabilities = Capabilities(chat=chat, completion=chat, embeddings=spec.embedding, grammar=chat)
+        # A chat model embeds too, through a second context on its weights (opened on first use).
+        self.capabilities = Capabilities(chat=chat, completion=chat, embeddings=True, grammar=chat)
         self.info = ModelInfo(
             path=path,
             format="gguf",
@@ -111,6 +120,9 @@ class LlamaCppEngine:
         return self.info
 
     def unload(self) -> None:
+        embedder, self._embedder = self._embedder, None
+        if embedder is not None:
+            embedder.close()  # its context lives on the model's weights: freed first
         llm, self._llm = self._llm, None
         self.info = None
         self._spec = None
@@ -319,21 +331,22 @@ class LlamaCppEngine:
 
     # -- embeddings ------------------------------------------------------------------------
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str]) -> Embeddings:
+        """Unit-length vectors. A model loaded for embeddings embeds in its own context; a chat model in a
+        second one on the same weights, so its KV cache (and the chat's reusable prefix) is untouched."""
         llm = self._require()
-        if not self.capabilities.embeddings:
-            raise Unsupported("load the model with embeddings enabled to embed text")
         if not texts:
-            return []
-        try:
-            vectors = llm.embed(list(texts), normalize=False)
-        except Exception as exc:
-            raise EngineError(f"embedding failed: {exc}") from exc
-        out = []
-        for vec in vectors:
-            norm = math.sqrt(sum(v * v for v in vec)) or 1.0
-            out.append([v / norm for v in vec])
-        return out
+            return Embeddings([], 0)
+        if self._embedder is None:
+            if self.capabilities.chat:
+                threads = int(self.info.extra.get("n_threads", 1)) if self.info else 1
+                self._embedder = Embedder.beside(self._lib, llm, self._pooling, threads)
+            else:
+                self._embedder = Embedder.of(self._lib, llm)
+        model = llm._model
+        # Specials on as the tokenizer defines them (BOS, BERT's CLS/SEP): embedding models are trained so.
+        tokens = [list(model.tokenize(text.encode("utf-8"), True, False)) for text in texts]
+        return Embeddings(self._embedder.embed(tokens), sum(len(t) for t in tokens))
 
     # -- helpers ---------------------------------------------------------------------------
 

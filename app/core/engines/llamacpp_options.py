@@ -60,8 +60,6 @@ def llama_kwargs(llama_cpp: ModuleType, spec: LoadSpec) -> dict[str, Any]:
     }
     if spec.seed is not None:
         kwargs["seed"] = spec.seed
-    if spec.embedding:
-        kwargs["pooling_type"] = llama_cpp.LLAMA_POOLING_TYPE_MEAN
     return kwargs
 
 

@@ -20,6 +20,7 @@ from app.core.engines.base import (
     Capabilities,
     Chunk,
     ContextLengthExceeded,
+    Embeddings,
     EngineError,
     FinishReason,
     GenerateRequest,
@@ -182,7 +183,7 @@ class MlxEngine:
         self._require()
         return len(self._prompt_ids(request)[0])
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str]) -> Embeddings:
         raise Unsupported("the MLX engine does not compute embeddings; use a GGUF embedding model")
 
     # -- generation ------------------------------------------------------------------------------

@@ -30,6 +30,14 @@ def token_chunks(chunks):
 # -- pure helpers --------------------------------------------------------------------------
 
 
+def test_embeddings_pool_as_the_gguf_declares_else_by_mean():
+    from app.core.engines.llamacpp_embed import POOLING_CLS, POOLING_LAST, POOLING_MEAN, pooling_for
+
+    assert pooling_for(POOLING_CLS) == POOLING_CLS and pooling_for(POOLING_LAST) == POOLING_LAST
+    # None declared (chat models), "none", rank (a reranker's scores) or junk: mean pooling
+    assert {pooling_for(v) for v in (None, 0, 4, -1, "cls")} == {POOLING_MEAN}
+
+
 def test_text_stream_buffers_split_utf8():
     stream = TextStream([])
     euro = "€".encode()
@@ -232,11 +240,34 @@ def test_request_errors_raise_before_running(tiny_gguf_f16):
             engine.generate(GenerateRequest(prompt="x", grammar="root ::= ("), threading.Event())
         with pytest.raises(EngineError):
             engine.generate(GenerateRequest(), threading.Event())
-        with pytest.raises(EngineError, match="embeddings"):
-            engine.embed(["a"])
         assert generate_all(engine, greedy("Hi", max_tokens=1))[1].stats.generated_tokens <= 1
     finally:
         engine.unload()
+
+
+def test_a_chat_model_embeds_beside_its_chat_context(tiny_gguf_f16):
+    engine = load_llamacpp(tiny_gguf_f16, n_ctx=64)
+    try:
+        before = generate_all(engine, greedy("Hi there", max_tokens=4))
+        cached = engine.cached_tokens
+        assert engine.capabilities.embeddings and engine.capabilities.chat
+        out = engine.embed(["hi there", "hi there", "something else entirely"])
+        a, b, c = out.vectors
+        assert out.prompt_tokens == sum(len(engine.tokenize(t)) for t in ["hi there"] * 2 + ["something else entirely"])
+        assert all(math.isclose(sum(v * v for v in vec), 1.0, rel_tol=1e-4) for vec in (a, b, c))
+        assert a == b and a != c
+        # The chat's KV cache is another context's: its prefix is still there to reuse, and it answers alike.
+        assert engine.cached_tokens == cached
+        again = generate_all(engine, greedy("Hi there", max_tokens=4))
+        assert again[1].stats.prompt_tokens_evaluated < again[1].stats.prompt_tokens
+        assert again[0] == before[0]
+        assert engine.embed([]).vectors == []
+        with pytest.raises(EngineError, match="context"):
+            engine.embed(["word " * 3000])  # longer than the side context
+    finally:
+        engine.unload()  # the side context is freed before the weights (no crash, no leak warning)
+    with pytest.raises(EngineError, match="no model"):
+        engine.embed(["x"])
 
 
 def test_unknown_cache_type_is_refused(tiny_gguf_f16):
@@ -401,14 +432,14 @@ def _cosine(a: list[float], b: list[float]) -> float:
 
 @pytest.mark.slow
 def test_smollm2_mean_pooled_embeddings(smollm2_embedder, smollm2_engine):
-    assert smollm2_embedder.capabilities.embeddings and not smollm2_engine.capabilities.embeddings
-    cat, cat2, tax = smollm2_embedder.embed(
-        ["The cat sat on the mat.", "A cat is sitting on a mat.", "Quarterly tax filings are due in April."]
-    )
+    assert smollm2_embedder.capabilities.embeddings and not smollm2_embedder.capabilities.chat
+    texts = ["The cat sat on the mat.", "A cat is sitting on a mat.", "Quarterly tax filings are due in April."]
+    cat, cat2, tax = smollm2_embedder.embed(texts).vectors
     assert len(cat) == 576
     assert all(math.isclose(sum(v * v for v in vec), 1.0, rel_tol=1e-4) for vec in (cat, cat2, tax))
     assert _cosine(cat, cat2) > _cosine(cat, tax)
-    with pytest.raises(EngineError, match="embeddings"):
-        smollm2_engine.embed(["x"])
+    # The chat engine's side context pools the same weights the same way: the same vectors.
+    beside = smollm2_engine.embed(texts).vectors
+    assert all(_cosine(x, y) > 0.999 for x, y in zip((cat, cat2, tax), beside))
     with pytest.raises(EngineError, match="embeddings"):
         smollm2_embedder.generate(chat_request("hi"), threading.Event())

@@ -222,8 +222,9 @@ def test_embed_job(make_host):
     host.load_sync(fake_spec(), "fake")
     h = host.submit(EmbedJob(["warm fire", "warm fire", "cold river"]))
     assert h.wait(5)
-    a, b, c = h.result
+    a, b, c = h.result.vectors
     assert a == b and a != c
+    assert h.result.prompt_tokens == 6
 
 
 def test_shutdown_with_jobs_queued_returns_promptly(make_host):

@@ -1,0 +1,112 @@
+"""Embeddings from a GGUF: a pooled-output llama.cpp context, either the one the model was loaded with
+(a model loaded for embeddings) or a second, small context opened on a chat model's weights, so an
+embeddings request never evicts the model a chat is using. Owned by the engine host's thread."""
+
+from __future__ import annotations
+
+import logging
+import math
+from types import ModuleType
+from typing import Any
+
+from app.core.engines.base import ContextLengthExceeded, EngineError, Unsupported
+
+logger = logging.getLogger(__name__)
+
+# The side context's size: inputs up to this many tokens. Its KV cache sits beside the chat model's
+# (about 256 MiB for an 8B model at f16), so it is opened on the first request, not at load.
+SIDE_CONTEXT = 2048
+# llama.cpp's enum llama_pooling_type
+POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST, POOLING_RANK = 0, 1, 2, 3, 4
+
+
+def pooling_for(declared: Any) -> int:
+    """The pooling to embed with: what the GGUF declares (`<arch>.pooling_type`: CLS for BERT-likes, LAST
+    for Qwen3-Embedding...), else mean pooling, which works for any model including chat models."""
+    if isinstance(declared, int) and declared in (POOLING_MEAN, POOLING_CLS, POOLING_LAST):
+        return declared
+    return POOLING_MEAN
+
+
+class Embedder:
+    """One pooled-output context and a batch that holds a whole input: inputs go one at a time, each in
+    a single decode (non-causal models need the input in one micro-batch)."""
+
+    def __init__(self, lib: ModuleType, ctx: Any, n_tokens: int, *, owned: bool) -> None:
+        self._lib = lib
+        self._ctx = ctx
+        self._internals = _internals()
+        self.n_tokens = n_tokens  # the longest input
+        self._batch = self._internals.LlamaBatch(n_tokens=n_tokens, embd=0, n_seq_max=1, verbose=False)
+        self._owned = owned
+        model = ctx.model.model
+        # The pooled vector's width: n_embd_out where a model projects its output (newer llama.cpp).
+        self.n_embd = int(getattr(lib, "llama_model_n_embd_out", lib.llama_model_n_embd)(model))
+        # BERT-likes have only an encoder: llama_encode runs them, llama_decode would refuse.
+        self._encoder_only = bool(lib.llama_model_has_encoder(model) and not lib.llama_model_has_decoder(model))
+
+    @classmethod
+    def of(cls, lib: ModuleType, llm: Any) -> Embedder:
+        """Over the context a model was loaded with (`embedding=True`)."""
+        n_ubatch = int(lib.llama_n_ubatch(llm._ctx.ctx))
+        return cls(lib, llm._ctx, min(llm.n_ctx(), n_ubatch), owned=False)
+
+    @classmethod
+    def beside(cls, lib: ModuleType, llm: Any, pooling: int, n_threads: int) -> Embedder:
+        """A second context on the loaded chat model's weights; raises EngineError if llama.cpp cannot make
+        one (memory, or a model kind it refuses)."""
+        n_ctx = min(SIDE_CONTEXT, max(16, int(llm._model.n_ctx_train()) or SIDE_CONTEXT))
+        params = lib.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_ctx
+        params.n_ubatch = n_ctx
+        params.n_seq_max = 1
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads
+        params.embeddings = True
+        params.pooling_type = pooling
+        try:
+            ctx = _internals().LlamaContext(model=llm._model, params=params, verbose=False)
+        except Exception as exc:  # ValueError("Failed to create llama_context"), usually memory
+            raise EngineError(f"llama.cpp could not open an embeddings context beside the chat model: {exc}") from exc
+        logger.info("opened a %d-token embeddings context beside the chat model (pooling %d)", n_ctx, pooling)
+        return cls(lib, ctx, n_ctx, owned=True)
+
+    def embed(self, token_lists: list[list[int]]) -> list[list[float]]:
+        """One unit-length vector per input (already tokenized, specials included)."""
+        if self._lib.llama_pooling_type(self._ctx.ctx) == POOLING_NONE:
+            raise Unsupported("this model's context has no pooling, so it gives no single vector per input")
+        out = []
+        for tokens in token_lists:
+            if not tokens:
+                raise EngineError("an embeddings input is empty")
+            if len(tokens) > self.n_tokens:
+                raise ContextLengthExceeded(len(tokens), self.n_tokens)
+            self._ctx.kv_cache_clear()
+            self._batch.reset()
+            # Every token an output: pooling reads them all (llama.cpp would otherwise override and warn).
+            self._batch.add_sequence(tokens, 0, True)
+            try:
+                (self._ctx.encode if self._encoder_only else self._ctx.decode)(self._batch)
+            except RuntimeError as exc:  # llama_decode returned non-zero: out of memory, a bad batch
+                raise EngineError(f"embedding failed: {exc}") from exc
+            ptr = self._lib.llama_get_embeddings_seq(self._ctx.ctx, 0)
+            if not ptr:
+                raise EngineError("llama.cpp returned no embedding for the input")
+            vec = [float(v) for v in ptr[: self.n_embd]]
+            norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+            out.append([v / norm for v in vec])
+        self._ctx.kv_cache_clear()
+        return out
+
+    def close(self) -> None:
+        """Frees the batch, and the context when it is ours; before the model is freed."""
+        self._batch.close()
+        if self._owned:
+            self._ctx.close()
+
+
+def _internals() -> ModuleType:
+    from app.core.native import import_native
+
+    return import_native("llama_cpp._internals")
