@@ -185,6 +185,35 @@ def test_a_client_that_leaves_during_a_long_prefill_frees_the_host(make_server, 
     assert live.client.post("/v1/chat/completions", json=CHAT).status_code == 200
 
 
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions"])
+def test_a_long_prefill_sends_sse_pings_and_clients_read_past_them(make_server, monkeypatch, route):
+    import app.server.openai_chat as chat_route
+    import app.server.openai_completions as completions_route
+
+    for module in (chat_route, completions_route):
+        monkeypatch.setattr(module, "PING_EVERY_S", 0.05)
+    live = make_server(prompt_batch=1, prompt_batch_delay_s=0.02, n_ctx=4096, script="done now")
+    words = "word " * 30  # 30 batches: ~0.6 s before the first token
+    body = {"model": "alpha", "stream": True, "max_tokens": 4}
+    body |= {"messages": [{"role": "user", "content": words}]} if "chat" in route else {"prompt": words}
+    with live.client.stream("POST", route, json=body) as r:
+        lines = sse_lines(r)
+    pings = [i for i, line in enumerate(lines) if line == ": ping"]
+    first_text = next(
+        i for i, line in enumerate(lines) if line.startswith("data: {") and "done" in line
+    )  # the first token
+    assert len(pings) >= 3 and all(i < first_text for i in pings)
+    assert lines[-1] == "data: [DONE]"
+    client = openai.OpenAI(base_url=live.v1, api_key="x")
+    if "chat" in route:
+        stream = client.chat.completions.create(model="alpha", messages=body["messages"], max_tokens=4, stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    else:
+        stream = client.completions.create(model="alpha", prompt=words, max_tokens=4, stream=True)
+        text = "".join(c.choices[0].text for c in stream if c.choices)
+    assert text == "done now"
+
+
 # ---- T22: a full queue ----
 
 
