@@ -94,6 +94,7 @@ class FakeEngine:
     tok_s: decode rate (0 = as fast as possible); script: words to emit, then finish "stop";
     prompt_batch / prompt_batch_delay_s: prefill in batches with a delay each (cancel between);
     fail_on_load: True, a message, or a predicate on the path; raise_on_token: fail at that index.
+    logit_bias and logprobs follow `_FakeDistribution`: greedy over fixed logits, so tests know the answer.
     """
 
     name = "fake"
