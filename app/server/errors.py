@@ -76,11 +76,11 @@ def error_response(
     )
 
 
-def from_failure(message: str, code: str, retry_after: float | None = None) -> APIError:
-    """The API error for a host job that failed with `code`."""
+def from_failure(message: str, code: str, retry_after: float | None = None, param: str | None = None) -> APIError:
+    """The API error for a host job that failed with `code` (`param`: the request field at fault)."""
     type_, status = FAILURES.get(code, ("server_error", 500))
     headers = {"Retry-After": str(int(retry_after))} if retry_after else None
-    return APIError(message, type_, code=code, status=status, headers=headers)
+    return APIError(message, type_, code=code, param=param, status=status, headers=headers)
 
 
 async def api_error_handler(_request: Request, exc: Exception) -> JSONResponse:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import Request
 
+from app.core.engines.base import Chunk
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import ChunkEvent, HostBusy, HostClosed, HostEvent, Job, JobDone, JobFailed, JobHandle
 from app.server.errors import APIError, error_body, from_failure
@@ -71,16 +72,19 @@ class JobStream:
                 self.finished = True
             return event
 
-    async def result(self) -> JobDone | None:
-        """Wait for the end; raises the job's failure as an APIError; None if the client left."""
+    async def result(self, chunks: list[Chunk] | None = None) -> JobDone | None:
+        """Wait for the end; raises the job's failure as an APIError; None if the client left. `chunks`
+        gets the job's chunks, for a caller that needs more than the text (logprobs)."""
         while True:
             event = await self.next()
             if event is None:
                 return None
             if isinstance(event, JobFailed):
-                raise from_failure(event.error_message, event.code)
+                raise failure_error(event)
             if isinstance(event, JobDone):
                 return event
+            if chunks is not None and isinstance(event, ChunkEvent):
+                chunks.append(event.chunk)
 
     def cancel(self) -> None:
         """Any thread: stop the job (queued: skipped at once; running: within a token or batch)."""
@@ -115,7 +119,8 @@ class JobStream:
 
 
 def failure_error(event: JobFailed) -> APIError:
-    return from_failure(event.error_message, event.code)
+    param = event.details.get("param")
+    return from_failure(event.error_message, event.code, param=param if isinstance(param, str) else None)
 
 
 def stream_failure(event: JobDone | JobFailed) -> dict | None:

@@ -1,7 +1,7 @@
 """`POST /v1/chat/completions`, as OpenAI answers it: one id, created and model for every chunk, the role
 on the first delta, the finish reason on the last, the usage chunk after it with `choices: []`, then
 `[DONE]`. The prompt is checked against the context before any byte is sent (400, never truncated).
-Reasoning and tool calls are shaped by chat_output.py."""
+Reasoning and tool calls are shaped by chat_output.py; logprobs (content tokens only) by openai_logprobs.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from app.core.engines.base import ChatMessage, Chunk, GenerateRequest
+from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, Logprobs
 from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
 from app.core.tools import ToolCall
 from app.server.chat_output import ChatShape, delta, message
@@ -19,6 +19,7 @@ from app.server.context import hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, failure_error, stream_failure
 from app.server.openai_common import DONE, PING, SSE_HEADERS, SYSTEM_FINGERPRINT, new_id, now, sampling, sse, usage
+from app.server.openai_logprobs import Pending, chat_logprobs
 from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn
 
 router = APIRouter()
@@ -54,8 +55,8 @@ def to_message(i: int, m: ChatMessageIn) -> ChatMessage:
 def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, ChatShape]:
     """The engine's request for an OpenAI chat body, and how its reply is shaped; refuses what Hearth
     cannot honour, by name."""
-    if body.logprobs:
-        raise APIError("logprobs are not supported yet", "not_supported_error", param="logprobs", code="unsupported")
+    if body.top_logprobs is not None and not body.logprobs:
+        raise APIError("top_logprobs needs logprobs: true", param="top_logprobs", code="invalid_value")
     messages = [to_message(i, m) for i, m in enumerate(body.messages)]
     schema = None
     if body.response_format is not None and body.response_format.type == "json_object":
@@ -66,7 +67,8 @@ def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, C
             raise APIError("response_format json_schema needs a schema", param="response_format.json_schema")
         schema = fmt.schema_
     max_tokens = body.max_completion_tokens or body.max_tokens
-    request = GenerateRequest(messages=messages, sampling=sampling(body, max_tokens), json_schema=schema)
+    logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    request = GenerateRequest(messages=messages, sampling=sampling(body, max_tokens, logprobs), json_schema=schema)
     tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
     shape = ChatShape(
         request,
@@ -98,7 +100,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
         return StreamingResponse(
             reply.stream(stream, include_usage, request), media_type="text/event-stream", headers=SSE_HEADERS
         )
-    done = await stream.result()
+    chunks: list[Chunk] | None = [] if reply.logprobs else None
+    done = await stream.result(chunks)
     if done is None:
         return Response(status_code=CLIENT_GONE)
     result = done.result
@@ -107,7 +110,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     if final.finish_reason == "error":
         raise APIError(final.error or "the generation failed", "server_error", code="engine_error")
     request.state.usage = usage(final.stats)
-    return JSONResponse(reply.completion(result.text, final))
+    return JSONResponse(reply.completion(result.text, final, chunks))
 
 
 class Reply:
@@ -115,6 +118,7 @@ class Reply:
 
     def __init__(self, id_: str, created: int, model: str, shape: ChatShape) -> None:
         self.id, self.created, self.model, self.shape = id_, created, model, shape
+        self.logprobs = shape.base.sampling.logprobs is not None
 
     def _base(self, obj: str) -> dict[str, Any]:
         return {
@@ -125,19 +129,38 @@ class Reply:
             "system_fingerprint": SYSTEM_FINGERPRINT,
         }
 
-    def completion(self, text: str, final: Chunk) -> dict[str, Any]:
+    def completion(self, text: str, final: Chunk, chunks: list[Chunk] | None = None) -> dict[str, Any]:
         out = self.shape.parse(text)
         finish = "tool_calls" if out.tool_calls else finish_reason(final)
+        logprobs = None if chunks is None else chat_logprobs(self.content_logprobs(chunks))
         return {
             **self._base("chat.completion"),
-            "choices": [{"index": 0, "message": message(out), "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": message(out), "logprobs": logprobs, "finish_reason": finish}],
             "usage": usage(final.stats),
         }
 
-    def chunk(self, delta_: dict[str, Any], finish: str | None = None, *, with_usage: bool) -> dict[str, Any]:
+    def content_logprobs(self, chunks: list[Chunk]) -> list[Logprobs]:
+        """The records of a whole reply's content tokens, routed by a streaming parser as a stream's are."""
+        parser, pending, out = self.shape.parser(), Pending(), []
+        for chunk in chunks:
+            pending.add(chunk.logprobs)
+            if chunk.text:
+                out += pending.route(parser.feed(chunk.text)) or []
+        return out + (pending.route(parser.finish()) or [])
+
+    def chunk(
+        self,
+        delta_: dict[str, Any],
+        finish: str | None = None,
+        *,
+        with_usage: bool,
+        logprobs: list[Logprobs] | None = None,
+    ) -> dict[str, Any]:
+        """`logprobs`: the records that go with this delta's content (None: the chunk has none)."""
+        lp = None if logprobs is None else chat_logprobs(logprobs)
         out = {
             **self._base("chat.completion.chunk"),
-            "choices": [{"index": 0, "delta": delta_, "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": 0, "delta": delta_, "logprobs": lp, "finish_reason": finish}],
         }
         if with_usage:
             out["usage"] = None  # as OpenAI does on every chunk but the last when usage was asked for
@@ -146,16 +169,21 @@ class Reply:
     async def stream(self, stream: JobStream, include_usage: bool, request: Request) -> AsyncIterator[bytes]:
         """The SSE body. A client that leaves cancels the generator (and so the job), within one token."""
         parser = self.shape.parser()
+        pending = Pending() if self.logprobs else None
         called = False  # a tool call went out: the finish reason is "tool_calls"
         enough = False  # all the calls the request allows are out: the rest of the generation is not needed
 
         def deltas(events: list) -> list[bytes]:
             nonlocal called
+            records = pending.route(events) if pending is not None else None
             out = []
             for event in events:
                 if (d := delta(event)) is not None:
                     called = called or "tool_calls" in d
-                    out.append(sse(self.chunk(d, with_usage=include_usage)))
+                    lp = None
+                    if records is not None and "content" in d:
+                        lp, records = records, []  # the first content delta carries them
+                    out.append(sse(self.chunk(d, with_usage=include_usage, logprobs=lp)))
             return out
 
         try:
@@ -167,6 +195,8 @@ class Reply:
                 out: list[bytes] = []
                 for event in batch:
                     if isinstance(event, ChunkEvent):
+                        if pending is not None:
+                            pending.add(event.chunk.logprobs)
                         if event.chunk.text:
                             out += deltas(parser.feed(event.chunk.text))
                             if called and parser.limit_reached and not enough:

@@ -29,12 +29,11 @@ def now() -> int:
     return int(time.time())
 
 
-def sampling(body: _Sampling, max_tokens: int | None) -> SamplingParams:
-    """The engine's sampling for an OpenAI request; refuses what it cannot honour (n > 1, logit_bias)."""
+def sampling(body: _Sampling, max_tokens: int | None, logprobs: int | None = None) -> SamplingParams:
+    """The engine's sampling for an OpenAI request; refuses what it cannot honour (n > 1). `logprobs`: the
+    alternatives per token the reply shows (None: no logprobs)."""
     if body.n not in (None, 1):
         raise APIError("n must be 1: Hearth returns one choice per request", param="n", code="invalid_value")
-    if body.logit_bias:
-        raise APIError("logit_bias is not supported yet", "not_supported_error", param="logit_bias", code="unsupported")
     top_p = DEFAULT_TOP_P if body.top_p is None else max(body.top_p, 1e-6)  # 0 means "the top token only"
     values: dict[str, Any] = {
         "temperature": DEFAULT_TEMPERATURE if body.temperature is None else body.temperature,
@@ -44,6 +43,8 @@ def sampling(body: _Sampling, max_tokens: int | None) -> SamplingParams:
         "seed": None if body.seed is None else body.seed & UINT32,
         "max_tokens": max_tokens,
         "stop": body.stops(),
+        "logit_bias": body.token_bias(),
+        "logprobs": logprobs,
     }
     for name in ("top_k", "min_p", "repeat_penalty"):
         if getattr(body, name) is not None:

@@ -1,5 +1,6 @@
 """`POST /v1/completions` (the legacy text API editors use for fill-in): a prompt string (or a list of
-one), the same sampling and streaming rules as chat, no template applied, no echo."""
+one), the same sampling and streaming rules as chat, no template applied, no echo. `logprobs: n` gives
+OpenAI's parallel lists (openai_logprobs.py says which text each token's record goes with)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from app.server.errors import APIError
 from app.server.host_jobs import JobStream, failure_error, stream_failure
 from app.server.openai_chat import CLIENT_GONE, PING_EVERY_S, finish_reason
 from app.server.openai_common import DONE, PING, SSE_HEADERS, SYSTEM_FINGERPRINT, new_id, now, sampling, sse, usage
+from app.server.openai_logprobs import Pending, TextOffsets
 from app.server.openai_schemas import CompletionRequest
 
 router = APIRouter()
@@ -26,8 +28,6 @@ def to_generate_request(body: CompletionRequest) -> GenerateRequest:
         raise APIError("prompt must be a string or a list of one string", param="prompt", code="invalid_value")
     if body.echo:
         raise APIError("echo is not supported", "not_supported_error", param="echo", code="unsupported")
-    if body.logprobs:
-        raise APIError("logprobs are not supported yet", "not_supported_error", param="logprobs", code="unsupported")
     if body.suffix:
         raise APIError(
             "suffix (fill-in-the-middle) is not supported yet",
@@ -36,13 +36,14 @@ def to_generate_request(body: CompletionRequest) -> GenerateRequest:
             code="unsupported",
         )
     prompt = body.prompt[0] if isinstance(body.prompt, list) else body.prompt
-    return GenerateRequest(prompt=prompt, sampling=sampling(body, body.max_tokens))
+    return GenerateRequest(prompt=prompt, sampling=sampling(body, body.max_tokens, body.logprobs))
 
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
-    job = GenerateJob(to_generate_request(body), source="api", model=ctx.job_model(body.model))
+    generate = to_generate_request(body)
+    job = GenerateJob(generate, source="api", model=ctx.job_model(body.model))
     stream = JobStream(ctx.host, job, request, ctx.streams)
     first = await stream.next()
     if first is None:
@@ -52,13 +53,15 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
     assert isinstance(first, Started)
     model = body.model or ctx.model_id(first.model)
     request.state.model = model
-    text = TextReply(new_id("cmpl-"), now(), model)
+    offsets = TextOffsets(generate.prompt or "") if body.logprobs is not None else None
+    text = TextReply(new_id("cmpl-"), now(), model, offsets)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
             text.stream(stream, include_usage, request), media_type="text/event-stream", headers=SSE_HEADERS
         )
-    done = await stream.result()
+    chunks: list[Chunk] | None = [] if offsets is not None else None
+    done = await stream.result(chunks)
     if done is None:
         return Response(status_code=CLIENT_GONE)
     result = done.result
@@ -66,12 +69,13 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
     if result.final.finish_reason == "error":
         raise APIError(result.final.error or "the generation failed", "server_error", code="engine_error")
     request.state.usage = usage(result.final.stats)
-    return JSONResponse(text.completion(result.text, result.final))
+    return JSONResponse(text.completion(result.text, result.final, chunks))
 
 
 class TextReply:
-    def __init__(self, id_: str, created: int, model: str) -> None:
+    def __init__(self, id_: str, created: int, model: str, offsets: TextOffsets | None = None) -> None:
         self.id, self.created, self.model = id_, created, model
+        self.offsets = offsets  # None: no logprobs asked for
 
     def _body(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {
@@ -83,13 +87,26 @@ class TextReply:
             "choices": choices,
         }
 
-    def completion(self, text: str, final: Chunk) -> dict[str, Any]:
-        choice = {"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason(final)}
+    def completion(self, text: str, final: Chunk, chunks: list[Chunk] | None = None) -> dict[str, Any]:
+        logprobs = None
+        if self.offsets is not None and chunks is not None:
+            pending, records = Pending(), []
+            for chunk in chunks:  # each record goes with the next text, as in a stream
+                pending.add(chunk.logprobs)
+                if chunk.text:
+                    records += pending.take()
+            logprobs = self.offsets.logprobs(records)
+        choice = {"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish_reason(final)}
         return {**self._body([choice]), "usage": usage(final.stats)}
 
     async def stream(self, stream: JobStream, include_usage: bool, request: Request) -> AsyncIterator[bytes]:
+        pending = Pending()
+
         def piece(text: str, finish: str | None = None) -> dict[str, Any]:
-            out = self._body([{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}])
+            logprobs = None
+            if self.offsets is not None and finish is None:
+                logprobs = self.offsets.logprobs(pending.take())
+            out = self._body([{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}])
             if include_usage:
                 out["usage"] = None
             return out
@@ -102,6 +119,7 @@ class TextReply:
                 out: list[bytes] = []
                 for event in batch:
                     if isinstance(event, ChunkEvent):
+                        pending.add(event.chunk.logprobs)
                         if event.chunk.text:
                             out.append(sse(piece(event.chunk.text)))
                     elif (failure := stream_failure(event)) is not None:

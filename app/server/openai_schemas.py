@@ -4,15 +4,32 @@ is never taken from a request (T3)."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 MAX_TOKENS_CAP = 1 << 20  # no context is longer; 10^9 is a mistake, not a request
 MAX_MESSAGES = 10_000
 MAX_STOP = 16
 MAX_STOP_CHARS = 1024
 FORBIDDEN = ("chat_template", "chat_template_kwargs")  # a template is code: only the model file's runs
+BIAS_LIMIT = 100
+TOKEN_ID = re.compile(r"[0-9]{1,10}")
+# Checked by a validator below, so every mistake in it is one 400 with param "logit_bias" (key errors
+# would otherwise name the key); the schema still says what it takes.
+LogitBias = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "token id (a decimal string) → a bias added to its logit, -100..100",
+            "propertyNames": {"pattern": "^[0-9]{1,10}$"},
+            "additionalProperties": {"type": "number", "minimum": -BIAS_LIMIT, "maximum": BIAS_LIMIT},
+        }
+    ),
+]
 
 
 class _Request(BaseModel):
@@ -125,9 +142,7 @@ class _Sampling(_Request):
     seed: int | None = None
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
-    logit_bias: Annotated[dict[str, float], Field(max_length=0)] | None = Field(
-        default=None, description="not supported yet"
-    )
+    logit_bias: LogitBias | None = None
     n: int | None = Field(default=None, ge=1, le=1, description="one choice per request")
     user: str | None = Field(default=None, max_length=256)
     stream: bool = False
@@ -145,9 +160,24 @@ class _Sampling(_Request):
             raise ValueError(f"at most {MAX_STOP} stop sequences of up to {MAX_STOP_CHARS} characters")
         return value
 
+    @field_validator("logit_bias")
+    @classmethod
+    def _check_logit_bias(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key, bias in (value or {}).items():
+            if not TOKEN_ID.fullmatch(key):
+                raise ValueError(f"keys are token ids (decimal strings); {key[:40]!r} is not one")
+            number = isinstance(bias, (int, float)) and not isinstance(bias, bool)
+            if not number or abs(bias) > BIAS_LIMIT or not math.isfinite(bias):  # a huge int stops at abs
+                raise ValueError(f"the bias for token {key} must be a number from -100 to 100")
+        return value
+
     def stops(self) -> list[str]:
         items = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         return [s for s in items if s]
+
+    def token_bias(self) -> dict[int, float]:
+        """logit_bias with its keys as token ids (whether the model has them is the engine's check)."""
+        return {int(key): float(bias) for key, bias in (self.logit_bias or {}).items()}
 
 
 class ChatCompletionRequest(_Sampling):
@@ -155,8 +185,8 @@ class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)
-    logprobs: Literal[False] | None = Field(default=None, description="not supported yet")
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20, description="needs logprobs: true")
     response_format: ResponseFormat | None = None
     tools: list[Tool] | None = Field(default=None, max_length=512)
     tool_choice: Any = None
@@ -169,7 +199,7 @@ class CompletionRequest(_Sampling):
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)]
     max_tokens: int | None = Field(default=16, ge=1, le=MAX_TOKENS_CAP)
     echo: Literal[False] = False
-    logprobs: Literal[0] | None = Field(default=None, description="not supported yet")
+    logprobs: int | None = Field(default=None, ge=0, le=5, description="the top alternatives per token")
     suffix: Literal[""] | None = Field(default=None, description="fill-in-the-middle is not supported yet")
 
 

@@ -5,6 +5,7 @@ prompt-cache reuse reported as cached tokens."""
 from __future__ import annotations
 
 import json
+import math
 
 import openai
 import pytest
@@ -203,3 +204,95 @@ def test_a_forced_call_and_a_response_format_are_refused_together(client, model_
             tool_choice="required",
             response_format={"type": "json_object"},
         )
+
+
+# -- logprobs and logit_bias -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenize(smollm2_gguf):
+    """SmolLM2's tokenizer alone (vocab_only: no weights), for token ids to bias."""
+    from app.core.native import import_native
+
+    llama_cpp = import_native("llama_cpp")
+    vocab = llama_cpp.Llama(model_path=str(smollm2_gguf), vocab_only=True, verbose=False)
+    yield lambda text: list(vocab.tokenize(text.encode(), add_bos=False, special=False))
+    vocab.close()
+
+
+def test_chat_logprobs_greedy_tokens_lead_their_top_and_the_stream_agrees(client, model_id):
+    ask_for = dict(
+        model=model_id, messages=ask("What is the capital of France?"), temperature=0, max_tokens=16, logprobs=True
+    )
+    # Asked twice: the second evaluates only the prompt's last token, as the stream below will. (A prompt
+    # evaluated in one batch and one reused from the cache give logits that differ in the second decimal
+    # on this quantized model: other kernels, not other tokens.)
+    client.chat.completions.create(**ask_for, top_logprobs=5)
+    whole = client.chat.completions.create(**ask_for, top_logprobs=5).choices[0]
+    content = whole.logprobs.content
+    assert "".join(t.token for t in content) == whole.message.content and "Paris" in whole.message.content
+    for t in content:
+        assert len(t.top_logprobs) == 5 and t.top_logprobs[0].token == t.token
+        assert t.logprob == max(a.logprob for a in t.top_logprobs) <= 0  # greedy takes the likeliest
+        assert sum(math.exp(a.logprob) for a in t.top_logprobs) <= 1 + 1e-6
+        assert bytes(t.bytes).decode() == t.token
+    assert sum(t.logprob for t in content) < 0
+    paris = next(t for t in content if t.token == " Paris")
+    assert paris.logprob > math.log(0.5)
+    streamed = [
+        t
+        for c in client.chat.completions.create(**ask_for, top_logprobs=5, stream=True)
+        if c.choices and c.choices[0].logprobs
+        for t in c.choices[0].logprobs.content
+    ]
+    assert [t.token for t in streamed] == [t.token for t in content]
+    assert [t.logprob for t in streamed] == pytest.approx([t.logprob for t in content], abs=1e-6)
+    assert [[a.token for a in t.top_logprobs] for t in streamed] == [[a.token for a in t.top_logprobs] for t in content]
+
+
+def test_logit_bias_bans_the_greedy_token_and_forces_another(client, model_id, tokenize):
+    prompt = "The capital of France is"
+    greedy = client.completions.create(model=model_id, prompt=prompt, temperature=0, max_tokens=1, logprobs=2)
+    first = greedy.choices[0].logprobs.tokens[0]
+    assert first == " Paris"
+    (paris,) = tokenize(first)
+    banned = client.completions.create(
+        model=model_id, prompt=prompt, temperature=0, max_tokens=1, logprobs=2, logit_bias={str(paris): -100}
+    )
+    runner_up = max(
+        (t for t in greedy.choices[0].logprobs.top_logprobs[0].items() if t[0] != first), key=lambda t: t[1]
+    )
+    assert banned.choices[0].text == runner_up[0] != first  # the next likeliest, once Paris is banned
+    # The logprobs stay the model's own: Paris still leads the distribution shown.
+    assert max(banned.choices[0].logprobs.top_logprobs[0].items(), key=lambda t: t[1])[0] == first
+    (london,) = tokenize(" London")
+    forced = client.chat.completions.create(
+        model=model_id,
+        messages=ask("What is the capital of France?"),
+        temperature=0,
+        max_tokens=3,
+        logit_bias={str(london): 100},
+    )
+    assert forced.choices[0].message.content == " London London London"
+
+
+def test_completion_logprobs_offsets_and_stream(client, model_id):
+    prompt = "Once upon a time"
+    ask_for = dict(model=model_id, prompt=prompt, temperature=0, max_tokens=8, logprobs=3)
+    whole = client.completions.create(**ask_for).choices[0]
+    lp = whole.logprobs
+    assert "".join(lp.tokens) == whole.text and len(lp.tokens) == 8
+    assert lp.text_offset == [len(prompt) + len("".join(lp.tokens[:i])) for i in range(8)]
+    for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert top[token] == logprob == max(top.values()) and len(top) <= 4
+    streamed = [c.choices[0] for c in client.completions.create(**ask_for, stream=True)]
+    tokens = [t for c in streamed if c.logprobs for t in c.logprobs.tokens]
+    offsets = [o for c in streamed if c.logprobs for o in c.logprobs.text_offset]
+    assert tokens == lp.tokens and offsets == lp.text_offset
+
+
+@pytest.mark.parametrize("bias", [{"Paris": -100}, {"49152": 5}, {"12": 250}])
+def test_bad_logit_bias_is_a_400_the_client_raises_with_param_logit_bias(client, model_id, bias):
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=model_id, messages=ask("hi"), max_tokens=2, logit_bias=bias)
+    assert err.value.param == "logit_bias"

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +52,16 @@ class Unsupported(EngineError):
     code = "unsupported"
 
 
+class InvalidRequest(EngineError):
+    """The request is wrong for the loaded model (a token id outside its vocabulary, ...); `param` names
+    the request field, for the API's error."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message, param=param)
+
+
 class Capabilities(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -60,6 +70,7 @@ class Capabilities(BaseModel):
     embeddings: bool = False
     grammar: bool = False  # GBNF grammars and JSON-schema constrained output
     tools: bool = False
+    logprobs: bool = False  # SamplingParams.logprobs: per-token log-probabilities on the chunks
 
 
 class LoadSpec(BaseModel):
@@ -93,6 +104,10 @@ class ChatMessage(BaseModel):
     tool_call_id: str | None = None  # tool turns: the call this result answers
 
 
+MAX_LOGPROBS = 20  # top alternatives per token, OpenAI's bound
+LOGIT_BIAS_LIMIT = 100.0
+
+
 class SamplingParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -106,6 +121,21 @@ class SamplingParams(BaseModel):
     seed: int | None = None
     max_tokens: int | None = Field(None, ge=1)  # None: until the context is full
     stop: list[str] = Field(default_factory=list)
+    # Added to the model's logits before any sampler (-100 bans a token in practice, +100 forces it).
+    logit_bias: dict[int, Annotated[float, Field(ge=-LOGIT_BIAS_LIMIT, le=LOGIT_BIAS_LIMIT)]] = Field(
+        default_factory=dict
+    )
+    # None: off. n: each token chunk carries the sampled token's logprob and the n most likely alternatives.
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+
+
+def check_logit_bias(bias: dict[int, float], n_vocab: int) -> None:
+    """Engines call this before generating: a bias on a token the model does not have is the caller's error."""
+    bad = sorted(t for t in bias if not 0 <= t < n_vocab)
+    if bad:
+        raise InvalidRequest(
+            f"logit_bias names token {bad[0]}, outside this model's vocabulary (0..{n_vocab - 1})", "logit_bias"
+        )
 
 
 class GenerateRequest(BaseModel):
@@ -138,15 +168,41 @@ class GenerationStats:
     peak_memory_bytes: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One token and its log-probability. `token` is bytes: a token may end inside a UTF-8 character."""
+
+    id: int
+    token: bytes
+    logprob: float
+
+    @property
+    def text(self) -> str:
+        return self.token.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Logprobs:
+    """A generated token's logprob under the model's own distribution at that position (its raw logits,
+    before logit_bias, penalties and samplers: what OpenAI and llama-server report), and the `top`
+    most likely tokens there, most likely first."""
+
+    sampled: TokenLogprob
+    top: tuple[TokenLogprob, ...] = ()
+
+
 @dataclass
 class Chunk:
-    """One step of a generation; the last chunk has `finish_reason` and `stats`."""
+    """One step of a generation; the last chunk has `finish_reason` and `stats`. A token's chunk carries
+    `logprobs` when the request asked for them; its `text` may lag (held back while it could start a stop
+    string or ends mid-character)."""
 
     text: str = ""
     token: int | None = None
     finish_reason: FinishReason | None = None
     stats: GenerationStats | None = None
     error: str | None = None
+    logprobs: Logprobs | None = None
 
 
 @dataclass

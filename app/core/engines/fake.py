@@ -4,6 +4,7 @@ a configurable speed, prefill delay and fault injection. Never in `default_regis
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -21,7 +22,10 @@ from app.core.engines.base import (
     GenerateRequest,
     GenerationStats,
     LoadSpec,
+    Logprobs,
     ModelInfo,
+    TokenLogprob,
+    check_logit_bias,
 )
 from app.core.engines.registry import EngineRegistry
 from app.core.engines.stops import StopScanner
@@ -39,12 +43,59 @@ def _token_id(word: str) -> int:
     return zlib.crc32(word.encode("utf-8")) % FAKE_VOCAB
 
 
+UNLIKELY = -30.0  # the fake model's logit for a token outside its word list (a bias can still force it)
+
+
+class _FakeDistribution:
+    """The fake model's logits at each step, made only when a request asks for logprobs or a logit_bias:
+    the word it would emit scores 0, the other words -g, -2g, … (g and their order fixed by the step and that word),
+    and any other biased id UNLIKELY. The chosen word is the argmax after the bias (the fake is greedy)."""
+
+    def __init__(self, bias: dict[int, float], seed: int) -> None:
+        self.bias = bias
+        self.seed = seed
+        self.words = {_token_id(w): w for w in WORDS}
+
+    def step(self, natural: str, n: int) -> tuple[int, dict[int, float]]:
+        """(the token to emit, raw logits by id) for the step whose own choice is `natural`."""
+        others = [w for w in WORDS if w != natural]
+        rng = random.Random(self.seed ^ zlib.crc32(f"{n}:{natural}".encode()))
+        rng.shuffle(others)
+        gap = 0.5 + rng.random()  # so the chosen word's probability differs from step to step
+        logits = {_token_id(natural): 0.0}
+        for rank, word in enumerate(others):
+            logits.setdefault(_token_id(word), -gap * (1 + rank))
+        for token in self.bias:
+            logits.setdefault(token, UNLIKELY)
+        chosen = max(logits, key=lambda t: (logits[t] + self.bias.get(t, 0.0), -t))
+        return chosen, logits
+
+    def word(self, token: int, natural: str) -> str:
+        if token == _token_id(natural):
+            return natural
+        return self.words.get(token, f"tok{token}")
+
+
+def _fake_logprobs(
+    dist: _FakeDistribution, logits: dict[int, float], token: int, n_top: int, natural: str, space: str
+) -> Logprobs:
+    top = max(logits.values())
+    lse = top + math.log(sum(math.exp(v - top) for v in logits.values()))
+
+    def entry(t: int) -> TokenLogprob:
+        return TokenLogprob(t, (space + dist.word(t, natural)).encode(), logits[t] - lse)
+
+    ranked = sorted(logits, key=lambda t: (-logits[t], t))[:n_top]
+    return Logprobs(entry(token), tuple(entry(t) for t in ranked))
+
+
 class FakeEngine:
     """Loads any path. Prompt tokens are whitespace-separated words of the rendered prompt.
 
     tok_s: decode rate (0 = as fast as possible); script: words to emit, then finish "stop";
     prompt_batch / prompt_batch_delay_s: prefill in batches with a delay each (cancel between);
     fail_on_load: True, a message, or a predicate on the path; raise_on_token: fail at that index.
+    logit_bias and logprobs follow `_FakeDistribution`: greedy over fixed logits, so tests know the answer.
     """
 
     name = "fake"
@@ -70,7 +121,7 @@ class FakeEngine:
         self.raise_on_token = raise_on_token
         self.load_delay_s = load_delay_s
         self.seed = seed
-        self.capabilities = Capabilities(chat=True, completion=True, embeddings=True)
+        self.capabilities = Capabilities(chat=True, completion=True, embeddings=True, logprobs=True)
         self.info: ModelInfo | None = None
         self._cache: list[str] = []  # words whose "KV" is cached: prompt + generated
         self.loads = 0
@@ -147,6 +198,7 @@ class FakeEngine:
         prompt = self.render(request).split()
         if len(prompt) >= info.n_ctx:
             raise ContextLengthExceeded(len(prompt), info.n_ctx)
+        check_logit_bias(request.sampling.logit_bias, info.n_vocab)
         return self._stream(request, cancel, info, prompt)
 
     def _stream(
@@ -179,6 +231,8 @@ class FakeEngine:
         n = 0
         t_first = t_prompt
         words = self._words(prompt)
+        sp = request.sampling
+        dist = _FakeDistribution(sp.logit_bias, self.seed) if sp.logit_bias or sp.logprobs is not None else None
         while True:
             if cancel.is_set():
                 finish = "cancelled"
@@ -198,9 +252,17 @@ class FakeEngine:
             if n == 1:
                 t_first = time.perf_counter()
                 stats.time_to_first_token_s = t_first - t0
+            token, logprobs = _token_id(word), None
+            if dist is not None:
+                natural = word
+                token, logits = dist.step(natural, n)
+                word = dist.word(token, natural)
+                if sp.logprobs is not None:
+                    space = "" if n == 1 else " "
+                    logprobs = _fake_logprobs(dist, logits, token, sp.logprobs, natural, space)
             self._cache.append(word)
             text = stops.feed(word if n == 1 else " " + word)
-            yield Chunk(text=text, token=_token_id(word))
+            yield Chunk(text=text, token=token, logprobs=logprobs)
             if stops.hit is not None:
                 break
         t_end = time.perf_counter()

@@ -26,13 +26,16 @@ from app.core.engines.base import (
     GenerateRequest,
     GenerationStats,
     LoadSpec,
+    Logprobs,
     ModelInfo,
     Unsupported,
+    check_logit_bias,
 )
 from app.core.engines.llamacpp_embed import Embedder, pooling_for
 from app.core.engines.llamacpp_options import (
     TextStream,
     build_grammar,
+    build_sampler,
     llama_kwargs,
     peak_memory_bytes,
 )
@@ -49,7 +52,7 @@ class LlamaCppEngine:
     format = "gguf"
 
     def __init__(self) -> None:
-        self.capabilities = Capabilities(chat=True, completion=True, embeddings=False, grammar=True)
+        self.capabilities = Capabilities(chat=True, completion=True, embeddings=False, grammar=True, logprobs=True)
         self.info: ModelInfo | None = None
         self._llm: Any = None
         self._lib: Any = None
@@ -102,7 +105,7 @@ class LlamaCppEngine:
         notice = None if self._template else CHATML_NOTICE
         chat = not spec.embedding  # an embeddings context yields pooled vectors, not logits
         # A chat model embeds too, through a second context on its weights (opened on first use).
-        self.capabilities = Capabilities(chat=chat, completion=chat, embeddings=True, grammar=chat)
+        self.capabilities = Capabilities(chat=chat, completion=chat, embeddings=True, grammar=chat, logprobs=chat)
         self.info = ModelInfo(
             path=path,
             format="gguf",
@@ -191,6 +194,7 @@ class LlamaCppEngine:
         n_ctx = llm.n_ctx()
         if len(tokens) >= n_ctx:
             raise ContextLengthExceeded(len(tokens), n_ctx)
+        check_logit_bias(request.sampling.logit_bias, llm.n_vocab())
         grammar = build_grammar(self._lib, request, llm._model.vocab)
         visible = self._token_ids(request.visible_tokens)
         return self._run(llm, tokens, request, grammar, cancel, start, visible)
@@ -223,17 +227,8 @@ class LlamaCppEngine:
         try:
             seed = sp.seed if sp.seed is not None else (self._spec.seed if self._spec else None)
             # No seed: a fresh random one, so an earlier request's seed does not stick.
-            llm.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
-            llm._sampler = llm._init_sampler(
-                top_k=sp.top_k,
-                top_p=sp.top_p,
-                min_p=sp.min_p,
-                temp=sp.temperature,
-                repeat_penalty=sp.repeat_penalty,
-                frequency_penalty=sp.frequency_penalty,
-                presence_penalty=sp.presence_penalty,
-                grammar=grammar,
-            )
+            seed = seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED
+            llm._sampler = build_sampler(self._lib, llm, sp, grammar, seed)
             reused = self._reuse_prefix(llm, tokens)
             pending = tokens[reused:]
             prefill_start = time.perf_counter()
@@ -251,6 +246,7 @@ class LlamaCppEngine:
 
             vocab = llm._model.vocab
             n_ctx = llm.n_ctx()
+            n_top = sp.logprobs  # None: off, and the loop below does no extra work
             while True:
                 if cancel.is_set():
                     yield final("cancelled")
@@ -271,8 +267,12 @@ class LlamaCppEngine:
                     yield final("stop")
                     return
                 stats.generated_tokens += 1
-                text = stream.push(self._piece(vocab, token, token in visible))
-                yield Chunk(text=text, token=token)
+                piece = self._piece(vocab, token, token in visible)
+                text = stream.push(piece)
+                if n_top is None:
+                    yield Chunk(text=text, token=token)
+                else:
+                    yield Chunk(text=text, token=token, logprobs=self._logprobs(llm, token, piece, n_top))
                 if stream.stopped:
                     yield final("stop")
                     return
@@ -283,6 +283,20 @@ class LlamaCppEngine:
             yield final("error", error=f"generation failed: {exc}")
         finally:
             llm._sampler = None
+
+    def _logprobs(self, llm: Any, token: int, piece: bytes, n_top: int) -> Logprobs:
+        """The sampled token's logprob and the `n_top` likeliest, from the raw logits the sampler read
+        (the sampler works on a copy, so they are the model's, before bias and penalties)."""
+        from app.core.engines.logprobs import from_logits
+
+        np = import_native("numpy")
+        vocab = llm._model.vocab
+        pointer = self._lib.llama_get_logits_ith(llm._ctx.ctx, -1)
+        if not pointer:
+            raise EngineError("llama.cpp kept no logits for the last token")
+        array = np.ctypeslib.as_array(pointer, shape=(llm.n_vocab(),))
+        # Alternatives show control tokens by name ("<|im_end|>"): an empty string would say nothing.
+        return from_logits(array, token, piece, n_top, lambda i: self._piece(vocab, i, True))
 
     @staticmethod
     def _decode_one(llm: Any, token: int) -> None:

@@ -13,8 +13,9 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from app.core.engines.base import EngineError, GenerateRequest, LoadSpec
+from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.stops import StopScanner
+from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,33 @@ def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
         raise EngineError(f"the {what} could not be parsed as a llama.cpp grammar")
     llama_cpp.llama_sampler_free(probe)
     return grammar
+
+
+def build_sampler(llama_cpp: ModuleType, llm: Any, sp: SamplingParams, grammar: Any, seed: int) -> Any:
+    """The sampler chain for one generation: the stages `Llama._init_sampler` builds for the knobs we expose,
+    with the logit bias first (llama-server's order: every later stage, the grammar included, sees the
+    biased logits). Built here because `_init_sampler` takes no bias."""
+    chain = import_native(f"{llama_cpp.__name__}._internals").LlamaSampler()
+    if sp.logit_bias:
+        chain.add_logit_bias(llm.n_vocab(), sp.logit_bias)  # llama.cpp copies the array
+    chain.add_penalties(
+        n_vocab=llm.n_vocab(),
+        penalty_last_n=llm.last_n_tokens_size,
+        penalty_repeat=sp.repeat_penalty,
+        penalty_freq=sp.frequency_penalty,
+        penalty_present=sp.presence_penalty,
+    )
+    if grammar is not None:
+        chain.add_grammar(llm._model, grammar)
+    if sp.temperature == 0.0:
+        chain.add_greedy()
+    else:
+        chain.add_top_k(sp.top_k)
+        chain.add_top_p(sp.top_p, 1)
+        chain.add_min_p(sp.min_p, 1)
+        chain.add_temp(sp.temperature)
+        chain.add_dist(seed)
+    return chain
 
 
 class TextStream:

@@ -12,7 +12,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from app.core.engines.base import (
     GenerateRequest,
     GenerationStats,
     LoadSpec,
+    Logprobs,
     ModelInfo,
     Unsupported,
+    check_logit_bias,
 )
 from app.core.engines.stops import StopScanner
 from app.core.errors import HearthError
@@ -77,7 +80,7 @@ class MlxEngine:
     format = "mlx"
 
     def __init__(self, *, prefill_step: int = PREFILL_STEP) -> None:
-        self.capabilities = Capabilities(chat=True, completion=True)
+        self.capabilities = Capabilities(chat=True, completion=True, logprobs=True)
         self.info: ModelInfo | None = None
         self.prefill_step = prefill_step
         self._model: Any = None
@@ -89,6 +92,7 @@ class MlxEngine:
         self._add_bos = False
         self._cache: list[Any] | None = None
         self._cache_tokens: list[int] = []  # what the KV cache holds, in order
+        self._token_bytes: dict[int, bytes] = {}  # for logprobs: each token's bytes, filled as they are shown
 
     # -- lifecycle -------------------------------------------------------------------------------
     def load(self, spec: LoadSpec) -> ModelInfo:
@@ -140,6 +144,7 @@ class MlxEngine:
         was_loaded = self._model is not None
         self._model = self._tok = self._hf = None
         self._cache, self._cache_tokens = None, []
+        self._token_bytes = {}
         self.info = None
         if was_loaded:
             gc.collect()
@@ -220,7 +225,12 @@ class MlxEngine:
             raise ContextLengthExceeded(len(ids), info.n_ctx)
         if request.json_schema is not None or request.grammar is not None:
             raise Unsupported("the MLX engine does not support grammars or JSON-schema output")
+        check_logit_bias(request.sampling.logit_bias, self._vocab_size())
         return self._stream(request, cancel, info, ids)
+
+    def _vocab_size(self) -> int:
+        """The logits' width: config.json's vocab_size (it may pad past the tokenizer), else the tokenizer's."""
+        return (self.info.n_vocab if self.info else 0) or len(self._hf)
 
     def _stream(
         self, request: GenerateRequest, cancel: threading.Event, info: ModelInfo, ids: list[int]
@@ -238,10 +248,16 @@ class MlxEngine:
             top_k=s.top_k,
         )
         processors = sample_utils.make_logits_processors(
+            logit_bias=s.logit_bias or None,
             repetition_penalty=s.repeat_penalty if s.repeat_penalty != 1.0 else None,
             presence_penalty=s.presence_penalty or None,
             frequency_penalty=s.frequency_penalty or None,
         )
+        raw: deque[Any] = deque()  # each step's raw logits, oldest first (for logprobs)
+        if s.logprobs is not None:
+            # generate_step's own logprobs come after the processors (bias, penalties); the model's own
+            # distribution is what OpenAI reports, so the first processor keeps the logits it is handed.
+            processors = [_keep_logits(raw), *processors]
         limit = info.n_ctx - len(ids)
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
@@ -273,9 +289,11 @@ class MlxEngine:
         fed: list[int] = []  # every token generate_step yielded (it feeds each one before yielding)
         finish: FinishReason = "length"
         t_first = t0
+        token_bytes = self._token_bytes_fn() if s.logprobs is not None else None
         try:
             for token, _logprobs in steps:
                 token = int(token)
+                logits = raw.popleft() if s.logprobs is not None else None  # generate_step runs a step ahead
                 if not fed:
                     t_first = time.perf_counter()
                     stats.time_to_first_token_s = t_first - t0
@@ -287,7 +305,11 @@ class MlxEngine:
                 generated.append(token)
                 detok.add_token(token)
                 text = stops.feed(detok.last_segment)
-                yield Chunk(text=text, token=token)
+                if token_bytes is None:
+                    yield Chunk(text=text, token=token)
+                else:
+                    logprobs = self._logprobs(mx, logits, token, s.logprobs, token_bytes)
+                    yield Chunk(text=text, token=token, logprobs=logprobs)
                 if stops.hit is not None:
                     finish = "stop"
                     break
@@ -320,3 +342,55 @@ class MlxEngine:
         stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
         stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
         yield Chunk(text=tail, finish_reason=finish, stats=stats)
+
+    # -- logprobs --------------------------------------------------------------------------------
+    @staticmethod
+    def _logprobs(mx: Any, logits: Any, token: int, n_top: int | None, token_bytes: Callable[[int], bytes]) -> Logprobs:
+        from app.core.engines.logprobs import from_logits
+
+        np = import_native("numpy")
+        vector = np.array(logits.astype(mx.float32)).reshape(-1)
+        return from_logits(vector, token, token_bytes(token), n_top or 0, token_bytes)
+
+    def _token_bytes_fn(self) -> Callable[[int], bytes]:
+        """A token's bytes, from the tables mlx-lm's streaming detokenizer decodes with: SentencePiece
+        pieces (▁ for a space, <0xNN> bytes) or byte-level BPE symbols; any other tokenizer decodes the
+        token alone (exact except for a character split across tokens)."""
+        table = getattr(self._tok.detokenizer, "tokenmap", None)
+        byte_decoder = None
+        if table is not None and table and isinstance(table[0], str):
+            utils = import_native("mlx_lm.tokenizer_utils")
+            make = getattr(utils, "_byte_decoder", None)
+            byte_decoder = make() if make is not None else None
+            if byte_decoder is None:
+                table = None
+        cache = self._token_bytes
+
+        def token_bytes(token: int) -> bytes:
+            found = cache.get(token)
+            if found is not None:
+                return found
+            if table is not None and 0 <= token < len(table):
+                entry = table[token]
+                if isinstance(entry, bytes):
+                    found = entry.replace("\u2581".encode(), b" ")
+                else:
+                    assert byte_decoder is not None
+                    # Added tokens (<|im_end|>) are not byte symbols: their characters stand for themselves.
+                    found = b"".join(bytes([byte_decoder[c]]) if c in byte_decoder else c.encode() for c in entry)
+            else:
+                found = self._hf.decode([token]).encode()
+            cache[token] = found
+            return found
+
+        return token_bytes
+
+
+def _keep_logits(raw: deque[Any]) -> Callable[[Any, Any], Any]:
+    """A logits processor that changes nothing and keeps each step's logits in `raw`."""
+
+    def keep(_tokens: Any, logits: Any) -> Any:
+        raw.append(logits)
+        return logits
+
+    return keep

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.core.engines.base import Chunk, Engine, GenerateRequest, LoadSpec, ModelInfo
+from app.core.engines.base import Chunk, Engine, GenerateRequest, LoadSpec, ModelInfo, Unsupported
 from app.core.engines.registry import EngineRegistry
 from app.core.errors import HearthError
 from app.core.events import Event
@@ -362,6 +362,8 @@ class EngineHost:
             request = job.request
             if job.prepare is not None and engine.info is not None:
                 request = job.prepare(engine.info, engine.capabilities)
+            if request.sampling.logprobs is not None and not engine.capabilities.logprobs:
+                raise Unsupported(f"the {engine.name} engine does not report logprobs")
             chunks = engine.generate(request, handle.cancel_event)
             if engine.info is not None:
                 self._emit(handle, Started(engine.info))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from app.core.engines import collect
-from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import EngineError, GenerateRequest, InvalidRequest, LoadSpec, SamplingParams
 from app.core.engines.fake import FakeEngine, registry_with_fake
 from app.core.engines.stops import StopScanner
 
@@ -119,3 +121,62 @@ def test_stop_scanner(pieces, stops, want, hit):
     s = StopScanner(stops)
     out = "".join(s.feed(p) for p in pieces) + s.flush()
     assert out == want and s.hit == hit
+
+
+# -- logprobs and logit_bias -----------------------------------------------------------------
+
+
+def token_chunks(e: FakeEngine, prompt: str = "hello there", **sampling):
+    request = GenerateRequest(prompt=prompt, sampling=SamplingParams(**sampling))
+    return [c for c in e.generate(request, threading.Event()) if c.finish_reason is None]
+
+
+def test_no_logprobs_unless_asked():
+    assert all(c.logprobs is None for c in token_chunks(loaded(script="a b c")))
+
+
+def test_logprobs_are_a_distribution_the_emitted_word_tops():
+    chunks = token_chunks(loaded(script="the kettle sings"), logprobs=3)
+    assert [c.logprobs.sampled.token for c in chunks] == [b"the", b" kettle", b" sings"]  # the text each adds
+    for c in chunks:
+        lp = c.logprobs
+        assert lp.sampled.id == c.token and lp.sampled.logprob < 0
+        assert len(lp.top) == 3 and lp.top[0] == lp.sampled  # the fake is greedy: its word is the likeliest
+        assert [t.logprob for t in lp.top] == sorted((t.logprob for t in lp.top), reverse=True)
+        assert sum(math.exp(t.logprob) for t in lp.top) < 1
+    assert len({c.logprobs.sampled.logprob for c in chunks}) == 3  # not one constant
+    again = token_chunks(loaded(script="the kettle sings"), logprobs=3)
+    assert [c.logprobs for c in again] == [c.logprobs for c in chunks]  # deterministic
+    assert all(c.logprobs.top == () for c in token_chunks(loaded(script="a b"), logprobs=0))
+
+
+def test_logit_bias_bans_the_likeliest_word_and_the_next_takes_its_place():
+    plain = token_chunks(loaded(script="the kettle sings"), logprobs=2)
+    banned = plain[0].token
+    chunks = token_chunks(loaded(script="the kettle sings"), logprobs=2, logit_bias={banned: -100})
+    runner_up = plain[0].logprobs.top[1]
+    assert chunks[0].token == runner_up.id and chunks[0].text == runner_up.text
+    # Logprobs are the model's own distribution, before the bias: the same numbers as without it.
+    assert chunks[0].logprobs.sampled.logprob == runner_up.logprob
+    assert chunks[0].logprobs.top == plain[0].logprobs.top
+    assert [c.token for c in chunks[1:]] == [c.token for c in plain[1:]]
+
+
+def test_logit_bias_forces_any_token_in_the_vocabulary():
+    chunks = token_chunks(loaded(script="a b c"), logit_bias={4242: 100})
+    assert [c.token for c in chunks] == [4242] * 3 and "".join(c.text for c in chunks) == "tok4242 tok4242 tok4242"
+
+
+def test_logit_bias_outside_the_vocabulary_fails_before_anything_runs():
+    e = loaded(script="a")
+    with pytest.raises(InvalidRequest, match="50000") as err:
+        e.generate(GenerateRequest(prompt="hi", sampling=SamplingParams(logit_bias={50_000: 1})), threading.Event())
+    assert err.value.code == "invalid_request" and err.value.details == {"param": "logit_bias"}
+
+
+@pytest.mark.parametrize(
+    "bad", [{"logit_bias": {1: 100.5}}, {"logit_bias": {1: -101}}, {"logprobs": 21}, {"logprobs": -1}]
+)
+def test_sampling_params_bound_bias_and_logprobs(bad):
+    with pytest.raises(ValidationError):
+        SamplingParams(**bad)

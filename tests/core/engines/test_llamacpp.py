@@ -9,7 +9,14 @@ import threading
 import pytest
 
 from app.core.engines import collect, default_registry, generate_all
-from app.core.engines.base import ChatMessage, EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import (
+    ChatMessage,
+    EngineError,
+    GenerateRequest,
+    InvalidRequest,
+    LoadSpec,
+    SamplingParams,
+)
 from app.core.engines.llamacpp_options import TextStream
 from app.core.engines.templates import render_chat
 from tests.core.engines.fixtures import chat_request, load_llamacpp
@@ -270,6 +277,31 @@ def test_a_chat_model_embeds_beside_its_chat_context(tiny_gguf_f16):
         engine.embed(["x"])
 
 
+def test_logit_bias_reaches_the_sampling_chain(tiny_gguf_f16):
+    engine = load_llamacpp(tiny_gguf_f16, n_ctx=256)
+    try:
+
+        def run(**sampling):
+            req = GenerateRequest(
+                prompt="Hello",
+                sampling=SamplingParams(
+                    temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, max_tokens=32, seed=5, **sampling
+                ),
+            )
+            return [c.token for c in token_chunks(engine.generate(req, threading.Event()))]
+
+        plain = run()
+        common = max(set(plain), key=plain.count)
+        banned = run(logit_bias={common: -100})
+        assert common not in banned and banned != plain
+        assert run(logit_bias={common: 100}) == [common] * 32
+        with pytest.raises(InvalidRequest, match="320") as err:
+            engine.generate(greedy("Hello", logit_bias={320: 1}), threading.Event())
+        assert err.value.details["param"] == "logit_bias"
+    finally:
+        engine.unload()
+
+
 def test_unknown_cache_type_is_refused(tiny_gguf_f16):
     with pytest.raises(EngineError, match="KV cache type"):
         load_llamacpp(tiny_gguf_f16, n_ctx=64, cache_type_k="q3_z")
@@ -443,3 +475,48 @@ def test_smollm2_mean_pooled_embeddings(smollm2_embedder, smollm2_engine):
     assert all(_cosine(x, y) > 0.999 for x, y in zip((cat, cat2, tax), beside))
     with pytest.raises(EngineError, match="embeddings"):
         smollm2_embedder.generate(chat_request("hi"), threading.Event())
+
+
+# -- logprobs and logit_bias on SmolLM2 ------------------------------------------------------
+
+
+def records(engine, request):
+    chunks = list(engine.generate(request, threading.Event()))
+    return [c for c in chunks if c.finish_reason is None], chunks[-1]
+
+
+@pytest.mark.slow
+def test_smollm2_logprobs_are_the_models_distribution_and_greedy_takes_its_top(smollm2_engine):
+    chunks, final = records(smollm2_engine, chat_request("What is the capital of France?", logprobs=5))
+    assert final.finish_reason == "stop" and len(chunks) == final.stats.generated_tokens > 3
+    for c in chunks:
+        lp = c.logprobs
+        assert lp.sampled.id == c.token == lp.top[0].id  # greedy: the sampled token is the likeliest
+        assert len(lp.top) == 5 and all(t.logprob <= lp.sampled.logprob <= 0 for t in lp.top)
+        assert [t.logprob for t in lp.top] == sorted((t.logprob for t in lp.top), reverse=True)
+        assert sum(math.exp(t.logprob) for t in lp.top) <= 1 + 1e-6
+        assert len({t.id for t in lp.top}) == 5
+    assert b"".join(c.logprobs.sampled.token for c in chunks).decode() == "".join(c.text for c in chunks)
+    paris = next(c.logprobs for c in chunks if c.logprobs.sampled.token == b" Paris")
+    assert paris.sampled.logprob > math.log(0.5)  # the model is sure of this one
+    plain, _ = records(smollm2_engine, chat_request("What is the capital of France?"))
+    assert [c.token for c in plain] == [c.token for c in chunks]  # asking for logprobs changes nothing else
+    assert all(c.logprobs is None for c in plain)
+
+
+@pytest.mark.slow
+def test_smollm2_logit_bias_bans_the_greedy_token_forces_another_and_logprobs_stay_raw(smollm2_engine):
+    question = "What is the capital of France?"
+    plain, _ = records(smollm2_engine, chat_request(question, logprobs=2, max_tokens=4))
+    first = plain[0].logprobs
+    banned, _ = records(
+        smollm2_engine, chat_request(question, logprobs=2, max_tokens=4, logit_bias={first.sampled.id: -100})
+    )
+    runner_up = first.top[1]
+    assert banned[0].token == runner_up.id != first.sampled.id  # greedy over the biased logits
+    # The logprobs are the model's, before the bias: the banned token is still the likeliest there.
+    assert banned[0].logprobs.top[0].id == first.sampled.id
+    assert banned[0].logprobs.sampled.logprob == pytest.approx(runner_up.logprob, abs=1e-3)
+    (london,) = smollm2_engine.tokenize(" London")
+    forced, _ = records(smollm2_engine, chat_request(question, max_tokens=3, logit_bias={london: 100}))
+    assert [c.token for c in forced] == [london] * 3

@@ -192,3 +192,40 @@ def test_same_f32_weights_same_greedy_tokens_as_llamacpp(mlx_available, tiny_pai
     finally:
         llama.unload()
         mlx.unload()
+
+
+def test_logprobs_and_logit_bias_agree_with_llamacpp_on_the_same_weights(mlx_available, tiny_pair_std02):
+    """The same weights give the same raw distribution (logprobs before the bias) and the same biased greedy
+    tokens in both engines; the token bytes come from the same byte-level vocabulary."""
+    from app.core.engines.mlx import MlxEngine
+    from tests.core.engines.fixtures import load_llamacpp
+
+    gguf_path, mlx_dir = tiny_pair_std02
+    llama = load_llamacpp(gguf_path, n_ctx=512)
+    mlx = MlxEngine()
+    mlx.load(LoadSpec(path=mlx_dir, n_ctx=512))
+    try:
+        prompt = "The quick brown fox jumps over"
+        plain = [c for c in mlx.generate(greedy(prompt=prompt, max_tokens=6), threading.Event()) if c.token is not None]
+        assert all(c.logprobs is None for c in plain)
+        bias = {plain[0].token: -100.0}
+        req = greedy(prompt=prompt, max_tokens=6, logprobs=3, logit_bias=bias)
+        want = [c for c in llama.generate(req, threading.Event()) if c.token is not None]
+        got = [c for c in mlx.generate(req, threading.Event()) if c.token is not None]
+        assert [c.token for c in got] == [c.token for c in want] and got[0].token != plain[0].token
+        for g, w in zip(got, want):
+            assert g.logprobs.sampled.token == w.logprobs.sampled.token
+            assert g.logprobs.sampled.logprob == pytest.approx(w.logprobs.sampled.logprob, abs=0.05)
+            assert [t.id for t in g.logprobs.top] == [t.id for t in w.logprobs.top]
+            assert [t.token for t in g.logprobs.top] == [t.token for t in w.logprobs.top]
+        assert got[0].logprobs.top[0].id == plain[0].token  # before the bias, the banned token is the likeliest
+    finally:
+        llama.unload()
+        mlx.unload()
+
+
+def test_logit_bias_outside_the_vocabulary_is_refused(engine):
+    from app.core.engines.base import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="320"):
+        engine.generate(greedy(prompt="hi", logit_bias={320: 1.0}), threading.Event())

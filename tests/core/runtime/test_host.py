@@ -185,6 +185,19 @@ def test_engine_exception_mid_generation_leaves_host_usable(make_host):
     assert final.finish_reason == "length" and len(text.split()) == 4
 
 
+def test_logprobs_from_an_engine_without_them_fail_as_unsupported_before_anything_runs(make_host):
+    engines = []
+    host = make_host(engines, script="a b")
+    host.load_sync(fake_spec(), "fake")
+    engines[0].capabilities = engines[0].capabilities.model_copy(update={"logprobs": False})
+    rec = Recorder()
+    handle = host.submit(GenerateJob(req(logprobs=0)), rec)
+    assert handle.wait(5)
+    assert [type(e) for e in rec.events] == [JobFailed] and rec.events[0].code == "unsupported"
+    assert "logprobs" in rec.events[0].error_message and engines[0].generations == []
+    assert host.generate_sync(req())[1].finish_reason == "stop"
+
+
 def test_failed_load_sets_error_state_then_a_good_load_works(make_host):
     host = make_host(fail_on_load=lambda path: path.name == "broken.fake")
     states = []
