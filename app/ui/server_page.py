@@ -124,7 +124,13 @@ class ServerPage(QWidget):
     def stop(self) -> None:
         self._work("Stopping…", self.api.stop)
 
-    def _work(self, text: str, op: Callable[[], object], then: Callable[[object], None] | None = None) -> None:
+    def _work(
+        self,
+        text: str,
+        op: Callable[[], object],
+        then: Callable[[object], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         """Run `op` on the pool with the controls disabled; a second click meanwhile is ignored."""
         if self.busy:
             return
@@ -143,7 +149,8 @@ class ServerPage(QWidget):
             self._set_busy(False)
             self._show_status(self.api.status)
             self.status_card.set_error(f"That did not work: {exc}")
-            self.save_failed.emit(str(exc))
+            if on_error is not None:
+                on_error(str(exc))
 
         self._tasks.run(op, done, failed, owner=self)
 
@@ -182,10 +189,12 @@ class ServerPage(QWidget):
             self.save_failed.emit(text)
             return
         self.form.show_error("")
-        self._save(current.model_copy(update={"server": server}), needs_restart(current.server, server), "Saved.")
+        new = current.model_copy(update={"server": server})
+        self._save(new, needs_restart(current.server, server), "Saved.", reload_form=True)
 
-    def _save(self, new: Settings, restart: bool, note: str) -> None:
-        """Save on the pool, then restart a running server when what it listens with changed."""
+    def _save(self, new: Settings, restart: bool, note: str, *, reload_form: bool) -> None:
+        """Save on the pool, then restart a running server when what it listens with changed.
+        `reload_form` False (a key save) keeps edits the form has not saved yet."""
         store, api = self._store, self.api
 
         def op() -> bool:
@@ -194,13 +203,15 @@ class ServerPage(QWidget):
 
         def saved(restarted: object) -> None:
             """Main thread."""
-            self.form.load(new.server)
+            if reload_form:
+                self.form.load(new.server)
             self._show_key(new.server)
             self.form.note.setText(note + (" The server restarted with them." if restarted else ""))
             QTimer.singleShot(NOTE_MS, self.form.note, lambda: self.form.note.setText(""))
             self.settings_saved.emit(new)
 
-        self._work("Restarting…" if restart and api.status.running else "Saving…", op, saved)
+        busy_text = "Restarting…" if restart and api.status.running else "Saving…"
+        self._work(busy_text, op, saved, self.save_failed.emit)
 
     def _settings_changed(self, settings: Settings) -> None:
         """Main thread: Settings were saved, here or elsewhere; unsaved edits in the form are kept."""
@@ -222,7 +233,7 @@ class ServerPage(QWidget):
         current = self._settings()
         server = current.server.model_copy(update={"api_key": key})
         # The running server checks the key it started with; when none is required there is nothing to apply.
-        self._save(current.model_copy(update={"server": server}), server.key_required, note)
+        self._save(current.model_copy(update={"server": server}), server.key_required, note, reload_form=False)
 
     def _show_key(self, server: ServerSettings) -> None:
         self.key_card.set_key(server.api_key, key_note(server))
@@ -248,6 +259,7 @@ class ServerPage(QWidget):
         self._tasks.run(op, self._models_listed, failed, owner=self)
 
     def _models_listed(self, model_id: str) -> None:
+        """Main thread."""
         self.model_id = model_id
         self._show_snippets()
         self.models_changed.emit(model_id)

@@ -421,6 +421,30 @@ def test_make_a_key_when_there_is_none(make_env, qtbot):
     assert env.threads["restart"] == []  # not required on loopback: nothing to restart
 
 
+def test_a_new_key_keeps_edits_the_form_has_not_saved(make_env, qtbot):
+    env = make_env()
+    env.page.form.queue.setValue(3)  # edited, not saved
+    with qtbot.waitSignal(env.page.settings_saved, timeout=WAIT_MS):
+        env.page.key_card.make_button.click()
+    assert env.page.form.queue.value() == 3 and env.page.form.dirty
+    assert env.store.load().server.queue_size == 8
+
+
+def test_a_save_that_fails_says_why_and_the_page_stays_usable(make_env, qtbot, monkeypatch):
+    env = make_env()
+
+    def full_disk(settings):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(env.store, "save", full_disk)
+    env.page.form.queue.setValue(3)
+    with qtbot.waitSignal(env.page.save_failed, timeout=WAIT_MS) as failed:
+        env.page.form.save_button.click()
+    assert "No space left on device" in failed.args[0]
+    assert "No space left" in env.page.status_card.error.text() and not env.page.busy
+    assert env.page.form.save_button.isEnabled() and env.page.form.dirty
+
+
 def test_the_key_lan_mode_makes_at_start_shows_on_the_page(make_env, qtbot):
     env = make_env(ServerSettings(port=free_port(), bind="lan"))
     env.started(qtbot)
