@@ -20,8 +20,6 @@ from app.core.settings import Settings, SettingsStore
 
 logger = logging.getLogger(__name__)
 
-COMING = "Coming in a later version of Hearth."
-
 
 @dataclass
 class Shell:
@@ -32,6 +30,7 @@ class Shell:
     pool: ThreadPoolExecutor
     services: Services
     api: ApiService  # noqa: F821 (imported lazily: FastAPI must not slow the start)
+    tray: ServerTray | None = None  # noqa: F821 (None where the desktop has no system tray)
 
     def shutdown(self) -> None:
         """Stop the API server (its open requests are cancelled), stop the reply being written (saved as
@@ -75,6 +74,9 @@ def build_shell(
     probe: Callable[[bool], HardwareProfile] | None = None,
     services: Services | None = None,
 ) -> Shell:
+    from PySide6.QtWidgets import QSystemTrayIcon
+
+    from app.server.config import new_api_key
     from app.ui.bridge import EventBridge
     from app.ui.chat.chat_page import ChatPage
     from app.ui.discover.discover_page import DiscoverPage
@@ -82,7 +84,8 @@ def build_shell(
     from app.ui.hardware_page import HardwarePage
     from app.ui.library_page import LibraryPage
     from app.ui.main_window import MainWindow
-    from app.ui.placeholder_page import PlaceholderPage
+    from app.ui.server_page import ServerPage
+    from app.ui.server_tray import ServerTray
     from app.ui.tasks import TaskRunner
 
     services = services or Services.open(paths, settings)
@@ -102,16 +105,27 @@ def build_shell(
     hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after `machine` is updated above
     library_changed = EventBridge(services.library.changed, chat)
     library_changed.fired.connect(lambda _id: chat.model_bar.refresh_models())
+    server = ServerPage(
+        api, store, lambda: services.settings, services.library, services.host, tasks, new_key=new_api_key
+    )
     pages = [
         ("discover", "Discover", discover),
         ("models", "My Models", library),
         ("downloads", "Downloads", downloads),
         ("chat", "Chat", chat),
-        ("server", "Server", PlaceholderPage("Server", f"A local OpenAI-compatible endpoint. {COMING}")),
+        ("server", "Server", server),
         ("hardware", "Hardware", hardware),
     ]
     window = MainWindow(store, settings, paths, pages)
-    return Shell(window=window, tasks=tasks, pool=pool, services=services, api=api)
+    # The window saves its copy of Settings when it closes: keep it current with saves made elsewhere
+    # (the Server page, the key the server makes for LAN mode), or closing would write them back stale.
+    saved = EventBridge(store.changed, window)
+    saved.fired.connect(lambda s: setattr(window, "settings", s.model_copy(update={"window": window.settings.window})))
+    tray = None
+    if QSystemTrayIcon.isSystemTrayAvailable():
+        tray = ServerTray(api, window, lambda: services.settings.server.keep_serving_in_tray)
+        window.close_to_tray = tray.take_window
+    return Shell(window=window, tasks=tasks, pool=pool, services=services, api=api, tray=tray)
 
 
 def _quit_on_signals(app) -> None:

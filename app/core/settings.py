@@ -40,6 +40,7 @@ class ServerSettings(BaseModel):
     require_api_key: bool = False  # on loopback; LAN mode requires it whatever this says
     cors_origins: list[str] = Field(default_factory=list)  # exact origins, e.g. "http://localhost:3000"
     start_with_app: bool = False
+    keep_serving_in_tray: bool = True  # closing the window while serving leaves a tray icon, not a quit
     jit_load: bool = True  # a request for a model that is not loaded loads it
     idle_ttl_minutes: int = Field(default=0, ge=0, le=24 * 60)  # 0: never unload an idle model
     queue_size: int = Field(default=8, ge=1, le=256)

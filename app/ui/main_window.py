@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt
@@ -37,6 +38,8 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self._paths = paths
         self._keys = [key for key, _, _ in pages]
+        # Asked when the user closes the window; True hides it instead (main.py: keep serving from the tray).
+        self.close_to_tray: Callable[[], bool] = lambda: False
 
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")
@@ -112,4 +115,10 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         self.save_state()
+        # Only the user closing the window (a spontaneous event from the window system) may go to the
+        # tray; Quit, app.quit() and the quit signals close it with a plain close() and really quit.
+        if event.spontaneous() and self.close_to_tray():
+            event.ignore()
+            self.hide()
+            return
         super().closeEvent(event)

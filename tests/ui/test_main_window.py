@@ -5,12 +5,17 @@ import time
 import psutil
 import pytest
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QSystemTrayIcon
 
 from app.core.hardware import probe_hardware
 from app.core.paths import app_paths
 from app.core.settings import SettingsStore
 from app.core.units import fmt_bytes
 from app.main import build_shell
+from app.ui.server_model import keep_serving_in_tray
+from app.ui.server_page import ServerPage
+from app.ui.server_tray import ServerTray
 
 
 @pytest.fixture
@@ -40,7 +45,7 @@ def test_window_opens_with_all_pages(shell_factory, qtbot):
     assert labels == ["Discover", "My Models", "Downloads", "Chat", "Server", "Hardware"]
     assert w.current_page_key == "hardware"
     w.show_page("server")
-    assert "later version" in w.page("server").note.text()
+    assert isinstance(w.page("server"), ServerPage) and w.page("server").status_card.state_label.text() == "Stopped"
 
 
 def test_hardware_page_shows_this_machine(shell_factory, qtbot):
@@ -245,3 +250,115 @@ def test_chat_model_picked_before_the_probe_is_planned_again_when_it_arrives(she
     qtbot.waitUntil(lambda: bar.defaults.offload != "", timeout=10_000)
     assert bar.defaults.note == "" and bar.defaults.predicted_tok_s > 0
     assert "layers on GPU" in bar.defaults.offload
+
+
+# ---- closing the window: quit, or keep serving from the tray ---------------------------------------
+
+
+class UserClose(QCloseEvent):
+    """A close the user asked for from the window system (the title bar's ×): Qt marks those spontaneous.
+    A test cannot make Qt send one, so it calls closeEvent with this directly."""
+
+    def spontaneous(self) -> bool:
+        return True
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("available, serving, setting", list(itertools.product([True, False], repeat=3)))
+def test_closing_keeps_serving_only_with_a_tray_a_running_server_and_the_setting(available, serving, setting):
+    assert keep_serving_in_tray(available, serving, setting) is (available and serving and setting)
+
+
+def test_without_a_tray_closing_the_window_quits_as_before(shell_factory, qtbot):
+    shell, _ = shell_factory()
+    assert not QSystemTrayIcon.isSystemTrayAvailable() and shell.tray is None  # offscreen has no tray
+    w = shell.window
+    w.show()
+    qtbot.waitExposed(w)
+    event = UserClose()
+    w.closeEvent(event)
+    assert event.isAccepted()
+
+
+@pytest.fixture
+def serving_shell(shell_factory, qtbot):
+    """A shell whose window has a (pretend-available) tray, with its API server running on a free port."""
+    base = SettingsStore(app_paths().ensure().settings_file).load()
+    base = base.model_copy(
+        update={"measure_bandwidth_on_start": False, "server": base.server.model_copy(update={"port": _free_port()})}
+    )
+    shell, store = shell_factory(settings=base)
+    quits: list[bool] = []
+    tray = ServerTray(shell.api, shell.window, lambda: shell.services.settings.server.keep_serving_in_tray,
+                      available=lambda: True, quit_app=lambda: quits.append(True))  # fmt: skip
+    shell.window.close_to_tray = tray.take_window
+    assert shell.api.start().running
+    shell.window.show()
+    qtbot.waitExposed(shell.window)
+    return shell, store, tray, quits
+
+
+def _save_server(shell, store, qtbot, **changes) -> None:
+    """Save Server settings as the page does and wait until the window holds them too."""
+    current = shell.services.settings
+    store.save(current.model_copy(update={"server": current.server.model_copy(update=changes)}))
+    qtbot.waitUntil(lambda: shell.window.settings.server == shell.services.settings.server)
+
+
+def test_closing_while_serving_hides_the_window_to_the_tray(serving_shell, qtbot):
+    shell, _, tray, quits = serving_shell
+    w = shell.window
+    qtbot.waitUntil(lambda: tray.url_action.text() == f"Serving at {shell.api.status.url}")
+    event = UserClose()
+    w.closeEvent(event)
+    assert not event.isAccepted() and not w.isVisible() and tray.icon.isVisible()
+    assert shell.api.status.running  # still serving
+    assert [a.text() for a in tray.menu.actions() if not a.isSeparator()] == [
+        f"Serving at {shell.api.status.url}",
+        "Open Hearth",
+        "Quit",
+    ]
+
+    tray.open_action.trigger()
+    assert w.isVisible() and not tray.icon.isVisible()
+
+    tray.quit_action.trigger()  # the normal quit: QApplication.quit, then main's shutdown
+    assert quits == [True] and not tray.icon.isVisible()
+
+
+def test_quit_from_the_menu_closes_for_real_even_while_serving(serving_shell):
+    shell, _, tray, _ = serving_shell
+    shell.window.close()  # File → Quit and app.quit() close the window this way: not spontaneous
+    assert not shell.window.isVisible() and not tray.icon.isVisible()
+
+
+def test_closing_quits_when_the_server_is_stopped_or_the_setting_is_off(serving_shell, qtbot):
+    shell, store, tray, _ = serving_shell
+    _save_server(shell, store, qtbot, keep_serving_in_tray=False)
+    event = UserClose()
+    shell.window.closeEvent(event)
+    assert event.isAccepted() and not tray.icon.isVisible()
+
+    _save_server(shell, store, qtbot, keep_serving_in_tray=True)
+    shell.api.stop()
+    event = UserClose()
+    shell.window.closeEvent(event)
+    assert event.isAccepted() and not tray.icon.isVisible()
+
+
+def test_settings_saved_elsewhere_are_not_written_back_stale_when_the_window_closes(shell_factory, qtbot):
+    shell, store = shell_factory()
+    current = shell.services.settings
+    server = current.server.model_copy(update={"api_key": "hearth-kept", "queue_size": 5})
+    store.save(current.model_copy(update={"server": server}))  # as the Server page or the LAN key does
+    qtbot.waitUntil(lambda: shell.window.settings.server.api_key == "hearth-kept")
+    shell.window.close()
+    saved = store.load()
+    assert saved.server.api_key == "hearth-kept" and saved.server.queue_size == 5

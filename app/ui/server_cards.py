@@ -1,0 +1,149 @@
+"""The Server page's cards, as views: the server's state, the API key, the snippets. The page drives them."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui.server_settings import ERROR_STYLE
+
+COPIED_MS = 1500
+RUNNING_COLOR = "#2e7d32"
+
+
+def copy_text(text: str, button: QPushButton) -> None:
+    """Put `text` on the clipboard and say so on the button for a moment."""
+    QGuiApplication.clipboard().setText(text)
+    label = button.property("idleText") or button.text()  # a second click while it still says "Copied"
+    button.setProperty("idleText", label)
+    button.setText("Copied")
+    QTimer.singleShot(COPIED_MS, button, lambda: button.setText(label))
+
+
+class Card(QFrame):
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("card")
+        self.body = QVBoxLayout(self)
+        heading = QLabel(title)
+        heading.setObjectName("cardTitle")
+        self.body.addWidget(heading)
+
+
+class StatusCard(Card):
+    """Running or not, the base URL with Copy, Start / Stop, why a start failed, what the engine does."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Local API", parent)
+        self.state_label = QLabel()
+        self.url = QLineEdit()
+        self.url.setReadOnly(True)
+        self.copy_url_button = QPushButton("Copy")
+        self.copy_url_button.clicked.connect(lambda: copy_text(self.url.text(), self.copy_url_button))
+        self.start_button = QPushButton("Start")
+        self.stop_button = QPushButton("Stop")
+        row = QHBoxLayout()
+        row.addWidget(self.state_label)
+        row.addWidget(self.url, 1)
+        row.addWidget(self.copy_url_button)
+        row.addWidget(self.start_button)
+        row.addWidget(self.stop_button)
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet(ERROR_STYLE)
+        self.error.setVisible(False)
+        self.engine = QLabel()
+        self.engine.setWordWrap(True)
+        self.body.addLayout(row)
+        self.body.addWidget(self.error)
+        self.body.addWidget(self.engine)
+        self.set_state("Stopped", running=False)
+
+    def set_state(self, text: str, *, running: bool) -> None:
+        self.state_label.setText(text)
+        color = RUNNING_COLOR if running else "palette(dark)"
+        self.state_label.setStyleSheet(f"font-weight: 600; color: {color};")
+
+    def set_error(self, text: str) -> None:
+        self.error.setText(text)
+        self.error.setVisible(bool(text))
+
+
+class KeyCard(Card):
+    """The key, hidden until Show; Copy, Regenerate… and, when there is none, Make a key."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("API key", parent)
+        self.field = QLineEdit()
+        self.field.setReadOnly(True)
+        self.field.setEchoMode(QLineEdit.EchoMode.Password)
+        self.field.setPlaceholderText("No key yet")
+        self.show_button = QPushButton("Show")
+        self.show_button.setCheckable(True)
+        self.show_button.toggled.connect(self._reveal)
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.clicked.connect(lambda: copy_text(self.field.text(), self.copy_button))
+        self.regenerate_button = QPushButton("Regenerate…")
+        self.make_button = QPushButton("Make a key")
+        row = QHBoxLayout()
+        row.addWidget(self.field, 1)
+        for button in (self.show_button, self.copy_button, self.regenerate_button, self.make_button):
+            row.addWidget(button)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.body.addLayout(row)
+        self.body.addWidget(self.note)
+
+    @property
+    def revealed(self) -> bool:
+        return self.show_button.isChecked()
+
+    def set_key(self, key: str, note: str) -> None:
+        self.field.setText(key)
+        for button in (self.show_button, self.copy_button, self.regenerate_button):
+            button.setVisible(bool(key))
+        self.make_button.setVisible(not key)
+        self.note.setText(note)
+
+    def _reveal(self, shown: bool) -> None:
+        self.field.setEchoMode(QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password)
+        self.show_button.setText("Hide" if shown else "Show")
+
+
+class SnippetCard(Card):
+    """curl and Python snippets, one tab each, and a Copy for the one shown."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Call it", parent)
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.tabs = QTabWidget()
+        self.curl = QPlainTextEdit()
+        self.python = QPlainTextEdit()
+        for name, edit in (("curl", self.curl), ("Python (openai)", self.python)):
+            edit.setReadOnly(True)
+            edit.setFont(mono)
+            edit.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+            self.tabs.addTab(edit, name)
+        self.copy_button = QPushButton("Copy snippet")
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.note, 1)
+        row.addWidget(self.copy_button)
+        self.body.addWidget(self.tabs, 1)
+        self.body.addLayout(row)
+
+    @property
+    def shown_kind(self) -> str:
+        return "curl" if self.tabs.currentWidget() is self.curl else "python"

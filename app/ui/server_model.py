@@ -1,0 +1,110 @@
+"""What the Server page shows and decides, Qt-free: the base URL, which edits need a restart, the
+snippets a user copies, how a logged request reads, and when closing the window keeps serving."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+
+from app.core.runtime.jobs import HostState
+from app.core.settings import ServerSettings
+
+# A running server must be restarted for these to apply; JIT, idle unload and queue size reach the
+# engine host through Services.apply_settings without one.
+RESTART_FIELDS = ("port", "bind", "api_key", "require_api_key", "cors_origins")
+MODEL_PLACEHOLDER = "MODEL-ID"  # shown in the snippets until the library has a ready model
+KEY_PLACEHOLDER = "unused-on-loopback"  # the openai client insists on some key
+
+
+def base_url(settings: ServerSettings) -> str:
+    """The URL clients on this machine use, as the server will report it once started (LAN mode listens
+    on every interface; 127.0.0.1 is still how this machine reaches it)."""
+    return f"http://127.0.0.1:{settings.port}/v1"
+
+
+def needs_restart(old: ServerSettings, new: ServerSettings) -> bool:
+    return any(getattr(old, name) != getattr(new, name) for name in RESTART_FIELDS)
+
+
+def bounds(name: str) -> tuple[int, int]:
+    """The (ge, le) a ServerSettings int field allows, so a spin box offers exactly what validation takes."""
+    low, high = 0, 2**31 - 1
+    for rule in ServerSettings.model_fields[name].metadata:
+        low = getattr(rule, "ge", low)
+        high = getattr(rule, "le", high)
+    return low, high
+
+
+MESSAGES = '[{"role": "user", "content": "Hello!"}]'
+
+
+def curl_snippet(url: str, model: str, key: str = "") -> str:
+    lines = [f"curl {shlex.quote(url + '/chat/completions')}", '-H "Content-Type: application/json"']
+    if key:
+        lines.append(f"-H {shlex.quote('Authorization: Bearer ' + key)}")
+    body = f'{{\n    "model": {json.dumps(model or MODEL_PLACEHOLDER)},\n    "messages": {MESSAGES}\n  }}'
+    lines.append(f"-d {shlex.quote(body)}")
+    return " \\\n  ".join(lines)
+
+
+def python_snippet(url: str, model: str, key: str = "") -> str:
+    # json.dumps of a str is a valid Python string literal, quotes and escapes included.
+    return "\n".join(
+        [
+            "from openai import OpenAI",
+            "",
+            f"client = OpenAI(base_url={json.dumps(url)}, api_key={json.dumps(key or KEY_PLACEHOLDER)})",
+            "reply = client.chat.completions.create(",
+            f"    model={json.dumps(model or MODEL_PLACEHOLDER)},",
+            f"    messages={MESSAGES},",
+            ")",
+            "print(reply.choices[0].message.content)",
+        ]
+    )
+
+
+def fmt_duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
+def fmt_clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def keep_serving_in_tray(tray_available: bool, serving: bool, setting_on: bool) -> bool:
+    """Closing the window hides it to the tray only when all three hold; otherwise it quits, as always."""
+    return tray_available and serving and setting_on
+
+
+def engine_text(state: HostState, jit: bool) -> str:
+    """What the one engine is doing: the chat and the API share it, so a chat reply makes API requests wait."""
+    model = Path(state.model.path).name if state.model is not None else ""
+    waiting = f" · {state.queue_depth} waiting" if state.queue_depth else ""
+    if state.status == "generating" and state.source == "chat":
+        return f"Engine: busy with a chat reply — API requests wait their turn{waiting}"
+    if state.status == "generating":
+        who = "an API request" if state.source == "api" else f"a {state.source or 'job'} request"
+        return f"Engine: answering {who} ({model}){waiting}"
+    if state.status == "loading":
+        return "Engine: loading a model…"
+    if state.status == "error":
+        return f"Engine: error — {state.error or 'unknown'}"
+    if state.model is None:
+        return "Engine: no model loaded" + (" — a request loads the model it names" if jit else "")
+    return f"Engine: ready · {model}"
+
+
+def key_note(settings: ServerSettings) -> str:
+    if settings.bind == "lan":
+        need = "Required: LAN mode always needs it."
+    elif settings.require_api_key:
+        need = "Required on this computer too (a setting)."
+    else:
+        need = "Not required on this computer; LAN mode always needs it."
+    return f"{need} Clients send it as “Authorization: Bearer <key>”."

@@ -1,0 +1,302 @@
+"""The Server page: run the local OpenAI-compatible API, edit its settings and key, watch its requests,
+and copy a snippet that calls it. Start, stop, saves and restarts run off the UI thread."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import ValidationError
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QMessageBox, QScrollArea, QVBoxLayout, QWidget
+
+from app.core.library import Library
+from app.core.runtime.host import EngineHost
+from app.core.runtime.jobs import HostState
+from app.core.settings import ServerSettings, Settings, SettingsStore
+from app.ui.bridge import EventBridge
+from app.ui.chat.stream import HostWatcher
+from app.ui.server_api import ApiControl, ServerStatusLike
+from app.ui.server_cards import Card, KeyCard, SnippetCard, StatusCard, copy_text
+from app.ui.server_log import DEFAULT_ROWS, RequestLogView
+from app.ui.server_model import base_url, curl_snippet, engine_text, key_note, needs_restart, python_snippet
+from app.ui.server_settings import ServerSettingsForm, validation_text
+from app.ui.tasks import TaskRunner
+
+logger = logging.getLogger(__name__)
+
+NOTE_MS = 4000
+REGENERATE_TEXT = "Make a new API key? Clients that use the current key stop working until they are given the new one."
+
+
+class ServerPage(QWidget):
+    status_shown = Signal(object)  # ServerStatusLike, each time the page shows a status (main thread)
+    settings_saved = Signal(object)  # Settings, once a save (and the restart it needed) is done
+    save_failed = Signal(str)  # why the settings were not saved
+    models_changed = Signal(str)  # the model id the snippets use ("" for none)
+
+    def __init__(
+        self,
+        api: ApiControl,
+        store: SettingsStore,
+        settings: Callable[[], Settings],
+        library: Library,
+        host: EngineHost,
+        tasks: TaskRunner,
+        *,
+        new_key: Callable[[], str],
+        confirm: Callable[[str, str], bool] | None = None,
+        log_rows: int = DEFAULT_ROWS,
+        parent: QWidget | None = None,
+    ) -> None:
+        """`settings()` gives the current Settings (any thread); `new_key()` makes an API key."""
+        super().__init__(parent)
+        self.api, self._store, self._settings = api, store, settings
+        self.library, self.host, self._tasks = library, host, tasks
+        self._new_key = new_key
+        self._confirm = confirm or self._ask
+        self.busy = False
+        self.model_id = ""
+
+        title = QLabel("Server")
+        title.setObjectName("pageTitle")
+        subtitle = QLabel("A local OpenAI-compatible API over the models in My Models, shared with the chat.")
+        subtitle.setWordWrap(True)
+        self.status_card = StatusCard()
+        self.status_card.start_button.clicked.connect(self.start)
+        self.status_card.stop_button.clicked.connect(self.stop)
+        self.form = ServerSettingsForm(settings().server)
+        self.form.save_button.clicked.connect(self.save_settings)
+        self.key_card = KeyCard()
+        self.key_card.show_button.toggled.connect(lambda _: self._show_snippets())
+        self.key_card.regenerate_button.clicked.connect(self.regenerate_key)
+        self.key_card.make_button.clicked.connect(self.make_key)
+        self.snippet_card = SnippetCard()
+        self.snippet_card.copy_button.clicked.connect(self.copy_snippet)
+        log_card = Card("Requests")
+        self.log_view = RequestLogView(api.log, log_rows)
+        self.log_view.setMinimumHeight(220)
+        log_card.body.addWidget(self.log_view, 1)
+
+        right = QVBoxLayout()
+        right.addWidget(self.key_card)
+        right.addWidget(self.snippet_card, 1)
+        grid = QGridLayout()
+        grid.addWidget(self.form, 0, 0)
+        grid.addLayout(right, 0, 1)
+        grid.setColumnStretch(0, 1)
+        grid.setColumnStretch(1, 1)
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        layout.addWidget(title)
+        layout.addWidget(subtitle)
+        layout.addWidget(self.status_card)
+        layout.addLayout(grid)
+        layout.addWidget(log_card, 1)
+        scroll = QScrollArea()  # a small window scrolls the page rather than squeezing the log to nothing
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(body)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+
+        self._status_bridge = EventBridge(api.changed, self)
+        self._status_bridge.fired.connect(self._show_status)
+        # A save elsewhere (the key ApiService makes for LAN mode, the Settings dialog) shows here too.
+        self._settings_bridge = EventBridge(store.changed, self, coalesce_key=lambda _: None)
+        self._settings_bridge.fired.connect(self._settings_changed)
+        self._library_bridge = EventBridge(library.changed, self, coalesce_key=lambda _: None)
+        self._library_bridge.fired.connect(lambda _: self.refresh_models())
+        self._host_watcher = HostWatcher(host, self)
+        self._host_watcher.changed.connect(self._show_engine)
+        self._show_engine(host.state)
+        self._show_key(settings().server)
+        self._show_status(api.status)
+        self.refresh_models()
+
+    # ---- start / stop ----
+
+    def start(self) -> None:
+        self._work("Starting…", self.api.start)
+
+    def stop(self) -> None:
+        self._work("Stopping…", self.api.stop)
+
+    def _work(
+        self,
+        text: str,
+        op: Callable[[], object],
+        then: Callable[[object], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        """Run `op` on the pool with the controls disabled; a second click meanwhile is ignored."""
+        if self.busy:
+            return
+        self._set_busy(True, text)
+
+        def done(value: object) -> None:
+            """Main thread."""
+            self._set_busy(False)
+            self._show_status(self.api.status)
+            if then is not None:
+                then(value)
+
+        def failed(exc: BaseException) -> None:
+            """Main thread."""
+            logger.error("server page task failed", exc_info=exc)
+            self._set_busy(False)
+            self._show_status(self.api.status)
+            self.status_card.set_error(f"That did not work: {exc}")
+            if on_error is not None:
+                on_error(str(exc))
+
+        self._tasks.run(op, done, failed, owner=self)
+
+    def _set_busy(self, busy: bool, text: str = "") -> None:
+        self.busy = busy
+        if busy:
+            self.status_card.set_state(text, running=False)
+        card = self.status_card
+        for button in (card.start_button, card.stop_button, self.form.save_button):
+            button.setEnabled(not busy)
+        self.key_card.regenerate_button.setEnabled(not busy)
+        self.key_card.make_button.setEnabled(not busy)
+
+    def _show_status(self, status: ServerStatusLike) -> None:
+        """Main thread: from a finished start/stop or the service's `changed`."""
+        card = self.status_card
+        if not self.busy:
+            card.set_state("● Running" if status.running else "Stopped", running=status.running)
+            card.start_button.setEnabled(not status.running)
+            card.stop_button.setEnabled(status.running)
+        card.url.setText(status.url if status.running else base_url(self._settings().server))
+        card.set_error(f"Could not start: {status.error}" if status.error else "")
+        self._show_snippets()
+        self.status_shown.emit(status)
+
+    # ---- settings ----
+
+    def save_settings(self) -> None:
+        current = self._settings()
+        try:
+            server = self.form.edited(current.server)
+        except ValidationError as exc:
+            # Say what is wrong and save nothing: a setting the server cannot use must not reach the file.
+            text = validation_text(exc)
+            self.form.show_error(text)
+            self.save_failed.emit(text)
+            return
+        self.form.show_error("")
+        new = current.model_copy(update={"server": server})
+        self._save(new, needs_restart(current.server, server), "Saved.", reload_form=True)
+
+    def _save(self, new: Settings, restart: bool, note: str, *, reload_form: bool) -> None:
+        """Save on the pool, then restart a running server when what it listens with changed.
+        `reload_form` False (a key save) keeps edits the form has not saved yet."""
+        store, api = self._store, self.api
+
+        def op() -> bool:
+            store.save(new)
+            return restart and api.restart().running  # restart() leaves a stopped server stopped
+
+        def saved(restarted: object) -> None:
+            """Main thread."""
+            if reload_form:
+                self.form.load(new.server)
+            self._show_key(new.server)
+            self.form.note.setText(note + (" The server restarted with them." if restarted else ""))
+            QTimer.singleShot(NOTE_MS, self.form.note, lambda: self.form.note.setText(""))
+            self.settings_saved.emit(new)
+
+        busy_text = "Restarting…" if restart and api.status.running else "Saving…"
+        self._work(busy_text, op, saved, self.save_failed.emit)
+
+    def _settings_changed(self, settings: Settings) -> None:
+        """Main thread: Settings were saved, here or elsewhere; unsaved edits in the form are kept."""
+        self._show_key(settings.server)
+        if not self.form.dirty and not self.busy:
+            self.form.load(settings.server)
+        self._show_status(self.api.status)
+
+    # ---- key ----
+
+    def make_key(self) -> None:
+        self._save_key(self._new_key(), "A key was made.")
+
+    def regenerate_key(self) -> None:
+        if self._confirm("Regenerate the API key", REGENERATE_TEXT):
+            self._save_key(self._new_key(), "A new key was made; the old one no longer works.")
+
+    def _save_key(self, key: str, note: str) -> None:
+        current = self._settings()
+        server = current.server.model_copy(update={"api_key": key})
+        # The running server checks the key it started with; when none is required there is nothing to apply.
+        self._save(current.model_copy(update={"server": server}), server.key_required, note, reload_form=False)
+
+    def _show_key(self, server: ServerSettings) -> None:
+        self.key_card.set_key(server.api_key, key_note(server))
+        self._show_snippets()
+
+    # ---- snippets ----
+
+    def refresh_models(self) -> None:
+        """The model the snippets name: the loaded one if it is in the library, else the most recent."""
+        library, host = self.library, self.host
+
+        def op() -> str:
+            models = library.list(status="ready")
+            loaded = host.state.model
+            for m in models:
+                if loaded is not None and Path(m.path) == Path(loaded.path):
+                    return m.name
+            return models[0].name if models else ""
+
+        def failed(exc: BaseException) -> None:
+            logger.warning("listing the library's models failed: %s", exc)
+
+        self._tasks.run(op, self._models_listed, failed, owner=self)
+
+    def _models_listed(self, model_id: str) -> None:
+        """Main thread."""
+        self.model_id = model_id
+        self._show_snippets()
+        self.models_changed.emit(model_id)
+
+    def snippet(self, kind: str, *, reveal: bool = True) -> str:
+        """`kind` "curl" or "python"; with `reveal` False the key is masked, as the page shows it until Show."""
+        server = self._settings().server
+        status = self.api.status
+        url = status.url if status.running else base_url(server)
+        key = server.api_key if server.key_required else ""
+        if key and not reveal:
+            key = key[:7] + "•" * 8
+        make = curl_snippet if kind == "curl" else python_snippet
+        return make(url, self.model_id, key)
+
+    def copy_snippet(self) -> None:
+        """The snippet shown, with the real key even while the page masks it."""
+        copy_text(self.snippet(self.snippet_card.shown_kind), self.snippet_card.copy_button)
+
+    def _show_snippets(self) -> None:
+        card, server = self.snippet_card, self._settings().server
+        reveal = self.key_card.revealed
+        card.curl.setPlainText(self.snippet("curl", reveal=reveal))
+        card.python.setPlainText(self.snippet("python", reveal=reveal))
+        if not self.model_id:
+            card.note.setText("No model is ready yet: download one in Discover and its id appears here.")
+        elif server.key_required and not server.api_key:
+            card.note.setText("The key is made when the server starts.")
+        else:
+            card.note.setText(f"Model ids are the names in My Models; this one is {self.model_id}.")
+
+    # ---- engine ----
+
+    def _show_engine(self, state: HostState) -> None:
+        """Main thread (HostWatcher re-posts the host's state)."""
+        self.status_card.engine.setText(engine_text(state, self._settings().server.jit_load))
+
+    def _ask(self, title: str, text: str) -> bool:
+        answer = QMessageBox.question(self, title, text)
+        return answer == QMessageBox.StandardButton.Yes

@@ -1,0 +1,161 @@
+"""The Server page's settings card: the fields of `ServerSettings`, checked by the model itself, so an
+invalid edit shows pydantic's words and nothing is saved. Saving is the page's job."""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import ValidationError
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.settings import ServerSettings
+from app.ui.server_model import bounds
+
+logger = logging.getLogger(__name__)
+
+LAN_WARNING = (
+    "LAN mode lets any device on your network reach this API and use your models. "
+    "Every request then needs the API key, whatever the box below says."
+)
+ERROR_STYLE = "color: #b3261e;"
+
+
+def validation_text(exc: ValidationError) -> str:
+    return "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+
+
+def _spin(name: str, suffix: str = "") -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(*bounds(name))
+    box.setSuffix(suffix)
+    return box
+
+
+class ServerSettingsForm(QFrame):
+    def __init__(self, settings: ServerSettings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("card")
+        self._loaded = settings  # what the form last showed: Revert returns to it, `dirty` compares with it
+        self._loopback_require = settings.require_api_key
+        title = QLabel("Settings")
+        title.setObjectName("cardTitle")
+        self.port = _spin("port")
+        self.port.setGroupSeparatorShown(False)
+        self.bind = QComboBox()
+        self.bind.addItem("This computer only (127.0.0.1)", "loopback")
+        self.bind.addItem("Local network (LAN)", "lan")
+        self.bind.currentIndexChanged.connect(self._bind_changed)
+        self.lan_warning = QLabel(LAN_WARNING)
+        self.lan_warning.setWordWrap(True)
+        self.lan_warning.setStyleSheet("color: #9a5b00;")
+        self.require_key = QCheckBox("Require the API key on this computer too")
+        self.require_key.toggled.connect(self._require_toggled)
+        self.origins = QPlainTextEdit()
+        self.origins.setPlaceholderText("http://localhost:3000\n(one per line; empty: no web page may call the API)")
+        self.origins.setFixedHeight(64)
+        self.start_with_app = QCheckBox("Start the server when Hearth starts")
+        self.keep_in_tray = QCheckBox("Keep serving from the tray when the window is closed")
+        self.jit = QCheckBox("Load a requested model that is not loaded (JIT)")
+        self.idle = _spin("idle_ttl_minutes", " min")
+        self.idle.setSpecialValueText("never")  # shown at the minimum, 0
+        self.queue = _spin("queue_size", " requests")
+
+        form = QFormLayout()
+        form.addRow("Port", self.port)
+        form.addRow("Listen on", self.bind)
+        form.addRow(self.lan_warning)
+        form.addRow(self.require_key)
+        form.addRow("Allowed web origins", self.origins)
+        form.addRow(self.start_with_app)
+        form.addRow(self.keep_in_tray)
+        form.addRow(self.jit)
+        form.addRow("Unload an idle model after", self.idle)
+        form.addRow("Queue size", self.queue)
+
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet(ERROR_STYLE)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.save_button = QPushButton("Save")
+        self.revert_button = QPushButton("Revert")
+        self.revert_button.clicked.connect(lambda: self.load(self._loaded))
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.save_button)
+        buttons.addWidget(self.revert_button)
+        buttons.addWidget(self.note, 1)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(title)
+        layout.addLayout(form)
+        layout.addWidget(self.error)
+        layout.addLayout(buttons)
+        layout.addStretch(1)
+        self.load(settings)
+
+    def load(self, settings: ServerSettings) -> None:
+        """Show `settings` (after a save, or when they changed elsewhere and nothing here is edited)."""
+        self._loaded = settings
+        self._loopback_require = settings.require_api_key
+        self.port.setValue(settings.port)
+        self.bind.setCurrentIndex(max(0, self.bind.findData(settings.bind)))
+        self.origins.setPlainText("\n".join(settings.cors_origins))
+        self.start_with_app.setChecked(settings.start_with_app)
+        self.keep_in_tray.setChecked(settings.keep_serving_in_tray)
+        self.jit.setChecked(settings.jit_load)
+        self.idle.setValue(settings.idle_ttl_minutes)
+        self.queue.setValue(settings.queue_size)
+        self._bind_changed()
+        self.show_error("")
+
+    def _bind_changed(self, *_: object) -> None:
+        lan = self.bind.currentData() == "lan"
+        self.lan_warning.setVisible(lan)
+        # LAN mode always needs the key: show it ticked and fixed, and keep the loopback choice for later.
+        self.require_key.blockSignals(True)
+        self.require_key.setChecked(lan or self._loopback_require)
+        self.require_key.blockSignals(False)
+        self.require_key.setEnabled(not lan)
+
+    def _require_toggled(self, on: bool) -> None:
+        if self.bind.currentData() != "lan":
+            self._loopback_require = on
+
+    def values(self) -> dict:
+        return {
+            "port": self.port.value(),
+            "bind": self.bind.currentData(),
+            "require_api_key": self._loopback_require,
+            "cors_origins": [line.strip() for line in self.origins.toPlainText().splitlines() if line.strip()],
+            "start_with_app": self.start_with_app.isChecked(),
+            "keep_serving_in_tray": self.keep_in_tray.isChecked(),
+            "jit_load": self.jit.isChecked(),
+            "idle_ttl_minutes": self.idle.value(),
+            "queue_size": self.queue.value(),
+        }
+
+    def edited(self, base: ServerSettings) -> ServerSettings:
+        """`base` with this form's values, validated; raises pydantic's ValidationError."""
+        return ServerSettings.model_validate({**base.model_dump(), **self.values()})
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the form differs from what it last loaded."""
+        loaded = self._loaded.model_dump()
+        return any(loaded[name] != value for name, value in self.values().items())
+
+    def show_error(self, text: str) -> None:
+        self.error.setText(text)
+        self.error.setVisible(bool(text))
