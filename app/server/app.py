@@ -22,8 +22,9 @@ from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Sc
 logger = logging.getLogger(__name__)
 
 
-def create_app(ctx: ServerContext, policy: Policy | None = None) -> FrontDoor:
-    """The ASGI app to serve: FastAPI's routes inside the front door. `app.policy` may be replaced later."""
+def create_app(ctx: ServerContext, policy: Policy | None = None) -> ASGIApp:
+    """The ASGI app to serve: FastAPI's routes inside the front door, and the request log outside it, so
+    the requests it refuses (a wrong key, a foreign Host or origin) are in the log too."""
     api = FastAPI(
         title="Hearth",
         version=__version__,
@@ -39,7 +40,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None) -> FrontDoor:
     for router in (models_router, chat_router, completions_router):
         api.include_router(router)
     _document_errors(api)
-    return FrontDoor(_Logged(api, ctx.log), policy or Policy())
+    return _Logged(FrontDoor(api, policy or Policy()), ctx.log)
 
 
 ERROR_SCHEMA = {

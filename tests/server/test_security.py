@@ -13,6 +13,7 @@ import pytest
 from app.core.settings import ServerSettings
 from app.server.config import policy_for
 from app.server.security import Policy, host_name
+from tests.helpers import wait_until
 
 KEY = "hearth-test-key-0123456789"
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
@@ -42,6 +43,17 @@ def test_without_the_key_401_and_with_it_the_openai_client_works(make_server):
     assert sorted(m.id for m in client.models.list()) == ["alpha", "beta"]
     reply = client.chat.completions.create(model="alpha", messages=[{"role": "user", "content": "hi"}], max_tokens=3)
     assert reply.choices[0].message.content
+
+
+def test_refused_requests_are_in_the_request_log(make_server):
+    live = make_server(policy=Policy.of(api_key=KEY))
+    anonymous = httpx.Client(base_url=live.url)
+    anonymous.post("/v1/chat/completions", json=CHAT)
+    anonymous.get("/v1/models", headers={"Host": "evil.example", "x-api-key": KEY})
+    anonymous.post("/v1/chat/completions", json=CHAT, headers={"x-api-key": KEY})
+    assert wait_until(lambda: len(live.context.log.items()) == 3, 5)
+    logged = sorted((e.path, e.status) for e in live.context.log.items())
+    assert logged == [("/v1/chat/completions", 200), ("/v1/chat/completions", 401), ("/v1/models", 403)]
 
 
 def test_lan_mode_needs_a_key_and_loopback_may_go_without():

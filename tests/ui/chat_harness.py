@@ -57,11 +57,14 @@ class Harness:
         self.stores[self.pages.index(page)].close()
 
     def close(self) -> None:
-        for page, store in zip(self.pages, self.stores):
+        # As the app quits: pages, then the task runner (a search still on the pool answers no one), then
+        # the stores, so a late read fails on the pool, never in a test's teardown.
+        for page in self.pages:
             page.shutdown()
+        self.tasks.close()
+        for store in self.stores:
             store.close()
         assert self.host.shutdown(5.0)
-        self.tasks.close()
         self.pool.shutdown(wait=True)
 
 

@@ -258,9 +258,13 @@ def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
         timeout=3000,
     )
     page.conversations.search.clear()
+    qtbot.waitUntil(lambda: page.conversations.list.count() == 2, timeout=3000)  # the search answered
     page.delete_conversation(second)
-    qtbot.waitUntil(lambda: page.conversations.list.count() == 1, timeout=3000)
-    assert page.conv_id == first
+    qtbot.waitUntil(
+        lambda: page.conversations.list.count() == 1 and page.conv_id == first,
+        timeout=3000,
+    )
+    assert page.conversations.list.item(0).data(Qt.ItemDataRole.UserRole) == first
 
 
 def test_export_and_import_round_trip(make_chat, qtbot, tmp_path):
