@@ -4,11 +4,16 @@
     .venv/bin/python bench/endpoint.py [--runs 5] [--clients 8] [--no-peer]
 
 Same GGUF (SmolLM2), same threads and context, alternating, warm-up first, medians. The HTTP clients run
-in a separate process, as real clients do (in-process they would share the server's GIL):
-1. streamed decode tok/s through the endpoint ÷ through the engine host directly (target ≥ 0.97);
+in a separate process, as real clients do (in-process they would share the server's GIL), each with a warm
+keep-alive connection:
+1. streamed decode tok/s through the endpoint ÷ through the engine host directly (target ≥ 0.97), and the
+   engine's own rate while serving (the `timings` on the last chunk): what the HTTP path loses, apart from
+   what the engine loses to the CPU the server and the client take (with every core in the engine's
+   threads, as on a 2-core machine, that is most of it: try `--threads 1`);
 2. time to first token the server adds, p50 over the runs (target < 5 ms);
-3. N concurrent streaming clients: p50/p95/p99 TTFT and time per output token, aggregate tok/s, beside
-   the same load against `llama-server -np 1` (one request at a time there too: the case for batching).
+3. the same single stream from `llama-server -np 1` built by bench/build_peers.sh, with the same client;
+4. N concurrent streaming clients: p50/p95/p99 TTFT and time per output token, aggregate tok/s, beside
+   the same load against llama-server (one request at a time there too: the case for batching).
 """
 
 from __future__ import annotations
@@ -74,27 +79,32 @@ import httpx
 url, model, n, clients, max_tokens, system, question = sys.argv[1:8]
 body = {"model": model, "stream": True, "temperature": 0, "max_tokens": int(max_tokens), "seed": 1,
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]}
-def once(out):
-    arrivals = []
-    # The client made before the clock starts: httpx.Client() loads certificates (tens of ms), client-side.
+def once(out, ready):
+    # A client as an editor holds one: made, connected and warm before the clock starts (httpx.Client()
+    # alone loads certificates for tens of ms, and a first request pays imports and the TCP handshake).
+    arrivals, timings = [], {}
     with httpx.Client(timeout=600) as c:
+        c.get(url + "/health")
+        ready.wait()
         t0 = time.perf_counter()
-        stream(c, t0, arrivals)
-    out.append(arrivals)
-def stream(c, t0, arrivals):
-    with c.stream("POST", url + "/v1/chat/completions", json=body) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            if line.startswith("data: {"):
-                d = json.loads(line[6:])
-                ch = d.get("choices") or []
-                if ch and (ch[0].get("delta") or {}).get("content"):
-                    arrivals.append(time.perf_counter() - t0)
+        with c.stream("POST", url + "/v1/chat/completions", json=body) as r:
+            r.raise_for_status()
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    d = json.loads(line[6:])
+                    ch = d.get("choices") or []
+                    if ch and (ch[0].get("delta") or {}).get("content"):
+                        arrivals.append(time.perf_counter() - t0)
+                    timings = d.get("timings") or timings
+    out.append({"arrivals": arrivals, "timings": timings})
 for _ in range(int(n)):
     results = []
-    threads = [threading.Thread(target=once, args=(results,)) for _ in range(int(clients))]
+    ready = threading.Barrier(int(clients) + 1)
+    threads = [threading.Thread(target=once, args=(results, ready)) for _ in range(int(clients))]
+    [t.start() for t in threads]
+    ready.wait()
     t0 = time.perf_counter()
-    [t.start() for t in threads]; [t.join() for t in threads]
+    [t.join() for t in threads]
     print(json.dumps({"wall": time.perf_counter() - t0, "runs": results}), flush=True)
 """
 
@@ -116,12 +126,19 @@ def decode_rate(arrivals: list[float]) -> float:
     return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
 
 
+def single(url: str, model: str) -> dict[str, float]:
+    """One streamed reply as a client sees it (TTFT, decode rate) and as the server's engine measured it."""
+    ((client,),) = (run["runs"] for run in remote(url, model))
+    arrivals, timings = client["arrivals"], client["timings"]
+    return {"ttft": arrivals[0], "rate": decode_rate(arrivals), "engine_rate": timings.get("predicted_per_second", 0)}
+
+
 def concurrent(url: str, model: str, clients: int) -> dict[str, float]:
     (run,) = remote(url, model, clients)
-    ttfts = [a[0] for a in run["runs"] if a]
-    tpots = [(a[-1] - a[0]) / (len(a) - 1) for a in run["runs"] if len(a) > 1]
-    tokens = sum(len(a) for a in run["runs"])
-    wall = run["wall"]
+    streams = [c["arrivals"] for c in run["runs"] if c["arrivals"]]
+    ttfts = [a[0] for a in streams]
+    tpots = [(a[-1] - a[0]) / (len(a) - 1) for a in streams if len(a) > 1]
+    tokens = sum(len(a) for a in streams)
     return {
         "ttft_p50": pct(ttfts, 0.5),
         "ttft_p95": pct(ttfts, 0.95),
@@ -129,19 +146,24 @@ def concurrent(url: str, model: str, clients: int) -> dict[str, float]:
         "tpot_p50": pct(tpots, 0.5),
         "tpot_p95": pct(tpots, 0.95),
         "tpot_p99": pct(tpots, 0.99),
-        "aggregate_tok_s": tokens / wall,
+        "aggregate_tok_s": tokens / run["wall"],
     }
+
+
+def median(rows: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
     args = parser.parse_args()
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
     model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
-    threads = physical_cores()
+    threads = args.threads or physical_cores()
 
     host = EngineHost(default_registry(), queue_size=64, name="bench-host")
     host.load_sync(LoadSpec(path=model_path, n_ctx=N_CTX, n_threads=threads), "gguf", plan_check=False)
@@ -151,28 +173,18 @@ def main() -> int:
     model = model_path.name
     try:
         host_direct(host)  # warm-up
-        remote(runner.url, model)
+        single(runner.url, model)
         direct, served = [], []
         for _ in range(args.runs):  # alternating, so drift hits both alike
-            direct.append(host_direct(host))
-            (run,) = remote(runner.url, model)
-            arrivals = run["runs"][0]
-            served.append((arrivals[0], decode_rate(arrivals)))
-        d_ttft = statistics.median(t for t, _ in direct)
-        s_ttft = statistics.median(t for t, _ in served)
-        d_rate = statistics.median(r for _, r in direct)
-        s_rate = statistics.median(r for _, r in served)
-        print(f"model {model}, {threads} threads, n_ctx {N_CTX}, {N_PREDICT} tokens, {args.runs} runs (medians)")
-        print(
-            f"decode through the endpoint {s_rate:.1f} tok/s ÷ host {d_rate:.1f} tok/s = {s_rate / d_rate:.3f}"
-            " (target >= 0.97)"
-        )
-        print(f"time to first token added by the server: {(s_ttft - d_ttft) * 1000:.1f} ms (target < 5 ms)")
+            ttft, rate = host_direct(host)
+            direct.append({"ttft": ttft, "rate": rate})
+            served.append(single(runner.url, model))
         ours = concurrent(runner.url, model, args.clients)
     finally:
         runner.stop()
         host.shutdown(10)
     rows = [("Hearth", ours)]
+    peer: list[dict[str, float]] = []
     if not args.no_peer:
         bins = Path(
             subprocess.run(
@@ -182,10 +194,28 @@ def main() -> int:
         server = Server(bins / "llama-server", model_path, threads, flash_attn=False)
         url = f"http://127.0.0.1:{server.port}"
         try:
-            remote(url, model)  # warm-up
+            single(url, model)  # warm-up
+            peer = [single(url, model) for _ in range(args.runs)]
             rows.append(("llama-server -np 1", concurrent(url, model, args.clients)))
         finally:
             server.close()
+
+    d_rate, s_rate, e_rate = median(direct, "rate"), median(served, "rate"), median(served, "engine_rate")
+    print(f"model {model}, {threads} threads, n_ctx {N_CTX}, {N_PREDICT} tokens, {args.runs} runs (medians)")
+    ratio = s_rate / d_rate
+    print(f"decode through the endpoint {s_rate:.1f} tok/s ÷ host {d_rate:.1f} tok/s = {ratio:.3f} (target >= 0.97)")
+    print(
+        f"  the engine itself ran {e_rate:.1f} tok/s while serving: the HTTP path delivers {s_rate / e_rate:.3f} of it"
+    )
+    added = (median(served, "ttft") - median(direct, "ttft")) * 1000
+    print(f"time to first token added by the server: {added:.1f} ms (target < 5 ms)")
+    if peer:
+        p_rate, p_engine = median(peer, "rate"), median(peer, "engine_rate")
+        print(
+            f"llama-server, same client: {p_rate:.1f} tok/s streamed, its engine {p_engine:.1f} tok/s (delivers "
+            f"{p_rate / p_engine:.3f}), TTFT {median(peer, 'ttft') * 1000:.1f} ms vs ours "
+            f"{median(served, 'ttft') * 1000:.1f} ms"
+        )
     print(f"\n{args.clients} concurrent streaming clients:")
     print(f"{'server':<20} {'TTFT p50/p95/p99 (s)':<24} {'TPOT p50/p95/p99 (ms)':<24} aggregate tok/s")
     for name, r in rows:

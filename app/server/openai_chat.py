@@ -18,7 +18,18 @@ from app.server.chat_output import ChatShape, delta, message
 from app.server.context import hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, failure_error, stream_failure
-from app.server.openai_common import DONE, PING, SSE_HEADERS, SYSTEM_FINGERPRINT, new_id, now, sampling, sse, usage
+from app.server.openai_common import (
+    DONE,
+    PING,
+    SSE_HEADERS,
+    SYSTEM_FINGERPRINT,
+    new_id,
+    now,
+    sampling,
+    sse,
+    timings,
+    usage,
+)
 from app.server.openai_logprobs import Pending, chat_logprobs
 from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn
 
@@ -137,6 +148,7 @@ class Reply:
             **self._base("chat.completion"),
             "choices": [{"index": 0, "message": message(out), "logprobs": logprobs, "finish_reason": finish}],
             "usage": usage(final.stats),
+            "timings": timings(final.stats),
         }
 
     def content_logprobs(self, chunks: list[Chunk]) -> list[Logprobs]:
@@ -214,7 +226,8 @@ class Reply:
                         final = event.result.final
                         request.state.usage = usage(final.stats)
                         finish = "tool_calls" if called else finish_reason(final)
-                        out.append(sse(self.chunk({}, finish, with_usage=include_usage)))
+                        last = self.chunk({}, finish, with_usage=include_usage)
+                        out.append(sse({**last, "timings": timings(final.stats)}))
                         if include_usage:
                             out.append(
                                 sse({**self._base("chat.completion.chunk"), "choices": [], "usage": usage(final.stats)})

@@ -65,6 +65,26 @@ def usage(stats: GenerationStats | None) -> dict[str, Any]:
     }
 
 
+def timings(stats: GenerationStats | None) -> dict[str, Any]:
+    """llama-server's `timings` object on the last chunk and on whole replies (clients such as llama.cpp's
+    web UI and bench scripts read it; OpenAI clients ignore it): the engine's own measure of the reply."""
+    if stats is None:
+        return {}
+    evaluated, predicted = stats.prompt_tokens_evaluated, stats.generated_tokens
+    prompt_ms = evaluated / stats.prompt_tok_s * 1000 if stats.prompt_tok_s > 0 else 0.0
+    predicted_ms = (predicted - 1) / stats.decode_tok_s * 1000 if stats.decode_tok_s > 0 and predicted > 1 else 0.0
+    return {
+        "cache_n": max(0, stats.prompt_tokens - evaluated),
+        "prompt_n": evaluated,
+        "prompt_ms": round(prompt_ms, 3),
+        "prompt_per_second": round(stats.prompt_tok_s, 3),
+        "predicted_n": predicted,
+        "predicted_ms": round(predicted_ms, 3),
+        "predicted_per_second": round(stats.decode_tok_s, 3),
+        "ttft_ms": round(stats.time_to_first_token_s * 1000, 3),
+    }
+
+
 def sse(data: dict[str, Any] | str) -> bytes:
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return f"data: {text}\n\n".encode()

@@ -16,7 +16,18 @@ from app.server.context import hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, failure_error, stream_failure
 from app.server.openai_chat import CLIENT_GONE, PING_EVERY_S, finish_reason
-from app.server.openai_common import DONE, PING, SSE_HEADERS, SYSTEM_FINGERPRINT, new_id, now, sampling, sse, usage
+from app.server.openai_common import (
+    DONE,
+    PING,
+    SSE_HEADERS,
+    SYSTEM_FINGERPRINT,
+    new_id,
+    now,
+    sampling,
+    sse,
+    timings,
+    usage,
+)
 from app.server.openai_logprobs import Pending, TextOffsets
 from app.server.openai_schemas import CompletionRequest
 
@@ -97,7 +108,7 @@ class TextReply:
                     records += pending.take()
             logprobs = self.offsets.logprobs(records)
         choice = {"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish_reason(final)}
-        return {**self._body([choice]), "usage": usage(final.stats)}
+        return {**self._body([choice]), "usage": usage(final.stats), "timings": timings(final.stats)}
 
     async def stream(self, stream: JobStream, include_usage: bool, request: Request) -> AsyncIterator[bytes]:
         pending = Pending()
@@ -127,7 +138,7 @@ class TextReply:
                     elif isinstance(event, JobDone):
                         final = event.result.final
                         request.state.usage = usage(final.stats)
-                        out.append(sse(piece("", finish_reason(final))))
+                        out.append(sse({**piece("", finish_reason(final)), "timings": timings(final.stats)}))
                         if include_usage:
                             out.append(sse({**self._body([]), "usage": usage(final.stats)}))
                         out.append(DONE)

@@ -65,6 +65,20 @@ def test_stream_role_first_one_id_finish_then_usage_with_no_choices_then_done(ma
     assert len(finish) == 1 and finish[0]["choices"][0]["finish_reason"] == "stop" and finish[0] is chunks[-2]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 3
     assert all(c["usage"] is None for c in chunks[:-1])
+    # llama-server's timings ride on the finish chunk only: the engine's own count and rate
+    assert [c for c in chunks if "timings" in c] == [finish[0]]
+    assert finish[0]["timings"]["predicted_n"] == 3 and finish[0]["timings"]["prompt_n"] > 0
+
+
+def test_whole_replies_carry_the_engines_timings(make_server):
+    live = make_server(script="one two three four five", tok_s=200)
+    chat = live.client.post("/v1/chat/completions", json=CHAT).json()
+    text = live.client.post("/v1/completions", json={"model": "alpha", "prompt": "hi", "max_tokens": 4}).json()
+    for body in (chat, text):
+        t = body["timings"]
+        assert t["predicted_n"] == body["usage"]["completion_tokens"] == 4
+        assert t["cache_n"] == body["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert 100 < t["predicted_per_second"] < 250 and t["predicted_ms"] > 0  # the fake's 200 tok/s
 
 
 def test_without_include_usage_no_usage_chunk(make_server):

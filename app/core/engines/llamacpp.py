@@ -62,6 +62,7 @@ class LlamaCppEngine:
         self._eos_text = ""
         self._embedder: Embedder | None = None
         self._pooling = 0
+        self._marker_ids: dict[tuple[str, ...], frozenset[int]] = {}
 
     # -- loading -------------------------------------------------------------------------
 
@@ -127,6 +128,7 @@ class LlamaCppEngine:
         if embedder is not None:
             embedder.close()  # its context lives on the model's weights: freed first
         llm, self._llm = self._llm, None
+        self._marker_ids = {}
         self.info = None
         self._spec = None
         self._template = None
@@ -325,13 +327,20 @@ class LlamaCppEngine:
         return 0
 
     def _token_ids(self, texts: list[str] | None) -> frozenset[int]:
-        """The ids of those strings that are one token each in this vocabulary."""
-        ids = set()
-        for text in texts or ():
-            found = self.tokenize(text, special=True)
-            if len(found) == 1:
-                ids.add(found[0])
-        return frozenset(ids)
+        """The ids of those strings that are one token each in this vocabulary (cached per load: the API
+        asks for the same two dozen markers on every request)."""
+        key = tuple(texts or ())
+        found = self._marker_ids.get(key)
+        if found is None:
+            ids = set()
+            for text in key:
+                tokens = self.tokenize(text, special=True)
+                if len(tokens) == 1:
+                    ids.add(tokens[0])
+            if len(self._marker_ids) >= 16:  # a bound, though in practice one key: OUTPUT_MARKERS
+                self._marker_ids.clear()
+            found = self._marker_ids[key] = frozenset(ids)
+        return found
 
     def _piece(self, vocab: Any, token: int, special: bool = False) -> bytes:
         """The bytes of one token (control tokens render as nothing unless `special`)."""
