@@ -62,6 +62,10 @@ def _partial(text: str, markers: list[str]) -> int:
     """Longest suffix of `text` that is a proper prefix of a marker, ignoring case."""
     best = 0
     low = text[-max((len(m) for m in markers), default=1) :].lower()
+    # Every prefix starts with its marker's first character: most tokens hold none of them (this runs
+    # once a token on the API's stream).
+    if not any(m[:1].lower() in low for m in markers if m):
+        return 0
     for marker in markers:
         m = marker.lower()
         for n in range(min(len(m) - 1, len(low)), best, -1):
