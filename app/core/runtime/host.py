@@ -10,9 +10,7 @@ JIT loading is on, so a job never runs on a model that was swapped in while it w
 
 from __future__ import annotations
 
-import collections
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -23,14 +21,13 @@ from app.core.engines.registry import EngineRegistry
 from app.core.errors import HearthError
 from app.core.events import Event
 from app.core.models.calibration import CalibrationStore, SpeedRun
+from app.core.runtime.job_queue import JobQueue
 from app.core.runtime.jobs import (
     ChunkEvent,
     CountJob,
     EmbedJob,
     GenerateJob,
     GenerateResult,
-    HostBusy,
-    HostClosed,
     HostEvent,
     HostState,
     Job,
@@ -52,9 +49,6 @@ logger = logging.getLogger(__name__)
 
 # Tiny runs measure noise, not speed: only longer generations go to the calibration store.
 MIN_CALIBRATION_TOKENS = 4
-# How long a job usually takes, before any has run: what a full queue tells a client to wait.
-FIRST_JOB_ESTIMATE_S = 2.0
-MAX_RETRY_AFTER_S = 60
 # Resolves a job's model name to the load that provides it; raises ModelNotFound.
 Resolver = Callable[[str], LoadJob]
 
@@ -73,7 +67,7 @@ class EngineHost:
         idle_ttl_s: float | None = None,
     ) -> None:
         self.registry = registry
-        self.queue_size = queue_size
+        self._jobs = JobQueue(queue_size)
         self.preflight: Preflight = preflight or DefaultPreflight()
         self.calibration = calibration
         self.resolver = resolver
@@ -81,14 +75,9 @@ class EngineHost:
         self.idle_ttl_s = idle_ttl_s  # unload after this long without a job; None: never
         self.state_changed: Event[HostState] = Event("host.state_changed")
         self._state = HostState()
-        self._queue: collections.deque[JobHandle] = collections.deque()
-        self._cond = threading.Condition()
-        self._closed = False
-        self._current: JobHandle | None = None
         self._engine: Engine | None = None
         self._preflight: PreflightResult | None = None
         self._last_job_end = time.monotonic()
-        self._job_s = FIRST_JOB_ESTIMATE_S  # a moving average of how long jobs take
         # A daemon only as the last resort: shutdown() is the normal exit and joins; a native call
         # that never returns must not keep the process alive after that.
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -104,37 +93,28 @@ class EngineHost:
         return self._thread.name
 
     @property
+    def queue_size(self) -> int:
+        return self._jobs.size
+
+    @queue_size.setter
+    def queue_size(self, size: int) -> None:
+        self._jobs.size = size
+
+    @property
     def queue_depth(self) -> int:
         """Jobs waiting (not counting the one running, nor those cancelled while they waited)."""
-        with self._cond:
-            return self._waiting()
+        return self._jobs.waiting()
 
     def submit(self, job: Job, sink: Sink | None = None) -> JobHandle:
         """Queue a job. Raises HostBusy (with the seconds to wait) when the queue is full, HostClosed
         after shutdown. A job cancelled while it waits no longer takes a place in the queue."""
         handle = JobHandle(job=job, sink=sink)
-        with self._cond:
-            if self._closed:
-                raise HostClosed("the engine has shut down")
-            waiting = self._waiting()
-            if waiting >= self.queue_size:
-                retry = min(MAX_RETRY_AFTER_S, max(1, math.ceil(self._job_s)))
-                raise HostBusy(f"the engine is busy ({waiting} jobs waiting); try again in {retry} s", retry)
-            self._queue.append(handle)
-            self._cond.notify()
+        self._jobs.put(handle)
         return handle
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Cancel the running and queued jobs, unload, and join the thread. True if it ended in time."""
-        with self._cond:
-            if not self._closed:
-                self._closed = True
-                for h in self._queue:
-                    h.cancel()
-                if self._current is not None:
-                    self._current.cancel()
-                self._queue.append(JobHandle(job=ShutdownJob()))
-                self._cond.notify()
+        self._jobs.close(JobHandle(job=ShutdownJob()))
         self._thread.join(timeout)
         if self._thread.is_alive():
             # Last resort: a native call that ignores cancel must not keep the process alive.
@@ -175,28 +155,12 @@ class EngineHost:
             raise HearthError(handle.error)
         return handle.result
 
-    def _waiting(self) -> int:
-        return sum(1 for h in self._queue if not h.cancelled)
-
     # -- host thread -------------------------------------------------------------------------------
     def _set_state(self, **changes) -> None:
-        with self._cond:
-            depth = self._waiting()
-        state = HostState(**{**self._state.__dict__, **changes, "queue_depth": depth})
+        state = HostState(**{**self._state.__dict__, **changes, "queue_depth": self._jobs.waiting()})
         if state != self._state:
             self._state = state
             self.state_changed.emit(state)
-
-    def _next(self) -> JobHandle | None:
-        """The next job; None when the idle time-to-live ran out with nothing to do."""
-        with self._cond:
-            while not self._queue:
-                timeout = self._idle_left()
-                if not self._cond.wait(timeout) and timeout is not None and not self._queue:
-                    return None
-            handle = self._queue.popleft()
-            self._current = handle
-            return handle
 
     def _idle_left(self) -> float | None:
         if self.idle_ttl_s is None or self._engine is None:
@@ -227,15 +191,14 @@ class EngineHost:
         self._fail(handle, message, failure_code(exc), getattr(exc, "details", None))
 
     def _ended(self, handle: JobHandle) -> None:
-        with self._cond:
-            self._current = None
+        self._jobs.ended()
         self._last_job_end = time.monotonic()
         handle.done.set()
 
     def _run(self) -> None:
         logger.info("engine host %s started", self._thread.name)
         while True:
-            handle = self._next()
+            handle = self._jobs.take(self._idle_left)  # None: idle for the time-to-live
             if handle is None:
                 self._idle_unload()
                 continue
@@ -255,12 +218,9 @@ class EngineHost:
                 if not isinstance(exc, HearthError):
                     logger.exception("job %d (%s) failed", handle.id, type(job).__name__)
                 self._fail_with(handle, exc)
-            self._job_s = 0.8 * self._job_s + 0.2 * (time.monotonic() - began)
+            self._jobs.took(time.monotonic() - began)
         # Anything submitted after the shutdown marker is told so.
-        with self._cond:
-            left = list(self._queue)
-            self._queue.clear()
-        for h in left:
+        for h in self._jobs.drain():
             self._fail(h, "the engine has shut down", "unavailable")
         logger.info("engine host %s stopped", self._thread.name)
 
