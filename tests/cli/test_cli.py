@@ -1,17 +1,15 @@
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from app import __version__
+from tests.cli.helpers import hearth
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    return hearth(*args)
 
 
 def test_version():

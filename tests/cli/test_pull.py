@@ -6,15 +6,14 @@ import argparse
 import hashlib
 import io
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from app.cli.pull import add_pull_command, parse_spec, progress_line
+from tests.cli.helpers import hearth, isolated_env
 from tests.fakehub import gguf_repo
 
-ROOT = Path(__file__).resolve().parents[2]
 REPO = "org/Tiny-GGUF"
 
 
@@ -24,21 +23,10 @@ def run(fake_hub, quant_files, tmp_path):
         gguf_repo(REPO, quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: quant_files[q].read_bytes())
     )
     home = tmp_path / "home"
-    env = {
-        "HF_ENDPOINT": fake_hub.url,
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HOME": str(tmp_path / "hf"),
-        "HEARTH_HOME": str(home),
-        "PATH": "/usr/bin:/bin",
-        "NO_PROXY": "127.0.0.1,localhost",
-        "QT_QPA_PLATFORM": "offscreen",
-    }
+    env = isolated_env(tmp_path, fake_hub.url, home, QT_QPA_PLATFORM="offscreen")
 
     def run(module: str, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120
-        )
+        return hearth(*args, env=env, module=module)
 
     run.home = home
     return run
