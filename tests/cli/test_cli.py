@@ -1,11 +1,8 @@
 import json
 import subprocess
-from pathlib import Path
 
 from app import __version__
 from tests.cli.helpers import hearth
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
