@@ -20,7 +20,7 @@ from app.core.runtime.jobs import EmbedJob, ModelNotFound
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream
-from app.server.openai_chat import CLIENT_GONE
+from app.server.openai_common import CLIENT_GONE
 from app.server.openai_schemas import EmbeddingRequest
 
 router = APIRouter()

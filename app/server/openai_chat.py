@@ -9,33 +9,36 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, Logprobs
-from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
+from app.core.runtime.jobs import ChunkEvent, GenerateJob, JobDone
 from app.core.tools import ToolCall
 from app.server.chat_output import ChatShape, delta, message
 from app.server.context import hearth
 from app.server.errors import APIError
-from app.server.host_jobs import JobStream, failure_error, stream_failure
+from app.server.host_jobs import JobStream, stream_failure
 from app.server.openai_common import (
+    CLIENT_GONE,
     DONE,
     PING,
-    SSE_HEADERS,
+    PING_EVERY_S,
     SYSTEM_FINGERPRINT,
+    finish_reason,
     new_id,
     now,
     sampling,
     sse,
+    sse_response,
+    started,
     timings,
     usage,
+    whole_reply,
 )
 from app.server.openai_logprobs import Pending, chat_logprobs
 from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn
 
 router = APIRouter()
-PING_EVERY_S = 5.0
-CLIENT_GONE = 499  # what the request log records for a client that left (nginx's convention)
 
 
 def to_message(i: int, m: ChatMessageIn) -> ChatMessage:
@@ -97,31 +100,20 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     generate, shape = to_generate_request(body)
     job = GenerateJob(generate, source="api", model=ctx.job_model(body.model), prepare=shape.prepare)
     stream = JobStream(ctx.host, job, request, ctx.streams)
-    first = await stream.next()  # Started, or the failure: the status is still ours to choose
+    first = await started(stream)
     if first is None:
         return Response(status_code=CLIENT_GONE)
-    if isinstance(first, JobFailed):
-        raise failure_error(first)
-    assert isinstance(first, Started)
     model = body.model or ctx.model_id(first.model)
     request.state.model = model
     reply = Reply(new_id("chatcmpl-"), now(), model, shape)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(
-            reply.stream(stream, include_usage, request), media_type="text/event-stream", headers=SSE_HEADERS
-        )
+        return sse_response(reply.stream(stream, include_usage, request))
     chunks: list[Chunk] | None = [] if reply.logprobs else None
-    done = await stream.result(chunks)
-    if done is None:
+    result = await whole_reply(stream, request, chunks)
+    if result is None:
         return Response(status_code=CLIENT_GONE)
-    result = done.result
-    assert isinstance(result, GenerateResult)
-    final = result.final
-    if final.finish_reason == "error":
-        raise APIError(final.error or "the generation failed", "server_error", code="engine_error")
-    request.state.usage = usage(final.stats)
-    return JSONResponse(reply.completion(result.text, final, chunks))
+    return JSONResponse(reply.completion(result.text, result.final, chunks))
 
 
 class Reply:
@@ -237,7 +229,3 @@ class Reply:
                     yield b"".join(out)
         finally:
             stream.cancel()  # the client left, or we are done (then a no-op)
-
-
-def finish_reason(final: Chunk) -> str:
-    return "length" if final.finish_reason == "length" else "stop"

@@ -1,4 +1,5 @@
-"""What the OpenAI routes share: mapping sampling fields onto the engine's, ids, usage, and SSE framing."""
+"""What the OpenAI routes share: mapping sampling fields onto the engine's, ids, usage, SSE framing, and
+the two waits of a generation (for its start, then for its whole reply)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,17 @@ import json
 import secrets
 import string
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
 from app import __version__
-from app.core.engines.base import GenerationStats, SamplingParams
+from app.core.engines.base import Chunk, GenerationStats, SamplingParams
+from app.core.runtime.jobs import GenerateResult, JobFailed, Started
 from app.server.errors import APIError
+from app.server.host_jobs import JobStream, failure_error
 from app.server.openai_schemas import _Sampling
 
 # What a client that sets nothing gets: llama-server's defaults, which local-model clients expect.
@@ -19,6 +26,8 @@ DEFAULT_TOP_P = 0.95
 SYSTEM_FINGERPRINT = f"fp_hearth_{__version__}"
 _ALPHABET = string.ascii_letters + string.digits
 UINT32 = 0xFFFFFFFF
+PING_EVERY_S = 5.0
+CLIENT_GONE = 499  # what the request log records for a client that left (nginx's convention)
 
 
 def new_id(prefix: str) -> str:
@@ -93,3 +102,37 @@ def sse(data: dict[str, Any] | str) -> bytes:
 PING = b": ping\n\n"  # an SSE comment: keeps proxies and clients from timing out during a long prefill
 DONE = sse("[DONE]")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def finish_reason(final: Chunk) -> str:
+    return "length" if final.finish_reason == "length" else "stop"
+
+
+async def started(stream: JobStream) -> Started | None:
+    """The job's first event, while the status is still ours to choose: Started, or None when the client
+    left; a failure before any output raises as its APIError."""
+    first = await stream.next()
+    if first is None:
+        return None
+    if isinstance(first, JobFailed):
+        raise failure_error(first)
+    assert isinstance(first, Started)
+    return first
+
+
+async def whole_reply(stream: JobStream, request: Request, chunks: list[Chunk] | None = None) -> GenerateResult | None:
+    """The finished generation (None when the client left), its usage left for the request log; an engine
+    failure raises as a 500. `chunks` collects the chunks for a caller that needs more than the text."""
+    done = await stream.result(chunks)
+    if done is None:
+        return None
+    result = done.result
+    assert isinstance(result, GenerateResult)
+    if result.final.finish_reason == "error":
+        raise APIError(result.final.error or "the generation failed", "server_error", code="engine_error")
+    request.state.usage = usage(result.final.stats)
+    return result

@@ -8,25 +8,29 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import Chunk, GenerateRequest
-from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
+from app.core.runtime.jobs import ChunkEvent, GenerateJob, JobDone
 from app.server.context import hearth
 from app.server.errors import APIError
-from app.server.host_jobs import JobStream, failure_error, stream_failure
-from app.server.openai_chat import CLIENT_GONE, PING_EVERY_S, finish_reason
+from app.server.host_jobs import JobStream, stream_failure
 from app.server.openai_common import (
+    CLIENT_GONE,
     DONE,
     PING,
-    SSE_HEADERS,
+    PING_EVERY_S,
     SYSTEM_FINGERPRINT,
+    finish_reason,
     new_id,
     now,
     sampling,
     sse,
+    sse_response,
+    started,
     timings,
     usage,
+    whole_reply,
 )
 from app.server.openai_logprobs import Pending, TextOffsets
 from app.server.openai_schemas import CompletionRequest
@@ -56,30 +60,20 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
     generate = to_generate_request(body)
     job = GenerateJob(generate, source="api", model=ctx.job_model(body.model))
     stream = JobStream(ctx.host, job, request, ctx.streams)
-    first = await stream.next()
+    first = await started(stream)
     if first is None:
         return Response(status_code=CLIENT_GONE)
-    if isinstance(first, JobFailed):
-        raise failure_error(first)
-    assert isinstance(first, Started)
     model = body.model or ctx.model_id(first.model)
     request.state.model = model
     offsets = TextOffsets(generate.prompt or "") if body.logprobs is not None else None
     text = TextReply(new_id("cmpl-"), now(), model, offsets)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(
-            text.stream(stream, include_usage, request), media_type="text/event-stream", headers=SSE_HEADERS
-        )
+        return sse_response(text.stream(stream, include_usage, request))
     chunks: list[Chunk] | None = [] if offsets is not None else None
-    done = await stream.result(chunks)
-    if done is None:
+    result = await whole_reply(stream, request, chunks)
+    if result is None:
         return Response(status_code=CLIENT_GONE)
-    result = done.result
-    assert isinstance(result, GenerateResult)
-    if result.final.finish_reason == "error":
-        raise APIError(result.final.error or "the generation failed", "server_error", code="engine_error")
-    request.state.usage = usage(result.final.stats)
     return JSONResponse(text.completion(result.text, result.final, chunks))
 
 
