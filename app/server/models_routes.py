@@ -89,10 +89,8 @@ async def get_model(model_id: str, request: Request) -> dict[str, Any]:
 @router.post("/v1/embeddings")
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     ctx = hearth(request)
-    texts = body.texts()
-    if not texts or any(not isinstance(t, str) for t in texts):
-        raise APIError("input must be a string or a list of strings", param="input", code="invalid_value")
-    stream = JobStream(ctx.host, EmbedJob(texts, model=ctx.job_model(body.model)), request, ctx.streams)
+    # The schema has already made `input` a string or a non-empty list of strings.
+    stream = JobStream(ctx.host, EmbedJob(body.texts(), model=ctx.job_model(body.model)), request, ctx.streams)
     done = await stream.result()
     if done is None:
         return Response(status_code=CLIENT_GONE)

@@ -39,10 +39,8 @@ def now() -> int:
 
 
 def sampling(body: _Sampling, max_tokens: int | None, logprobs: int | None = None) -> SamplingParams:
-    """The engine's sampling for an OpenAI request; refuses what it cannot honour (n > 1). `logprobs`: the
-    alternatives per token the reply shows (None: no logprobs)."""
-    if body.n not in (None, 1):
-        raise APIError("n must be 1: Hearth returns one choice per request", param="n", code="invalid_value")
+    """The engine's sampling for an OpenAI request (what it cannot honour, like n > 1, the schema refuses).
+    `logprobs`: the alternatives per token the reply shows (None: no logprobs)."""
     top_p = DEFAULT_TOP_P if body.top_p is None else max(body.top_p, 1e-6)  # 0 means "the top token only"
     values: dict[str, Any] = {
         "temperature": DEFAULT_TEMPERATURE if body.temperature is None else body.temperature,

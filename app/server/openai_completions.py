@@ -13,7 +13,6 @@ from fastapi.responses import JSONResponse, Response
 from app.core.engines.base import Chunk, GenerateRequest
 from app.core.runtime.jobs import ChunkEvent, GenerateJob, JobDone
 from app.server.context import hearth
-from app.server.errors import APIError
 from app.server.host_jobs import JobStream, stream_failure
 from app.server.openai_common import (
     CLIENT_GONE,
@@ -39,17 +38,7 @@ router = APIRouter()
 
 
 def to_generate_request(body: CompletionRequest) -> GenerateRequest:
-    if isinstance(body.prompt, list) and len(body.prompt) != 1:
-        raise APIError("prompt must be a string or a list of one string", param="prompt", code="invalid_value")
-    if body.echo:
-        raise APIError("echo is not supported", "not_supported_error", param="echo", code="unsupported")
-    if body.suffix:
-        raise APIError(
-            "suffix (fill-in-the-middle) is not supported yet",
-            "not_supported_error",
-            param="suffix",
-            code="unsupported",
-        )
+    # The schema refuses what this route does not do: prompt lists of more than one, echo, a suffix.
     prompt = body.prompt[0] if isinstance(body.prompt, list) else body.prompt
     return GenerateRequest(prompt=prompt, sampling=sampling(body, body.max_tokens, body.logprobs))
 
