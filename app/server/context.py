@@ -6,7 +6,6 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fastapi import Request
 
@@ -15,10 +14,8 @@ from app.core.library.store import Library, LocalModel
 from app.core.runtime.host import EngineHost
 from app.core.runtime.resolve import ModelResolver
 from app.server.errors import APIError
+from app.server.host_jobs import JobStream, cancel_all
 from app.server.request_log import RequestLog
-
-if TYPE_CHECKING:
-    from app.server.host_jobs import JobStream
 
 
 @dataclass
@@ -31,8 +28,6 @@ class ServerContext:
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""
-        from app.server.host_jobs import cancel_all
-
         return cancel_all(self.streams)
 
     def local_model(self, path: Path | str) -> LocalModel | None:
