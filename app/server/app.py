@@ -16,6 +16,7 @@ from app.server.context import ServerContext
 from app.server.models_routes import router as models_router
 from app.server.openai_chat import router as chat_router
 from app.server.openai_completions import router as completions_router
+from app.server.openai_responses import router as responses_router
 from app.server.request_log import RequestLog, Timer
 from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Scope, Send
 
@@ -37,7 +38,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None) -> ASGIApp:
     api.add_exception_handler(RequestValidationError, errors.validation_error_handler)
     api.add_exception_handler(StarletteHTTPException, errors.http_error_handler)
     api.add_exception_handler(Exception, errors.unexpected_error_handler)
-    for router in (models_router, chat_router, completions_router):
+    for router in (models_router, chat_router, completions_router, responses_router):
         api.include_router(router)
     _document_errors(api)
     return _Logged(FrontDoor(api, policy or Policy()), ctx.log)
@@ -72,7 +73,7 @@ ERRORS = {
 }
 
 
-STREAMING = ("/v1/chat/completions", "/v1/completions")
+STREAMING = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
 
 
 def _document_errors(api: FastAPI) -> None:
