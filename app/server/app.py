@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
 from app.server import errors
+from app.server.anthropic_messages import router as messages_router
 from app.server.context import ServerContext
 from app.server.models_routes import router as models_router
 from app.server.openai_chat import router as chat_router
@@ -38,7 +39,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None) -> ASGIApp:
     api.add_exception_handler(RequestValidationError, errors.validation_error_handler)
     api.add_exception_handler(StarletteHTTPException, errors.http_error_handler)
     api.add_exception_handler(Exception, errors.unexpected_error_handler)
-    for router in (models_router, chat_router, completions_router, responses_router):
+    for router in (models_router, chat_router, completions_router, responses_router, messages_router):
         api.include_router(router)
     _document_errors(api)
     return _Logged(FrontDoor(api, policy or Policy()), ctx.log)
