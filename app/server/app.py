@@ -61,6 +61,18 @@ ERROR_SCHEMA = {
         }
     },
 }
+ANTHROPIC_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
+}
 # What any route may answer besides success: OpenAI's error shape, with llama-server's statuses.
 ERRORS = {
     "400": "invalid request (also a prompt over the context: code context_length_exceeded)",
@@ -72,6 +84,8 @@ ERRORS = {
     "501": "not supported",
     "503": "the engine is busy (Retry-After) or stopping",
 }
+# The Messages routes answer in Anthropic's shape, and 529 where OpenAI's answer 503.
+ANTHROPIC_ERRORS = {**{k: v for k, v in ERRORS.items() if k not in ("501", "503")}, "529": ERRORS["503"]}
 
 
 STREAMING = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
@@ -89,9 +103,11 @@ def _document_errors(api: FastAPI) -> None:
             for operation in path.values():
                 responses = operation.setdefault("responses", {})
                 responses.pop("422", None)
-                for status, text in ERRORS.items():
+                anthropic = errors.is_anthropic(route)
+                shape = ANTHROPIC_ERROR_SCHEMA if anthropic else ERROR_SCHEMA
+                for status, text in (ANTHROPIC_ERRORS if anthropic else ERRORS).items():
                     responses.setdefault(
-                        status, {"description": text, "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+                        status, {"description": text, "content": {"application/json": {"schema": shape}}}
                     )
                 if route in STREAMING:
                     ok = responses.setdefault("200", {"description": "Successful Response"}).setdefault("content", {})

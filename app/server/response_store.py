@@ -46,6 +46,18 @@ class ResponseStore:
         if path is not None:
             self._read(path)
 
+    def persist(self, path: Path | None) -> None:
+        """Keep the store on disk at `path` from now on (written now), or no longer (None: the file the
+        user no longer wants kept is removed; the responses stay in memory until the app quits)."""
+        old, self.path = self.path, path
+        if path is not None:
+            self._save()
+        elif old is not None:
+            try:
+                old.unlink(missing_ok=True)
+            except OSError as exc:
+                logger.warning("could not remove %s: %s", old, exc)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)

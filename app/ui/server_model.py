@@ -11,9 +11,9 @@ from pathlib import Path
 from app.core.runtime.jobs import HostState
 from app.core.settings import ServerSettings
 
-# A running server must be restarted for these to apply; JIT, idle unload and queue size reach the
-# engine host through Services.apply_settings without one.
-RESTART_FIELDS = ("port", "bind", "api_key", "require_api_key", "cors_origins")
+# A running server must be restarted for these to apply; JIT (and its context), idle unload and queue
+# size reach the engine host through Services.apply_settings without one.
+RESTART_FIELDS = ("port", "bind", "api_key", "require_api_key", "cors_origins", "keep_responses")
 MODEL_PLACEHOLDER = "MODEL-ID"  # shown in the snippets until the library has a ready model
 KEY_PLACEHOLDER = "unused-on-loopback"  # the openai client insists on some key
 
