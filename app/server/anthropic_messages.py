@@ -33,6 +33,7 @@ from app.server.openai_common import (
     new_id,
     sse_response,
     started,
+    usage,
     whole_reply,
 )
 from app.server.reply_stream import Broken, Finished, Ping, reply_steps, whole_events
@@ -178,12 +179,11 @@ async def _stream(
         elif isinstance(step, Finished):
             tail = _block_events(segmenter.finish())
             reason, sequence = stop_reason(step.final, step.called)
-            usage = message_usage(step.final.stats)
-            request.state.usage = usage
+            request.state.usage = usage(step.final.stats)  # the request log reads one shape
             delta = {
                 "type": "message_delta",
                 "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                "usage": usage,
+                "usage": message_usage(step.final.stats),
             }
             yield b"".join([*tail, _event(delta), _event({"type": "message_stop"})])
         elif isinstance(step, Broken):

@@ -32,6 +32,7 @@ from app.server.openai_common import (
     now,
     sse_response,
     started,
+    usage,
     whole_reply,
 )
 from app.server.reply_stream import Broken, Finished, Ping, reply_steps, whole_events
@@ -177,7 +178,7 @@ async def _stream(
         elif isinstance(step, Finished):
             tail = output.events(segmenter.finish())
             response = output.finished(segmenter.segments, step.final)
-            request.state.usage = response["usage"]
+            request.state.usage = usage(step.final.stats)  # the request log reads one shape
             kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
             await _store(ctx, body, prepared, output, segmenter.segments, response)
             yield b"".join(_sse(e) for e in [*tail, output.event(kind, response=response)])

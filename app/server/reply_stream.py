@@ -39,13 +39,13 @@ class Broken:
 Step = list[Event] | Ping | Finished | Broken
 
 
-async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float = PING_EVERY_S) -> AsyncIterator[Step]:
+async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | None = None) -> AsyncIterator[Step]:
     """The reply's parser events up to its end (a Finished or Broken, always last). Once every call the
     request allows is out, the rest of the generation is not needed: it is stopped, and ends as Finished."""
     parser = shape.parser()
     called = enough = False
     try:
-        async for batch in stream.relay(ping_every):
+        async for batch in stream.relay(ping_every or PING_EVERY_S):
             if batch is None:
                 yield Ping()
                 continue

@@ -29,7 +29,10 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_HEADERS = 100
 # Routes that need no key: a liveness probe that says nothing about the models or the machine.
 OPEN_PATHS = frozenset({"/health"})
-ALLOW_HEADERS = "authorization, content-type, x-api-key, openai-beta, anthropic-version, x-stainless-os"
+ALLOW_HEADERS = (
+    "authorization, content-type, x-api-key, openai-beta, anthropic-version, anthropic-beta, "
+    "anthropic-dangerous-direct-browser-access, x-stainless-os"
+)
 
 
 @dataclass
