@@ -136,15 +136,27 @@ async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
 async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """A body that is not JSON, or does not match the request model: 400, naming the first bad field."""
     assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
+    errors = list(exc.errors())
+    # A value that is one type of a union but breaks its bounds says more than "not the other type".
+    errors.sort(key=lambda e: str(e.get("type", "")).endswith("_type"))
     first = errors[0] if errors else {}
-    where = [str(p) for p in first.get("loc", ()) if p != "body"]
+    where = [str(p) for p in first.get("loc", ()) if p != "body" and not _union_tag(p)]
     param = ".".join(where) or None
     if first.get("type") == "json_invalid":
         message, param = "the request body is not valid JSON", None
     else:
         message = f"{param or 'the request body'}: {first.get('msg', 'invalid value')}"
     return error_response(request.url.path, message, "invalid_request_error", code="invalid_value", param=param)
+
+
+UNION_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+
+
+def _union_tag(part: object) -> bool:
+    """Whether a location part names a union member (`str`, `list[...]`, a model class), not a field."""
+    if not isinstance(part, str):
+        return False
+    return part in UNION_TAGS or "[" in part or part[:1].isupper()
 
 
 async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:

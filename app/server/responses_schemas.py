@@ -4,7 +4,7 @@ so a mistake names the item it is in."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -78,7 +78,7 @@ class ReasoningOptions(_Lenient):
 
 class ResponsesRequest(_Request):
     model: str | None = Field(default=None, max_length=512)
-    input: str | list[dict[str, Any]] = Field(default="", max_length=MAX_MESSAGES)
+    input: str | Annotated[list[dict[str, Any]], Field(max_length=MAX_MESSAGES)] = ""
     instructions: str | None = None
     tools: list[FunctionToolR | CustomToolR | OtherToolR] | None = Field(default=None, max_length=512)
     tool_choice: Any = None

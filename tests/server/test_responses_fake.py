@@ -275,3 +275,11 @@ def test_hosted_tools_are_left_out_and_unknown_tool_types_refused(make_server):
     ]
     r = live.client.post("/v1/responses", json={**ASK, "tools": [{"type": "teleport"}]})
     assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_tool"
+
+
+def test_a_long_string_input_is_text_not_a_list_of_items(make_server):
+    live = make_server(script="ok", n_ctx=4096)
+    r = live.client.post("/v1/responses", json={**ASK, "input": "long " * 3000})  # 15,000 characters
+    assert r.status_code == 200
+    r = live.client.post("/v1/responses", json={**ASK, "input": [{"role": "user", "content": "x"}] * 10_001})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input"
