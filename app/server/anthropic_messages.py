@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import Chunk, GenerateRequest, GenerationStats, SamplingParams
-from app.core.runtime.jobs import CountJob, GenerateJob, TokenCount
+from app.core.runtime.jobs import CountJob, TokenCount
 from app.core.tools import ToolCall
 from app.server.anthropic_input import conversation, function_tools, tool_choice, tool_input
 from app.server.anthropic_schemas import CountTokensRequest, MessagesRequest, _Prompt
@@ -30,9 +30,9 @@ from app.server.openai_common import (
     CLIENT_GONE,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
+    begin,
     new_id,
     sse_response,
-    started,
     usage,
     whole_reply,
 )
@@ -108,13 +108,10 @@ def _tool_id(call_id: str) -> str:
 async def create_message(body: MessagesRequest, request: Request) -> Response:
     ctx = hearth(request)
     shape = _shape(body, _sampling(body))
-    job = GenerateJob(shape.base, source="api", model=ctx.job_model(body.model), prepare=shape.prepare)
-    stream = JobStream(ctx.host, job, request, ctx.streams)
-    first = await started(stream)
-    if first is None:
+    begun = await begin(ctx, request, shape.base, body.model, shape.prepare)
+    if begun is None:
         return Response(status_code=CLIENT_GONE)
-    model = body.model or ctx.model_id(first.model)
-    request.state.model = model
+    stream, model = begun
     envelope = {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": model}
     if body.stream:
         return sse_response(_stream(envelope, shape, stream, request))

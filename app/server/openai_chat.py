@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, Logprobs
-from app.core.runtime.jobs import ChunkEvent, GenerateJob, JobDone
+from app.core.runtime.jobs import ChunkEvent, JobDone
 from app.core.tools import ToolCall
 from app.server.chat_output import ChatShape, delta, message
 from app.server.context import hearth
@@ -24,13 +24,13 @@ from app.server.openai_common import (
     PING,
     PING_EVERY_S,
     SYSTEM_FINGERPRINT,
+    begin,
     finish_reason,
     new_id,
     now,
     sampling,
     sse,
     sse_response,
-    started,
     timings,
     usage,
     whole_reply,
@@ -98,13 +98,10 @@ def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, C
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
     generate, shape = to_generate_request(body)
-    job = GenerateJob(generate, source="api", model=ctx.job_model(body.model), prepare=shape.prepare)
-    stream = JobStream(ctx.host, job, request, ctx.streams)
-    first = await started(stream)
-    if first is None:
+    begun = await begin(ctx, request, generate, body.model, shape.prepare)
+    if begun is None:
         return Response(status_code=CLIENT_GONE)
-    model = body.model or ctx.model_id(first.model)
-    request.state.model = model
+    stream, model = begun
     reply = Reply(new_id("chatcmpl-"), now(), model, shape)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)

@@ -1,5 +1,5 @@
-"""What the OpenAI routes share: mapping sampling fields onto the engine's, ids, usage, SSE framing, and
-the two waits of a generation (for its start, then for its whole reply)."""
+"""What the generation routes share (OpenAI's and Anthropic's): mapping sampling fields onto the engine's,
+ids, usage, SSE framing, and the waits of a generation (for its start, then for its whole reply)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import json
 import secrets
 import string
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from app import __version__
-from app.core.engines.base import Chunk, GenerationStats, SamplingParams
-from app.core.runtime.jobs import GenerateResult, JobFailed, Started
+from app.core.engines.base import Capabilities, Chunk, GenerateRequest, GenerationStats, ModelInfo, SamplingParams
+from app.core.runtime.jobs import GenerateJob, GenerateResult, JobFailed, Started
+from app.server.context import ServerContext
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, failure_error
 from app.server.openai_schemas import _Sampling
@@ -108,6 +109,26 @@ def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
 
 def finish_reason(final: Chunk) -> str:
     return "length" if final.finish_reason == "length" else "stop"
+
+
+async def begin(
+    ctx: ServerContext,
+    request: Request,
+    generate: GenerateRequest,
+    name: str | None,
+    prepare: Callable[[ModelInfo, Capabilities], GenerateRequest] | None = None,
+) -> tuple[JobStream, str] | None:
+    """Queue a generation for the model a request `name`s and wait for it to start: its stream and the
+    model id the reply names (also left for the request log); None when the client left meanwhile.
+    A failure before any output (no such model, a prompt over the context) raises as its APIError."""
+    job = GenerateJob(generate, source="api", model=ctx.job_model(name), prepare=prepare)
+    stream = JobStream(ctx.host, job, request, ctx.streams)
+    first = await started(stream)
+    if first is None:
+        return None
+    model = name or ctx.model_id(first.model)
+    request.state.model = model
+    return stream, model
 
 
 async def started(stream: JobStream) -> Started | None:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import Chunk, GenerateRequest
-from app.core.runtime.jobs import ChunkEvent, GenerateJob, JobDone
+from app.core.runtime.jobs import ChunkEvent, JobDone
 from app.server.context import hearth
 from app.server.host_jobs import JobStream, stream_failure
 from app.server.openai_common import (
@@ -20,13 +20,13 @@ from app.server.openai_common import (
     PING,
     PING_EVERY_S,
     SYSTEM_FINGERPRINT,
+    begin,
     finish_reason,
     new_id,
     now,
     sampling,
     sse,
     sse_response,
-    started,
     timings,
     usage,
     whole_reply,
@@ -47,13 +47,10 @@ def to_generate_request(body: CompletionRequest) -> GenerateRequest:
 async def completions(body: CompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
     generate = to_generate_request(body)
-    job = GenerateJob(generate, source="api", model=ctx.job_model(body.model))
-    stream = JobStream(ctx.host, job, request, ctx.streams)
-    first = await started(stream)
-    if first is None:
+    begun = await begin(ctx, request, generate, body.model)
+    if begun is None:
         return Response(status_code=CLIENT_GONE)
-    model = body.model or ctx.model_id(first.model)
-    request.state.model = model
+    stream, model = begun
     offsets = TextOffsets(generate.prompt or "") if body.logprobs is not None else None
     text = TextReply(new_id("cmpl-"), now(), model, offsets)
     if body.stream:

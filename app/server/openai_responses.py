@@ -17,7 +17,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
-from app.core.runtime.jobs import GenerateJob
 from app.server.chat_output import ChatShape
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
@@ -28,10 +27,10 @@ from app.server.openai_common import (
     DEFAULT_TOP_P,
     PING,
     UINT32,
+    begin,
     new_id,
     now,
     sse_response,
-    started,
     usage,
     whole_reply,
 )
@@ -139,13 +138,10 @@ def envelope(body: ResponsesRequest, model: str) -> dict[str, Any]:
 async def create_response(body: ResponsesRequest, request: Request) -> Response:
     ctx = hearth(request)
     prepared = prepare(body, ctx)
-    job = GenerateJob(prepared.request, source="api", model=ctx.job_model(body.model), prepare=prepared.shape.prepare)
-    stream = JobStream(ctx.host, job, request, ctx.streams)
-    first = await started(stream)
-    if first is None:
+    begun = await begin(ctx, request, prepared.request, body.model, prepared.shape.prepare)
+    if begun is None:
         return Response(status_code=CLIENT_GONE)
-    model = body.model or ctx.model_id(first.model)
-    request.state.model = model
+    stream, model = begun
     output = Output(envelope(body, model), prepared.tools)
     if body.stream:
         return sse_response(_stream(ctx, body, prepared, output, stream, request))

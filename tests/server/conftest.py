@@ -3,6 +3,7 @@ and one over the real SmolLM2 (loaded and warmed once per session)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,3 +133,18 @@ def smol_server(smollm2_gguf: Path, tmp_path_factory) -> Iterator[Live]:
 def sse_lines(response: httpx.Response) -> list[str]:
     """The non-empty lines of an SSE body."""
     return [line for line in response.iter_lines() if line]
+
+
+def named_events(response: httpx.Response) -> list[dict]:
+    """The events of an agent-route stream (Responses, Messages): each `data:` follows an `event:` line
+    naming its type, which the data repeats."""
+    out, name = [], None
+    for line in sse_lines(response):
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            event = json.loads(line[6:])
+            assert event["type"] == name, (name, event)
+            out.append(event)
+            name = None
+    return out

@@ -10,7 +10,7 @@ import anthropic
 import httpx
 import pytest
 
-from tests.server.conftest import sse_lines
+from tests.server.conftest import named_events
 
 HEADERS = {"anthropic-version": "2023-06-01"}
 ASK = {"model": "alpha", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
@@ -20,18 +20,6 @@ WEATHER = {
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 CALL = 'Checking. <tool_call> {"name": "get_weather", "arguments": {"city": "Paris"}} </tool_call>'
-
-
-def stream_events(response: httpx.Response) -> list[dict]:
-    out, name = [], None
-    for line in sse_lines(response):
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            event = json.loads(line[6:])
-            assert event["type"] == name, (name, event)
-            out.append(event)
-    return out
 
 
 def anthropic_error(r: httpx.Response) -> dict:
@@ -68,7 +56,7 @@ def test_the_stream_is_the_documented_event_order(make_server):
     live = make_server(script="one two three")
     with live.client.stream("POST", "/v1/messages", json={**ASK, "max_tokens": 10, "stream": True}) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        got = stream_events(r)
+        got = named_events(r)
     types = [e["type"] for e in got]
     assert types[:2] == ["message_start", "content_block_start"]
     assert types[-3:] == ["content_block_stop", "message_delta", "message_stop"]
@@ -129,7 +117,7 @@ def test_tool_use_streams_input_json_deltas_that_join_to_the_input(make_server):
     live = make_server(script=CALL)
     body = {**ASK, "max_tokens": 64, "tools": [WEATHER], "stream": True, "tool_choice": {"type": "any"}}
     with live.client.stream("POST", "/v1/messages", json=body) as r:
-        got = stream_events(r)
+        got = named_events(r)
     starts = [e for e in got if e["type"] == "content_block_start"]
     assert [s["content_block"]["type"] for s in starts] == ["text", "tool_use"]
     use = starts[1]
@@ -161,7 +149,7 @@ def test_thinking_becomes_a_thinking_block_and_is_not_sent_back(make_server):
         "signature" in thinking and text == {"type": "text", "text": text["text"]} and text["text"].strip() == "Paris."
     )
     with live.client.stream("POST", "/v1/messages", json={**ASK, "max_tokens": 20, "stream": True}) as r:
-        got = stream_events(r)
+        got = named_events(r)
     deltas = [e["delta"] for e in got if e["type"] == "content_block_delta" and e["index"] == 0]
     assert {d["type"] for d in deltas} == {"thinking_delta"}
     back = {
@@ -239,7 +227,7 @@ def test_a_prompt_longer_than_the_context_is_refused_before_any_byte(make_server
 def test_a_mid_stream_failure_is_an_error_event(make_server):
     live = make_server(raise_on_token=2)
     with live.client.stream("POST", "/v1/messages", json={**ASK, "max_tokens": 10, "stream": True}) as r:
-        got = stream_events(r)
+        got = named_events(r)
     assert got[-1]["type"] == "error" and got[-1]["error"]["type"] == "api_error"
     assert "message_stop" not in [e["type"] for e in got]
     client = anthropic.Anthropic(base_url=live.url, api_key="unused", max_retries=0)

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import openai
 import pytest
 
-from tests.server.conftest import sse_lines
+from tests.server.conftest import named_events
 
 ASK = {"model": "alpha", "input": "hi", "max_output_tokens": 4}
 WEATHER = {
@@ -22,21 +21,6 @@ WEATHER = {
 }
 PATCH = {"type": "custom", "name": "apply_patch", "description": "Apply a patch"}
 CALL = 'Checking. <tool_call> {"name": "get_weather", "arguments": {"city": "Paris"}} </tool_call>'
-
-
-def stream_events(response: httpx.Response) -> list[dict]:
-    """The events of a Responses stream; every `data:` line follows an `event:` line naming its type."""
-    lines = sse_lines(response)
-    out, name = [], None
-    for line in lines:
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            event = json.loads(line[6:])
-            assert event["type"] == name, (name, event)
-            out.append(event)
-            name = None
-    return out
 
 
 def test_a_whole_response_has_a_message_with_output_text_and_usage(make_server):
@@ -62,7 +46,7 @@ def test_the_stream_is_the_documented_event_order_with_rising_sequence_numbers(m
     live = make_server(script="one two three")
     with live.client.stream("POST", "/v1/responses", json={**ASK, "max_output_tokens": 10, "stream": True}) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        got = stream_events(r)
+        got = named_events(r)
     types = [e["type"] for e in got]
     assert types[:5] == [
         "response.created",
@@ -133,7 +117,7 @@ def test_function_call_arguments_stream_under_one_item(make_server):
     live = make_server(script=CALL)
     body = {**ASK, "tools": [WEATHER], "max_output_tokens": 64, "stream": True}
     with live.client.stream("POST", "/v1/responses", json=body) as r:
-        got = stream_events(r)
+        got = named_events(r)
     added = [e for e in got if e["type"] == "response.output_item.added"]
     assert [e["item"]["type"] for e in added] == ["message", "function_call"]
     call_item = added[1]["item"]
@@ -160,7 +144,7 @@ def test_a_custom_tool_is_a_function_of_one_string_and_comes_back_as_custom_tool
     with live.client.stream(
         "POST", "/v1/responses", json={**ASK, "tools": [PATCH], "max_output_tokens": 64, "stream": True}
     ) as r:
-        got = stream_events(r)
+        got = named_events(r)
     (done,) = [e for e in got if e["type"] == "response.custom_tool_call_input.done"]
     assert done["input"] == call["input"]
     back = {
@@ -185,7 +169,7 @@ def test_reasoning_is_its_own_item_before_the_message(make_server):
     assert reasoning["type"] == "reasoning" and reasoning["content"][0]["text"].strip() == "it is in France"
     assert message["content"][0]["text"].strip() == "Paris."
     with live.client.stream("POST", "/v1/responses", json={**ASK, "max_output_tokens": 20, "stream": True}) as r:
-        got = stream_events(r)
+        got = named_events(r)
     text = "".join(e["delta"] for e in got if e["type"] == "response.reasoning_text.delta")
     assert text.strip() == "it is in France"
     (done,) = [e for e in got if e["type"] == "response.reasoning_text.done"]
@@ -240,7 +224,7 @@ def test_a_prompt_longer_than_the_context_is_400_before_any_byte(make_server, st
 def test_a_mid_stream_failure_ends_with_response_failed(make_server):
     live = make_server(raise_on_token=2)
     with live.client.stream("POST", "/v1/responses", json={**ASK, "max_output_tokens": 10, "stream": True}) as r:
-        got = stream_events(r)
+        got = named_events(r)
     last = got[-1]
     assert last["type"] == "response.failed" and last["response"]["status"] == "failed"
     assert last["response"]["error"]["code"] == "engine_error"
