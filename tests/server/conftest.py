@@ -4,6 +4,8 @@ and one over the real SmolLM2 (loaded and warmed once per session)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,3 +150,23 @@ def named_events(response: httpx.Response) -> list[dict]:
             out.append(event)
             name = None
     return out
+
+
+def flood(url: str, route: str, body: dict, clients: int = 8) -> list[httpx.Response]:
+    """`clients` requests at once (each a moment after the last, so they queue in order); their answers."""
+    results: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def call() -> None:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            r = c.post(route, json=body)
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=call) for _ in range(clients)]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)
+    for t in threads:
+        t.join(60)
+    return results

@@ -4,7 +4,6 @@ overloaded_error for Messages, each with Retry-After), pings during a long prefi
 
 from __future__ import annotations
 
-import threading
 import time
 
 import anthropic
@@ -14,7 +13,7 @@ import pytest
 
 from app.server.security import Policy
 from tests.helpers import wait_until
-from tests.server.conftest import sse_lines
+from tests.server.conftest import flood, sse_lines
 
 KEY = "hearth-agent-key-9876543210"
 RESPONSES = ("/v1/responses", {"model": "alpha", "input": "hi", "max_output_tokens": 3})
@@ -119,22 +118,8 @@ def test_a_client_that_leaves_during_a_long_prefill_frees_the_host(make_server, 
 @pytest.mark.parametrize(("route", "body"), ROUTES)
 def test_a_full_queue_is_refused_with_retry_after_in_the_routes_shape(make_server, route, body):
     live = make_server(tok_s=40, queue_size=2, script=" ".join(f"w{i}" for i in range(8)))
-    results: list[httpx.Response] = []
-    lock = threading.Lock()
     limit = "max_tokens" if is_anthropic(route) else "max_output_tokens"
-
-    def call() -> None:
-        with httpx.Client(base_url=live.url, timeout=30) as c:
-            r = c.post(route, json={**body, limit: 8})
-            with lock:
-                results.append(r)
-
-    threads = [threading.Thread(target=call) for _ in range(8)]
-    for t in threads:
-        t.start()
-        time.sleep(0.02)
-    for t in threads:
-        t.join(60)
+    results = flood(live.url, route, {**body, limit: 8})
     refused = 529 if is_anthropic(route) else 503
     statuses = sorted(r.status_code for r in results)
     assert statuses.count(200) >= 3 and refused in statuses and set(statuses) <= {200, refused}

@@ -18,7 +18,7 @@ from app.core.runtime.jobs import GenerateJob
 from app.server.app import create_app
 from app.server.runner import ServerThread
 from tests.helpers import wait_until
-from tests.server.conftest import sse_lines
+from tests.server.conftest import flood, sse_lines
 
 CHAT = {"model": "alpha", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
@@ -233,21 +233,7 @@ def test_a_long_prefill_sends_sse_pings_and_clients_read_past_them(make_server, 
 
 def test_a_full_queue_answers_503_with_retry_after_and_nothing_interleaves(make_server):
     live = make_server(tok_s=40, queue_size=2, script=" ".join(f"w{i}" for i in range(8)))
-    results: list[httpx.Response] = []
-    lock = threading.Lock()
-
-    def call() -> None:
-        with httpx.Client(base_url=live.url, timeout=30) as c:
-            r = c.post("/v1/chat/completions", json={**CHAT, "max_tokens": 8, "stream": True})
-            with lock:
-                results.append(r)
-
-    threads = [threading.Thread(target=call) for _ in range(8)]
-    for t in threads:
-        t.start()
-        time.sleep(0.02)
-    for t in threads:
-        t.join(60)
+    results = flood(live.url, "/v1/chat/completions", {**CHAT, "max_tokens": 8, "stream": True})
     statuses = sorted(r.status_code for r in results)
     assert statuses.count(200) >= 3 and 503 in statuses and set(statuses) <= {200, 503}
     for r in results:
