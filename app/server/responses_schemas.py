@@ -72,8 +72,9 @@ class TextOptions(_Lenient):
 
 class ReasoningOptions(_Lenient):
     # Accepted as the API has it; a local model reasons as its template and weights make it.
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-    summary: Literal["auto", "concise", "detailed"] | None = None
+    # Any level a client names (new ones appear often): it is echoed back, never an error.
+    effort: str | None = Field(default=None, max_length=32)
+    summary: str | None = Field(default=None, max_length=32)
 
 
 class ResponsesRequest(_Request):
