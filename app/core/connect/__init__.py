@@ -44,12 +44,15 @@ def connect_snippets(url: str, key: str = "", model: str = "", context_length: i
     return [build(target) for build in BUILDERS.values()]
 
 
+TOOL_NAMES: dict[str, str] = {s.tool: s.name for s in connect_snippets("http://127.0.0.1")}
+
 __all__ = [
     "AGENT_MIN_CONTEXT",
     "KEY_PLACEHOLDER",
     "MODEL_PLACEHOLDER",
     "ROUTE_NAMES",
     "TOOL_IDS",
+    "TOOL_NAMES",
     "Part",
     "ProbeResult",
     "Route",
