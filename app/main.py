@@ -52,7 +52,14 @@ def make_api(services: Services, store: SettingsStore) -> ApiService:  # noqa: F
         current = services.settings
         store.save(current.model_copy(update={"server": current.server.model_copy(update={"api_key": key})}))
 
-    return ApiService(services.host, services.library, services.resolver, lambda: services.settings.server, save_key)
+    return ApiService(
+        services.host,
+        services.library,
+        services.resolver,
+        lambda: services.settings.server,
+        save_key,
+        services.paths.responses_file,
+    )
 
 
 def make_probe(paths: AppPaths, settings: Settings) -> Callable[[bool], HardwareProfile]:

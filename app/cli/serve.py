@@ -51,6 +51,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.server.app import create_app
     from app.server.config import new_api_key, policy_for
     from app.server.context import ServerContext
+    from app.server.response_store import ResponseStore
     from app.server.runner import ServerThread
 
     server = ctx.settings.server
@@ -67,7 +68,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         return ctx.fail(exc, 2)
     idle = SERVE_IDLE_MINUTES if args.idle_minutes is None else max(0, args.idle_minutes)
     library = ctx.open_library()
-    resolver = ModelResolver(library)
+    resolver = ModelResolver(library, max_context=server.jit_context)
     host = EngineHost(
         default_registry(),
         calibration=ctx.calibration,
@@ -77,7 +78,8 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         idle_ttl_s=idle * 60 or None,
         name="hearth-engine",
     )
-    context = ServerContext(host, library, resolver)
+    stored = ResponseStore(ctx.paths.responses_file if server.keep_responses else None)
+    context = ServerContext(host, library, resolver, responses=stored)
     runner = ServerThread(create_app(context, policy), args.host, args.port or server.port, context.cancel_streams)
     try:
         if args.model:

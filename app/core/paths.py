@@ -36,6 +36,11 @@ class AppPaths:
         return self.data / "downloads.json"
 
     @property
+    def responses_file(self) -> Path:
+        """Stored API responses, written only when the user keeps them across restarts."""
+        return self.data / "api-responses.json"
+
+    @property
     def calibration_file(self) -> Path:
         return self.cache / "calibration.json"
 

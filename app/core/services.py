@@ -50,7 +50,7 @@ class Services:
             token=hub.token,
             endpoint=hub.endpoint,
         )
-        resolver = ModelResolver(library)
+        resolver = ModelResolver(library, max_context=settings.server.jit_context)
         host = EngineHost(
             default_registry(),
             calibration=calibration,
@@ -76,6 +76,7 @@ class Services:
         self.downloads.endpoint = client.endpoint
         self.downloads.set_max_parallel(settings.parallel_downloads)
         self.host.jit = settings.server.jit_load
+        self.resolver.max_context = settings.server.jit_context
         self.host.queue_size = settings.server.queue_size
         self.host.idle_ttl_s = settings.server.idle_ttl_minutes * 60 or None
 

@@ -44,6 +44,10 @@ class ServerSettings(BaseModel):
     jit_load: bool = True  # a request for a model that is not loaded loads it
     idle_ttl_minutes: int = Field(default=0, ge=0, le=24 * 60)  # 0: never unload an idle model
     queue_size: int = Field(default=8, ge=1, le=256)
+    # The context a JIT load asks the planner for; it lowers it to what fits. 0: the model's trained
+    # length (agents send 10-30k-token system prompts; the chat's default of 8k is too short for them).
+    jit_context: int = Field(default=0, ge=0, le=1 << 20)
+    keep_responses: bool = False  # stored Responses (previous_response_id) survive a restart, on disk
 
     @property
     def key_required(self) -> bool:

@@ -12,10 +12,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
 from app.server import errors
+from app.server.anthropic_messages import router as messages_router
 from app.server.context import ServerContext
 from app.server.models_routes import router as models_router
 from app.server.openai_chat import router as chat_router
 from app.server.openai_completions import router as completions_router
+from app.server.openai_responses import router as responses_router
 from app.server.request_log import RequestLog, Timer
 from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Scope, Send
 
@@ -37,7 +39,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None) -> ASGIApp:
     api.add_exception_handler(RequestValidationError, errors.validation_error_handler)
     api.add_exception_handler(StarletteHTTPException, errors.http_error_handler)
     api.add_exception_handler(Exception, errors.unexpected_error_handler)
-    for router in (models_router, chat_router, completions_router):
+    for router in (models_router, chat_router, completions_router, responses_router, messages_router):
         api.include_router(router)
     _document_errors(api)
     return _Logged(FrontDoor(api, policy or Policy()), ctx.log)
@@ -59,6 +61,18 @@ ERROR_SCHEMA = {
         }
     },
 }
+ANTHROPIC_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
+}
 # What any route may answer besides success: OpenAI's error shape, with llama-server's statuses.
 ERRORS = {
     "400": "invalid request (also a prompt over the context: code context_length_exceeded)",
@@ -70,9 +84,11 @@ ERRORS = {
     "501": "not supported",
     "503": "the engine is busy (Retry-After) or stopping",
 }
+# The Messages routes answer in Anthropic's shape, and 529 where OpenAI's answer 503.
+ANTHROPIC_ERRORS = {**{k: v for k, v in ERRORS.items() if k not in ("501", "503")}, "529": ERRORS["503"]}
 
 
-STREAMING = ("/v1/chat/completions", "/v1/completions")
+STREAMING = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
 
 
 def _document_errors(api: FastAPI) -> None:
@@ -87,9 +103,11 @@ def _document_errors(api: FastAPI) -> None:
             for operation in path.values():
                 responses = operation.setdefault("responses", {})
                 responses.pop("422", None)
-                for status, text in ERRORS.items():
+                anthropic = errors.is_anthropic(route)
+                shape = ANTHROPIC_ERROR_SCHEMA if anthropic else ERROR_SCHEMA
+                for status, text in (ANTHROPIC_ERRORS if anthropic else ERRORS).items():
                     responses.setdefault(
-                        status, {"description": text, "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+                        status, {"description": text, "content": {"application/json": {"schema": shape}}}
                     )
                 if route in STREAMING:
                     ok = responses.setdefault("200", {"description": "Successful Response"}).setdefault("content", {})

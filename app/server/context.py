@@ -16,6 +16,7 @@ from app.core.runtime.resolve import ModelResolver
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, cancel_all
 from app.server.request_log import RequestLog
+from app.server.response_store import ResponseStore
 
 
 @dataclass
@@ -25,6 +26,7 @@ class ServerContext:
     resolver: ModelResolver | None = None
     log: RequestLog = field(default_factory=RequestLog)
     streams: weakref.WeakSet[JobStream] = field(default_factory=weakref.WeakSet)  # requests waiting on a job
+    responses: ResponseStore = field(default_factory=ResponseStore)  # stored Responses (previous_response_id)
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""

@@ -1,5 +1,7 @@
-"""Errors in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, with string codes and the
-HTTP status llama-server uses for each type, so clients that branch on either keep working."""
+"""Errors in each API's own shape: OpenAI's `{"error": {"message", "type", "param", "code"}}` (string codes,
+and the HTTP status llama-server uses for each type, so clients that branch on either keep working), and
+Anthropic's `{"type": "error", "error": {"type", "message"}}` on the Messages routes, with its types and
+its 529 for an overloaded server. Routes raise one APIError; the path decides how it is written."""
 
 from __future__ import annotations
 
@@ -36,6 +38,41 @@ FAILURES = {
 }
 
 
+ANTHROPIC_PREFIX = "/v1/messages"
+# OpenAI's error type → Anthropic's (anything unlisted is invalid_request_error).
+ANTHROPIC_TYPES = {
+    "authentication_error": ("authentication_error", 401),
+    "permission_error": ("permission_error", 403),
+    "not_found_error": ("not_found_error", 404),
+    "request_too_large": ("request_too_large", 413),
+    "unavailable_error": ("overloaded_error", 529),
+    "server_error": ("api_error", 500),
+}
+
+
+def is_anthropic(path: str) -> bool:
+    return path == ANTHROPIC_PREFIX or path.startswith(ANTHROPIC_PREFIX + "/")
+
+
+def anthropic_error(message: str, type_: str) -> tuple[dict[str, Any], int]:
+    """Anthropic's body and status for an error of (OpenAI's) `type_`."""
+    kind, status = ANTHROPIC_TYPES.get(type_, ("invalid_request_error", 0))
+    return {"type": "error", "error": {"type": kind, "message": message}}, status
+
+
+def shaped_error(
+    path: str, message: str, type_: str, code: str | None = None, param: str | None = None, status: int | None = None
+) -> tuple[dict[str, Any], int]:
+    """The body and status of an error on `path`, in the shape its API uses."""
+    status = status or STATUS.get(type_, 400)
+    if is_anthropic(path):
+        if status == 404:
+            type_ = "not_found_error"  # a missing model is "invalid_request_error" to OpenAI, 404 to both
+        body, own = anthropic_error(message, type_)
+        return body, own or (status if status < 500 else 500)
+    return error_body(message, type_, code, param), status
+
+
 class APIError(Exception):
     """Raised by a route: becomes the error response."""
 
@@ -63,6 +100,7 @@ def error_body(message: str, type_: str, code: str | None = None, param: str | N
 
 
 def error_response(
+    path: str,
     message: str,
     type_: str,
     *,
@@ -71,9 +109,8 @@ def error_response(
     status: int | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    return JSONResponse(
-        error_body(message, type_, code, param), status_code=status or STATUS.get(type_, 400), headers=headers
-    )
+    body, status = shaped_error(path, message, type_, code, param, status)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def from_failure(message: str, code: str, retry_after: float | None = None, param: str | None = None) -> APIError:
@@ -83,26 +120,46 @@ def from_failure(message: str, code: str, retry_after: float | None = None, para
     return APIError(message, type_, code=code, param=param, status=status, headers=headers)
 
 
-async def api_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, APIError)
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
+    return error_response(
+        request.url.path,
+        exc.message,
+        exc.type,
+        code=exc.code,
+        param=exc.param,
+        status=exc.status,
+        headers=exc.headers or None,
+    )
 
 
-async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """A body that is not JSON, or does not match the request model: 400, naming the first bad field."""
     assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
+    errors = list(exc.errors())
+    # A value that is one type of a union but breaks its bounds says more than "not the other type".
+    errors.sort(key=lambda e: str(e.get("type", "")).endswith("_type"))
     first = errors[0] if errors else {}
-    where = [str(p) for p in first.get("loc", ()) if p != "body"]
+    where = [str(p) for p in first.get("loc", ()) if p != "body" and not _union_tag(p)]
     param = ".".join(where) or None
     if first.get("type") == "json_invalid":
         message, param = "the request body is not valid JSON", None
     else:
         message = f"{param or 'the request body'}: {first.get('msg', 'invalid value')}"
-    return error_response(message, "invalid_request_error", code="invalid_value", param=param)
+    return error_response(request.url.path, message, "invalid_request_error", code="invalid_value", param=param)
 
 
-async def http_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+UNION_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+
+
+def _union_tag(part: object) -> bool:
+    """Whether a location part names a union member (`str`, `list[...]`, a model class), not a field."""
+    if not isinstance(part, str):
+        return False
+    return part in UNION_TAGS or "[" in part or part[:1].isupper()
+
+
+async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     type_ = {
         401: "authentication_error",
@@ -113,9 +170,9 @@ async def http_error_handler(_request: Request, exc: Exception) -> JSONResponse:
     }.get(exc.status_code, "invalid_request_error")
     if exc.status_code >= 500:
         type_ = "server_error"
-    return error_response(str(exc.detail), type_, status=exc.status_code)
+    return error_response(request.url.path, str(exc.detail), type_, status=exc.status_code)
 
 
-async def unexpected_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("request failed", exc_info=exc)
-    return error_response(f"the server failed: {type(exc).__name__}", "server_error", status=500)
+    return error_response(request.url.path, f"the server failed: {type(exc).__name__}", "server_error", status=500)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import struct
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,6 +25,7 @@ from app.server.openai_common import CLIENT_GONE
 from app.server.openai_schemas import EmbeddingRequest
 
 router = APIRouter()
+ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
 
 
 def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
@@ -42,10 +44,16 @@ def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
         "object": "model",
         "created": int(model.added_at),
         "owned_by": owner,
+        # Anthropic's model fields, so its clients list models from the same route.
+        "type": "model",
+        "display_name": model.name,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(model.added_at)),
         "format": model.format,
         "quant": model.quant,
         "loaded": loaded,
+        # The one context every route gets: loaded, what it runs with; else what a request would load it with.
         "context_length": context,
+        "context_by_route": dict.fromkeys(ROUTES, context),
         # Tools: in the model's own format when its template has one, else Hearth's prompt fallback;
         # forced calls and JSON schemas need grammars, which the GGUF engine has.
         "capabilities": {
@@ -68,7 +76,15 @@ async def list_models(request: Request) -> dict[str, Any]:
     ctx = hearth(request)
     # Planning a model reads its header: off the event loop, so a long list never stalls a stream.
     data = await asyncio.to_thread(lambda: [describe(ctx, m) for m in _ready_models(ctx)])
-    return {"object": "list", "data": data}
+    ids = [m["id"] for m in data]
+    # OpenAI's list, with Anthropic's paging fields (one page: a library is small).
+    return {
+        "object": "list",
+        "data": data,
+        "has_more": False,
+        "first_id": ids[0] if ids else None,
+        "last_id": ids[-1] if ids else None,
+    }
 
 
 @router.get("/v1/models/{model_id:path}")

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.server.errors import error_body
+from app.server.errors import shaped_error
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,10 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_HEADERS = 100
 # Routes that need no key: a liveness probe that says nothing about the models or the machine.
 OPEN_PATHS = frozenset({"/health"})
-ALLOW_HEADERS = "authorization, content-type, x-api-key, openai-beta, anthropic-version, x-stainless-os"
+ALLOW_HEADERS = (
+    "authorization, content-type, x-api-key, openai-beta, anthropic-version, anthropic-beta, "
+    "anthropic-dangerous-direct-browser-access, x-stainless-os"
+)
 
 
 @dataclass
@@ -85,13 +88,16 @@ class FrontDoor:
         policy = self.policy
         raw = scope.get("headers", [])
         if len(raw) > MAX_HEADERS:
-            await _reply(send, 400, "too many request headers", "invalid_request_error", "too_many_headers")
+            await _reply(
+                send, scope["path"], 400, "too many request headers", "invalid_request_error", "too_many_headers"
+            )
             return
         headers = _headers(scope)
         if host_name(headers.get("host", "")) not in policy.allowed_hosts:
             # DNS rebinding: a page on evil.example resolving to 127.0.0.1 still sends its own Host.
             await _reply(
                 send,
+                scope["path"],
                 403,
                 "this server answers only requests addressed to it by its own name (Host)",
                 "permission_error",
@@ -104,6 +110,7 @@ class FrontDoor:
             # Browsers send Origin; a page from an origin the user did not allow gets nothing at all.
             await _reply(
                 send,
+                scope["path"],
                 403,
                 f"requests from the web origin {origin[:100]!r} are not allowed",
                 "permission_error",
@@ -133,6 +140,7 @@ class FrontDoor:
         if policy.api_key and scope["path"] not in OPEN_PATHS and not self._authorized(headers, policy.api_key):
             await _reply(
                 send,
+                scope["path"],
                 401,
                 "a valid API key is needed (Authorization: Bearer <key>, or x-api-key)",
                 "authentication_error",
@@ -143,13 +151,13 @@ class FrontDoor:
         length = headers.get("content-length")
         too_large = f"the request body is larger than {policy.max_body_bytes // (1024 * 1024)} MiB"
         if length is not None and (not length.isdigit() or int(length) > policy.max_body_bytes):
-            await _reply(send, 413, too_large, "request_too_large", "body_too_large", cors)
+            await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors)
             return
         if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
             # A chunked body has no length to check up front: read it here, within the cap, then replay it.
             body = await _read_capped(receive, policy.max_body_bytes)
             if body is None:
-                await _reply(send, 413, too_large, "request_too_large", "body_too_large", cors)
+                await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors)
                 return
             receive = _replay(body, receive)
         await self.app(scope, receive, _with_headers(send, cors))
@@ -206,9 +214,16 @@ def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
 
 
 async def _reply(
-    send: Send, status: int, message: str, type_: str, code: str, extra: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    path: str,
+    status: int,
+    message: str,
+    type_: str,
+    code: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    body = json.dumps(error_body(message, type_, code)).encode()
+    shaped, status = shaped_error(path, message, type_, code, status=status)
+    body = json.dumps(shaped).encode()
     await send(
         {
             "type": "http.response.start",

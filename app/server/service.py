@@ -8,6 +8,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from app.core.events import Event
 from app.core.library.store import Library
@@ -18,6 +19,7 @@ from app.server.app import create_app
 from app.server.config import bind_address, new_api_key, policy_for
 from app.server.context import ServerContext
 from app.server.request_log import RequestLog
+from app.server.response_store import ResponseStore
 from app.server.runner import ServerError, ServerThread
 
 logger = logging.getLogger(__name__)
@@ -40,11 +42,16 @@ class ApiService:
         resolver: ModelResolver,
         settings: Callable[[], ServerSettings],
         save_key: Callable[[str], None] | None = None,
+        responses_file: Path | None = None,
     ) -> None:
-        """`settings()` gives the current Server settings; `save_key(key)` stores a key made for LAN mode."""
+        """`settings()` gives the current Server settings; `save_key(key)` stores a key made for LAN mode;
+        `responses_file` is where stored responses go when the user keeps them across restarts."""
         self.host, self.library, self.resolver = host, library, resolver
         self.settings, self.save_key = settings, save_key
         self.log = RequestLog()
+        self.responses_file = responses_file
+        # Outlives each server start, so a restart for a settings change keeps previous_response_id working.
+        self.responses = ResponseStore(self._responses_path(settings()))
         self.changed: Event[ServerStatus] = Event("server.changed")
         self.status = ServerStatus(False)
         self._lock = threading.Lock()
@@ -59,7 +66,8 @@ class ApiService:
                 settings = settings.model_copy(update={"api_key": new_api_key()})
                 if self.save_key is not None:
                     self.save_key(settings.api_key)
-            context = ServerContext(self.host, self.library, self.resolver, self.log)
+            self.responses.persist(self._responses_path(settings))
+            context = ServerContext(self.host, self.library, self.resolver, self.log, responses=self.responses)
             runner = ServerThread(
                 create_app(context, policy_for(settings)), bind_address(settings), settings.port, context.cancel_streams
             )
@@ -75,6 +83,9 @@ class ApiService:
             status = self.status
         self.changed.emit(status)
         return status
+
+    def _responses_path(self, settings: ServerSettings) -> Path | None:
+        return self.responses_file if settings.keep_responses else None
 
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:

@@ -12,9 +12,9 @@ from app.core.connect import KEY_PLACEHOLDER, MODEL_PLACEHOLDER
 from app.core.runtime.jobs import HostState
 from app.core.settings import ServerSettings
 
-# A running server must be restarted for these to apply; JIT, idle unload and queue size reach the
-# engine host through Services.apply_settings without one.
-RESTART_FIELDS = ("port", "bind", "api_key", "require_api_key", "cors_origins")
+# A running server must be restarted for these to apply; JIT (and its context), idle unload and queue
+# size reach the engine host through Services.apply_settings without one.
+RESTART_FIELDS = ("port", "bind", "api_key", "require_api_key", "cors_origins", "keep_responses")
 MASK_SHOWN = 7  # the characters of a key the page shows until Show: "hearth-" says which kind it is
 
 

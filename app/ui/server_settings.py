@@ -72,6 +72,13 @@ class ServerSettingsForm(QFrame):
         self.idle = _spin("idle_ttl_minutes", " min")
         self.idle.setSpecialValueText("never")  # shown at the minimum, 0
         self.queue = _spin("queue_size", " requests")
+        self.jit_context = _spin("jit_context", " tokens")
+        self.jit_context.setSingleStep(4096)
+        self.jit_context.setSpecialValueText("the largest that fits")  # 0: up to the model's trained length
+        self.jit_context.setToolTip(
+            "The context a model loaded for an API request asks for; Hearth lowers it to what fits this machine."
+        )
+        self.keep_responses = QCheckBox("Keep stored responses (previous_response_id) across restarts")
 
         form = QFormLayout()
         form.addRow("Port", self.port)
@@ -82,8 +89,10 @@ class ServerSettingsForm(QFrame):
         form.addRow(self.start_with_app)
         form.addRow(self.keep_in_tray)
         form.addRow(self.jit)
+        form.addRow("Context for JIT loads", self.jit_context)
         form.addRow("Unload an idle model after", self.idle)
         form.addRow("Queue size", self.queue)
+        form.addRow(self.keep_responses)
 
         self.error = QLabel()
         self.error.setWordWrap(True)
@@ -118,6 +127,8 @@ class ServerSettingsForm(QFrame):
         self.jit.setChecked(settings.jit_load)
         self.idle.setValue(settings.idle_ttl_minutes)
         self.queue.setValue(settings.queue_size)
+        self.jit_context.setValue(settings.jit_context)
+        self.keep_responses.setChecked(settings.keep_responses)
         self._bind_changed()
         self.show_error("")
 
@@ -145,6 +156,8 @@ class ServerSettingsForm(QFrame):
             "jit_load": self.jit.isChecked(),
             "idle_ttl_minutes": self.idle.value(),
             "queue_size": self.queue.value(),
+            "jit_context": self.jit_context.value(),
+            "keep_responses": self.keep_responses.isChecked(),
         }
 
     def edited(self, base: ServerSettings) -> ServerSettings:

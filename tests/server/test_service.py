@@ -16,13 +16,13 @@ from tests.helpers import wait_until
 from tests.server.conftest import fake_library, no_preflight
 
 
-def _service(tmp_path, settings: ServerSettings, saved: list[str]):
+def _service(tmp_path, settings: ServerSettings, saved: list[str], responses_file=None):
     library = fake_library(tmp_path)
     resolver = ModelResolver(library, machine=lambda: None)
     host = EngineHost(registry_with_fake(), preflight=no_preflight, resolver=resolver, name="test-api-service")
     host.load_sync(LoadSpec(path=library.find("alpha").path, n_ctx=64), "fake")
     current = {"s": settings}
-    api = ApiService(host, library, resolver, lambda: current["s"], saved.append)
+    api = ApiService(host, library, resolver, lambda: current["s"], saved.append, responses_file)
     return api, host, library, current
 
 
@@ -86,5 +86,34 @@ def test_lan_mode_makes_and_saves_a_key_and_requires_it(tmp_path):
         assert ok.status_code == 200
     finally:
         api.stop()
+        host.shutdown(5)
+        library.close()
+
+
+def test_stored_responses_survive_a_restart_and_reach_disk_only_when_kept(tmp_path):
+    file = tmp_path / "api-responses.json"
+    api, host, library, current = _service(tmp_path / "a", ServerSettings(port=_free_port()), [], file)
+    try:
+        url = api.start().url
+        first = httpx.post(url + "/responses", json={"input": "hi", "max_output_tokens": 2}).json()
+        current["s"] = current["s"].model_copy(update={"port": _free_port()})
+        url = api.restart().url  # a settings change restarts the server; its stored responses stay
+        follow = {"input": "again", "max_output_tokens": 2, "previous_response_id": first["id"]}
+        assert httpx.post(url + "/responses", json=follow).status_code == 200
+        assert not file.exists()  # not kept across Hearth restarts unless the user says so
+        current["s"] = current["s"].model_copy(update={"keep_responses": True})
+        api.restart()
+        assert file.exists() and first["id"] in file.read_text()
+    finally:
+        api.stop()
+        host.shutdown(5)
+        library.close()
+    again, host, library, _ = _service(tmp_path / "b", ServerSettings(port=_free_port(), keep_responses=True), [], file)
+    try:
+        url = again.start().url
+        r = httpx.get(url + f"/responses/{first['id']}")
+        assert r.status_code == 200 and r.json()["id"] == first["id"]
+    finally:
+        again.stop()
         host.shutdown(5)
         library.close()

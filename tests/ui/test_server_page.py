@@ -310,12 +310,15 @@ def test_valid_edits_are_saved_and_invalid_ones_show_pydantic_words_and_save_not
     form.jit.setChecked(False)
     form.start_with_app.setChecked(True)
     form.keep_in_tray.setChecked(False)
+    form.jit_context.setValue(32768)
+    form.keep_responses.setChecked(True)
     with qtbot.waitSignal(env.page.settings_saved, timeout=WAIT_MS):
         form.save_button.click()
     saved = env.store.load().server
     assert saved.cors_origins == ["http://localhost:3000", "https://app.example:8443"]
     assert (saved.idle_ttl_minutes, saved.queue_size, saved.jit_load) == (15, 4, False)
     assert saved.start_with_app and not saved.keep_serving_in_tray
+    assert saved.jit_context == 32768 and saved.keep_responses
     assert not form.error.isVisibleTo(form) and form.note.text() == "Saved."
     assert form.origins.toPlainText() == "http://localhost:3000\nhttps://app.example:8443"  # as validated
     assert not form.dirty and env.settings.server == saved
@@ -326,6 +329,7 @@ def test_the_spin_boxes_offer_what_the_settings_accept(make_env):
     assert (form.port.minimum(), form.port.maximum()) == (1, 65535)
     assert (form.idle.minimum(), form.idle.maximum()) == (0, 24 * 60) and form.idle.text() == "never"
     assert (form.queue.minimum(), form.queue.maximum()) == (1, 256)
+    assert form.jit_context.minimum() == 0 and form.jit_context.text() == "the largest that fits"
 
 
 def test_a_new_port_restarts_a_running_server_there(make_env, qtbot):

@@ -203,6 +203,7 @@ class Chunk:
     stats: GenerationStats | None = None
     error: str | None = None
     logprobs: Logprobs | None = None
+    stop_sequence: str | None = None  # on the last chunk: the stop string that ended the reply, if one did
 
 
 @dataclass

@@ -268,7 +268,7 @@ class FakeEngine:
         t_end = time.perf_counter()
         stats.generated_tokens = n
         stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
-        yield Chunk(text=stops.flush(), finish_reason=finish, stats=stats)
+        yield Chunk(text=stops.flush(), finish_reason=finish, stats=stats, stop_sequence=stops.hit)
 
 
 def registry_with_fake(engines: list[FakeEngine] | None = None, **engine_kwargs) -> EngineRegistry:

@@ -224,7 +224,8 @@ class LlamaCppEngine:
                 stats.decode_tok_s = (stats.generated_tokens - 1) / (last_token_at - first_token_at)
             stats.peak_memory_bytes = peak_memory_bytes()
             text = stream.flush()  # empty after a stop string; otherwise the held-back tail
-            return Chunk(text=text, finish_reason=reason, stats=stats, error=error)  # type: ignore[arg-type]
+            hit = stream.hit if reason == "stop" else None
+            return Chunk(text=text, finish_reason=reason, stats=stats, error=error, stop_sequence=hit)  # type: ignore[arg-type]
 
         try:
             seed = sp.seed if sp.seed is not None else (self._spec.seed if self._spec else None)

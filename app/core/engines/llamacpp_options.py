@@ -124,6 +124,11 @@ class TextStream:
     def stopped(self) -> bool:
         return self._stops.hit is not None
 
+    @property
+    def hit(self) -> str | None:
+        """The stop string that ended the text, if one did."""
+        return self._stops.hit
+
     def push(self, data: bytes) -> str:
         """The text that can be shown now; `stopped` turns true when a stop string appeared."""
         return self._stops.feed(self._decoder.decode(data))

@@ -341,7 +341,7 @@ class MlxEngine:
         n = len(generated)
         stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
         stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
-        yield Chunk(text=tail, finish_reason=finish, stats=stats)
+        yield Chunk(text=tail, finish_reason=finish, stats=stats, stop_sequence=stops.hit)
 
     # -- logprobs --------------------------------------------------------------------------------
     @staticmethod

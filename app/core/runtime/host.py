@@ -236,7 +236,8 @@ class EngineHost:
         elif isinstance(job, CountJob):
             engine = self._engine_for(job.model, handle)
             info = engine.info
-            self._finish(handle, TokenCount(engine.count_tokens(job.request), info.n_ctx if info else 0))
+            request = job.prepare(info, engine.capabilities) if job.prepare is not None and info else job.request
+            self._finish(handle, TokenCount(engine.count_tokens(request), info.n_ctx if info else 0))
         elif isinstance(job, EmbedJob):
             self._finish(handle, self._engine_for(job.model, handle).embed(job.texts))
         else:

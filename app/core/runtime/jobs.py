@@ -84,6 +84,8 @@ class CountJob:
 
     request: GenerateRequest
     model: str | None = None
+    # As a GenerateJob's: the request as the model that counts it renders it (its tools in its template).
+    prepare: Callable[[ModelInfo, Capabilities], GenerateRequest] | None = None
 
 
 @dataclass

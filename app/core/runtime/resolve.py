@@ -1,8 +1,8 @@
 """Model names as API clients send them → library models, and how each loads here.
 
 A job that names a model is resolved when it starts (see host.py); a JIT load uses the planner's
-defaults on this machine, as the chat's model bar does: the largest context up to the default that
-fits, GPU layers and KV cache type as planned.
+plan on this machine: the largest context up to `max_context` that fits (0: up to the model's trained
+length, what agents need), GPU layers and KV cache type as planned.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from app.core.engines.base import LoadSpec
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
+from app.core.models.spec import ModelSpec
 from app.core.runtime.jobs import LoadJob, ModelNotFound
 from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, live_machine, plan_model
 
@@ -26,11 +27,15 @@ class ModelResolver:
     """`resolver(name) -> LoadJob` for the host; `load_spec(model)` and `context_length(model)` for listings.
     Thread-safe: the host thread resolves, the server's threads list."""
 
-    def __init__(self, library: Library, machine: Callable[[], Machine | None] = live_machine) -> None:
+    def __init__(
+        self, library: Library, machine: Callable[[], Machine | None] = live_machine, max_context: int | None = None
+    ) -> None:
+        """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default)."""
         self.library = library
         self.machine = machine
+        self.max_context = max_context
         self._lock = threading.Lock()
-        self._planned: dict[tuple[str, int, int], LoadSpec] = {}  # (path, size, mtime) -> spec
+        self._planned: dict[tuple[str, int, int, int | None], LoadSpec] = {}  # (path, size, mtime, ask) -> spec
 
     def find(self, name: str) -> LocalModel:
         """The ready library model `name` means (its name, id, `repo:QUANT` or path); else ModelNotFound."""
@@ -47,7 +52,7 @@ class ModelResolver:
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
-        key = _file_key(model.path)
+        key = (*_file_key(model.path), self.max_context)
         with self._lock:
             cached = self._planned.get(key)
         if cached is not None:
@@ -69,7 +74,7 @@ class ModelResolver:
         machine = self.machine()
         if spec is None or machine is None:
             return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
-        plan = plan_model(spec, machine, default_context(spec), label=path.name).plan
+        plan = plan_model(spec, machine, self._asked(spec), label=path.name).plan
         opts = plan.options
         return LoadSpec(
             path=path,
@@ -79,6 +84,12 @@ class ModelResolver:
             cache_type_k=opts.cache_type_k,
             cache_type_v=opts.cache_type_v,
         )
+
+    def _asked(self, spec: ModelSpec) -> int:
+        trained = spec.n_ctx_train or FALLBACK_CTX
+        if self.max_context is None:
+            return default_context(spec)
+        return trained if self.max_context == 0 else min(self.max_context, trained)
 
 
 def _file_key(path: Path) -> tuple[str, int, int]:

@@ -1,0 +1,87 @@
+"""A generation as the agent routes (Responses, Anthropic Messages) consume it: parser events in batches,
+a ping when nothing came for a while, then how it ended. Chat Completions keeps its own loop because its
+logprobs follow the chunks; the tool-call limit and the failure rules are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+
+from app.core.engines.base import Chunk
+from app.core.runtime.jobs import ChunkEvent, JobDone
+from app.core.tools import Event, ToolCallStart
+from app.server.chat_output import ChatShape
+from app.server.host_jobs import JobStream, stream_failure
+from app.server.openai_common import PING_EVERY_S
+
+
+@dataclass(frozen=True)
+class Ping:
+    """Nothing arrived for a while (a long prompt evaluation): send the API's keep-alive."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    final: Chunk  # finish_reason and stats
+    called: bool  # the reply made a tool call
+
+
+@dataclass(frozen=True)
+class Broken:
+    """The generation failed after it began: the stream ends with the API's error event."""
+
+    message: str
+    type: str
+    code: str
+
+
+Step = list[Event] | Ping | Finished | Broken
+
+
+async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | None = None) -> AsyncIterator[Step]:
+    """The reply's parser events up to its end (a Finished or Broken, always last). Once every call the
+    request allows is out, the rest of the generation is not needed: it is stopped, and ends as Finished."""
+    parser = shape.parser()
+    called = enough = False
+    try:
+        async for batch in stream.relay(ping_every or PING_EVERY_S):
+            if batch is None:
+                yield Ping()
+                continue
+            events: list[Event] = []
+            for event in batch:
+                if isinstance(event, ChunkEvent):
+                    if event.chunk.text:
+                        new = parser.feed(event.chunk.text)
+                        called = called or any(isinstance(e, ToolCallStart) for e in new)
+                        events += new
+                        if called and parser.limit_reached and not enough:
+                            enough = True
+                            stream.handle.cancel()
+                    continue
+                events += parser.finish()
+                called = called or any(isinstance(e, ToolCallStart) for e in events)
+                if events:
+                    yield events
+                    events = []
+                if enough and isinstance(event, JobDone) and event.result.final.finish_reason == "cancelled":
+                    yield Finished(replace(event.result.final, finish_reason="stop"), True)
+                    return
+                failure = stream_failure(event)
+                if failure is not None:
+                    error = failure["error"]
+                    yield Broken(error["message"], error["type"], error["code"] or "engine_error")
+                elif isinstance(event, JobDone):
+                    yield Finished(event.result.final, called)
+                return
+            if events:
+                yield events
+    finally:
+        stream.cancel()  # the client left, or we are done (then a no-op)
+
+
+def whole_events(shape: ChatShape, text: str) -> list[Event]:
+    """A whole reply's parser events, exactly as its stream would have given them."""
+    parser = shape.parser()
+    return parser.feed(text) + parser.finish() if text else parser.finish()

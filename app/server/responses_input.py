@@ -1,0 +1,178 @@
+"""From a Responses API request to the conversation a chat template renders, and back: input items
+(messages, function and custom tool calls and their outputs, reasoning) become chat messages; tools
+become OpenAI function tools (a custom tool as a function taking one string, `input`).
+
+Items are checked here one by one, so an error names the item (`input.3.call_id`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.engines.base import ChatMessage
+from app.core.tools import ToolCall
+from app.core.tools.types import arguments_json
+from app.server.errors import APIError
+from app.server.responses_schemas import HOSTED_TOOLS, CustomToolR, FunctionToolR, ResponsesRequest
+
+TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
+CUSTOM_INPUT = "input"  # the one parameter a custom tool's function takes
+
+
+def custom_parameters(tool: CustomToolR) -> dict[str, Any]:
+    about = "the tool's whole input, as free text"
+    if tool.format and tool.format.get("type") == "grammar" and isinstance(tool.format.get("definition"), str):
+        about += f" in this {tool.format.get('syntax', 'grammar')} grammar:\n{tool.format['definition'][:4000]}"
+    return {
+        "type": "object",
+        "properties": {CUSTOM_INPUT: {"type": "string", "description": about}},
+        "required": [CUSTOM_INPUT],
+    }
+
+
+@dataclass
+class Tools:
+    """The request's tools as the template and the tool-call parser see them."""
+
+    functions: list[dict[str, Any]] = field(default_factory=list)
+    custom: set[str] = field(default_factory=set)  # names whose calls go out as custom_tool_call
+
+    def custom_input(self, call: ToolCall) -> str:
+        """The free text of a custom tool's call: its `input`, or the raw text if the model wrote other JSON."""
+        args = call.arguments_dict()
+        if args is not None and isinstance(args.get(CUSTOM_INPUT), str):
+            return str(args[CUSTOM_INPUT])
+        return call.arguments
+
+
+def tools_of(body: ResponsesRequest) -> Tools:
+    out = Tools()
+    for tool in body.tools or []:
+        if isinstance(tool, FunctionToolR):
+            fn = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+            out.functions.append({"type": "function", "function": {k: v for k, v in fn.items() if v is not None}})
+        elif isinstance(tool, CustomToolR):
+            fn = {"name": tool.name, "parameters": custom_parameters(tool)}
+            if tool.description:
+                fn["description"] = tool.description
+            out.functions.append({"type": "function", "function": fn})
+            out.custom.add(tool.name)
+        elif tool.type not in HOSTED_TOOLS:
+            raise APIError(
+                f"the tool type {tool.type[:60]!r} is not supported here (function and custom tools are)",
+                param="tools",
+                code="unsupported_tool",
+            )
+    return out
+
+
+def chat_tool_choice(choice: Any) -> Any:
+    """Responses' tool_choice in Chat Completions' form: `{"type": "function"|"custom", "name"}` names a tool."""
+    if isinstance(choice, dict) and choice.get("type") in ("function", "custom") and "name" in choice:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return choice.get("mode", "auto")
+    return choice
+
+
+def _text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise APIError(f"{where} must be a string or a list of parts", param=where)
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in TEXT_PARTS and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "refusal":
+            texts.append(str(part.get("refusal", "")))
+        else:
+            raise APIError(
+                f"this model reads text only; {where}.{j} is a {str(kind)[:40]} part",
+                param=f"{where}.{j}",
+                code="unsupported_content",
+            )
+    return "".join(texts)
+
+
+def _need(item: dict[str, Any], name: str, where: str) -> str:
+    value = item.get(name)
+    if not isinstance(value, str) or not value:
+        raise APIError(f"{where} needs {name} (a non-empty string)", param=f"{where}.{name}")
+    return value[:100_000]
+
+
+def input_messages(items: str | list[dict[str, Any]], prefix: str = "input") -> list[ChatMessage]:
+    """The chat turns of a request's input. A run of calls joins the assistant turn before it, as chat
+    templates expect one assistant message carrying all of a step's calls."""
+    if isinstance(items, str):
+        return [ChatMessage(role="user", content=items)] if items else []
+    out: list[ChatMessage] = []
+    for i, item in enumerate(items):
+        where = f"{prefix}.{i}"
+        if not isinstance(item, dict):
+            raise APIError(f"{where} must be an object", param=where)
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                raise APIError(f"{where}.role must be user, assistant, system or developer", param=f"{where}.role")
+            text = _text(item.get("content"), f"{where}.content")
+            out.append(ChatMessage(role="system" if role == "developer" else role, content=text))
+        elif kind in ("function_call", "custom_tool_call"):
+            call_id = _need(item, "call_id", where)
+            name = _need(item, "name", where)
+            if kind == "function_call":
+                arguments = item.get("arguments") if isinstance(item.get("arguments"), str) else "{}"
+            else:
+                arguments = arguments_json({CUSTOM_INPUT: str(item.get("input", ""))})
+            call = ToolCall(id=call_id, name=name, arguments=arguments or "{}")
+            if out and out[-1].role == "assistant":
+                out[-1] = out[-1].model_copy(update={"tool_calls": [*(out[-1].tool_calls or []), call]})
+            else:
+                out.append(ChatMessage(role="assistant", content="", tool_calls=[call]))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call_id = _need(item, "call_id", where)
+            output = item.get("output")
+            text = output if isinstance(output, str) else _text(output, f"{where}.output")
+            out.append(ChatMessage(role="tool", content=text, tool_call_id=call_id))
+        elif kind == "reasoning":
+            continue  # what the model thought is not sent back to it, as in Chat Completions
+        else:
+            raise APIError(
+                f"{where} is a {str(kind)[:60]!r} item, which this server does not take",
+                param=f"{where}.type",
+                code="unsupported_item",
+            )
+    return out
+
+
+def merge_leading_system(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """One system turn first: agents send instructions plus developer notes, and many templates accept
+    a system message only at the start."""
+    lead = 0
+    while lead < len(messages) and messages[lead].role == "system":
+        lead += 1
+    if lead < 2:
+        return messages
+    joined = "\n\n".join(m.content for m in messages[:lead] if m.content)
+    return [ChatMessage(role="system", content=joined), *messages[lead:]]
+
+
+def conversation_dump(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    return [m.model_dump(exclude_none=True) for m in messages]
+
+
+def conversation_load(dumps: list[dict[str, Any]]) -> list[ChatMessage]:
+    return [ChatMessage.model_validate(d) for d in dumps]
+
+
+def items_json(items: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The input as items (a string input is one user message), for input_items listings."""
+    if isinstance(items, str):
+        return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": items}]}]
+    return json.loads(json.dumps(items))

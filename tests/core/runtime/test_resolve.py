@@ -1,0 +1,27 @@
+"""What context a JIT load asks for: the app's default (8k), the model's trained length (0, what agents
+need), or a cap; the planner then lowers it to what fits this machine."""
+
+from __future__ import annotations
+
+from app.core.library import Library, import_path
+from app.core.models.devices import GiB
+from app.core.runtime.resolve import ModelResolver
+from tests.core.runtime.test_preflight import machine
+from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+
+
+def test_jit_context_setting(tmp_path):
+    path = write_tiny_llama_gguf(tmp_path / "long.gguf", n_ctx=65536)
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    model = import_path(library, path).imported[0]
+    roomy = lambda: machine(64 * GiB)  # noqa: E731
+    try:
+        assert ModelResolver(library, roomy).context_length(model) == 8192  # the chat's default
+        largest = ModelResolver(library, roomy, max_context=0)
+        assert largest.context_length(model) == 65536  # the trained length, since it fits
+        largest.max_context = 16384  # a setting change applies to the next plan, not a stale cached one
+        assert largest.context_length(model) == 16384
+        tight = ModelResolver(library, lambda: machine(int(0.05 * GiB)), max_context=0)
+        assert tight.context_length(model) < 65536  # the planner lowers it to what fits
+    finally:
+        library.close()
