@@ -50,7 +50,7 @@ def cmd_connect(ctx: CliContext, args: argparse.Namespace) -> int:
     key = args.key or (server.api_key if server.key_required and server.api_key else "")
     library = ctx.open_library()
     try:
-        model, context = _model_and_context(library, args.model)
+        model, context = _model_and_context(library, args.model, server.jit_context)
     finally:
         library.close()
     snippet = snippet_for(args.tool, url, key, model, context)
@@ -75,9 +75,10 @@ def cmd_connect(ctx: CliContext, args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_and_context(library: Library, wanted: str | None) -> tuple[str, int | None]:
-    """The model id to name and the context it loads with here (what GET /v1/models reports). `wanted` may
-    be any name the library knows; one it does not is used as given, with no context."""
+def _model_and_context(library: Library, wanted: str | None, jit_context: int) -> tuple[str, int | None]:
+    """The model id to name and the context a request's JIT load gives it here, planned as `hearth serve`
+    and the app plan it (what GET /v1/models reports). `wanted` may be any name the library knows; one it
+    does not is used as given, with no context."""
     from app.core.errors import HearthError
     from app.core.runtime.resolve import ModelResolver
 
@@ -91,6 +92,6 @@ def _model_and_context(library: Library, wanted: str | None) -> tuple[str, int |
             return "", None
         model = ready[0]
     try:
-        return model.name, ModelResolver(library).context_length(model)
+        return model.name, ModelResolver(library, max_context=jit_context).context_length(model)
     except HearthError:  # a file the planner cannot read: the id still serves, the context stays unknown
         return model.name, None

@@ -36,7 +36,7 @@ def tiny_model(tmp_path, hearth_home):
     library = open_library()
     try:
         model = library.add(name="odd-tiny-Q8", format="gguf", path=path, files=[ModelFile(path, path.stat().st_size)])
-        context = ModelResolver(library).context_length(model)
+        context = ModelResolver(library, max_context=ServerSettings().jit_context).context_length(model)
     finally:
         library.close()
     return model.name, context

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import tomllib
 
+import pytest
 from PySide6.QtGui import QGuiApplication
 
 from app.core.connect import AGENT_MIN_CONTEXT, ProbeResult, probe_route
@@ -63,7 +64,15 @@ def test_copy_puts_the_real_key_on_the_clipboard_while_the_page_masks_it(make_en
     assert exports(shown(card)) == {"HEARTH_API_KEY": "hearth-connect-secret9"}
 
 
-def test_test_sends_the_tools_route_to_the_running_server_off_the_ui_thread(make_env, qtbot):
+@pytest.mark.parametrize(
+    "tool, api, path",
+    [
+        ("continue", "Chat Completions", "/v1/chat/completions"),
+        ("codex", "Responses", "/v1/responses"),
+        ("claude-code", "Messages", "/v1/messages"),
+    ],
+)
+def test_test_sends_the_tools_route_to_the_running_server_off_the_ui_thread(make_env, qtbot, tool, api, path):
     env = make_env(ServerSettings(port=free_port(), api_key="hearth-connect-test", require_api_key=True))
     env.started(qtbot)
     card = env.page.connect_card
@@ -75,14 +84,14 @@ def test_test_sends_the_tools_route_to_the_running_server_off_the_ui_thread(make
         return probe_route(*args)
 
     card._probe = traced
-    choose(card, "continue")  # Chat Completions, which this server has
+    choose(card, tool)
     card.test_button.click()
-    assert not card.test_button.isEnabled() and card.result.text().startswith("Testing Chat Completions")
+    assert not card.test_button.isEnabled() and card.result.text().startswith(f"Testing {api}")
     qtbot.waitUntil(lambda: card.test_button.isEnabled(), timeout=WAIT_MS)
-    assert card.result.text().startswith("Chat Completions: OK — “"), card.result.text()
+    assert card.result.text().startswith(f"{api}: OK — “"), card.result.text()
     assert threads and all(t is not threading.main_thread() for t in threads)
     logged = env.api.log.items()
-    assert logged and logged[-1].path == "/v1/chat/completions" and logged[-1].status == 200  # with the real key
+    assert logged and logged[-1].path == path and logged[-1].status == 200  # the real key went with it
 
 
 def test_test_with_the_server_stopped_says_nothing_listens(make_env, qtbot):
