@@ -1,6 +1,6 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
-One module per command group (hardware, fit, models, pull, engine, serve); each adds its parsers and sets
+One module per command group (hardware, fit, models, pull, engine, serve, connect); each adds its parsers and sets
 `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
@@ -12,6 +12,7 @@ from app import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.cli.connect import add_connect_command
     from app.cli.engine import add_engine_commands
     from app.cli.fit import add_fit_command
     from app.cli.hardware import add_hardware_command
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_commands(sub)
     add_pull_command(sub)
     add_serve_command(sub)
+    add_connect_command(sub)
     return parser
 
 

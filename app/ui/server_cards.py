@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.server_settings import ERROR_STYLE
+from app.ui.server_settings import ERROR_STYLE, WARNING_STYLE
 
 COPIED_MS = 1500
 RUNNING_COLOR = "#2e7d32"
@@ -42,7 +42,8 @@ class Card(QFrame):
 
 
 class StatusCard(Card):
-    """Running or not, the base URL with Copy, Start / Stop, why a start failed, what the engine does."""
+    """Running or not, the base URL with Copy, Start / Stop, why a start failed, what the engine does and
+    whether its context is too small for a coding agent."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Local API", parent)
@@ -65,9 +66,14 @@ class StatusCard(Card):
         self.error.setVisible(False)
         self.engine = QLabel()
         self.engine.setWordWrap(True)
+        self.context_warning = QLabel()
+        self.context_warning.setWordWrap(True)
+        self.context_warning.setStyleSheet(WARNING_STYLE)
+        self.context_warning.setVisible(False)
         self.body.addLayout(row)
         self.body.addWidget(self.error)
         self.body.addWidget(self.engine)
+        self.body.addWidget(self.context_warning)
         self.set_state("Stopped", running=False)
 
     def set_state(self, text: str, *, running: bool) -> None:
@@ -78,6 +84,10 @@ class StatusCard(Card):
     def set_error(self, text: str) -> None:
         self.error.setText(text)
         self.error.setVisible(bool(text))
+
+    def set_context_warning(self, text: str) -> None:
+        self.context_warning.setText(text)
+        self.context_warning.setVisible(bool(text))
 
 
 class KeyCard(Card):

@@ -8,20 +8,24 @@ import shlex
 import time
 from pathlib import Path
 
+from app.core.connect import KEY_PLACEHOLDER, MODEL_PLACEHOLDER
 from app.core.runtime.jobs import HostState
 from app.core.settings import ServerSettings
 
 # A running server must be restarted for these to apply; JIT (and its context), idle unload and queue
 # size reach the engine host through Services.apply_settings without one.
 RESTART_FIELDS = ("port", "bind", "api_key", "require_api_key", "cors_origins", "keep_responses")
-MODEL_PLACEHOLDER = "MODEL-ID"  # shown in the snippets until the library has a ready model
-KEY_PLACEHOLDER = "unused-on-loopback"  # the openai client insists on some key
+MASK_SHOWN = 7  # the characters of a key the page shows until Show: "hearth-" says which kind it is
 
 
 def base_url(settings: ServerSettings) -> str:
     """The URL clients on this machine use, as the server will report it once started (LAN mode listens
     on every interface; 127.0.0.1 is still how this machine reaches it)."""
     return f"http://127.0.0.1:{settings.port}/v1"
+
+
+def mask_key(key: str) -> str:
+    return key[:MASK_SHOWN] + "•" * 8
 
 
 def needs_restart(old: ServerSettings, new: ServerSettings) -> bool:

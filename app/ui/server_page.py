@@ -1,5 +1,6 @@
 """The Server page: run the local OpenAI-compatible API, edit its settings and key, watch its requests,
-and copy a snippet that calls it. Start, stop, saves and restarts run off the UI thread."""
+copy a snippet that calls it, and connect a tool (server_connect.py). Start, stop, saves, restarts and
+tests run off the UI thread."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pydantic import ValidationError
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QMessageBox, QScrollArea, QVBoxLayout, QWidget
 
+from app.core.connect import Target, context_warning
+from app.core.errors import HearthError
 from app.core.library import Library
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostState
@@ -19,8 +22,17 @@ from app.ui.bridge import EventBridge
 from app.ui.chat.stream import HostWatcher
 from app.ui.server_api import ApiControl, ServerStatusLike
 from app.ui.server_cards import Card, KeyCard, SnippetCard, StatusCard, copy_text
+from app.ui.server_connect import ConnectCard
 from app.ui.server_log import DEFAULT_ROWS, RequestLogView
-from app.ui.server_model import base_url, curl_snippet, engine_text, key_note, needs_restart, python_snippet
+from app.ui.server_model import (
+    base_url,
+    curl_snippet,
+    engine_text,
+    key_note,
+    mask_key,
+    needs_restart,
+    python_snippet,
+)
 from app.ui.server_settings import ServerSettingsForm, validation_text
 from app.ui.tasks import TaskRunner
 
@@ -58,6 +70,8 @@ class ServerPage(QWidget):
         self._confirm = confirm or self._ask
         self.busy = False
         self.model_id = ""
+        self.model_context: int | None = None  # what model_id loads with (None: not known)
+        self._loaded: tuple[str, int] | None = None  # the loaded model's (path, n_ctx), to follow a new one
 
         title = QLabel("Server")
         title.setObjectName("pageTitle")
@@ -74,6 +88,7 @@ class ServerPage(QWidget):
         self.key_card.make_button.clicked.connect(self.make_key)
         self.snippet_card = SnippetCard()
         self.snippet_card.copy_button.clicked.connect(self.copy_snippet)
+        self.connect_card = ConnectCard(tasks)
         log_card = Card("Requests")
         self.log_view = RequestLogView(api.log, log_rows)
         self.log_view.setMinimumHeight(220)
@@ -93,6 +108,7 @@ class ServerPage(QWidget):
         layout.addWidget(subtitle)
         layout.addWidget(self.status_card)
         layout.addLayout(grid)
+        layout.addWidget(self.connect_card)
         layout.addWidget(log_card, 1)
         scroll = QScrollArea()  # a small window scrolls the page rather than squeezing the log to nothing
         scroll.setWidgetResizable(True)
@@ -111,6 +127,7 @@ class ServerPage(QWidget):
         self._library_bridge.fired.connect(lambda _: self.refresh_models())
         self._host_watcher = HostWatcher(host, self)
         self._host_watcher.changed.connect(self._show_engine)
+        self._loaded = _loaded_key(host.state)  # refresh_models below already picks this one
         self._show_engine(host.state)
         self._show_key(settings().server)
         self._show_status(api.status)
@@ -242,27 +259,34 @@ class ServerPage(QWidget):
     # ---- snippets ----
 
     def refresh_models(self) -> None:
-        """The model the snippets name: the loaded one if it is in the library, else the most recent."""
+        """The model the snippets name: the loaded one if it is in the library, else the most recent; and
+        the context it has (loaded) or would load with (the host's resolver, as a request's JIT load)."""
         library, host = self.library, self.host
 
-        def op() -> str:
+        def op() -> tuple[str, int | None]:
             models = library.list(status="ready")
             loaded = host.state.model
             for m in models:
                 if loaded is not None and Path(m.path) == Path(loaded.path):
-                    return m.name
-            return models[0].name if models else ""
+                    return m.name, loaded.n_ctx
+            if not models:
+                return "", None
+            try:
+                return models[0].name, host.resolver(models[0].name).spec.n_ctx if host.resolver else None
+            except (HearthError, OSError) as exc:  # the id still serves; only the context stays unknown
+                logger.info("no context for %s: %s", models[0].name, exc)
+                return models[0].name, None
 
         def failed(exc: BaseException) -> None:
             logger.warning("listing the library's models failed: %s", exc)
 
         self._tasks.run(op, self._models_listed, failed, owner=self)
 
-    def _models_listed(self, model_id: str) -> None:
+    def _models_listed(self, listed: tuple[str, int | None]) -> None:
         """Main thread."""
-        self.model_id = model_id
+        self.model_id, self.model_context = listed
         self._show_snippets()
-        self.models_changed.emit(model_id)
+        self.models_changed.emit(self.model_id)
 
     def snippet(self, kind: str, *, reveal: bool = True) -> str:
         """`kind` "curl" or "python"; with `reveal` False the key is masked, as the page shows it until Show."""
@@ -271,9 +295,16 @@ class ServerPage(QWidget):
         url = status.url if status.running else base_url(server)
         key = server.api_key if server.key_required else ""
         if key and not reveal:
-            key = key[:7] + "•" * 8
+            key = mask_key(key)
         make = curl_snippet if kind == "curl" else python_snippet
         return make(url, self.model_id, key)
+
+    def connect_target(self) -> Target:
+        """What the Connect card writes its configurations from: the snippets' URL, real key and model."""
+        server, status = self._settings().server, self.api.status
+        url = status.url if status.running else base_url(server)
+        key = server.api_key if server.key_required else ""
+        return Target(url, key, self.model_id, self.model_context)
 
     def copy_snippet(self) -> None:
         """The snippet shown, with the real key even while the page masks it."""
@@ -284,6 +315,7 @@ class ServerPage(QWidget):
         reveal = self.key_card.revealed
         card.curl.setPlainText(self.snippet("curl", reveal=reveal))
         card.python.setPlainText(self.snippet("python", reveal=reveal))
+        self.connect_card.show_target(self.connect_target(), reveal=reveal)
         if not self.model_id:
             card.note.setText("No model is ready yet: download one in Discover and its id appears here.")
         elif server.key_required and not server.api_key:
@@ -296,7 +328,17 @@ class ServerPage(QWidget):
     def _show_engine(self, state: HostState) -> None:
         """Main thread (HostWatcher re-posts the host's state)."""
         self.status_card.engine.setText(engine_text(state, self._settings().server.jit_load))
+        self.status_card.set_context_warning(context_warning(state.model.n_ctx if state.model else None))
+        loaded = _loaded_key(state)
+        if loaded != self._loaded:
+            self._loaded = loaded
+            if loaded is not None:  # a newly loaded model (or context) is what the snippets should name
+                self.refresh_models()
 
     def _ask(self, title: str, text: str) -> bool:
         answer = QMessageBox.question(self, title, text)
         return answer == QMessageBox.StandardButton.Yes
+
+
+def _loaded_key(state: HostState) -> tuple[str, int] | None:
+    return (str(state.model.path), state.model.n_ctx) if state.model is not None else None

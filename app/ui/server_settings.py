@@ -30,6 +30,7 @@ LAN_WARNING = (
     "Every request then needs the API key, whatever the box below says."
 )
 ERROR_STYLE = "color: #b3261e;"
+WARNING_STYLE = "color: #9a5b00;"
 
 
 def validation_text(exc: ValidationError) -> str:
@@ -59,7 +60,7 @@ class ServerSettingsForm(QFrame):
         self.bind.currentIndexChanged.connect(self._bind_changed)
         self.lan_warning = QLabel(LAN_WARNING)
         self.lan_warning.setWordWrap(True)
-        self.lan_warning.setStyleSheet("color: #9a5b00;")
+        self.lan_warning.setStyleSheet(WARNING_STYLE)
         self.require_key = QCheckBox("Require the API key on this computer too")
         self.require_key.toggled.connect(self._require_toggled)
         self.origins = QPlainTextEdit()
