@@ -43,12 +43,17 @@ def lan_names() -> set[str]:
     return {n.lower() for n in names if n}
 
 
+# How a container on this machine names it (Docker Desktop, or --add-host=…:host-gateway). Accepted as a
+# Host only in LAN mode, where the key is always required; no web page's origin can be this name.
+CONTAINER_HOST = "host.docker.internal"
+
+
 def policy_for(settings: ServerSettings, api_key: str | None = None) -> Policy:
     """The front door for these settings. In LAN mode the key is always required (the caller makes one)."""
     key = api_key if api_key is not None else settings.api_key
     if settings.key_required and not key:
         raise ValueError("LAN mode needs an API key")
-    extra = lan_names() if settings.bind == "lan" else set()
+    extra = lan_names() | {CONTAINER_HOST} if settings.bind == "lan" else set()
     return Policy.of(
         api_key=key if settings.key_required or api_key else "", extra_hosts=extra, cors_origins=settings.cors_origins
     )

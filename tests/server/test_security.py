@@ -64,6 +64,12 @@ def test_lan_mode_needs_a_key_and_loopback_may_go_without():
     assert policy_for(ServerSettings(api_key=KEY, require_api_key=True)).api_key == KEY
 
 
+def test_a_container_reaches_the_lan_server_by_dockers_name_and_never_the_loopback_one():
+    lan = policy_for(ServerSettings(bind="lan", api_key=KEY))
+    assert "host.docker.internal" in lan.allowed_hosts and lan.api_key == KEY
+    assert "host.docker.internal" not in policy_for(ServerSettings()).allowed_hosts
+
+
 # ---- T16: Host ----
 
 

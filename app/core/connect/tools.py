@@ -273,9 +273,9 @@ def open_webui(t: Target) -> Snippet:
             Part("Docker", "a terminal with Docker; Open WebUI is then at http://localhost:3000", "shell", desktop),
             Part("Linux host network", "a Linux terminal; Open WebUI is then at http://localhost:8080", "shell", linux),
         ),
-        f"Inside a container 127.0.0.1 is the container itself. {DOCKER_HOST} needs Server → LAN mode (a key is "
-        f"then required), and Hearth only accepts this machine's own names, so put its LAN address in place of "
-        f"{DOCKER_HOST}; on Linux the host-network form reaches loopback directly.",
+        f"Inside a container 127.0.0.1 is the container itself: {DOCKER_HOST} reaches Hearth once Server → "
+        "Listen on is the local network (LAN mode, where the key is always required); on Linux the "
+        "host-network form reaches loopback directly.",
     )
 
 
