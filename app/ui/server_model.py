@@ -101,7 +101,8 @@ def engine_text(state: HostState, jit: bool) -> str:
         return f"Engine: error — {state.error or 'unknown'}"
     if state.model is None:
         return "Engine: no model loaded" + (" — a request loads the model it names" if jit else "")
-    return f"Engine: ready · {model}"
+    # One context serves every route: say it, since an agent's prompt must fit in it.
+    return f"Engine: ready · {model} · {state.model.n_ctx:,}-token context for every route (chat, Responses, Messages)"
 
 
 def key_note(settings: ServerSettings) -> str:

@@ -525,14 +525,15 @@ def test_snippets_follow_the_library(make_env, qtbot, tmp_path):
 
 def test_the_page_says_when_the_engine_is_busy_with_the_chat(make_env, qtbot):
     env = make_env(tok_s=50)
-    assert env.page.status_card.engine.text() == "Engine: ready · alpha.fake"
+    ready = "Engine: ready · alpha.fake · 256-token context for every route (chat, Responses, Messages)"
+    assert env.page.status_card.engine.text() == ready
     request = GenerateRequest(prompt="hello there", sampling=SamplingParams(max_tokens=500))
     handle = env.host.submit(GenerateJob(request=request, source="chat"))
     try:
         qtbot.waitUntil(lambda: "busy with a chat reply" in env.page.status_card.engine.text(), timeout=WAIT_MS)
     finally:
         handle.cancel()
-    qtbot.waitUntil(lambda: env.page.status_card.engine.text() == "Engine: ready · alpha.fake", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: env.page.status_card.engine.text() == ready, timeout=WAIT_MS)
 
 
 @pytest.mark.parametrize("source, text", [("api", "answering an API request"), ("cli", "a cli request")])
