@@ -75,7 +75,10 @@ class ServerPage(QWidget):
 
         title = QLabel("Server")
         title.setObjectName("pageTitle")
-        subtitle = QLabel("A local OpenAI-compatible API over the models in My Models, shared with the chat.")
+        subtitle = QLabel(
+            "A local API over the models in My Models, shared with the chat: OpenAI (Chat Completions, "
+            "Responses) and Anthropic (Messages)."
+        )
         subtitle.setWordWrap(True)
         self.status_card = StatusCard()
         self.status_card.start_button.clicked.connect(self.start)
