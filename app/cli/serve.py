@@ -1,4 +1,4 @@
-"""`hearth serve`: the OpenAI-compatible API with no window. Models from the library load on demand
+"""`hearth serve`: the local API (OpenAI and Anthropic routes) with no window. Models from the library load on demand
 (JIT) and unload after an idle time; Ctrl-C or SIGTERM stop it within seconds."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 def add_serve_command(subparsers: Any) -> None:
     from app.core.settings import DEFAULT_SERVER_PORT
 
-    serve = subparsers.add_parser("serve", help="serve the OpenAI-compatible API (no window)")
+    serve = subparsers.add_parser("serve", help="serve the local API: OpenAI and Anthropic routes (no window)")
     serve.add_argument("--model", help="load this model first (a library name or a model file)")
     serve.add_argument(
         "--host",

@@ -32,7 +32,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None) -> ASGIApp:
         version=__version__,
         docs_url=None,
         redoc_url=None,
-        description="OpenAI-compatible API over the model loaded in Hearth.",
+        description="OpenAI- and Anthropic-compatible API over the models in Hearth's library.",
     )
     api.state.hearth = ctx
     api.add_exception_handler(errors.APIError, errors.api_error_handler)

@@ -1,4 +1,4 @@
-"""The Server page: run the local OpenAI-compatible API, edit its settings and key, watch its requests,
+"""The Server page: run the local API, edit its settings and key, watch its requests,
 copy a snippet that calls it, and connect a tool (server_connect.py). Start, stop, saves, restarts and
 tests run off the UI thread."""
 
