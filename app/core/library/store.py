@@ -341,7 +341,7 @@ class Library:
 def _same_path(m: LocalModel, text: str) -> bool:
     try:
         p = Path(text).expanduser().absolute()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: "~nobody", a home that does not exist
         return False
     return p == m.path or any(p == f.path for f in m.files)
 

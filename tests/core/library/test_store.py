@@ -127,6 +127,7 @@ def test_add_download_find_and_touch(library, tmp_path):
     assert library.find("org/Repo-GGUF").id == m.id
     assert library.find(m.id).id == m.id
     assert library.find("nothing") is None
+    assert library.find("~no-such-user-zz/x") is None  # a home that does not exist is no match, not a crash
     assert m.last_used_at is None
     library.touch(m.id)
     assert library.get(m.id).last_used_at is not None
