@@ -13,6 +13,7 @@ from app.core.tools import ToolCall
 from app.core.tools.types import arguments_json
 from app.server.anthropic_schemas import MessageIn, ToolChoiceIn, ToolIn, _Prompt
 from app.server.errors import APIError
+from app.server.turns import merge_leading_system
 
 SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
 ERROR_PREFIX = "Error: "  # a template has no field for a failed tool; the model reads it in the text
@@ -45,6 +46,8 @@ def system_text(system: str | list[dict[str, Any]] | None) -> str:
 
 def _turns(i: int, message: MessageIn, names: dict[str, str]) -> list[ChatMessage]:
     where = f"messages.{i}.content"
+    if message.role == "system":
+        return [ChatMessage(role="system", content=_text_blocks(message.content, where))]
     if isinstance(message.content, str):
         return [ChatMessage(role=message.role, content=message.content)]
     texts: list[str] = []
@@ -90,7 +93,7 @@ def conversation(body: _Prompt) -> list[ChatMessage]:
     names: dict[str, str] = {}  # tool_use id → tool name, for the results that answer them
     for i, message in enumerate(body.messages):
         out += _turns(i, message, names)
-    return out
+    return merge_leading_system(out)
 
 
 def function_tools(tools: list[ToolIn] | None) -> list[dict[str, Any]] | None:

@@ -16,7 +16,8 @@ class _Lenient(BaseModel):
 
 
 class MessageIn(_Lenient):
-    role: Literal["user", "assistant"]
+    # "system" turns inside `messages`: Claude Code sends them (agent lists, reminders) beside `system`.
+    role: Literal["user", "assistant", "system"]
     content: str | list[dict[str, Any]]
 
 

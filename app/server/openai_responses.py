@@ -43,12 +43,12 @@ from app.server.responses_input import (
     conversation_load,
     input_messages,
     items_json,
-    merge_leading_system,
     tools_of,
 )
 from app.server.responses_output import Output
 from app.server.responses_schemas import ResponsesRequest
 from app.server.segments import Segmenter, segments_of
+from app.server.turns import merge_leading_system
 
 router = APIRouter()
 
@@ -73,7 +73,8 @@ def prepare(body: ResponsesRequest, ctx: ServerContext) -> Prepared:
                 status=404,
             )
         context = conversation_load(stored.conversation)
-    context += input_messages(body.input)
+    tools = tools_of(body)
+    context += input_messages(body.input, tools)
     if not any(m.role != "system" for m in context):
         raise APIError("input has no message for the model to answer", param="input", code="invalid_value")
     messages = ([ChatMessage(role="system", content=body.instructions)] if body.instructions else []) + context
@@ -86,7 +87,6 @@ def prepare(body: ResponsesRequest, ctx: ServerContext) -> Prepared:
             raise APIError("text.format json_schema needs a schema", param="text.format.schema")
         schema = fmt.schema_
     request = GenerateRequest(messages=merge_leading_system(messages), sampling=_sampling(body), json_schema=schema)
-    tools = tools_of(body)
     shape = ChatShape(
         request, tools.functions or None, chat_tool_choice(body.tool_choice), body.parallel_tool_calls is not False
     )

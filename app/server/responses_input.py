@@ -14,7 +14,7 @@ from app.core.engines.base import ChatMessage
 from app.core.tools import ToolCall
 from app.core.tools.types import arguments_json
 from app.server.errors import APIError
-from app.server.responses_schemas import HOSTED_TOOLS, CustomToolR, FunctionToolR, ResponsesRequest
+from app.server.responses_schemas import HOSTED_TOOLS, CustomToolR, FunctionToolR, NamespaceToolR, ResponsesRequest
 
 TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 CUSTOM_INPUT = "input"  # the one parameter a custom tool's function takes
@@ -37,6 +37,34 @@ class Tools:
 
     functions: list[dict[str, Any]] = field(default_factory=list)
     custom: set[str] = field(default_factory=set)  # names whose calls go out as custom_tool_call
+    # The name the model sees → (namespace, the tool's own name), for tools inside a namespace.
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def wire(self, name: str) -> tuple[str, str | None]:
+        """(the name a call goes out with, its namespace or None) for a name the model called."""
+        ns, own = self.namespaced.get(name, (None, name))
+        return own, ns
+
+    def seen_as(self, name: str, namespace: str | None) -> str:
+        """The name the model knows a tool by, from a call item's name and namespace."""
+        if namespace:
+            for exposed, where in self.namespaced.items():
+                if where == (namespace, name):
+                    return exposed
+        return name
+
+    def add(self, tool: FunctionToolR | CustomToolR, namespace: str | None = None) -> None:
+        taken = {f["function"]["name"] for f in self.functions}
+        exposed = tool.name if tool.name not in taken else f"{namespace}.{tool.name}"
+        described = tool.description
+        if namespace:
+            self.namespaced[exposed] = (namespace, tool.name)
+        if isinstance(tool, FunctionToolR):
+            fn = {"name": exposed, "description": described, "parameters": tool.parameters}
+        else:
+            fn = {"name": exposed, "description": described, "parameters": custom_parameters(tool)}
+            self.custom.add(exposed)
+        self.functions.append({"type": "function", "function": {k: v for k, v in fn.items() if v is not None}})
 
     def custom_input(self, call: ToolCall) -> str:
         """The free text of a custom tool's call: its `input`, or the raw text if the model wrote other JSON."""
@@ -49,15 +77,11 @@ class Tools:
 def tools_of(body: ResponsesRequest) -> Tools:
     out = Tools()
     for tool in body.tools or []:
-        if isinstance(tool, FunctionToolR):
-            fn = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-            out.functions.append({"type": "function", "function": {k: v for k, v in fn.items() if v is not None}})
-        elif isinstance(tool, CustomToolR):
-            fn = {"name": tool.name, "parameters": custom_parameters(tool)}
-            if tool.description:
-                fn["description"] = tool.description
-            out.functions.append({"type": "function", "function": fn})
-            out.custom.add(tool.name)
+        if isinstance(tool, (FunctionToolR, CustomToolR)):
+            out.add(tool)
+        elif isinstance(tool, NamespaceToolR):
+            for inner in tool.tools:
+                out.add(inner, tool.name)
         elif tool.type not in HOSTED_TOOLS:
             raise APIError(
                 f"the tool type {tool.type[:60]!r} is not supported here (function and custom tools are)",
@@ -106,14 +130,15 @@ def _need(item: dict[str, Any], name: str, where: str) -> str:
     return value[:100_000]
 
 
-def input_messages(items: str | list[dict[str, Any]], prefix: str = "input") -> list[ChatMessage]:
+def input_messages(items: str | list[dict[str, Any]], tools: Tools | None = None) -> list[ChatMessage]:
     """The chat turns of a request's input. A run of calls joins the assistant turn before it, as chat
     templates expect one assistant message carrying all of a step's calls."""
     if isinstance(items, str):
         return [ChatMessage(role="user", content=items)] if items else []
+    tools = tools or Tools()
     out: list[ChatMessage] = []
     for i, item in enumerate(items):
-        where = f"{prefix}.{i}"
+        where = f"input.{i}"
         if not isinstance(item, dict):
             raise APIError(f"{where} must be an object", param=where)
         kind = item.get("type", "message")
@@ -125,7 +150,8 @@ def input_messages(items: str | list[dict[str, Any]], prefix: str = "input") -> 
             out.append(ChatMessage(role="system" if role == "developer" else role, content=text))
         elif kind in ("function_call", "custom_tool_call"):
             call_id = _need(item, "call_id", where)
-            name = _need(item, "name", where)
+            namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
+            name = tools.seen_as(_need(item, "name", where), namespace)
             if kind == "function_call":
                 arguments = item.get("arguments") if isinstance(item.get("arguments"), str) else "{}"
             else:
@@ -149,18 +175,6 @@ def input_messages(items: str | list[dict[str, Any]], prefix: str = "input") -> 
                 code="unsupported_item",
             )
     return out
-
-
-def merge_leading_system(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """One system turn first: agents send instructions plus developer notes, and many templates accept
-    a system message only at the start."""
-    lead = 0
-    while lead < len(messages) and messages[lead].role == "system":
-        lead += 1
-    if lead < 2:
-        return messages
-    joined = "\n\n".join(m.content for m in messages[:lead] if m.content)
-    return [ChatMessage(role="system", content=joined), *messages[lead:]]
 
 
 def conversation_dump(messages: list[ChatMessage]) -> list[dict[str, Any]]:

@@ -55,16 +55,26 @@ class Output:
         if segment.kind == "text":
             content = [self.text_part(segment.text)] if done else []
             return {**base, "type": "message", "status": status, "role": "assistant", "content": content}
+        name, namespace = self.tools.wire(segment.name)
+        where = {"namespace": namespace} if namespace else {}
         if segment.name in self.tools.custom:
             call = ToolCall(id=segment.call_id, name=segment.name, arguments=segment.text or "{}")
             text = self.tools.custom_input(call) if done else ""
-            return {**base, "type": "custom_tool_call", "call_id": segment.call_id, "name": segment.name, "input": text}
+            return {
+                **base,
+                "type": "custom_tool_call",
+                "call_id": segment.call_id,
+                "name": name,
+                **where,
+                "input": text,
+            }
         arguments = segment.text if done else ""
         return {
             **base,
             "type": "function_call",
             "call_id": segment.call_id,
-            "name": segment.name,
+            "name": name,
+            **where,
             "arguments": arguments,
             "status": status,
         }
@@ -151,7 +161,7 @@ class Output:
                         out.append(self.event("response.custom_tool_call_input.delta", **at, delta=item["input"]))
                     out.append(self.event("response.custom_tool_call_input.done", **at, input=item["input"]))
                 else:
-                    done = {"arguments": segment.text, "name": segment.name}
+                    done = {"arguments": segment.text, "name": item["name"]}
                     out.append(self.event("response.function_call_arguments.done", **at, **done))
                 self.items.append(item)
                 out.append(self.event("response.output_item.done", output_index=segment.index, item=item))

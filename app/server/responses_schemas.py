@@ -49,6 +49,16 @@ class CustomToolR(_Lenient):
     format: dict[str, Any] | None = None
 
 
+class NamespaceToolR(_Lenient):
+    """A group of tools under one name (Codex's sub-agent tools): each is offered to the model, and a call
+    to one goes back with its `namespace`."""
+
+    type: Literal["namespace"]
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    description: str | None = None
+    tools: list[FunctionToolR | CustomToolR] = Field(default_factory=list, max_length=512)
+
+
 class OtherToolR(_Lenient):
     type: str
 
@@ -81,7 +91,7 @@ class ResponsesRequest(_Request):
     model: str | None = Field(default=None, max_length=512)
     input: str | Annotated[list[dict[str, Any]], Field(max_length=MAX_MESSAGES)] = ""
     instructions: str | None = None
-    tools: list[FunctionToolR | CustomToolR | OtherToolR] | None = Field(default=None, max_length=512)
+    tools: list[FunctionToolR | CustomToolR | NamespaceToolR | OtherToolR] | None = Field(default=None, max_length=512)
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
     max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)

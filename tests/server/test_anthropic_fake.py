@@ -185,7 +185,7 @@ def test_count_tokens_is_what_a_request_reports(make_server):
         ({"model": "alpha", "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
         ({**ASK, "max_tokens": 0}, "max_tokens"),
         ({**ASK, "messages": []}, "messages"),
-        ({**ASK, "messages": [{"role": "system", "content": "hi"}]}, "role"),
+        ({**ASK, "messages": [{"role": "robot", "content": "hi"}]}, "role"),
         ({**ASK, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "image"),
         (
             {
@@ -236,3 +236,25 @@ def test_a_mid_stream_failure_is_an_error_event(make_server):
         client.messages.stream(model="alpha", max_tokens=10, messages=ASK["messages"]) as s,
     ):
         s.get_final_message()
+
+
+def test_system_turns_inside_messages_are_taken_as_claude_code_sends_them(make_server):
+    live = make_server(script="ok")
+    body = {
+        **ASK,
+        "system": [{"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "system", "content": "Agents: explore."},
+            {"role": "user", "content": [{"type": "text", "text": "Say hi", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "system", "content": [{"type": "text", "text": "A reminder."}]},
+        ],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "high"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "metadata": {"user_id": '{"device_id":"x"}'},
+    }
+    r = live.client.post("/v1/messages?beta=true", json=body, headers={"anthropic-beta": "claude-code-20250219"})
+    assert r.status_code == 200, r.text
+    turns = [(m.role, m.content) for m in live.engines[0].generations[-1].messages]
+    # The leading system text is one turn (templates want one system message first); a later one stays.
+    assert turns == [("system", "You are an agent.\n\nAgents: explore."), ("user", "Say hi"), ("system", "A reminder.")]

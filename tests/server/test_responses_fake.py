@@ -267,3 +267,41 @@ def test_a_long_string_input_is_text_not_a_list_of_items(make_server):
     assert r.status_code == 200
     r = live.client.post("/v1/responses", json={**ASK, "input": [{"role": "user", "content": "x"}] * 10_001})
     assert r.status_code == 400 and r.json()["error"]["param"] == "input"
+
+
+def test_a_namespace_of_tools_is_offered_flat_and_its_calls_go_back_with_the_namespace(make_server):
+    inner = {**WEATHER, "name": "close_agent", "strict": False}
+    space = {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents", "tools": [inner]}
+    call = '<tool_call> {"name": "close_agent", "arguments": {"city": "x"}} </tool_call>'
+    live = make_server(script=call)
+    body = {
+        **ASK,
+        "tools": [WEATHER, space, {"type": "web_search", "external_web_access": False}],
+        "max_output_tokens": 64,
+    }
+    out = live.client.post("/v1/responses", json=body).json()["output"]
+    (item,) = out
+    assert item["type"] == "function_call" and item["name"] == "close_agent" and item["namespace"] == "multi_agent_v1"
+    offered = [t["function"]["name"] for t in live.engines[0].generations[-1].tools]
+    assert offered == ["get_weather", "close_agent"]
+    back = {
+        **ASK,
+        "tools": body["tools"],
+        "input": [
+            {"role": "user", "content": "close it"},
+            {**{k: item[k] for k in ("type", "call_id", "name", "namespace", "arguments")}},
+            {"type": "function_call_output", "call_id": item["call_id"], "output": "closed"},
+        ],
+    }
+    assert live.client.post("/v1/responses", json=back).status_code == 200
+    assert live.engines[0].generations[-1].messages[1].tool_calls[0].name == "close_agent"
+
+
+def test_a_namespaced_name_that_collides_is_offered_with_its_namespace(make_server):
+    live = make_server(script='<tool_call> {"name": "tools.get_weather", "arguments": {}} </tool_call>')
+    space = {"type": "namespace", "name": "tools", "description": "more", "tools": [WEATHER]}
+    out = live.client.post("/v1/responses", json={**ASK, "tools": [WEATHER, space], "max_output_tokens": 64}).json()
+    offered = [t["function"]["name"] for t in live.engines[0].generations[-1].tools]
+    assert offered == ["get_weather", "tools.get_weather"]
+    (item,) = out["output"]
+    assert (item["name"], item["namespace"]) == ("get_weather", "tools")
