@@ -325,8 +325,22 @@ def _gguf_string(s: str) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
 
+def gguf_with_data(size: int, data: bytes) -> bytes:
+    """A valid GGUF of exactly `size` bytes whose one U8 tensor holds `data`'s bytes (a big download that
+    is still a file the library accepts as a model)."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, 1)
+    head += _gguf_string("general.architecture") + struct.pack("<I", 8) + _gguf_string("llama")
+    info = _gguf_string("token_embd.weight") + struct.pack("<I", 1)
+    header_len = len(head) + len(info) + 8 + 4 + 8
+    pad = -header_len % 32
+    n = size - header_len - pad
+    info += struct.pack("<Q", n) + struct.pack("<I", 24) + struct.pack("<Q", 0)  # I8, at the data's start
+    return head + info + b"\0" * pad + (data * (n // max(1, len(data)) + 1))[:n]
+
+
 def default_gguf(quant: str, split_no: int = 0, split_count: int = 0) -> bytes:
-    """A tiny valid GGUF v3 with no tensors: magic, version, counts and a few metadata keys."""
+    """A tiny valid GGUF v3: magic, version, counts, a few metadata keys and one 32-float tensor (a file
+    with no tensor at all is no model, and the library refuses it)."""
     kvs = [
         _gguf_string("general.architecture") + struct.pack("<I", 8) + _gguf_string("llama"),
         _gguf_string("general.name") + struct.pack("<I", 8) + _gguf_string(f"fake-{quant}"),
@@ -334,7 +348,12 @@ def default_gguf(quant: str, split_no: int = 0, split_count: int = 0) -> bytes:
     if split_count:
         kvs.append(_gguf_string("split.no") + struct.pack("<I", 2) + struct.pack("<H", split_no))
         kvs.append(_gguf_string("split.count") + struct.pack("<I", 2) + struct.pack("<H", split_count))
-    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs)
+    n = 32
+    tensor = _gguf_string("token_embd.weight") + struct.pack("<I", 1) + struct.pack("<Q", n)
+    tensor += struct.pack("<I", 0) + struct.pack("<Q", 0)  # F32, at the start of the data
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, len(kvs)) + b"".join(kvs) + tensor
+    pad = -len(head) % 32  # the default alignment
+    return head + b"\0" * pad + struct.pack(f"<{n}f", *([0.0] * n))
 
 
 def gguf_repo(

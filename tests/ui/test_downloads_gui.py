@@ -15,11 +15,12 @@ from app.core.units import fmt_eta
 from app.ui.bridge import EventBridge
 from app.ui.downloads_panel import DownloadsPanel
 from tests.fakehub import FakeRepo, Fault
+from tests.fakehub.repos import gguf_with_data
 from tests.ui.hub_gui_fixtures import blob, env, part_of, pool_tasks, sha  # noqa: F401
 
 REPO = "org/dl"
 SIZE = 1 << 20
-DATA = blob(SIZE, 7)
+DATA = gguf_with_data(SIZE, blob(SIZE, 7))  # a real GGUF: the library accepts only those as models
 
 
 @pytest.fixture

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from app.core.downloads.items import DownloadItem, State
 from app.core.downloads.manager import DownloadManager
+from app.core.library.importers import gguf_problem
 from app.core.library.store import Library, ModelFile
 
 logger = logging.getLogger(__name__)
@@ -29,8 +30,19 @@ def add_to_library(library: Library, manager: DownloadManager, item: DownloadIte
     fmt = item_format(item)
     quant = item.label if fmt == "gguf" else None
     path = None if fmt == "gguf" else manager.models_dir / item.folder
+    # A verified download can still be no model (a vocabulary-only GGUF): quarantined, with the reason.
+    problem = None
+    if fmt == "gguf":
+        problem = gguf_problem([Path(r.path) for r in records if "mmproj" not in Path(r.path).name.lower()])
     return library.add_download(
-        repo_id=item.repo_id, commit=item.commit, format=fmt, quant=quant, files=records, path=path
+        repo_id=item.repo_id,
+        commit=item.commit,
+        format=fmt,
+        quant=quant,
+        files=records,
+        path=path,
+        verified=problem is None,
+        reason=problem or "",
     )
 
 

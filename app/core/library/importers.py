@@ -43,18 +43,34 @@ def _is_mmproj(path: Path) -> bool:
     return "mmproj" in path.name.lower()
 
 
-def _validate(shards: Iterable[Path]) -> str | None:
-    """Check every shard's header and tensor layout; returns the file type label of the first."""
+def _validate(shards: Iterable[Path], *, weights: bool = True) -> str | None:
+    """Check every shard's header and tensor layout; returns the file type label of the first. With
+    `weights`, a model whose shards hold no tensor at all (a vocabulary-only file) is refused: it
+    would be listed as ready and then fail to load."""
     from app.core.models.gguf import validate_gguf
 
     label = None
+    tensors = 0
+    shards = list(shards)
     for shard in shards:
         try:
             header = validate_gguf(shard)
         except ModelFileError as exc:
             raise ModelFileError(f"{shard.name}: {exc}") from exc
         label = label or header.ftype_label
+        tensors += len(header.tensors)
+    if weights and tensors == 0 and shards:
+        raise ModelFileError(f"{shards[0].name} holds no tensors (no model weights, e.g. a vocabulary-only file)")
     return label
+
+
+def gguf_problem(shards: Iterable[Path]) -> str | None:
+    """Why these GGUF files cannot be a usable model (unreadable, inconsistent, no weights), or None."""
+    try:
+        _validate(shards)
+    except ModelFileError as exc:
+        return str(exc)
+    return None
 
 
 def _shards(path: Path) -> list[Path]:

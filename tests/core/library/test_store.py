@@ -49,6 +49,52 @@ def test_incomplete_split_set_is_skipped_with_reason(library, tmp_path):
     assert library.list() == []
 
 
+def _vocab_only_gguf(path):
+    """A valid GGUF header with metadata and no tensor: what llama.cpp ships as ggml-vocab-*.gguf."""
+    import struct
+
+    def string(text: str) -> bytes:
+        return struct.pack("<Q", len(text)) + text.encode()
+
+    kv = string("general.architecture") + struct.pack("<I", 8) + string("llama")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + kv)
+    return path
+
+
+def test_a_gguf_with_no_tensors_is_not_imported_as_a_model(library, tmp_path):
+    src = _vocab_only_gguf(tmp_path / "elsewhere" / "ggml-vocab-llama.gguf")
+    with pytest.raises(ModelFileError, match="holds no tensors"):
+        import_path(library, src)
+    assert library.list() == []
+
+
+def test_a_downloaded_gguf_with_no_tensors_is_quarantined_with_the_reason(library, tmp_path):
+    from app.core.downloads.items import DownloadItem, RemoteFile
+    from app.core.library.from_downloads import add_to_library
+
+    path = _vocab_only_gguf(tmp_path / "models" / "org" / "Vocab-GGUF" / "vocab.gguf")
+
+    class Manager:
+        models_dir = tmp_path / "models"
+
+        @staticmethod
+        def dest(item, f):
+            return path
+
+    item = DownloadItem(
+        id="d1",
+        repo_id="org/Vocab-GGUF",
+        commit="c" * 40,
+        revision="main",
+        label="Q8_0",
+        files=[RemoteFile(path="vocab.gguf", size=path.stat().st_size)],
+        folder="org/Vocab-GGUF",
+    )
+    model = add_to_library(library, Manager(), item)
+    assert model.status == QUARANTINED and "no tensors" in model.reason
+
+
 def test_import_mlx_folder(library, tiny_mlx_model):
     (m,) = import_path(library, tiny_mlx_model).imported
     assert m.format == "mlx" and m.path == tiny_mlx_model
