@@ -183,3 +183,12 @@ def test_grab_to_png(make_view, tmp_path):
         assert OVERFLOW.name() not in {
             bar_image.pixelColor(x, bar_image.height() // 2).name() for x in range(bar_image.width())
         }
+
+
+def test_a_file_with_no_weights_shows_no_speed_number(make_view):
+    from app.core.models.spec import ModelSpec
+
+    view = make_view(rtx4090(), spec=ModelSpec(architecture="llama", name="vocab only", n_vocab=32000), n_ctx=4096)
+    assert view.speed is None
+    assert view.speed_label.text() == "Speed: not predicted, the file holds no model weights"
+    assert "tok/s" not in view.text()

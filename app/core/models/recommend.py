@@ -13,7 +13,7 @@ from app.core.models.memory import LoadOptions
 from app.core.models.planner import Plan, plan_load
 from app.core.models.quality import floor_kld, kld_for, quality_label
 from app.core.models.spec import ModelSpec
-from app.core.models.speed import SpeedPrediction, predict_speed
+from app.core.models.speed import SpeedPrediction, has_weights, predict_speed
 
 Format = Literal["gguf", "mlx", "exl2"]
 Q8_KLD = 0.0014
@@ -107,6 +107,9 @@ def assess(
         kld = kld_for(v.label if v.format == "gguf" else None, v.bpw or _bpw(v, spec))
         if spec is None:
             out.append(Assessment(v, None, None, kld, False, "the model's metadata could not be read"))
+            continue
+        if not has_weights(spec):
+            out.append(Assessment(v, None, None, kld, False, "the file holds no model weights (no tensors)"))
             continue
         plan = plan_load(spec, machine, n_ctx=n_ctx, options=options)
         speed = predict_speed(spec, plan, corr) if plan.fits else None

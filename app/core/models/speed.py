@@ -44,6 +44,12 @@ class SpeedPrediction:
     bound_by: str  # which device dominates
 
 
+def has_weights(spec: ModelSpec) -> bool:
+    """Whether there is anything to predict: a file with no tensors (a vocabulary-only GGUF) reads no
+    bytes per token, and the formula would answer billions of tokens a second."""
+    return spec.weight_bytes > 0 and spec.n_layers > 0
+
+
 def cpu_flops(cores: int, simd: tuple[str, ...] | list[str]) -> float:
     lanes = 16 if "avx512f" in simd else 8 if "avx2" in simd else 4  # f32 lanes per FMA
     return cores * CPU_CLOCK_HZ * lanes * 2 * 2  # 2 FMA units, 2 FLOP per FMA

@@ -22,7 +22,7 @@ from app.core.models.devices import Device, Machine
 from app.core.models.memory import KV_CACHE_TYPES, DeviceUse, LoadOptions
 from app.core.models.planner import Plan, plan_load
 from app.core.models.spec import ModelSpec
-from app.core.models.speed import SpeedPrediction, predict_speed
+from app.core.models.speed import SpeedPrediction, has_weights, predict_speed
 from app.core.units import fmt_bytes
 from app.ui.widgets.stacked_bar import OVERFLOW, SEGMENTS, StackedMemoryBar
 
@@ -232,7 +232,7 @@ class FitView(QWidget):
         self._timer.stop()
         plan = plan_load(self.spec, self.machine, n_ctx=self.requested_ctx, options=self.current_options())
         self.plan = plan
-        self.speed = predict_speed(self.spec, plan, self.correction) if plan.fits else None
+        self.speed = predict_speed(self.spec, plan, self.correction) if plan.fits and has_weights(self.spec) else None
         self._show(plan)
         logger.debug("re-planned %s at %d ctx: %s", self.spec.name, plan.options.n_ctx, plan.verdict)
         self.plan_changed.emit(plan)
@@ -259,7 +259,9 @@ class FitView(QWidget):
         for w in self._over_legend:
             w.setHidden(not overflowing)
         self.explanation_label.setText(plan.explanation)
-        if self.speed is None:
+        if self.speed is None and not has_weights(self.spec):
+            self.speed_label.setText("Speed: not predicted, the file holds no model weights")
+        elif self.speed is None:
             self.speed_label.setText("Speed: not predicted, the model does not fit")
         else:
             self.speed_label.setText(speed_text(self.speed))

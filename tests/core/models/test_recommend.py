@@ -102,3 +102,14 @@ def test_calibration_corrects_predicted_speed(tmp_path):
     after = rec2.recommended.speed
     assert after.basis.endswith("calibrated on 3 runs")
     assert after.decode_tok_s == pytest.approx(before.decode_tok_s * 0.55)
+
+
+def test_a_file_with_no_tensors_gets_no_prediction_and_is_not_recommended():
+    from app.core.models.spec import ModelSpec
+
+    empty = ModelSpec(architecture="llama", name="vocab only", n_vocab=32000)  # a header, no weights
+    vs = [Variant(label="Q4_K_M", format="gguf", size_bytes=1_000_000, spec=empty)]
+    rec = assess(vs, machine_from_profile(profile()), n_ctx=4096)
+    (a,) = rec.assessments
+    assert a.speed is None and a.plan is None and not a.runnable and "no model weights" in a.reason
+    assert rec.recommended is None
