@@ -46,12 +46,17 @@ def test_model_view_lists_variants_with_the_pick_highlighted(page, qtbot):
     assert row is not None and table.row_text(row)[0].startswith("★ ")
     assert table.row_text(row)[3] == "Runs on the CPU"
     exl2 = [i for i, a in enumerate(table.assessments) if a.variant.format == "exl2"]
-    assert all("ExLlama" in table.row_text(i)[3] for i in exl2)
+    assert all("ExLlama engine on an NVIDIA GPU" in table.row_text(i)[3] for i in exl2)
     fit = page.model_view.fit_view
     assert fit is not None and fit.plan.verdict == "cpu"
+    assert page.model_view.cannot_run.isHidden()
     with qtbot.waitSignal(page.download_requested) as got:
         table.download_button(row).click()
     assert got.args[0] is table.assessments[row]
+    assert exl2  # the 8B lists EXL2 variants: on a CPU-only machine each says why it cannot run here
+    page.model_view._show_fit(table.assessments[exl2[0]])
+    assert page.model_view.fit_view is None and not page.model_view.cannot_run.isHidden()
+    assert "needs the ExLlama engine on an NVIDIA GPU" in page.model_view.cannot_run.text()
 
 
 def test_nothing_fits_is_explained(page, qtbot):

@@ -79,7 +79,9 @@ def scaled_spec(spec: ModelSpec, weight_bytes: int) -> ModelSpec:
 def _engine_rule(v: Variant, m: Machine) -> tuple[bool, str, int]:
     """(runnable, reason, engine preference: lower is better) for this variant on this machine."""
     if v.format == "exl2":
-        return False, "needs the ExLlama engine (CUDA), which Hearth does not ship yet", 9
+        if m.backend != "cuda":
+            return False, "needs the ExLlama engine on an NVIDIA GPU", 9
+        return False, "needs the ExLlama engine, which Hearth does not ship yet", 9
     if v.format == "mlx":
         if m.backend == "metal":
             return True, "", 0

@@ -39,7 +39,13 @@ class ModelView(QWidget):
         self.table = VariantsTable()
         self.table.variant_selected.connect(self._show_fit)
         self.table.download_requested.connect(self.download_requested.emit)
+        # A variant that cannot run here says why, instead of a fit that would read as if it could.
+        self.cannot_run = QLabel()
+        self.cannot_run.setWordWrap(True)
+        self.cannot_run.setObjectName("notice")
+        self.cannot_run.setVisible(False)
         self._fit_host = QVBoxLayout()
+        self._fit_host.addWidget(self.cannot_run)
         body = QWidget()
         layout = QVBoxLayout(body)
         for w in (back, self.title, self.subtitle, self.notice, self.why, self.table):
@@ -81,7 +87,9 @@ class ModelView(QWidget):
             self._fit_host.removeWidget(self.fit_view)
             self.fit_view.deleteLater()
             self.fit_view = None
-        if a.plan is None or a.spec is None or self.machine is None:
+        self.cannot_run.setVisible(not a.runnable)
+        self.cannot_run.setText(f"{a.variant.label} cannot run on this machine: {a.reason}." if not a.runnable else "")
+        if not a.runnable or a.plan is None or a.spec is None or self.machine is None:
             return
         self.fit_view = FitView(a.spec, self.machine, n_ctx=a.plan.requested_ctx, options=a.plan.options)
         self._fit_host.addWidget(self.fit_view)

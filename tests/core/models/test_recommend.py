@@ -70,8 +70,12 @@ def test_exl2_and_mlx_say_why_they_cannot_run_on_linux_nvidia():
     rec, label = pick(profile(gpus=[("NVIDIA GeForce RTX 4090", 24 * GiB, 23 * GiB, 1008)]), vs=vs)
     by = {a.variant.label: a for a in rec.assessments}
     assert "ExLlama" in by["4.0bpw"].reason and not by["4.0bpw"].runnable
+    assert "does not ship" in by["4.0bpw"].reason  # the GPU is right; the engine is what is missing
     assert "Apple Silicon" in by["4-bit g64"].reason
     assert label == "Q8_0"
+    cpu_only, _ = pick(profile(), vs=vs)
+    exl2 = next(a for a in cpu_only.assessments if a.variant.format == "exl2")
+    assert exl2.reason == "needs the ExLlama engine on an NVIDIA GPU" and not exl2.runnable
 
 
 def test_apple_prefers_mlx():
