@@ -146,9 +146,22 @@ def test_gated_repo_shows_the_licence_message(qtbot, fake_hub, discover, quant_f
     with qtbot.waitSignal(discover.repo_ready, timeout=30_000) as got:
         discover.open_repo("org/Gated-GGUF")
     notice = discover.model_view.notice
-    assert not notice.isHidden() and "accept the licence on the model page" in notice.text()
-    assert "token in Settings" in notice.text() and got.args[0].notice == notice.text()
-    assert {a.variant.label for a in discover.model_view.table.assessments} == {"F16", "Q8_0"}
+    m = got.args[0]
+    assert m.access_needed and m.page_url == f"{fake_hub.url}/org/Gated-GGUF"
+    assert not notice.isHidden() and "is gated: accept its licence" in notice.text()
+    assert f'href="{m.page_url}"' in notice.text() and notice.openExternalLinks()  # a link to the page
+    assert "token in Settings" in notice.text()
+    table = discover.model_view.table
+    assert {a.variant.label for a in table.assessments} == {"F16", "Q8_0"}
+    buttons = [table.download_button(i) for i in range(len(table.assessments))]
+    assert buttons and not any(b.isEnabled() for b in buttons)  # nothing to download without access
+    assert "gated" in buttons[0].toolTip()
+    # Another repo, with access: the downloads are back.
+    add_tiny(fake_hub, quant_files, repo_id="org/Open-GGUF")
+    with qtbot.waitSignal(discover.repo_ready, timeout=30_000) as again:
+        discover.open_repo("org/Open-GGUF")
+    assert not again.args[0].access_needed
+    assert all(table.download_button(i).isEnabled() for i in range(len(table.assessments)))
 
 
 def test_missing_repo_is_explained(qtbot, fake_hub, discover):

@@ -27,6 +27,8 @@ class HubModel:
     recommendation: Recommendation
     machine: Machine
     notice: str = ""  # gated: what the user must do; or why variant details are missing
+    page_url: str = ""  # the repo's page on the Hub (or the mirror), where a licence is accepted
+    access_needed: bool = False  # gated, and this token (or no token) has no access: nothing can download
 
 
 def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_ctx: int = 8192) -> HubModel:
@@ -38,17 +40,18 @@ def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_c
         machine = machine_from_profile(probe_hardware(measure_bandwidth=False))
     details = client.model(repo_id)
     notice, card = "", ""
+    denied = False
     try:
         card = client.model_card(repo_id, details.sha)
     except HubGated as exc:
-        notice = str(exc)
+        notice, denied = str(exc), True
     if details.gated and not notice:
         first = next((f for f in details.files if f.path.lower().endswith((".gguf", ".safetensors"))), None)
         if first is not None:
             try:
                 client.file_metadata(repo_id, first.path, details.sha)
             except HubGated as exc:
-                notice = str(exc)
+                notice, denied = str(exc), True
     if notice:
         # Without access the headers cannot be read: list what the file listing says (sizes), fit estimated.
         variants = [c.to_variant() for c in repo_variants(client, repo_id)]
@@ -65,4 +68,13 @@ def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_c
         bits.append(f"licence {lic}")
     if details.gated:
         bits.append("gated")
-    return HubModel(repo_id, " · ".join(bits), card, assess(variants, machine, n_ctx=n_ctx), machine, notice)
+    return HubModel(
+        repo_id,
+        " · ".join(bits),
+        card,
+        assess(variants, machine, n_ctx=n_ctx),
+        machine,
+        notice,
+        page_url=f"{client.endpoint}/{repo_id}",
+        access_needed=denied,
+    )

@@ -123,7 +123,10 @@ class DiscoverPage(QWidget):
         if ticket != self._opening:
             return
         self.model_view.show_model(m.repo_id, m.subtitle, m.recommendation, m.machine)
-        self.model_view.show_notice(m.notice)
+        if m.access_needed:
+            self.model_view.show_access_needed(m.repo_id, m.page_url)
+        else:
+            self.model_view.show_notice(m.notice)
         self.model_view.show_card(m.card)
         self.repo_ready.emit(m)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+import html
+
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.core.models.devices import Machine
@@ -31,6 +33,7 @@ class ModelView(QWidget):
         self.why.setWordWrap(True)
         self.notice = QLabel()  # gated repo: what to do; or why details are missing
         self.notice.setWordWrap(True)
+        self.notice.setOpenExternalLinks(True)  # the gated repo's page, where its licence is accepted
         self.notice.setObjectName("notice")
         self.notice.setVisible(False)
         self.card = CardBrowser()
@@ -69,13 +72,26 @@ class ModelView(QWidget):
             if rec.recommended
             else f"No variant fits this machine: {rec.why}"
         )
+        self.table.locked = ""
         self.table.set_assessments(rec.assessments)
         self.show_notice("")
         self.card.setVisible(False)
 
     def show_notice(self, text: str) -> None:
+        self.notice.setTextFormat(Qt.TextFormat.PlainText)
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
+
+    def show_access_needed(self, repo_id: str, page_url: str) -> None:
+        """A gated repo this token cannot read: where to accept the licence, and no Download until then."""
+        self.notice.setTextFormat(Qt.TextFormat.RichText)
+        self.notice.setText(
+            f"{html.escape(repo_id)} is gated: accept its licence on "
+            f'<a href="{html.escape(page_url, quote=True)}">its page on the Hub</a>, then add a token in '
+            "Settings → Hub. Downloads stay off until this token has access."
+        )
+        self.notice.setVisible(True)
+        self.table.lock_downloads("This model is gated: accept its licence on the Hub and add a token first")
 
     def show_card(self, markdown: str) -> None:
         """The repo's model card, rendered without remote resources; hidden when the repo has none."""

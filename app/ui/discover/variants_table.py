@@ -28,7 +28,13 @@ class VariantsTable(QTableWidget):
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.horizontalHeader().setStretchLastSection(True)
         self.assessments: list[Assessment] = []
+        self.locked = ""  # why no variant can be downloaded now (a gated repo without access); "" if they can
         self.itemSelectionChanged.connect(self._selected)
+
+    def lock_downloads(self, why: str) -> None:
+        """Main thread: disable every Download (with `why` as the tooltip), or enable them again with ""."""
+        self.locked = why
+        self.set_assessments(self.assessments)
 
     def set_assessments(self, assessments: list[Assessment]) -> None:
         self.assessments = list(assessments)
@@ -66,7 +72,9 @@ class VariantsTable(QTableWidget):
                 item.setFont(font)
             self.setItem(row, col, item)
         button = QPushButton("Download")
-        button.setEnabled(a.runnable or a.variant.format == "gguf")
+        button.setEnabled((a.runnable or a.variant.format == "gguf") and not self.locked)
+        if self.locked:
+            button.setToolTip(self.locked)
         button.clicked.connect(lambda _=False, a=a: self.download_requested.emit(a))
         self.setCellWidget(row, len(COLUMNS) - 1, button)
 
