@@ -166,7 +166,21 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
     ]
     if comfortable:
         a = min(comfortable, key=key)
-        return a, f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
+        why = f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
+        # A better quant that fits too was passed over for speed: say so, or the pick reads as a mistake.
+        slower = [
+            b
+            for b in full_ctx
+            if quality(b) < quality(a) and b.speed is not None and b.speed.decode_tok_s < COMFORTABLE_TOK_S
+        ]
+        if slower:
+            b = min(slower, key=quality)
+            assert b.speed is not None
+            why += (
+                f" at a comfortable speed; {b.variant.label} also fits but would run at about "
+                f"{b.speed.decode_tok_s:.1f} tok/s, below {COMFORTABLE_TOK_S:.0f}"
+            )
+        return a, why
     balanced = [a for a in good if quality(a) <= BALANCED_KLD]
     if balanced:
         # Nothing is fast here: a bigger quant would only be slower for a barely visible gain.

@@ -117,3 +117,12 @@ def test_a_file_with_no_tensors_gets_no_prediction_and_is_not_recommended():
     (a,) = rec.assessments
     assert a.speed is None and a.plan is None and not a.runnable and "no model weights" in a.reason
     assert rec.recommended is None
+
+
+def test_a_better_quant_passed_over_for_speed_is_named_with_its_speed():
+    rec, label = pick(profile(ram_total=64 * GiB, ram_free=60 * GiB, bw=60))
+    q8 = next(a for a in rec.assessments if a.variant.label == "Q8_0")
+    assert label == "Q4_K_M" and q8.fits and q8.speed.decode_tok_s < 10
+    assert f"Q8_0 also fits but would run at about {q8.speed.decode_tok_s:.1f} tok/s, below 10" in rec.why
+    fast, label = pick(profile(ram_total=64 * GiB, ram_free=60 * GiB, bw=150))
+    assert label == "Q8_0" and "also fits" not in fast.why  # nothing better was passed over
