@@ -172,7 +172,9 @@ class LibraryPage(QWidget):
         m = self.selected()
         if m is not None:
             folder = m.path if m.path.is_dir() else m.path.parent
-            self._open_url(QUrl.fromLocalFile(str(folder)))
+            if not self._open_url(QUrl.fromLocalFile(str(folder))):
+                # No file manager (a bare desktop, a container): say where it is rather than do nothing.
+                self.status.setText(f"No file manager could open the folder; {m.name} is in {folder}")
 
     def delete_selected(self) -> None:
         m = self.selected()

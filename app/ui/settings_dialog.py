@@ -1,6 +1,10 @@
-"""Settings dialog: edits the `Settings` model; later features add their own sections."""
+"""Settings dialog: edits the `Settings` model, and says beside each field what is in effect (a value
+from the environment, the default) so an empty field never hides where a value comes from."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
 
 from pydantic import ValidationError
 from PySide6.QtWidgets import (
@@ -20,30 +24,63 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.hub.urls import DEFAULT_ENDPOINT
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
 
 
+def endpoint_in_effect(typed: str, env: Mapping[str, str]) -> str:
+    """Which Hub the app talks to for this field's text, and why (the order HubClient.from_settings uses)."""
+    if typed.strip():
+        return f"In effect: {typed.strip().rstrip('/')} (this setting)"
+    if env.get("HF_ENDPOINT"):
+        return f"In effect: {env['HF_ENDPOINT'].rstrip('/')} (from the HF_ENDPOINT environment variable)"
+    return f"In effect: {DEFAULT_ENDPOINT} (the public Hub)"
+
+
+def token_in_effect(typed: str, env: Mapping[str, str]) -> str:
+    if typed:
+        return "In effect: the token above, sent only to the Hub endpoint"
+    if env.get("HF_TOKEN"):
+        return "In effect: the token in the HF_TOKEN environment variable"
+    return "In effect: none; public models only (gated and private ones need a token)"
+
+
+def _hint(text: str = "") -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(True)
+    label.setObjectName("hint")
+    return label
+
+
 class SettingsDialog(QDialog):
     def __init__(
-        self, store: SettingsStore, settings: Settings, paths: AppPaths, parent: QWidget | None = None
+        self,
+        store: SettingsStore,
+        settings: Settings,
+        paths: AppPaths,
+        parent: QWidget | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """`env`: the environment the Hub settings fall back to (os.environ)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._store = store
         self._settings = settings
         self._paths = paths
+        self._env = os.environ if env is None else env
 
         general = QGroupBox("General")
         form = QFormLayout(general)
-        self.models_dir = QLineEdit(settings.models_dir)
-        self.models_dir.setPlaceholderText(str(paths.models))
-        browse = QPushButton("Browse…")
+        # The real folder, default or not: a path the user can read and copy, never a grey placeholder.
+        self.models_dir = QLineEdit(settings.models_dir or str(paths.models))
+        browse = QPushButton("Change…")
         browse.clicked.connect(self._browse)
         row = QHBoxLayout()
         row.addWidget(self.models_dir, 1)
         row.addWidget(browse)
         form.addRow("Models folder", row)
+        form.addRow(_hint("Downloads go here. Models imported in place stay where they are."))
         self.log_level = QComboBox()
         self.log_level.addItems(["DEBUG", "INFO", "WARNING", "ERROR"])
         self.log_level.setCurrentText(settings.log_level)
@@ -59,11 +96,18 @@ class SettingsDialog(QDialog):
         hub_form = QFormLayout(hub)
         self.hf_token = QLineEdit(settings.hf_token)
         self.hf_token.setEchoMode(QLineEdit.EchoMode.Password)
-        self.hf_token.setPlaceholderText("hf_… (needed for gated and private models; else HF_TOKEN)")
+        self.hf_token.setPlaceholderText("hf_…")
         hub_form.addRow("Access token", self.hf_token)
+        self.token_note = _hint()
+        hub_form.addRow(self.token_note)
         self.hf_endpoint = QLineEdit(settings.hf_endpoint)
-        self.hf_endpoint.setPlaceholderText("https://huggingface.co (or a mirror; else HF_ENDPOINT)")
+        self.hf_endpoint.setPlaceholderText(DEFAULT_ENDPOINT)
         hub_form.addRow("Endpoint / mirror", self.hf_endpoint)
+        self.endpoint_note = _hint()
+        hub_form.addRow(self.endpoint_note)
+        self.hf_token.textChanged.connect(self._show_in_effect)
+        self.hf_endpoint.textChanged.connect(self._show_in_effect)
+        self._show_in_effect()
         self.parallel_downloads = QSpinBox()
         self.parallel_downloads.setRange(1, 8)
         self.parallel_downloads.setValue(settings.parallel_downloads)
@@ -84,6 +128,10 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(buttons)
 
+    def _show_in_effect(self, *_: object) -> None:
+        self.token_note.setText(token_in_effect(self.hf_token.text(), self._env))
+        self.endpoint_note.setText(endpoint_in_effect(self.hf_endpoint.text(), self._env))
+
     def _browse(self) -> None:
         start = self.models_dir.text() or str(self._paths.models)
         folder = QFileDialog.getExistingDirectory(self, "Models folder", start)
@@ -94,7 +142,7 @@ class SettingsDialog(QDialog):
         """The settings as edited, validated by the model."""
         return self._settings.model_copy(
             update={
-                "models_dir": self.models_dir.text().strip(),
+                "models_dir": self._models_dir(),
                 "log_level": self.log_level.currentText(),
                 "measure_bandwidth_on_start": self.measure_bw.isChecked(),
                 "hf_token": self.hf_token.text(),
@@ -102,6 +150,11 @@ class SettingsDialog(QDialog):
                 "parallel_downloads": self.parallel_downloads.value(),
             }
         )
+
+    def _models_dir(self) -> str:
+        """The setting for the folder shown: "" while it is the default one, so it follows the data dir."""
+        text = self.models_dir.text().strip()
+        return "" if not text or os.path.normpath(text) == os.path.normpath(str(self._paths.models)) else text
 
     def accept(self) -> None:
         try:

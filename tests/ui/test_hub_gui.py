@@ -196,3 +196,31 @@ def test_settings_hub_section_saves_token_endpoint_and_parallel_downloads(qtbot)
     again.accept()
     assert again.result() == 0 and "http:// or https://" in again.error.text()
     assert store.load().hf_endpoint == "https://hf-mirror.example"
+
+
+def test_settings_show_what_is_in_effect_and_the_real_models_folder(qtbot):
+    from app.core.paths import app_paths
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    environ = {"HF_ENDPOINT": "https://mirror.from-env.example", "HF_TOKEN": "hf_env"}
+    dialog = SettingsDialog(store, store.load(), paths, env=environ)
+    qtbot.addWidget(dialog)
+    assert dialog.endpoint_note.text() == (
+        "In effect: https://mirror.from-env.example (from the HF_ENDPOINT environment variable)"
+    )
+    assert "HF_TOKEN environment variable" in dialog.token_note.text()
+    dialog.hf_endpoint.setText("https://typed.example/")
+    assert dialog.endpoint_note.text() == "In effect: https://typed.example (this setting)"
+    bare = SettingsDialog(store, store.load(), paths, env={})
+    qtbot.addWidget(bare)
+    assert "public Hub" in bare.endpoint_note.text() and "public models only" in bare.token_note.text()
+    # The folder is a real path, default or not; saving the default keeps it following the data folder.
+    assert bare.models_dir.text() == str(paths.models)
+    bare.accept()
+    assert store.load().models_dir == ""
+    other = SettingsDialog(store, store.load(), paths, env={})
+    qtbot.addWidget(other)
+    other.models_dir.setText("/srv/models")
+    other.accept()
+    assert store.load().models_dir == "/srv/models"

@@ -123,3 +123,17 @@ def test_hf_cache_import_with_an_empty_cache(qtbot, make_page):
     with qtbot.waitSignal(page.import_finished, timeout=10_000) as got:
         page.import_hf_cache()
     assert got.args[0].startswith("Imported 0 models")
+
+
+def test_reveal_without_a_file_manager_says_where_the_model_is(qtbot, library, pool_tasks, quant_files, tmp_path):  # noqa: F811
+    page = LibraryPage(library, pool_tasks, confirm=lambda *_: True, open_url=lambda url: False)
+    qtbot.addWidget(page)
+    outside = tmp_path / "elsewhere" / "mine.gguf"
+    outside.parent.mkdir()
+    shutil.copy(quant_files["F16"], outside)
+    with qtbot.waitSignal(page.import_finished, timeout=10_000):
+        page.import_path(outside)
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    page.table.selectRow(0)
+    page.reveal_selected()
+    assert "No file manager" in page.status.text() and str(outside.parent) in page.status.text()
