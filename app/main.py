@@ -14,7 +14,6 @@ from app.core.hardware.engines import prewarm_engines
 from app.core.logs import configure_logging
 from app.core.models.devices import Machine, machine_from_profile
 from app.core.paths import AppPaths, app_paths
-from app.core.resources import resource_path
 from app.core.services import Services
 from app.core.settings import Settings, SettingsStore
 
@@ -80,6 +79,7 @@ def build_shell(
     settings: Settings,
     probe: Callable[[bool], HardwareProfile] | None = None,
     services: Services | None = None,
+    themes: ThemeManager | None = None,  # noqa: F821 (Qt type, imported lazily)
 ) -> Shell:
     from PySide6.QtWidgets import QSystemTrayIcon
 
@@ -128,6 +128,8 @@ def build_shell(
     # (the Server page, the key the server makes for LAN mode), or closing would write them back stale.
     saved = EventBridge(store.changed, window)
     saved.fired.connect(lambda s: setattr(window, "settings", s.model_copy(update={"window": window.settings.window})))
+    if themes is not None:
+        saved.fired.connect(lambda s: themes.apply(s.theme))  # a new Appearance applies at once
     tray = None
     if QSystemTrayIcon.isSystemTrayAvailable():
         tray = ServerTray(api, window, lambda: services.settings.server.keep_serving_in_tray)
@@ -167,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("Hearth")
     collector = MainThreadGC(app)
     _quit_on_signals(app)
-    style = resource_path("styles", "hearth.qss")
-    if style.exists():
-        app.setStyleSheet(style.read_text(encoding="utf-8"))
+    from app.ui.theme import ThemeManager
+
+    themes = ThemeManager(app, settings.theme)
+    themes.apply()
     try:
         services = Services.open(paths, settings)
     except HearthError as exc:  # e.g. a damaged chat database: say what happened and how to recover
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         QMessageBox.critical(None, "Hearth cannot start", str(exc))
         collector.stop()
         return 1
-    shell = build_shell(paths, store, settings, services=services)
+    shell = build_shell(paths, store, settings, services=services, themes=themes)
     shell.window.show()
     shell.window.page("hardware").refresh()
     shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up

@@ -80,6 +80,7 @@ class Settings(BaseModel):
     schema_version: int = SCHEMA_VERSION
     models_dir: str = ""  # empty: the default models folder under the data dir
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    theme: Literal["system", "light", "dark"] = "system"  # system: follow the OS's light or dark scheme
     measure_bandwidth_on_start: bool = True
     window: WindowState = Field(default_factory=WindowState)
     hf_endpoint: str = ""  # empty: HF_ENDPOINT, else the public Hub

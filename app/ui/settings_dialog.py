@@ -81,6 +81,11 @@ class SettingsDialog(QDialog):
         row.addWidget(browse)
         form.addRow("Models folder", row)
         form.addRow(_hint("Downloads go here. Models imported in place stay where they are."))
+        self.theme = QComboBox()
+        for label, value in (("Follow the system", "system"), ("Light", "light"), ("Dark", "dark")):
+            self.theme.addItem(label, value)
+        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
+        form.addRow("Appearance", self.theme)
         self.log_level = QComboBox()
         self.log_level.addItems(["DEBUG", "INFO", "WARNING", "ERROR"])
         self.log_level.setCurrentText(settings.log_level)
@@ -144,6 +149,7 @@ class SettingsDialog(QDialog):
             update={
                 "models_dir": self._models_dir(),
                 "log_level": self.log_level.currentText(),
+                "theme": self.theme.currentData(),
                 "measure_bandwidth_on_start": self.measure_bw.isChecked(),
                 "hf_token": self.hf_token.text(),
                 "hf_endpoint": self.hf_endpoint.text(),

@@ -1,0 +1,109 @@
+"""Hearth's look, said once: a palette with a light and a dark theme (resources/styles/palette.json), the
+style sheet that uses it (hearth.qss, with `$name` for each colour), and which theme is in effect: the
+OS's colour scheme unless the user chose one (Settings → Appearance)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from string import Template
+from typing import Literal
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
+
+from app.core.resources import resource_path
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["system", "light", "dark"]
+Theme = Literal["light", "dark"]
+
+
+@dataclass(frozen=True)
+class Palette:
+    name: Theme
+    colours: dict[str, str]
+
+    def __getitem__(self, token: str) -> str:
+        return self.colours[token]
+
+
+def load_palettes() -> dict[Theme, Palette]:
+    data = json.loads(resource_path("styles", "palette.json").read_text(encoding="utf-8"))
+    return {"light": Palette("light", data["light"]), "dark": Palette("dark", data["dark"])}
+
+
+def style_sheet(palette: Palette) -> str:
+    """hearth.qss with the palette's colours filled in; a token the palette lacks is an error, not a gap."""
+    template = Template(resource_path("styles", "hearth.qss").read_text(encoding="utf-8"))
+    return template.substitute(palette.colours)
+
+
+def system_theme() -> Theme:
+    hints = QGuiApplication.styleHints()
+    return "dark" if hints.colorScheme() == Qt.ColorScheme.Dark else "light"
+
+
+def theme_for(mode: Mode) -> Theme:
+    return system_theme() if mode == "system" else mode
+
+
+def qt_palette(p: Palette) -> QPalette:
+    """The same colours for what the style sheet does not reach (menus, native dialogs, the table's text)."""
+    pal = QPalette()
+    roles = {
+        QPalette.ColorRole.Window: p["window"],
+        QPalette.ColorRole.WindowText: p["text"],
+        QPalette.ColorRole.Base: p["surface"],
+        QPalette.ColorRole.AlternateBase: p["surface_alt"],
+        QPalette.ColorRole.Text: p["text"],
+        QPalette.ColorRole.Button: p["surface"],
+        QPalette.ColorRole.ButtonText: p["text"],
+        QPalette.ColorRole.Highlight: p["selection"],
+        QPalette.ColorRole.HighlightedText: p["text"],
+        QPalette.ColorRole.ToolTipBase: p["surface"],
+        QPalette.ColorRole.ToolTipText: p["text"],
+        QPalette.ColorRole.PlaceholderText: p["text_muted"],
+        QPalette.ColorRole.Link: p["info"],
+        QPalette.ColorRole.Mid: p["border"],
+        QPalette.ColorRole.Dark: p["text_muted"],
+    }
+    for role, colour in roles.items():
+        pal.setColor(role, QColor(colour))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor(p["text_muted"]))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, QColor(p["text_muted"]))
+    return pal
+
+
+class ThemeManager(QObject):
+    """Main thread. `apply(mode)` puts a theme on the application; with "system" it follows the OS when
+    its colour scheme changes."""
+
+    def __init__(self, app: QApplication, mode: Mode = "system") -> None:
+        super().__init__(app)
+        self.app = app
+        self.palettes = load_palettes()
+        self.mode: Mode = mode
+        self.theme: Theme = "light"
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._os_changed)
+
+    def apply(self, mode: Mode | None = None) -> Theme:
+        self.mode = mode or self.mode
+        self.theme = theme_for(self.mode)
+        palette = self.palettes[self.theme]
+        self.app.setStyle("Fusion")  # the one style that draws every control from the palette on every OS
+        self.app.setPalette(qt_palette(palette))
+        self.app.setStyleSheet(style_sheet(palette))
+        logger.debug("theme %s (setting %s)", self.theme, self.mode)
+        return self.theme
+
+    @property
+    def palette(self) -> Palette:
+        return self.palettes[self.theme]
+
+    def _os_changed(self, *_: object) -> None:
+        if self.mode == "system":
+            self.apply()

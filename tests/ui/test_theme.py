@@ -1,0 +1,77 @@
+"""The design system: one palette in a light and a dark theme, the style sheet filled from it, the OS's
+colour scheme followed unless the user chose one, and Settings → Appearance applying at once."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
+
+from app.ui.theme import ThemeManager, load_palettes, style_sheet
+
+
+@pytest.fixture
+def app(qtbot):
+    """The application, with its look restored afterwards (other tests read colours off widgets)."""
+    app = QApplication.instance()
+    sheet, palette = app.styleSheet(), app.palette()
+    yield app
+    app.setPalette(palette)
+    app.setStyleSheet(sheet)
+
+
+def test_both_themes_have_every_colour_the_style_sheet_uses():
+    palettes = load_palettes()
+    assert set(palettes["light"].colours) == set(palettes["dark"].colours)
+    for p in palettes.values():
+        sheet = style_sheet(p)
+        assert "$" not in sheet  # every $token was filled
+        assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in p.colours.values())
+    light, dark = palettes["light"], palettes["dark"]
+    assert light["window"] != dark["window"] and light["text"] != dark["text"]
+
+
+def light_free(sheet: str) -> bool:
+    """No colour of the light theme left in a dark style sheet (nothing is written per theme by hand)."""
+    light, dark = load_palettes()["light"].colours, load_palettes()["dark"].colours
+    return not any(c in sheet for c in set(light.values()) - set(dark.values()))
+
+
+def test_a_chosen_theme_is_applied_and_the_system_one_follows_the_os(app, qtbot, monkeypatch):
+    import app.ui.theme as theme
+
+    os_scheme = {"now": "light"}  # the offscreen platform has no colour scheme: the OS is played here
+    monkeypatch.setattr(theme, "system_theme", lambda: os_scheme["now"])
+    themes = ThemeManager(app, "dark")
+    assert themes.apply() == "dark"
+    dark = load_palettes()["dark"]
+    assert app.palette().color(QPalette.ColorRole.Window).name() == dark["window"]
+    assert dark["accent"] in app.styleSheet() and light_free(app.styleSheet())
+    hints = QGuiApplication.styleHints()
+    assert themes.apply("system") == "light"
+    light = load_palettes()["light"]
+    assert app.palette().color(QPalette.ColorRole.Window).name() == light["window"]
+    os_scheme["now"] = "dark"  # the OS switches, and says so: a "system" theme follows
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert themes.theme == "dark" and app.palette().color(QPalette.ColorRole.Window).name() == dark["window"]
+    themes.apply("light")  # a chosen theme does not follow
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert themes.theme == "light"
+
+
+def test_settings_appearance_is_saved(qtbot):
+    from app.core.paths import app_paths
+    from app.core.settings import SettingsStore
+    from app.ui.settings_dialog import SettingsDialog
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    dialog = SettingsDialog(store, store.load(), paths, env={})
+    qtbot.addWidget(dialog)
+    assert dialog.theme.currentData() == "system"
+    dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
+    dialog.accept()
+    assert store.load().theme == "dark"
