@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.paths import AppPaths
-from app.core.settings import Settings, SettingsStore
+from app.core.settings import Settings, SettingsStore, WindowState
 from app.ui.settings_dialog import SettingsDialog
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,8 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(QByteArray.fromBase64(w.geometry.encode("ascii")))
         else:
             self.resize(1100, 720)
-        self.show_page(w.page if w.page in self._keys else "hardware" if "hardware" in self._keys else self._keys[0])
+        default = WindowState().page
+        self.show_page(w.page if w.page in self._keys else default if default in self._keys else self._keys[0])
 
     def save_state(self) -> None:
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")

@@ -59,3 +59,14 @@ def test_nothing_fits_is_explained(page, qtbot):
         page.set_profile(profile(ram_total=2 * GiB, ram_free=1 * GiB))
     assert all(r.badge.text() == "Will not fit" for r in page.recommended.rows)
     assert "nothing fits" in page.recommended.rows[0].detail.text()
+
+
+def test_the_results_list_replaces_the_hint_once_a_search_starts(page, qtbot):
+    page.show()
+    qtbot.waitExposed(page)
+    search = page.search
+    assert search.hint.isVisible() and not search.view.isVisible()
+    with qtbot.waitSignal(search.search_failed, timeout=10_000):  # nothing listens on port 9
+        search.query.setText("qwen")
+        search.search()
+    assert not search.hint.isVisible() and search.view.isVisible()

@@ -43,9 +43,28 @@ def test_window_opens_with_all_pages(shell_factory, qtbot):
     qtbot.waitExposed(w)
     labels = [w.sidebar.item(i).text() for i in range(w.sidebar.count())]
     assert labels == ["Discover", "My Models", "Downloads", "Chat", "Server", "Hardware"]
-    assert w.current_page_key == "hardware"
+    assert w.current_page_key == "discover"  # a first start opens on Discover (issue 13), no longer Hardware
     w.show_page("server")
     assert isinstance(w.page("server"), ServerPage) and w.page("server").status_card.state_label.text() == "Stopped"
+
+
+def test_first_start_opens_on_discover_with_a_hint_and_no_empty_results(shell_factory, qtbot):
+    shell, store = shell_factory()
+    assert not store.path.exists()  # fresh settings: nothing saved by an earlier run
+    w = shell.window
+    w.show()
+    qtbot.waitExposed(w)
+    assert w.current_page_key == "discover" and w.sidebar.currentItem().text() == "Discover"
+    search = w.page("discover").search
+    assert search.hint.isVisible() and "Search the Hugging Face Hub" in search.hint.text()
+    assert not search.view.isVisible() and not search.more.isVisible()
+
+
+def test_a_page_saved_by_an_earlier_run_still_wins_over_discover(shell_factory, qtbot):
+    base = SettingsStore(app_paths().ensure().settings_file).load()
+    saved = base.model_copy(update={"window": base.window.model_copy(update={"page": "chat"})})
+    shell, _ = shell_factory(settings=saved)
+    assert shell.window.current_page_key == "chat"
 
 
 def test_hardware_page_shows_this_machine(shell_factory, qtbot):
