@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QListWidget,
@@ -59,6 +59,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
         self._build_menu()
+        self._page_shortcuts()
         self.statusBar().showMessage("Ready")
         self._restore()
 
@@ -73,6 +74,14 @@ class MainWindow(QMainWindow):
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
         menu.addAction(quit_action)
+
+    def _page_shortcuts(self) -> None:
+        # Ctrl+1…Ctrl+9 follow the sidebar's order, so the numbers match what the user sees top to bottom.
+        # Window-wide: the shortcut must work whichever page (or text box) holds the focus.
+        for number, key in enumerate(self._keys[:9], start=1):
+            shortcut = QShortcut(QKeySequence(f"Ctrl+{number}"), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(lambda key=key: self.show_page(key))
 
     def page(self, key: str) -> Any:
         """The page widget registered under `key` (each page's own type; the caller knows which)."""

@@ -4,7 +4,7 @@ import time
 
 import psutil
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QSystemTrayIcon
 
@@ -65,6 +65,22 @@ def test_a_page_saved_by_an_earlier_run_still_wins_over_discover(shell_factory, 
     saved = base.model_copy(update={"window": base.window.model_copy(update={"page": "chat"})})
     shell, _ = shell_factory(settings=saved)
     assert shell.window.current_page_key == "chat"
+
+
+def test_ctrl_number_opens_each_sidebar_page_in_order(shell_factory, qtbot):
+    shell, _ = shell_factory()
+    w = shell.window
+    w.show()
+    qtbot.waitExposed(w)
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow)
+    keys = [w.sidebar.item(i).data(Qt.ItemDataRole.UserRole) for i in range(w.sidebar.count())]
+    assert keys == ["discover", "models", "downloads", "chat", "server", "hardware"]
+    for number in (2, 6, 4, 1, 5, 3):  # out of order: each lands on its own page, not the next one
+        target = w.focusWidget() or w  # whatever holds the focus on that page: the shortcut is window-wide
+        qtbot.keyClick(target, getattr(Qt.Key, f"Key_{number}"), Qt.KeyboardModifier.ControlModifier)
+        assert w.current_page_key == keys[number - 1]
+        assert w.sidebar.currentRow() == number - 1
 
 
 def test_hardware_page_shows_this_machine(shell_factory, qtbot):
