@@ -86,6 +86,7 @@ def build_shell(
     from app.server.config import new_api_key
     from app.ui.bridge import EventBridge
     from app.ui.chat.chat_page import ChatPage
+    from app.ui.chat_launch import ChatLauncher
     from app.ui.discover.discover_page import DiscoverPage
     from app.ui.downloads_panel import DownloadsPanel
     from app.ui.hardware_page import HardwarePage
@@ -124,6 +125,8 @@ def build_shell(
         ("hardware", "Hardware", hardware),
     ]
     window = MainWindow(store, settings, paths, pages)
+    launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"), machine_source=lambda: machine.get("now"))
+    library.chat_requested.connect(launcher.chat_with)
     # The window saves its copy of Settings when it closes: keep it current with saves made elsewhere
     # (the Server page, the key the server makes for LAN mode), or closing would write them back stale.
     saved = EventBridge(store.changed, window)

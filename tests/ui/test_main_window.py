@@ -83,6 +83,55 @@ def test_ctrl_number_opens_each_sidebar_page_in_order(shell_factory, qtbot):
         assert w.sidebar.currentRow() == number - 1
 
 
+def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_focused(qtbot, tmp_path):
+    from app.core.engines.fake import registry_with_fake
+    from app.core.library import ModelFile
+    from app.core.runtime.host import EngineHost
+    from app.core.services import Services
+    from tests.ui.chat_harness import no_preflight
+    from tests.ui.test_library_page import double_click_row
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    settings = store.load().model_copy(update={"measure_bandwidth_on_start": False})
+    services = Services.open(paths, settings)
+    services.host.shutdown()
+    engines: list = []
+    services.host = EngineHost(registry_with_fake(engines), preflight=no_preflight, name="test-chat-launch")
+    for name in ("alpha", "beta"):
+        path = tmp_path / f"{name}.fake"
+        path.write_bytes(b"fake")
+        services.library.add(name=name, format="fake", path=path, files=[ModelFile(path, 4)])
+    shell = build_shell(paths, store, settings, services=services)
+    try:
+        w = shell.window
+        qtbot.addWidget(w)
+        w.show()
+        qtbot.waitExposed(w)
+        w.activateWindow()
+        qtbot.waitUntil(w.isActiveWindow)
+        w.show_page("models")
+        library, chat = w.page("models"), w.page("chat")
+        qtbot.waitUntil(lambda: library.table.rowCount() == 2, timeout=5_000)
+        row = next(i for i, m in enumerate(library.models) if m.name == "beta")
+        beta = library.models[row]
+        double_click_row(library.table, row)
+        assert w.current_page_key == "chat"
+        assert chat.model_bar.picker.currentData().id == beta.id  # picked, though alpha was listed first
+        qtbot.waitUntil(lambda: shell.services.host.state.status == "ready", timeout=10_000)
+        assert shell.services.host.state.model.path == beta.path and len(engines) == 1
+        qtbot.waitUntil(lambda: w.focusWidget() is chat.composer.editor, timeout=5_000)
+
+        # Asking again for the model already loaded does not load it again: it only goes back to Chat.
+        w.show_page("models")
+        library.table.setFocus()
+        double_click_row(library.table, row)
+        assert w.current_page_key == "chat" and w.focusWidget() is chat.composer.editor
+        assert shell.services.host.state.model.path == beta.path and engines[0].loads == 1
+    finally:
+        shell.shutdown()
+
+
 def test_hardware_page_shows_this_machine(shell_factory, qtbot):
     shell, _ = shell_factory()
     page = shell.window.page("hardware")
