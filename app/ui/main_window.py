@@ -87,6 +87,12 @@ class MainWindow(QMainWindow):
         """The page widget registered under `key` (each page's own type; the caller knows which)."""
         return self.stack.widget(self._keys.index(key))
 
+    def set_page_label(self, key: str, label: str) -> None:
+        """Main thread: change a page's sidebar text (e.g. a count); its key and place stay the same."""
+        item = self.sidebar.item(self._keys.index(key))
+        if item.text() != label:
+            item.setText(label)
+
     def show_page(self, key: str) -> None:
         self.sidebar.setCurrentRow(self._keys.index(key))
 
