@@ -86,6 +86,7 @@ def build_shell(
     from app.server.config import new_api_key
     from app.ui.bridge import EventBridge
     from app.ui.chat.chat_page import ChatPage
+    from app.ui.chat_launch import ChatLauncher
     from app.ui.discover.discover_page import DiscoverPage
     from app.ui.downloads_panel import DownloadsPanel
     from app.ui.hardware_page import HardwarePage
@@ -124,6 +125,11 @@ def build_shell(
         ("hardware", "Hardware", hardware),
     ]
     window = MainWindow(store, settings, paths, pages)
+    launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"), machine_source=lambda: machine.get("now"))
+    library.chat_requested.connect(launcher.chat_with)
+    # The panel's count arrives on the UI thread (its EventBridges re-post the manager's events).
+    downloads.active_count_changed.connect(lambda _n: window.set_page_label("downloads", downloads.sidebar_label()))
+    window.set_page_label("downloads", downloads.sidebar_label())  # unfinished downloads from the last run
     # The window saves its copy of Settings when it closes: keep it current with saves made elsewhere
     # (the Server page, the key the server makes for LAN mode), or closing would write them back stale.
     saved = EventBridge(store.changed, window)

@@ -22,7 +22,8 @@ class WindowState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     geometry: str = ""  # base64 of QWidget.saveGeometry(); opaque to core
-    page: str = "hardware"
+    # First start opens where a new user begins: finding a model. A page saved by an earlier run wins.
+    page: str = "discover"
 
 
 # Collides with none of LM Studio (1234), Ollama (11434), llama-server (8080), vLLM (8000), Jan (1337).

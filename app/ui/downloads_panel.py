@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.downloads.items import DownloadItem, Progress, State
+from app.core.downloads.items import UNFINISHED, DownloadItem, Progress, State
 from app.core.downloads.manager import DownloadManager
 from app.core.hub.client import HubClient
 from app.core.units import fmt_bytes, fmt_eta
@@ -119,6 +119,7 @@ class DownloadsPanel(QWidget):
 
     download_queued = Signal(str)  # item id, after `request_download` added it
     request_failed = Signal(str)  # plain words: why a requested download could not start
+    active_count_changed = Signal(int)  # downloads in progress (queued, downloading or verifying)
 
     def __init__(
         self,
@@ -133,6 +134,7 @@ class DownloadsPanel(QWidget):
         self._tasks = tasks
         self._hub = hub  # a client for the current Settings (token and mirror can change while Hearth runs)
         self.rows: dict[str, DownloadRow] = {}
+        self.active_count = 0
         title = QLabel("Downloads")
         title.setObjectName("pageTitle")
         self.status = QLabel()
@@ -215,6 +217,7 @@ class DownloadsPanel(QWidget):
             self._list.insertWidget(self._list.count() - 1, row)
         row.update_item(item)
         self.empty.setVisible(not self.rows)
+        self._recount()
 
     def _on_removed(self, item_id: str) -> None:
         row = self.rows.pop(item_id, None)
@@ -222,6 +225,18 @@ class DownloadsPanel(QWidget):
             self._list.removeWidget(row)
             row.deleteLater()
         self.empty.setVisible(not self.rows)
+        self._recount()
+
+    def _recount(self) -> None:
+        # Paused and failed ones wait for the user, done ones are finished: only the rest are "in progress".
+        n = sum(row.item_state in UNFINISHED for row in self.rows.values())
+        if n != self.active_count:
+            self.active_count = n
+            self.active_count_changed.emit(n)
+
+    def sidebar_label(self) -> str:
+        """The sidebar entry: how many downloads are in progress, so they show from any page."""
+        return f"Downloads ({self.active_count})" if self.active_count else "Downloads"
 
     def _on_progress(self, p: Progress) -> None:
         row = self.rows.get(p.item_id)

@@ -1,4 +1,4 @@
-"""My Models: the library as a table, with Reveal, Delete, Import… and imports from the HF cache / LM Studio."""
+"""My Models: the library as a table, with Chat, Reveal, Delete, Import… and imports from the HF cache / LM Studio."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QUrl, Signal
+from PySide6.QtCore import QPoint, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -46,6 +46,7 @@ def describe_import(result: ImportResult) -> str:
 class LibraryPage(QWidget):
     models_shown = Signal(list)  # list[LocalModel], after every reload (main thread)
     import_finished = Signal(str)  # what happened, in plain words
+    chat_requested = Signal(object)  # LocalModel: open it in Chat (main.py wires this to the Chat page)
 
     def __init__(
         self,
@@ -77,7 +78,14 @@ class LibraryPage(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._selection_changed)
+        # Double-clicking a model is the quickest way to talk to it; Reveal and Delete stay deliberate.
+        self.table.cellDoubleClicked.connect(lambda row, _col: self._chat_row(row))
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._show_context_menu)
 
+        self.chat_button = QPushButton("Chat")
+        self.chat_button.setToolTip("Load this model in Chat (or double-click it)")
+        self.chat_button.clicked.connect(self.chat_selected)
         self.reveal_button = QPushButton("Reveal")
         self.reveal_button.clicked.connect(self.reveal_selected)
         self.delete_button = QPushButton("Delete…")
@@ -93,7 +101,7 @@ class LibraryPage(QWidget):
         menu.addAction("From LM Studio", self.import_lmstudio)
         self.import_button.setMenu(menu)
         buttons = QHBoxLayout()
-        for w in (self.reveal_button, self.delete_button, self.import_button):
+        for w in (self.chat_button, self.reveal_button, self.delete_button, self.import_button):
             buttons.addWidget(w)
         buttons.addStretch(1)
         buttons.addWidget(self.total)
@@ -162,11 +170,45 @@ class LibraryPage(QWidget):
         return [item.text() if (item := self.table.item(row, c)) is not None else "" for c in range(len(COLUMNS))]
 
     def _selection_changed(self) -> None:
-        has = self.selected() is not None
-        self.reveal_button.setEnabled(has)
-        self.delete_button.setEnabled(has)
+        m = self.selected()
+        self.chat_button.setEnabled(m is not None and m.ready)
+        self.reveal_button.setEnabled(m is not None)
+        self.delete_button.setEnabled(m is not None)
+
+    def context_menu(self, row: int) -> QMenu:
+        """The right-click menu for `row` (selected first, so its actions act on it)."""
+        self.table.selectRow(row)
+        m = self.selected()
+        menu = QMenu(self.table)
+        chat = menu.addAction("Chat", self.chat_selected)
+        chat.setEnabled(m is not None and m.ready)
+        menu.addAction("Reveal", self.reveal_selected)
+        menu.addSeparator()
+        menu.addAction("Delete…", self.delete_selected)
+        return menu
+
+    def _show_context_menu(self, pos: QPoint) -> None:
+        row = self.table.rowAt(pos.y())
+        if 0 <= row < len(self.models):
+            menu = self.context_menu(row)
+            menu.aboutToHide.connect(menu.deleteLater)
+            menu.popup(self.table.viewport().mapToGlobal(pos))
 
     # ---- actions ----
+
+    def chat_selected(self) -> None:
+        m = self.selected()
+        if m is None:
+            return
+        if not m.ready:
+            self.status.setText(f"{m.name} cannot be loaded: {m.reason or m.status}.")
+            return
+        self.chat_requested.emit(m)
+
+    def _chat_row(self, row: int) -> None:
+        if 0 <= row < len(self.models):
+            self.table.selectRow(row)
+            self.chat_selected()
 
     def reveal_selected(self) -> None:
         m = self.selected()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QListWidget,
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.paths import AppPaths
-from app.core.settings import Settings, SettingsStore
+from app.core.settings import Settings, SettingsStore, WindowState
 from app.ui.settings_dialog import SettingsDialog
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
         self._build_menu()
+        self._page_shortcuts()
         self.statusBar().showMessage("Ready")
         self._restore()
 
@@ -74,9 +75,23 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         menu.addAction(quit_action)
 
+    def _page_shortcuts(self) -> None:
+        # Ctrl+1…Ctrl+9 follow the sidebar's order, so the numbers match what the user sees top to bottom.
+        # Window-wide: the shortcut must work whichever page (or text box) holds the focus.
+        for number, key in enumerate(self._keys[:9], start=1):
+            shortcut = QShortcut(QKeySequence(f"Ctrl+{number}"), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(lambda key=key: self.show_page(key))
+
     def page(self, key: str) -> Any:
         """The page widget registered under `key` (each page's own type; the caller knows which)."""
         return self.stack.widget(self._keys.index(key))
+
+    def set_page_label(self, key: str, label: str) -> None:
+        """Main thread: change a page's sidebar text (e.g. a count); its key and place stay the same."""
+        item = self.sidebar.item(self._keys.index(key))
+        if item.text() != label:
+            item.setText(label)
 
     def show_page(self, key: str) -> None:
         self.sidebar.setCurrentRow(self._keys.index(key))
@@ -102,7 +117,8 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(QByteArray.fromBase64(w.geometry.encode("ascii")))
         else:
             self.resize(1100, 720)
-        self.show_page(w.page if w.page in self._keys else "hardware" if "hardware" in self._keys else self._keys[0])
+        default = WindowState().page
+        self.show_page(w.page if w.page in self._keys else default if default in self._keys else self._keys[0])
 
     def save_state(self) -> None:
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")

@@ -3,6 +3,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "models"))
 
@@ -64,3 +65,34 @@ def test_nothing_fits_is_explained(page, qtbot):
         page.set_profile(profile(ram_total=2 * GiB, ram_free=1 * GiB))
     assert all(r.badge.text() == "Will not fit" for r in page.recommended.rows)
     assert "nothing fits" in page.recommended.rows[0].detail.text()
+
+
+def test_the_results_list_replaces_the_hint_once_a_search_starts(page, qtbot):
+    page.show()
+    qtbot.waitExposed(page)
+    search = page.search
+    assert search.hint.isVisible() and not search.view.isVisible()
+    with qtbot.waitSignal(search.search_failed, timeout=10_000):  # nothing listens on port 9
+        search.query.setText("qwen")
+        search.search()
+    assert not search.hint.isVisible() and search.view.isVisible()
+
+
+@pytest.mark.parametrize(
+    "key, modifier",
+    [(Qt.Key.Key_Escape, Qt.KeyboardModifier.NoModifier), (Qt.Key.Key_Left, Qt.KeyboardModifier.AltModifier)],
+    ids=["Esc", "Alt+Left"],
+)
+def test_esc_and_alt_left_go_back_from_the_details_to_the_results(page, qtbot, key, modifier):
+    page.show()
+    qtbot.waitExposed(page)
+    page.activateWindow()
+    qtbot.waitUntil(page.isActiveWindow)
+    with qtbot.waitSignal(page.picks_ready, timeout=10_000):
+        page.set_profile(profile(ram_total=16 * GiB, ram_free=12 * GiB))
+    page.open_pick(page.picks[0])
+    assert page.stack.currentIndex() == 1
+    focused = page.focusWidget()
+    assert focused is not None and page.model_view.isAncestorOf(focused)
+    qtbot.keyClick(focused, key, modifier)
+    assert page.stack.currentIndex() == 0

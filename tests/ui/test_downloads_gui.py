@@ -150,6 +150,41 @@ def test_request_for_a_vanished_file_is_explained(qtbot, fake_hub, env, wired): 
     assert not panel.rows
 
 
+def test_the_sidebar_counts_downloads_in_progress_as_they_start_and_finish(qtbot, fake_hub, hf_env):
+    from app.core.paths import app_paths
+    from app.core.settings import Settings, SettingsStore
+    from app.main import build_shell
+
+    fake_hub.add_repo(FakeRepo("org/two", files={"a.gguf": blob(SIZE, 1), "b.gguf": blob(SIZE, 2)}))
+    stalls = {name: fake_hub.faults.add(name, Fault.stall(SIZE // 4)) for name in ("a.gguf", "b.gguf")}
+    paths = app_paths().ensure()
+    settings = Settings(hf_endpoint=fake_hub.url, measure_bandwidth_on_start=False)
+    shell = build_shell(paths, SettingsStore(paths.settings_file), settings)
+    try:
+        w, panel = shell.window, shell.window.page("downloads")
+        qtbot.addWidget(w)
+        entry = w.sidebar.item(2)
+        assert entry.text() == "Downloads"
+        ids = {}
+        for name in ("a", "b"):
+            variant = Variant(label=name, format="gguf", size_bytes=SIZE, repo_id="org/two", files=[f"{name}.gguf"])
+            with qtbot.waitSignal(panel.download_queued, timeout=10_000) as got:
+                panel.request_download(variant)
+            ids[name] = got.args[0]
+        qtbot.waitUntil(lambda: entry.text() == "Downloads (2)", timeout=10_000)
+        stalls["a.gguf"].release()
+        qtbot.waitUntil(lambda: panel.row(ids["a"]).item_state == State.DONE, timeout=10_000)
+        qtbot.waitUntil(lambda: entry.text() == "Downloads (1)", timeout=5_000)
+        stalls["b.gguf"].release()
+        qtbot.waitUntil(lambda: panel.row(ids["b"]).item_state == State.DONE, timeout=10_000)
+        qtbot.waitUntil(lambda: entry.text() == "Downloads", timeout=5_000)
+        assert w.current_page_key == "discover"  # counted while another page is shown
+        # Both went into the library: let the pages take that in before the pool is shut down.
+        qtbot.waitUntil(lambda: w.page("models").table.rowCount() == 2, timeout=10_000)
+    finally:
+        shell.shutdown()
+
+
 def test_bridge_coalesces_progress_to_ten_per_second_per_item(qtbot):
     event: Event[Progress] = Event("p")
     bridge = EventBridge(event, coalesce_key=lambda p: p.item_id)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtTest import QTest
 
 from app.core.library import Library, ModelFile
 from app.core.units import fmt_bytes
@@ -137,3 +138,53 @@ def test_reveal_without_a_file_manager_says_where_the_model_is(qtbot, library, p
     page.table.selectRow(0)
     page.reveal_selected()
     assert "No file manager" in page.status.text() and str(outside.parent) in page.status.text()
+
+
+def double_click_row(table, row):
+    """As the window system delivers a double-click: a click, then the double-click event. (QTest's
+    mouseDClick alone sends only the second half, which an item view ignores without the first press.)"""
+    pos = table.visualItemRect(table.item(row, 0)).center()
+    QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    QTest.mouseDClick(table.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+
+
+def test_chat_button_double_click_and_menu_ask_for_the_model(qtbot, make_page, library, quant_files):
+    model = downloaded(library, quant_files)
+    page = make_page()
+    page.show()
+    qtbot.waitExposed(page)
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    assert not page.chat_button.isEnabled()  # nothing selected yet
+    with qtbot.waitSignal(page.chat_requested) as got:
+        double_click_row(page.table, 0)
+    assert got.args[0].id == model.id
+    assert page.chat_button.isEnabled()  # the double-click selected the row
+    with qtbot.waitSignal(page.chat_requested) as got:
+        page.chat_button.click()
+    assert got.args[0].id == model.id
+
+    page.table.clearSelection()
+    menu = page.context_menu(0)
+    actions = {a.text(): a for a in menu.actions() if not a.isSeparator()}
+    assert list(actions) == ["Chat", "Reveal", "Delete…"]
+    with qtbot.waitSignal(page.chat_requested) as got:
+        actions["Chat"].trigger()
+    assert got.args[0].id == model.id
+    actions["Reveal"].trigger()  # the same Reveal as the button
+    assert page.opened == [QUrl.fromLocalFile(str(model.path.parent))]
+    page._confirm = lambda title, text: False
+    actions["Delete…"].trigger()
+    assert page.selected() is not None and library.get(model.id) is not None  # asked, answered No
+
+
+def test_a_missing_model_cannot_be_chatted_with(qtbot, make_page, library, quant_files):
+    model = downloaded(library, quant_files)
+    model.path.unlink()
+    page = make_page()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    page.select(model.id)
+    assert not page.chat_button.isEnabled()
+    assert not page.context_menu(0).actions()[0].isEnabled()
+    with qtbot.assertNotEmitted(page.chat_requested):
+        page.chat_selected()
+    assert "cannot be loaded" in page.status.text()

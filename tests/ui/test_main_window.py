@@ -4,7 +4,7 @@ import time
 
 import psutil
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QSystemTrayIcon
 
@@ -43,9 +43,93 @@ def test_window_opens_with_all_pages(shell_factory, qtbot):
     qtbot.waitExposed(w)
     labels = [w.sidebar.item(i).text() for i in range(w.sidebar.count())]
     assert labels == ["Discover", "My Models", "Downloads", "Chat", "Server", "Hardware"]
-    assert w.current_page_key == "hardware"
+    assert w.current_page_key == "discover"  # a first start opens on Discover (issue 13), no longer Hardware
     w.show_page("server")
     assert isinstance(w.page("server"), ServerPage) and w.page("server").status_card.state_label.text() == "Stopped"
+
+
+def test_first_start_opens_on_discover_with_a_hint_and_no_empty_results(shell_factory, qtbot):
+    shell, store = shell_factory()
+    assert not store.path.exists()  # fresh settings: nothing saved by an earlier run
+    w = shell.window
+    w.show()
+    qtbot.waitExposed(w)
+    assert w.current_page_key == "discover" and w.sidebar.currentItem().text() == "Discover"
+    search = w.page("discover").search
+    assert search.hint.isVisible() and "Search the Hugging Face Hub" in search.hint.text()
+    assert not search.view.isVisible() and not search.more.isVisible()
+
+
+def test_a_page_saved_by_an_earlier_run_still_wins_over_discover(shell_factory, qtbot):
+    base = SettingsStore(app_paths().ensure().settings_file).load()
+    saved = base.model_copy(update={"window": base.window.model_copy(update={"page": "chat"})})
+    shell, _ = shell_factory(settings=saved)
+    assert shell.window.current_page_key == "chat"
+
+
+def test_ctrl_number_opens_each_sidebar_page_in_order(shell_factory, qtbot):
+    shell, _ = shell_factory()
+    w = shell.window
+    w.show()
+    qtbot.waitExposed(w)
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow)
+    keys = [w.sidebar.item(i).data(Qt.ItemDataRole.UserRole) for i in range(w.sidebar.count())]
+    assert keys == ["discover", "models", "downloads", "chat", "server", "hardware"]
+    for number in (2, 6, 4, 1, 5, 3):  # out of order: each lands on its own page, not the next one
+        target = w.focusWidget() or w  # whatever holds the focus on that page: the shortcut is window-wide
+        qtbot.keyClick(target, getattr(Qt.Key, f"Key_{number}"), Qt.KeyboardModifier.ControlModifier)
+        assert w.current_page_key == keys[number - 1]
+        assert w.sidebar.currentRow() == number - 1
+
+
+def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_focused(qtbot, tmp_path):
+    from app.core.engines.fake import registry_with_fake
+    from app.core.library import ModelFile
+    from app.core.runtime.host import EngineHost
+    from app.core.services import Services
+    from tests.ui.chat_harness import no_preflight
+    from tests.ui.test_library_page import double_click_row
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    settings = store.load().model_copy(update={"measure_bandwidth_on_start": False})
+    services = Services.open(paths, settings)
+    services.host.shutdown()
+    engines: list = []
+    services.host = EngineHost(registry_with_fake(engines), preflight=no_preflight, name="test-chat-launch")
+    for name in ("alpha", "beta"):
+        path = tmp_path / f"{name}.fake"
+        path.write_bytes(b"fake")
+        services.library.add(name=name, format="fake", path=path, files=[ModelFile(path, 4)])
+    shell = build_shell(paths, store, settings, services=services)
+    try:
+        w = shell.window
+        qtbot.addWidget(w)
+        w.show()
+        qtbot.waitExposed(w)
+        w.activateWindow()
+        qtbot.waitUntil(w.isActiveWindow)
+        w.show_page("models")
+        library, chat = w.page("models"), w.page("chat")
+        qtbot.waitUntil(lambda: library.table.rowCount() == 2, timeout=5_000)
+        row = next(i for i, m in enumerate(library.models) if m.name == "beta")
+        beta = library.models[row]
+        double_click_row(library.table, row)
+        assert w.current_page_key == "chat"
+        assert chat.model_bar.picker.currentData().id == beta.id  # picked, though alpha was listed first
+        qtbot.waitUntil(lambda: shell.services.host.state.status == "ready", timeout=10_000)
+        assert shell.services.host.state.model.path == beta.path and len(engines) == 1
+        qtbot.waitUntil(lambda: w.focusWidget() is chat.composer.editor, timeout=5_000)
+
+        # Asking again for the model already loaded does not load it again: it only goes back to Chat.
+        w.show_page("models")
+        library.table.setFocus()
+        double_click_row(library.table, row)
+        assert w.current_page_key == "chat" and w.focusWidget() is chat.composer.editor
+        assert shell.services.host.state.model.path == beta.path and engines[0].loads == 1
+    finally:
+        shell.shutdown()
 
 
 def test_hardware_page_shows_this_machine(shell_factory, qtbot):

@@ -70,6 +70,7 @@ class DiscoverPage(QWidget):
         self.stack = QStackedWidget()
         self.model_view = ModelView()
         self.model_view.back.connect(lambda: self.stack.setCurrentIndex(0))
+        self.model_view.back.connect(self.search.query.setFocus)
         self.model_view.download_requested.connect(self.download_requested.emit)
         self.stack.addWidget(scroll)
         self.stack.addWidget(self.model_view)
@@ -99,7 +100,13 @@ class DiscoverPage(QWidget):
             pick.recommendation,
             self.machine,
         )
+        self._show_details()
+
+    def _show_details(self) -> None:
         self.stack.setCurrentIndex(1)
+        # The button that opened the details is now hidden: put the focus in the view, so its Esc and
+        # Alt+Left work straight away and the keyboard user is not left nowhere.
+        self.model_view.back_button.setFocus()
 
     def open_repo(self, repo_id: str) -> None:
         """Main thread: open a Hub repo's page; its card and variants are fetched on the pool."""
@@ -111,7 +118,7 @@ class DiscoverPage(QWidget):
         self.model_view.show_notice("")
         self.model_view.table.set_assessments([])
         self.model_view.card.setVisible(False)
-        self.stack.setCurrentIndex(1)
+        self._show_details()
         self._tasks.run(
             lambda: load_hub_model(hub(), repo_id, machine),
             lambda m: self._show_repo(ticket, m),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.core.models.devices import Machine
@@ -23,8 +24,15 @@ class ModelView(QWidget):
         self.machine: Machine | None = None
         self.recommendation: Recommendation | None = None
         self.fit_view: FitView | None = None
-        back = QPushButton("← Back")
+        self.back_button = back = QPushButton("← Back")
+        back.setToolTip("Back to the results (Esc, Alt+Left)")
         back.clicked.connect(self.back.emit)
+        # Esc and Alt+Left (a browser's Back) return to the results; only while this view has the focus,
+        # so Esc elsewhere (the chat's stop) keeps its meaning.
+        for keys in ("Esc", "Alt+Left"):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(self.back.emit)
         self.title = QLabel()
         self.title.setObjectName("pageTitle")
         self.subtitle = QLabel()

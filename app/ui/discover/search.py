@@ -119,6 +119,11 @@ class SearchPanel(QWidget):
         self.view.setUniformItemSizes(True)  # lets the view lay out thousands of rows without measuring each
         self.view.setAlternatingRowColors(True)
         self.view.setMinimumHeight(220)
+        # An empty results box before any search reads as "nothing found": say what to do instead.
+        self.view.setVisible(False)
+        self.hint = QLabel("Search the Hugging Face Hub, or pick a recommended model for this machine below.")
+        self.hint.setObjectName("hint")
+        self.hint.setWordWrap(True)
         self.view.activated.connect(self._open)
         self.view.doubleClicked.connect(self._open)
         self.status = QLabel()
@@ -129,6 +134,7 @@ class SearchPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(top)
+        layout.addWidget(self.hint)
         layout.addWidget(self.status)
         layout.addWidget(self.view)
         layout.addWidget(self.more)
@@ -136,6 +142,8 @@ class SearchPanel(QWidget):
     def search(self) -> None:
         """Main thread: start a new search (the request runs on the pool)."""
         self._generation += 1
+        self.hint.setVisible(False)
+        self.view.setVisible(True)
         self.model.clear()
         self.next_token = None
         self.more.setVisible(False)

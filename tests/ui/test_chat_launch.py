@@ -1,0 +1,60 @@
+"""Chat from My Models: the model is loaded with the planner's defaults, not the bar's safe ones."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from app.core.chat.store import ChatStore
+from app.core.engines.fake import registry_with_fake
+from app.core.library import Library, ModelFile
+from app.core.models.devices import Device, GiB, Machine
+from app.core.runtime.host import EngineHost
+from app.ui.chat import ChatPage
+from app.ui.chat.model_bar import FALLBACK_CTX, plan_defaults
+from app.ui.chat_launch import ChatLauncher
+from app.ui.tasks import TaskRunner
+from tests.ui.chat_harness import no_preflight
+
+ROOMY = Machine("cpu", Device("CPU", "cpu", 16 * GiB, 16 * GiB, 20.0, "RAM"), cores=2, simd=("avx2",))
+
+
+@pytest.fixture
+def chat(qtbot, tmp_path):
+    (tmp_path / "models").mkdir()
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-chat-launch")
+    pool = ThreadPoolExecutor(2)
+    tasks = TaskRunner(pool)
+    page = ChatPage(host, store, library, tasks, machine_source=lambda: ROOMY)
+    qtbot.addWidget(page)
+    yield page, library, tasks
+    page.shutdown()
+    tasks.close()
+    store.close()
+    assert host.shutdown(5.0)
+    pool.shutdown(wait=True)
+    library.close()
+
+
+def test_the_model_is_loaded_with_the_planners_defaults(qtbot, chat, tiny_gguf_f16, monkeypatch):
+    page, library, tasks = chat
+    model = library.add(
+        name="tiny", format="gguf", path=tiny_gguf_f16, files=[ModelFile(tiny_gguf_f16, tiny_gguf_f16.stat().st_size)]
+    )
+    planned = plan_defaults(tiny_gguf_f16, "gguf", lambda: ROOMY)
+    assert planned.n_ctx != FALLBACK_CTX  # else this test could not tell the plan from the safe defaults
+    bar = page.model_bar
+    loads = []
+    monkeypatch.setattr(
+        bar, "load_selected", lambda: loads.append((bar.advanced.n_ctx.value(), bar.picker.currentData().id))
+    )
+    shown = []
+    launcher = ChatLauncher(page, tasks, lambda: shown.append(True), machine_source=lambda: ROOMY)
+    assert launcher.chat_with(model)
+    assert shown == [True] and bar.picker.currentData().id == model.id
+    qtbot.waitUntil(lambda: loads != [], timeout=10_000)
+    assert loads == [(planned.n_ctx, model.id)]
+    assert launcher.waiting_for == tiny_gguf_f16
