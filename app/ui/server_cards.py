@@ -53,6 +53,7 @@ class StatusCard(Card):
         self.copy_url_button = QPushButton("Copy")
         self.copy_url_button.clicked.connect(lambda: copy_text(self.url.text(), self.copy_url_button))
         self.start_button = QPushButton("Start")
+        self.start_button.setProperty("role", "primary")  # the style sheet's primary button
         self.stop_button = QPushButton("Stop")
         row = QHBoxLayout()
         row.addWidget(self.state_label)

@@ -51,6 +51,7 @@ def test_model_view_lists_variants_with_the_pick_highlighted(page, qtbot):
     fit = page.model_view.fit_view
     assert fit is not None and fit.plan.verdict == "cpu"
     assert page.model_view.cannot_run.isHidden()
+    assert table.download_button(row).property("role") == "primary"
     with qtbot.waitSignal(page.download_requested) as got:
         table.download_button(row).click()
     assert got.args[0] is table.assessments[row]

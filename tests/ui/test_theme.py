@@ -75,3 +75,12 @@ def test_settings_appearance_is_saved(qtbot):
     dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
     dialog.accept()
     assert store.load().theme == "dark"
+
+
+def test_the_main_actions_are_primary_buttons(qtbot):
+    from app.ui.server_cards import StatusCard
+
+    card = StatusCard()
+    qtbot.addWidget(card)
+    assert card.start_button.property("role") == "primary"
+    assert 'QPushButton[role="primary"]' in style_sheet(load_palettes()["light"])

@@ -52,6 +52,7 @@ class PickRow(QFrame):
         details = QPushButton("Details")
         details.clicked.connect(lambda: self.open_requested.emit(self.pick))
         self.download = QPushButton("Download")
+        self.download.setProperty("role", "primary")  # the style sheet's primary button
         self.download.setEnabled(best is not None)
         self.download.clicked.connect(lambda: self.download_requested.emit(self.pick))
         grid.addWidget(details, 1, 2)

@@ -72,6 +72,7 @@ class VariantsTable(QTableWidget):
                 item.setFont(font)
             self.setItem(row, col, item)
         button = QPushButton("Download")
+        button.setProperty("role", "primary")  # the style sheet's primary button
         button.setEnabled((a.runnable or a.variant.format == "gguf") and not self.locked)
         if self.locked:
             button.setToolTip(self.locked)
