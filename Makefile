@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: run test install install-test lint format clean system-deps
+.PHONY: run test install install-test lint format clean system-deps screenshots
 
 run: system-deps $(VENV)/.installed
 	$(PY) -m app
@@ -15,6 +15,10 @@ run: system-deps $(VENV)/.installed
 # The linters first: a layering, style or type error fails the build before the tests run.
 test: system-deps lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
+
+# Every page, light and dark, at 1280x800 and 900x600, into build/screenshots/ (headless).
+screenshots: system-deps $(VENV)/.installed-test
+	QT_QPA_PLATFORM=offscreen $(PY) scripts/screenshots.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
