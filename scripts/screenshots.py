@@ -136,6 +136,7 @@ def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
                     written.append(_shot(app, shell, page, theme, width, height, out))
     finally:
         shell.shutdown()
+        themes_manager.deleteLater()  # no longer following the OS once the shots are taken
         app.setStyleSheet(look[0])
         app.setPalette(look[1])
     return written
