@@ -136,6 +136,12 @@ def build_shell(
     saved.fired.connect(lambda s: setattr(window, "settings", s.model_copy(update={"window": window.settings.window})))
     if themes is not None:
         saved.fired.connect(lambda s: themes.apply(s.theme))  # a new Appearance applies at once
+
+        def recolour(_theme: str = "") -> None:
+            window.apply_icons(themes.palette["text"], themes.palette["accent_text"])
+
+        themes.changed.connect(recolour)
+        recolour()
     tray = None
     if QSystemTrayIcon.isSystemTrayAvailable():
         tray = ServerTray(api, window, lambda: services.settings.server.keep_serving_in_tray)

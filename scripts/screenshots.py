@@ -116,7 +116,7 @@ def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
     settings = store.load()
-    shell = build_shell(paths, store, settings, probe=lambda _refresh=False: demo_profile())
+    shell = build_shell(paths, store, settings, probe=lambda _refresh=False: demo_profile(), themes=themes_manager)
     written: list[Path] = []
     try:
         window = shell.window

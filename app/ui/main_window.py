@@ -87,6 +87,14 @@ class MainWindow(QMainWindow):
         """The page widget registered under `key` (each page's own type; the caller knows which)."""
         return self.stack.widget(self._keys.index(key))
 
+    def apply_icons(self, colour: str, selected: str) -> None:
+        """Main thread: each sidebar entry's icon, in the theme's text colour (and on the accent when
+        selected); called again when the theme changes."""
+        from app.ui.icons import icon
+
+        for row, key in enumerate(self._keys):
+            self.sidebar.item(row).setIcon(icon(key, colour, selected))
+
     def set_page_label(self, key: str, label: str) -> None:
         """Main thread: change a page's sidebar text (e.g. a count); its key and place stay the same."""
         item = self.sidebar.item(self._keys.index(key))

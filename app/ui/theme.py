@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from string import Template
 from typing import Literal
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -80,7 +80,10 @@ def qt_palette(p: Palette) -> QPalette:
 
 class ThemeManager(QObject):
     """Main thread. `apply(mode)` puts a theme on the application; with "system" it follows the OS when
-    its colour scheme changes."""
+    its colour scheme changes. `changed(theme)` fires after each apply, for what the style sheet cannot
+    colour (icons drawn from SVG)."""
+
+    changed = Signal(str)
 
     def __init__(self, app: QApplication, mode: Mode = "system") -> None:
         super().__init__(app)
@@ -98,6 +101,7 @@ class ThemeManager(QObject):
         self.app.setPalette(qt_palette(palette))
         self.app.setStyleSheet(style_sheet(palette))
         logger.debug("theme %s (setting %s)", self.theme, self.mode)
+        self.changed.emit(self.theme)
         return self.theme
 
     @property

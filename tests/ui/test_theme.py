@@ -84,3 +84,39 @@ def test_the_main_actions_are_primary_buttons(qtbot):
     qtbot.addWidget(card)
     assert card.start_button.property("role") == "primary"
     assert 'QPushButton[role="primary"]' in style_sheet(load_palettes()["light"])
+
+
+def test_sidebar_icons_are_drawn_in_the_themes_colours(app, qtbot):
+    from PySide6.QtGui import QIcon
+
+    from app.core.paths import app_paths
+    from app.core.settings import SettingsStore
+    from app.main import build_shell
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    settings = store.load().model_copy(update={"measure_bandwidth_on_start": False, "theme": "dark"})
+    themes = ThemeManager(app, "dark")
+    themes.apply()
+    shell = build_shell(paths, store, settings, themes=themes)
+    qtbot.addWidget(shell.window)
+    try:
+        sidebar = shell.window.sidebar
+
+        def ink(row: int, mode=QIcon.Mode.Normal) -> set[str]:
+            image = sidebar.item(row).icon().pixmap(20, 20, mode).toImage()
+            return {
+                image.pixelColor(x, y).name()
+                for x in range(image.width())
+                for y in range(image.height())
+                if image.pixelColor(x, y).alpha() == 255
+            }
+
+        dark = load_palettes()["dark"]
+        assert all(not sidebar.item(r).icon().isNull() for r in range(sidebar.count()))
+        assert dark["text"] in ink(0) and dark["accent_text"] in ink(0, QIcon.Mode.Selected)
+        themes.apply("light")  # the icons follow the theme
+        assert load_palettes()["light"]["text"] in ink(0)
+    finally:
+        shell.shutdown()
+        themes.deleteLater()
