@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QEvent, QObject, QRect
+from PySide6.QtCore import QEvent, QObject, QRect, Qt
+from PySide6.QtWidgets import QApplication
 
 from app.core.chat.models import Message
 from app.ui.chat.message_view import MessageView
@@ -54,3 +55,19 @@ def test_a_finished_reply_repaints_with_its_stats_without_a_mouse_event(qtbot, q
     qtbot.waitUntil(lambda: any(r.intersects(reply) for r in spy.regions), timeout=2000)
     shown = view.delegate.document(model.rows[1], model).toPlainText()
     assert "50.0 tok/s" in shown and "writing…" not in shown
+
+
+def test_tab_in_the_message_box_moves_focus_and_inserts_nothing(make_chat, qtbot):
+    _h, page = make_chat()
+    editor = page.composer.editor
+    page.activateWindow()
+    qtbot.waitActive(page)
+    editor.setFocus()
+    qtbot.waitUntil(editor.hasFocus)
+    qtbot.keyClick(editor, Qt.Key.Key_Tab)
+    assert not editor.hasFocus() and editor.toPlainText() == ""
+    after = QApplication.focusWidget()
+    qtbot.keyClick(after, Qt.Key.Key_Backtab, Qt.KeyboardModifier.ShiftModifier)
+    assert editor.hasFocus() and editor.toPlainText() == ""
+    qtbot.keyClick(editor, Qt.Key.Key_Tab, Qt.KeyboardModifier.ControlModifier)  # Qt drops text typed with Ctrl
+    assert "\t" not in editor.toPlainText()
