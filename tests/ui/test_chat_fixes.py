@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication
 from app.core.chat.models import Message
 from app.ui.chat.message_view import MessageView
 from app.ui.chat.messages_model import MessagesModel
+from tests.ui.chat_harness import limit_tokens, send_and_wait
 
 
 class PaintSpy(QObject):
@@ -71,3 +72,20 @@ def test_tab_in_the_message_box_moves_focus_and_inserts_nothing(make_chat, qtbot
     assert editor.hasFocus() and editor.toPlainText() == ""
     qtbot.keyClick(editor, Qt.Key.Key_Tab, Qt.KeyboardModifier.ControlModifier)  # Qt drops text typed with Ctrl
     assert "\t" not in editor.toPlainText()
+
+
+def test_the_context_meter_is_a_labelled_bar_with_its_reading(make_chat, qtbot):
+    _h, page = make_chat(n_ctx=4096)
+    limit_tokens(page, 40)
+    meter = page.header.meter
+    send_and_wait(qtbot, page, "Tell me a tale")
+    qtbot.waitUntil(lambda: "tokens" in meter.label.text())
+    assert meter.caption.isVisible() and meter.caption.text() == "Context"
+    used = int(meter.label.text().lstrip("~").split(" / ")[0].replace(",", ""))
+    assert used > 40 and meter.label.text().startswith(f"{used:,} / 4,096 tokens")
+    assert meter.bar.isVisible() and (meter.bar.value(), meter.bar.maximum()) == (used, 4096)
+    # It reads as a meter: a thin bar whose empty part is a grey track, not a white box like a text field.
+    assert meter.bar.height() <= 8
+    image = meter.bar.grab().toImage()
+    track = image.pixelColor(image.width() - 4, image.height() // 2)
+    assert track.name() != "#ffffff" and track.lightness() < 240
