@@ -89,3 +89,24 @@ def test_the_context_meter_is_a_labelled_bar_with_its_reading(make_chat, qtbot):
     image = meter.bar.grab().toImage()
     track = image.pixelColor(image.width() - 4, image.height() // 2)
     assert track.name() != "#ffffff" and track.lightness() < 240
+
+
+def settle(qapp, page) -> None:
+    """Run the pending layout requests now (a top-level widget grows to its layout's minimum there)."""
+    qapp.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+    page.layout().activate()
+    qapp.processEvents()
+
+
+def test_the_settings_panel_opens_and_closes_without_widening_the_window(make_chat, qtbot, qapp):
+    _h, page = make_chat()
+    page.resize(900, 750)  # the page is the window here, as narrow as a laptop's half screen
+    settle(qapp, page)
+    assert page.width() == 900
+    page.header.settings_button.click()
+    settle(qapp, page)
+    assert page.settings.isVisible() and page.settings.visibleRegion().boundingRect().width() > 150
+    assert page.width() == 900, "opening the settings must not grow the window"
+    page.header.settings_button.click()
+    settle(qapp, page)
+    assert not page.settings.isVisible() and page.width() == 900
