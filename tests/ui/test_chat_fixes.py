@@ -10,9 +10,10 @@ from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtWidgets import QApplication
 
 from app.core.chat.models import Message
+from app.core.chat.rows import MAX_TITLE
 from app.ui.chat.message_view import MessageView
 from app.ui.chat.messages_model import MessagesModel
-from tests.ui.chat_harness import limit_tokens, send_and_wait
+from tests.ui.chat_harness import limit_tokens, new_chat, send_and_wait
 
 
 class PaintSpy(QObject):
@@ -110,3 +111,25 @@ def test_the_settings_panel_opens_and_closes_without_widening_the_window(make_ch
     page.header.settings_button.click()
     settle(qapp, page)
     assert not page.settings.isVisible() and page.width() == 900
+
+
+def test_a_long_title_ends_in_an_ellipsis_with_the_full_title_in_the_tooltip(make_chat, qtbot):
+    _h, page = make_chat()
+    title = "A conversation about " + "very " * 30 + "long titles"  # within MAX_TITLE, wider than the header
+    assert len(title) <= MAX_TITLE
+    conv_id = new_chat(qtbot, page)
+    page.rename_conversation(conv_id, title)
+    shown = page.header.title
+    qtbot.waitUntil(lambda: shown.toolTip() == title)
+    assert shown.text().endswith("…") and len(shown.text()) < len(title)
+    assert shown.fontMetrics().horizontalAdvance(shown.text()) <= shown.contentsRect().width()
+    # The list: its row is as wide as the list (so the painted text is elided to it), not the title.
+    listed = page.conversations.list
+    qtbot.waitUntil(lambda: listed.count() == 1 and listed.item(0).toolTip() == title)
+    rect = listed.visualRect(listed.model().index(0, 0))
+    assert rect.width() <= listed.viewport().width()
+    assert listed.textElideMode() == Qt.TextElideMode.ElideRight
+    assert listed.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, rect.width()).endswith("…")
+    # A short title again is shown whole.
+    page.rename_conversation(conv_id, "Short")
+    qtbot.waitUntil(lambda: shown.text() == "Short")

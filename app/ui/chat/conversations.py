@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,6 +33,14 @@ from app.core.chat.operations import ChatOperations
 from app.ui.tasks import TaskRunner
 
 SEARCH_DELAY_MS = 200
+
+
+class _ListWidthDelegate(QStyledItemDelegate):
+    """Rows as wide as the list, not as their title: QListView elides a row's text to the row, and a
+    row sized to a long title ran past the list's edge, so the title was clipped with no "…"."""
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+        return QSize(0, super().sizeHint(option, index).height())  # a list row widens to the list
 
 
 class ConversationList(QWidget):
@@ -61,6 +71,7 @@ class ConversationList(QWidget):
         # Long titles end in "…" (full title in the tooltip) instead of a sideways scroll bar.
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setItemDelegate(_ListWidthDelegate(self.list))
         self.list.itemClicked.connect(lambda it: self.open_requested.emit(it.data(Qt.ItemDataRole.UserRole)))
         self.list.itemDoubleClicked.connect(lambda it: self._ask_rename(it.data(Qt.ItemDataRole.UserRole)))
         new = QPushButton("New chat")

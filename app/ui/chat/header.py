@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QT
 from app.core.chat.context import context_usage, estimate_tokens, history_for_request
 from app.core.chat.store import DEFAULT_TITLE
 from app.ui.chat.messages_model import Row
+from app.ui.widgets.elided_label import ElidedLabel
 
 _LEVEL_COLOUR = {"ok": "#2da44e", "warn": "#d4a72c", "full": "#cf222e"}
 _LEVEL_WARNING = {"ok": "", "warn": " · near the limit", "full": " · context full"}
@@ -91,9 +92,9 @@ class ChatHeader(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.title = QLabel(DEFAULT_TITLE)
+        self.title = ElidedLabel(DEFAULT_TITLE)
         self.title.setObjectName("chatTitle")
-        self.title.setMinimumWidth(40)  # a long title shrinks (elided by the layout), not the meter
+        self.title.setMinimumWidth(40)  # a long title shrinks (ending in "…"), not the meter
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.meter = ContextMeter()
         self.settings_button = QToolButton()
