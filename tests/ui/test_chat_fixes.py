@@ -7,12 +7,14 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, QObject, QRect, Qt
+from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication
 
 from app.core.chat.models import Message
 from app.core.chat.rows import MAX_TITLE
 from app.ui.chat.message_view import MessageView
 from app.ui.chat.messages_model import MessagesModel
+from app.ui.chat.render import render_message
 from tests.ui.chat_harness import limit_tokens, new_chat, send_and_wait
 
 
@@ -133,3 +135,21 @@ def test_a_long_title_ends_in_an_ellipsis_with_the_full_title_in_the_tooltip(mak
     # A short title again is shown whole.
     page.rename_conversation(conv_id, "Short")
     qtbot.waitUntil(lambda: shown.text() == "Short")
+
+
+def shown_lines(html_text: str) -> list[str]:
+    """The lines a QTextDocument shows for the HTML (its plain text turns no-break spaces into spaces)."""
+    doc = QTextDocument()
+    doc.setHtml(html_text)
+    return [line.rstrip() for line in doc.toPlainText().splitlines()]  # setHtml ends in a space
+
+
+def test_code_without_fences_keeps_its_lines_and_indentation(qtbot):
+    code = "def f(x):\n    if x:\n        return 1\n    return 2\n"
+    assert shown_lines(render_message(code).html) == ["def f(x):", "    if x:", "        return 1", "    return 2"]
+    # Prose keeps flowing as Markdown: emphasis, lists and fenced code are untouched.
+    prose = "Some *text*\nand more.\n\n- one\n- two\n  continued\n\n```python\nx = 1\n```\n"
+    html_text = render_message(prose).html
+    assert "<em>text</em>" in html_text and "<li>one</li>" in html_text
+    assert shown_lines(html_text)[:2] == ["Some text", "and more."]
+    assert "\u00a0" not in html_text, "a list item's continuation is not indented code"
