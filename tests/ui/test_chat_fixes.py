@@ -5,6 +5,8 @@ failed model load, and a search with no matches."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtGui import QTextDocument
@@ -12,6 +14,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.core.chat.models import Message
 from app.core.chat.rows import MAX_TITLE
+from app.core.engines.base import LoadSpec
 from app.ui.chat.message_view import MessageView
 from app.ui.chat.messages_model import MessagesModel
 from app.ui.chat.render import render_message
@@ -153,3 +156,31 @@ def test_code_without_fences_keeps_its_lines_and_indentation(qtbot):
     assert "<em>text</em>" in html_text and "<li>one</li>" in html_text
     assert shown_lines(html_text)[:2] == ["Some text", "and more."]
     assert "\u00a0" not in html_text, "a list item's continuation is not indented code"
+
+
+RAW_LOAD_ERROR = (
+    "llama.cpp could not load broken.gguf: Failed to load model from file: /models/broken.gguf"
+    " (gguf_init_from_file_impl: invalid magic characters: 'XXXX', expected 'GGUF')"
+)
+
+
+def test_a_failed_load_says_why_in_a_sentence_with_the_engine_text_behind_details(make_chat, qtbot):
+    _h, page = make_chat(load=False, fail_on_load=RAW_LOAD_ERROR)
+    bar = page.model_bar
+    assert bar.load_spec(LoadSpec(path=Path("/models/broken.gguf"), n_ctx=2048), "fake", "broken.gguf")
+    qtbot.waitUntil(lambda: bar.state.status == "error" and bar.error.isVisible(), timeout=5000)
+    assert bar.error.text() == "Could not load broken.gguf: the file is not a valid GGUF model."
+    assert RAW_LOAD_ERROR not in bar.error.text()
+    assert bar.details_button.isVisible() and not bar.details.isVisible()
+    bar.details_button.click()
+    assert bar.details.isVisible() and bar.details.toPlainText() == RAW_LOAD_ERROR
+    bar.details_button.click()
+    assert not bar.details.isVisible()
+    # Picking another model clears the error.
+    other = SimpleNamespace(id=2, name="other", path="/models/other.fake", format="fake")
+    bar.picker.addItem("other · fake", other)
+    bar.picker.setCurrentIndex(bar.picker.count() - 1)
+    assert not bar.error.isVisible() and not bar.details_button.isVisible() and not bar.details.isVisible()
+    # The same failure again (a second try) is shown again.
+    assert bar.load_spec(LoadSpec(path=Path("/models/broken.gguf"), n_ctx=2048), "fake", "broken.gguf")
+    qtbot.waitUntil(lambda: bar.error.isVisible() and bar.details_button.isVisible(), timeout=5000)
