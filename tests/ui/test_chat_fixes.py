@@ -184,3 +184,20 @@ def test_a_failed_load_says_why_in_a_sentence_with_the_engine_text_behind_detail
     # The same failure again (a second try) is shown again.
     assert bar.load_spec(LoadSpec(path=Path("/models/broken.gguf"), n_ctx=2048), "fake", "broken.gguf")
     qtbot.waitUntil(lambda: bar.error.isVisible() and bar.details_button.isVisible(), timeout=5000)
+
+
+def test_a_search_with_no_matches_says_so(make_chat, qtbot):
+    _h, page = make_chat()
+    send_and_wait(qtbot, page, "Tell me about otters")
+    chats = page.conversations
+    assert not chats.no_match.isVisible()
+    chats.search.setText("zebras")
+    qtbot.waitUntil(lambda: chats.no_match.isVisible(), timeout=5000)
+    assert chats.list.count() == 0 and chats.no_match.text() == "No conversations match “zebras”."
+    chats.search.setText("otters")
+    qtbot.waitUntil(lambda: chats.list.count() == 1, timeout=5000)
+    assert not chats.no_match.isVisible()
+    chats.search.setText("zebras")
+    qtbot.waitUntil(chats.no_match.isVisible, timeout=5000)
+    chats.clear_search()  # the plain list: an empty one is no failed search
+    qtbot.waitUntil(lambda: chats.list.count() == 1 and not chats.no_match.isVisible(), timeout=5000)
