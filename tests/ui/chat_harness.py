@@ -25,11 +25,11 @@ def no_preflight(spec, fmt, plan_check):
 class Harness:
     """A page on a fake host; `open_page()` again on the same DB simulates a restart."""
 
-    def __init__(self, qtbot, db: Path, tok_s: float, n_ctx: int) -> None:
+    def __init__(self, qtbot, db: Path, tok_s: float, n_ctx: int, **engine) -> None:
         self.qtbot, self.db = qtbot, db
         self.engines: list[FakeEngine] = []
         self.host = EngineHost(
-            registry_with_fake(self.engines, tok_s=tok_s), preflight=no_preflight, name="test-chat-host"
+            registry_with_fake(self.engines, tok_s=tok_s, **engine), preflight=no_preflight, name="test-chat-host"
         )
         self.pool = ThreadPoolExecutor(2)
         self.tasks = TaskRunner(self.pool)
@@ -72,8 +72,9 @@ class Harness:
 def make_chat(qtbot, tmp_path):
     made: list[Harness] = []
 
-    def make(tok_s: float = 3000, n_ctx: int = 4096, load: bool = True) -> tuple[Harness, ChatPage]:
-        h = Harness(qtbot, tmp_path / "chats.sqlite3", tok_s, n_ctx)
+    def make(tok_s: float = 3000, n_ctx: int = 4096, load: bool = True, **engine) -> tuple[Harness, ChatPage]:
+        """`engine`: more FakeEngine arguments (fail_on_load, script…)."""
+        h = Harness(qtbot, tmp_path / "chats.sqlite3", tok_s, n_ctx, **engine)
         made.append(h)
         page = h.open_page()
         if load:

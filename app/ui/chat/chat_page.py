@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.core.chat.models import ChatNotFound
 from app.core.chat.operations import ChatOperations
@@ -75,7 +75,12 @@ class ChatPage(QWidget):
         self.notice.setVisible(False)
         self.composer = ComposerBox()
         self.settings = SettingsPanel(store, self.chats, self.writes)
-        self.settings.setVisible(False)
+        # Scrolled, so the panel's own minimum width (its preset row) never adds to the window's: shown
+        # in the splitter as it was, it grew the window to fit, and closing it left the window wide.
+        self.settings_area = QScrollArea(widgetResizable=True)
+        self.settings_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.settings_area.setWidget(self.settings)
+        self.settings_area.setVisible(False)
         self.replies = ReplyController(
             host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self
         )
@@ -110,10 +115,10 @@ class ChatPage(QWidget):
         cv.addWidget(self.notice)
         cv.addWidget(self.composer)
         split = QSplitter()
-        for w in (self.conversations, center, self.settings):
+        for w in (self.conversations, center, self.settings_area):
             split.addWidget(w)
         split.setStretchFactor(1, 1)
-        split.setSizes([220, 700, 260])
+        split.setSizes([220, 700, 280])  # the settings panel fits 280 px without scrolling
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
@@ -128,7 +133,7 @@ class ChatPage(QWidget):
         left.exported.connect(self._files_done)
         left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
         left.search_failed.connect(lambda text: self.show_notice(text, "error"))
-        self.header.settings_button.toggled.connect(self.settings.setVisible)
+        self.header.settings_button.toggled.connect(self.settings_area.setVisible)
         self.thread_view.changed.connect(self._thread_changed)
         self.thread_view.notice.connect(self.show_notice)
         self.thread_view.edit_requested.connect(self.replies.begin_edit)

@@ -11,9 +11,14 @@ from app.core.runtime.jobs import HostState
 
 
 class Composer(QPlainTextEdit):
-    """Enter sends, Shift+Enter is a newline."""
+    """Enter sends, Shift+Enter is a newline; Tab and Shift+Tab move the focus, as in any form."""
 
     submitted = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        # A chat message hardly needs a tab character; keyboard users need a way out of the box.
+        self.setTabChangesFocus(True)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt API)
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)

@@ -9,17 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QInputDialog,
+    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,6 +34,14 @@ from app.core.chat.operations import ChatOperations
 from app.ui.tasks import TaskRunner
 
 SEARCH_DELAY_MS = 200
+
+
+class _ListWidthDelegate(QStyledItemDelegate):
+    """Rows as wide as the list, not as their title: QListView elides a row's text to the row, and a
+    row sized to a long title ran past the list's edge, so the title was clipped with no "…"."""
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+        return QSize(0, super().sizeHint(option, index).height())  # a list row widens to the list
 
 
 class ConversationList(QWidget):
@@ -56,11 +67,18 @@ class ConversationList(QWidget):
         self._search_timer = QTimer(self, singleShot=True, interval=SEARCH_DELAY_MS)
         self._search_timer.timeout.connect(lambda: self.refresh(self._current()))
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        # Says a search found nothing; an empty list alone looked like the chats were gone.
+        self.no_match = QLabel(wordWrap=True)
+        self.no_match.setObjectName("conversationsNoMatch")
+        self.no_match.setStyleSheet("color:#57606a")
+        self.no_match.setTextFormat(Qt.TextFormat.PlainText)  # the query is the user's text, never markup
+        self.no_match.setVisible(False)
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         # Long titles end in "…" (full title in the tooltip) instead of a sideways scroll bar.
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setItemDelegate(_ListWidthDelegate(self.list))
         self.list.itemClicked.connect(lambda it: self.open_requested.emit(it.data(Qt.ItemDataRole.UserRole)))
         self.list.itemDoubleClicked.connect(lambda it: self._ask_rename(it.data(Qt.ItemDataRole.UserRole)))
         new = QPushButton("New chat")
@@ -82,6 +100,7 @@ class ConversationList(QWidget):
         buttons.addWidget(more)
         lv.addLayout(buttons)
         lv.addWidget(self.search)
+        lv.addWidget(self.no_match)
         lv.addWidget(self.list, 1)
 
     # -- the list -------------------------------------------------------------------------------
@@ -96,7 +115,7 @@ class ConversationList(QWidget):
         seq, chats = self._query_seq, self.chats
         self.tasks.run(
             lambda: chats.search(query, limit=500),
-            lambda convs: self._show(convs, self._current()) if seq == self._query_seq else None,
+            lambda convs: self._show(convs, self._current(), query) if seq == self._query_seq else None,
             lambda exc: self.search_failed.emit(f"Search failed: {exc}"),
             owner=self,
         )
@@ -104,8 +123,11 @@ class ConversationList(QWidget):
     def clear_search(self) -> None:
         self.search.clear()
 
-    def _show(self, convs: list[Conversation], current: int | None) -> None:
+    def _show(self, convs: list[Conversation], current: int | None, query: str = "") -> None:
+        """`query`: the search these are the answer to ('' for the plain list)."""
         self.list.clear()
+        self.no_match.setText(f"No conversations match “{query}”." if query and not convs else "")
+        self.no_match.setVisible(bool(query) and not convs)
         for c in convs:
             item = QListWidgetItem(c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)

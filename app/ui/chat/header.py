@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
 
 from app.core.chat.context import context_usage, estimate_tokens, history_for_request
 from app.core.chat.store import DEFAULT_TITLE
 from app.ui.chat.messages_model import Row
+from app.ui.widgets.elided_label import ElidedLabel
 
 _LEVEL_COLOUR = {"ok": "#2da44e", "warn": "#d4a72c", "full": "#cf222e"}
 _LEVEL_WARNING = {"ok": "", "warn": " · near the limit", "full": " · context full"}
@@ -29,35 +31,60 @@ def tokens_in_use(rows: Sequence[Row], system_prompt: str) -> tuple[int, str]:
     return (estimate_tokens(msgs) if msgs else 0), "~"
 
 
+_TRACK = "#d0d7de"
+
+
+def _bar_style(colour: str) -> str:
+    """The whole bar, not only its chunk: a style sheet naming just the chunk makes Qt draw the rest as a
+    plain white box, which read as an empty text field."""
+    return (
+        f"QProgressBar {{ border: none; border-radius: 3px; background: {_TRACK}; }}"
+        f" QProgressBar::chunk {{ border-radius: 3px; background: {colour}; }}"
+    )
+
+
 class ContextMeter(QWidget):
-    """A caption ("~1,234 / 4,096 tokens · near the limit") and a bar."""
+    """A "Context" caption, a thin bar and its reading ("~1,234 / 4,096 tokens · near the limit"); hidden until
+    there is a reading."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.caption = QLabel("Context")
+        self.caption.setStyleSheet("color:#57606a")
         self.bar = QProgressBar()
         self.bar.setObjectName("contextMeter")
-        self.bar.setMaximumWidth(160)
+        self.bar.setAccessibleName("Context used")
+        self.bar.setFixedSize(120, 6)
         self.bar.setTextVisible(False)
+        self.bar.setStyleSheet(_bar_style(_LEVEL_COLOUR["ok"]))
         self.label = QLabel()
         self.label.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
         # Room for the widest reading up front: a label that grows while text streams gets clipped.
         self.label.setMinimumWidth(self.label.fontMetrics().horizontalAdvance("131,072 / 131,072 tokens"))
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.bar, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addWidget(self.label)
-        layout.addWidget(self.bar)
+        self.clear()
 
     def clear(self) -> None:
         self.label.setText("")
         self.bar.setValue(0)
+        self.caption.setVisible(False)
+        self.bar.setVisible(False)
 
     def show_usage(self, used: int, n_ctx: int, approx: str = "") -> None:
         level = context_usage(used, n_ctx)
         self.bar.setRange(0, n_ctx)
         self.bar.setValue(min(used, n_ctx))
-        self.bar.setStyleSheet(f"QProgressBar::chunk {{ background: {_LEVEL_COLOUR[level]}; }}")
-        self.label.setText(f"{approx}{used:,} / {n_ctx:,} tokens{_LEVEL_WARNING[level]}")
+        self.bar.setStyleSheet(_bar_style(_LEVEL_COLOUR[level]))
+        reading = f"{approx}{used:,} / {n_ctx:,} tokens{_LEVEL_WARNING[level]}"
+        self.label.setText(reading)
         self.label.setProperty("level", level)
+        self.bar.setToolTip(f"Context: {reading}")
+        self.caption.setVisible(True)
+        self.bar.setVisible(True)
 
 
 class ChatHeader(QWidget):
@@ -65,9 +92,9 @@ class ChatHeader(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.title = QLabel(DEFAULT_TITLE)
+        self.title = ElidedLabel(DEFAULT_TITLE)
         self.title.setObjectName("chatTitle")
-        self.title.setMinimumWidth(40)  # a long title shrinks (elided by the layout), not the meter
+        self.title.setMinimumWidth(40)  # a long title shrinks (ending in "…"), not the meter
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.meter = ContextMeter()
         self.settings_button = QToolButton()

@@ -150,7 +150,7 @@ class MessagesModel(QStandardItemModel):
         self.appendRow(self._item(row, True))
 
     def resize_rows(self) -> None:
-        """Size every row again (the width changed). No per-row signals: views are told once."""
+        """Size every row again (the width changed). No per-row signals: views are emitted once."""
         if self.sizer is None:
             return
         last = len(self.rows) - 1
@@ -178,9 +178,17 @@ class MessagesModel(QStandardItemModel):
         row = self.rows[i]
         row.version += 1
         item = self.item(i)
+        emitted = item.data(Qt.ItemDataRole.DisplayRole) != row.text
         item.setData(row.text, Qt.ItemDataRole.DisplayRole)
         if self.sizer is not None:  # the changed row is measured exactly: it is the one being watched
-            item.setData(self.sizer(row, True), Qt.ItemDataRole.SizeHintRole)
+            hint = self.sizer(row, True)
+            emitted = emitted or item.data(Qt.ItemDataRole.SizeHintRole) != hint
+            item.setData(hint, Qt.ItemDataRole.SizeHintRole)
+        if not emitted:
+            # setData emits nothing for an unchanged value: a reply finishing with its streamed text at the
+            # same height changed only its status and stats, and the view kept painting "writing…".
+            index = self.indexFromItem(item)
+            self.dataChanged.emit(index, index)
 
     def update_text(self, msg_id: int, text: str) -> None:
         i = self._index.get(msg_id)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
+    QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
@@ -69,6 +70,36 @@ def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], Machine | N
     )
 
 
+# What a load failure's raw text (llama.cpp's, the engine's or the preflight's) means, in a few words;
+# the first match wins, and the raw text stays one click away ("Details").
+_LOAD_REASONS = (
+    (
+        ("magic", "not a gguf", "not a valid gguf", "invalid gguf", "gguf_init", "truncated"),
+        "the file is not a valid GGUF model.",
+    ),
+    (
+        ("unknown model architecture", "unknown architecture", "unsupported architecture"),
+        "this version of llama.cpp does not support its architecture.",
+    ),
+    (
+        ("out of memory", "failed to allocate", "cudamalloc", "not enough memory", "does not fit"),
+        "there is not enough memory for it (try a smaller context or fewer GPU layers).",
+    ),
+    (
+        ("does not exist", "no such file", "cannot read", "is not a file", "permission denied"),
+        "the file could not be read.",
+    ),
+    (("load cancelled",), "the load was cancelled."),
+)
+
+
+def load_failure_sentence(name: str, raw: str) -> str:
+    """'Could not load NAME: <why, in words>.' for the raw text of a failed load."""
+    low = raw.lower()
+    why = next((w for keys, w in _LOAD_REASONS if any(k in low for k in keys)), "the engine reported an error.")
+    return f"Could not load {name or 'the model'}: {why}"
+
+
 class AdvancedForm(QWidget):
     """The Advanced popover: overrides of the planner's defaults."""
 
@@ -116,6 +147,7 @@ class ModelBar(QWidget):
         self.state = HostState()
         self.measured_tok_s = 0.0
         self._loading_name = ""
+        self._shown_failure = ""  # the host's error text shown last (the host repeats it in later states)
 
         self.picker = QComboBox()
         self.picker.setMinimumWidth(180)
@@ -148,6 +180,16 @@ class ModelBar(QWidget):
         self.error.setStyleSheet("color:#cf222e")
         self.error.setWordWrap(True)
         self.error.setVisible(False)
+        # The engine's own words for a failed load: for a bug report, not for reading first.
+        self.details_button = QToolButton()
+        self.details_button.setText("Details")
+        self.details_button.setCheckable(True)
+        self.details_button.setVisible(False)
+        self.details = QPlainTextEdit(readOnly=True)
+        self.details.setObjectName("modelErrorDetails")
+        self.details.setMaximumHeight(80)
+        self.details.setVisible(False)
+        self.details_button.toggled.connect(self.details.setVisible)
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
@@ -158,7 +200,11 @@ class ModelBar(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(top)
         layout.addWidget(self.status)
-        layout.addWidget(self.error)
+        error_row = QHBoxLayout()
+        error_row.addWidget(self.error, 1)
+        error_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(error_row)
+        layout.addWidget(self.details)
         self.refresh_models()
         self._render()
 
@@ -181,6 +227,8 @@ class ModelBar(QWidget):
         model = self.picker.currentData()
         if model is None:
             return
+        if self.state.status != "loading":
+            self._clear_error()  # the failure was the other model's
         self.defaults = LoadPlanDefaults()
         self.advanced.set_values(self.defaults)
         path, fmt, source = Path(model.path), model.format, self.machine_source
@@ -222,7 +270,7 @@ class ModelBar(QWidget):
     def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
         """Queue a load on the host; progress and errors come back through the host state."""
         self._loading_name = name or Path(spec.path).name
-        self.error.setVisible(False)
+        self._clear_error()
         try:
             self.host.submit(LoadJob(spec=spec, format=fmt))
         except (HostBusy, HostClosed) as exc:
@@ -249,14 +297,25 @@ class ModelBar(QWidget):
         """UI thread (re-posted by HostWatcher)."""
         self.state = state
         if state.status == "error" and state.error:
-            self._show_error(state.error)
+            if state.error != self._shown_failure:  # state changes repeat it; a cleared one stays cleared
+                self._shown_failure = state.error
+                self._show_error(load_failure_sentence(self._loading_name, state.error), details=state.error)
         elif state.status in ("ready", "loading"):
-            self.error.setVisible(False)
+            self._shown_failure = ""
+            self._clear_error()
         self._render()
 
-    def _show_error(self, text: str) -> None:
+    def _show_error(self, text: str, details: str = "") -> None:
         self.error.setText(text)
         self.error.setVisible(True)
+        self.details.setPlainText(details)
+        self.details_button.setChecked(False)
+        self.details_button.setVisible(bool(details))
+
+    def _clear_error(self) -> None:
+        self.error.setVisible(False)
+        self.details_button.setChecked(False)
+        self.details_button.setVisible(False)
 
     @property
     def busy_text(self) -> str:

@@ -54,6 +54,20 @@ def split_reasoning(text: str) -> Parts:
     return Parts(split.content.strip("\n"), reasoning, split.unterminated, bool(split.blocks))
 
 
+def _newline_keeping_indent(state, silent: bool) -> bool:
+    """CommonMark's line break, keeping the next line's indentation (as no-break spaces): code a model
+    writes without fences is a paragraph, and dropping the indentation ran it together unreadably."""
+    from markdown_it.rules_inline.newline import newline
+
+    start = state.pos
+    if not newline(state, silent):
+        return False
+    indent = state.src[start + 1 : state.pos]
+    if indent and not silent:
+        state.pending += indent.replace("\t", "    ").replace(" ", "\u00a0")
+    return True
+
+
 def _markdown():
     with _LOADING:
         return _build_markdown()
@@ -64,8 +78,10 @@ def _build_markdown():
     from markdown_it import MarkdownIt
 
     # commonmark + tables/strikethrough; raw HTML off: `<script>` or `<img>` from a model is text.
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    # `breaks`: a line break in a reply is a line break (as in chat apps), not a space.
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True})
     md.enable(["table", "strikethrough"])
+    md.inline.ruler.at("newline", _newline_keeping_indent)
 
     def image(_self, tokens, idx, options, env):
         # Never an <img>: a remote image would be a request the user did not ask for.

@@ -90,10 +90,10 @@ class SettingsPanel(QWidget):
         self.context_length = _spin(0, 1_048_576, "the model's")
         self.context_length.setSingleStep(1024)
 
-        row = QHBoxLayout()
-        row.addWidget(self.presets, 1)
+        row = QHBoxLayout()  # the buttons under the list, not beside it: a narrow panel fits them
         for b in (self.save_preset, self.update_preset, self.delete_preset):
             row.addWidget(b)
+        row.addStretch(1)
         form = QFormLayout()
         form.addRow("Temperature", self.temperature)
         form.addRow("Top P", self.top_p)
@@ -105,6 +105,7 @@ class SettingsPanel(QWidget):
         form.addRow("Context length", self.context_length)
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel("<b>Preset</b>"))
+        layout.addWidget(self.presets)
         layout.addLayout(row)
         layout.addWidget(QLabel("<b>System prompt</b>"))
         layout.addWidget(self.system_prompt)
