@@ -139,6 +139,7 @@ def build_shell(
 
         def recolour(_theme: str = "") -> None:
             window.apply_icons(themes.palette["text"], themes.palette["accent_text"])
+            chat.restyle(themes.palette.colours, themes.theme == "dark")
 
         themes.changed.connect(recolour)
         recolour()

@@ -17,8 +17,11 @@ from app.ui.theme import ThemeManager, load_palettes, style_sheet
 def app(qtbot):
     """The application, with its look restored afterwards (other tests read colours off widgets)."""
     app = QApplication.instance()
+    from app.ui.chat import render
+
     sheet, palette = app.styleSheet(), app.palette()
     yield app
+    render.use_look(render.ChatLook())  # the chat's message colours are global too
     app.setPalette(palette)
     app.setStyleSheet(sheet)
 
@@ -120,3 +123,21 @@ def test_sidebar_icons_are_drawn_in_the_themes_colours(app, qtbot):
     finally:
         shell.shutdown()
         themes.deleteLater()
+
+
+def test_chat_messages_render_in_the_themes_colours(app, qtbot):
+    from app.ui.chat import render
+
+    dark = load_palettes()["dark"]
+    render.use_look(render.ChatLook())
+    before = render.look_generation()
+    try:
+        render.use_look(render.ChatLook.from_palette(dark.colours, dark=True))
+        assert render.look_generation() == before + 1
+        block = render.code_block_html("x = 1\n", "python", 0)
+        assert dark["surface_alt"] in block and "#f6f8fa" not in block  # no light code box on a dark page
+        shown = render.render_message("<think>hmm</think>Done.")
+        assert dark["text_muted"] in shown.html
+    finally:
+        render.use_look(render.ChatLook())
+    assert "#f6f8fa" in render.code_block_html("x = 1\n", "python", 0)

@@ -11,7 +11,7 @@ shows the answers of writes when `TaskRunner` delivers them. A rename or a delet
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -308,6 +308,13 @@ class ChatPage(QWidget):
             return
         used, approx = tokens_in_use(self.thread_view.rows, self.settings.system_prompt.toPlainText())
         self.header.meter.show_usage(used, n, approx)
+
+    def restyle(self, colours: Mapping[str, str], dark: bool) -> None:
+        """Main thread: the theme changed; messages render again in its colours."""
+        render.use_look(render.ChatLook.from_palette(colours, dark))
+        view = self.thread_view.view
+        view.doItemsLayout()
+        view.viewport().update()
 
     def show_notice(self, text: str, level: str = "info") -> None:
         colour = "#fff8c5" if level == "info" else "#ffebe9"

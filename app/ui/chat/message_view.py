@@ -30,7 +30,7 @@ from PySide6.QtGui import QColor, QCursor, QPainter, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS, MessagesModel, Row, header_html
-from app.ui.chat.render import plain_html
+from app.ui.chat.render import look, plain_html
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class MessageDelegate(QStyledItemDelegate):
         doc = self.document(row, model)
         rect = option.rect
         painter.save()
-        bg = QColor("#eef4ff") if row.message.role == "user" else QColor("#ffffff")
+        bg = QColor(look().user_bg if row.message.role == "user" else look().assistant_bg)
         painter.fillRect(rect.adjusted(2, 2, -2, -2), bg)
         painter.translate(rect.left() + PAD, rect.top() + PAD)
         # Draw only the lines on screen: a long reply is one tall row, mostly scrolled away.

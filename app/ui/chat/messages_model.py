@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 from app.core.chat.models import Message
-from app.ui.chat.render import Rendered, plain_html, render_message
+from app.ui.chat.render import Rendered, look, look_generation, plain_html, render_message
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Row:
                     self.error,
                 ),
             )
-        return self._key[1]
+        return (*self._key[1], look_generation())  # a new theme's colours render anew
 
 
 def stats_line(stats: dict[str, Any] | None, finish_reason: str | None) -> str:
@@ -242,7 +242,7 @@ def header_html(row: Row) -> str:
     pos, count = row.branch
     if count > 1:
         out += (
-            f" &nbsp; <a href='branch:prev'>‹</a> <span style='color:#57606a'>{pos}/{count}</span>"
+            f" &nbsp; <a href='branch:prev'>‹</a> <span style='color:{look().muted}'>{pos}/{count}</span>"
             " <a href='branch:next'>›</a>"
         )
     actions = ["<a href='act:copy'>Copy</a>"]
@@ -261,7 +261,9 @@ def _footer(row: Row) -> str:
         if row.status in STATUS_NOTE:
             notes.append(STATUS_NOTE[row.status])
         if row.status == "error":
-            notes.append("<span style='color:#cf222e'>Error: " + html.escape(row.error or "unknown") + "</span>")
+            notes.append(
+                f"<span style='color:{look().error}'>Error: " + html.escape(row.error or "unknown") + "</span>"
+            )
     if not notes:
         return ""
-    return "<p style='color:#57606a; font-size:small; margin-top:4px'>" + " · ".join(notes) + "</p>"
+    return f"<p style='color:{look().muted}; font-size:small; margin-top:4px'>" + " · ".join(notes) + "</p>"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -18,8 +19,53 @@ from app.core.tools.reasoning import split_reasoning as core_split_reasoning
 
 logger = logging.getLogger(__name__)
 
-CODE_BG = "#f6f8fa"
-THINK_FG = "#57606a"
+
+@dataclass(frozen=True)
+class ChatLook:
+    """The colours a rendered message uses (HTML in a QTextDocument cannot read the style sheet). The
+    defaults are the light theme's; `from_palette` makes the look of any theme."""
+
+    code_bg: str = "#f6f8fa"
+    muted: str = "#57606a"
+    rule: str = "#d0d7de"
+    error: str = "#cf222e"
+    user_bg: str = "#eef4ff"
+    assistant_bg: str = "#ffffff"
+    pygments: str = "default"  # a pygments style made for this background
+
+    @classmethod
+    def from_palette(cls, colours: Mapping[str, str], dark: bool) -> ChatLook:
+        return cls(
+            code_bg=colours["surface_alt"],
+            muted=colours["text_muted"],
+            rule=colours["border"],
+            error=colours["error"],
+            user_bg=colours["accent_soft"],
+            assistant_bg=colours["surface"],
+            pygments="monokai" if dark else "default",
+        )
+
+
+_look = ChatLook()
+_generation = 0  # bumped with each new look: cached HTML and documents of the old one are stale
+
+
+def look() -> ChatLook:
+    return _look
+
+
+def look_generation() -> int:
+    return _generation
+
+
+def use_look(new: ChatLook) -> None:
+    """Main thread: render from now on with `new` (the caches key on `look_generation()`)."""
+    global _look, _generation
+    if new != _look:
+        _look, _generation = new, _generation + 1
+        _build_formatter.cache_clear()
+
+
 # Code blocks longer than this are shown without highlighting: pygments is slow on huge blocks.
 MAX_HIGHLIGHT_CHARS = 20_000
 
@@ -88,7 +134,7 @@ def _build_markdown():
         tok = tokens[idx]
         alt = html.escape("".join(c.content for c in (tok.children or [])) or "image")
         src = html.escape(tok.attrGet("src") or "")
-        return f"[image: {alt}] <span style='color:{THINK_FG}'>({src})</span>"
+        return f"[image: {alt}] <span style='color:{_look.muted}'>({src})</span>"
 
     def fence(_self, tokens, idx, options, env):
         tok = tokens[idx]
@@ -134,7 +180,7 @@ def _build_formatter():
     from pygments.formatters import HtmlFormatter
 
     # Inline styles: a QTextDocument has no stylesheet classes for pygments' CSS.
-    return HtmlFormatter(noclasses=True, nowrap=True, style="default")
+    return HtmlFormatter(noclasses=True, nowrap=True, style=_look.pygments)
 
 
 def highlight(code: str, lang: str) -> str:
@@ -151,9 +197,9 @@ def code_block_html(code: str, lang: str, index: int) -> str:
     body = highlight(code.rstrip("\n"), lang)
     label = html.escape(lang) if lang else "code"
     return (
-        f"<table width='100%' cellspacing='0' cellpadding='6' bgcolor='{CODE_BG}'"
+        f"<table width='100%' cellspacing='0' cellpadding='6' bgcolor='{_look.code_bg}'"
         " style='margin-top:4px; margin-bottom:4px;'>"
-        f"<tr><td><span style='color:{THINK_FG}; font-size:small'>{label}</span>"
+        f"<tr><td><span style='color:{_look.muted}; font-size:small'>{label}</span>"
         f" &nbsp; <a href='copy:{index}' style='font-size:small'>Copy</a></td></tr>"
         f"<tr><td><pre style='margin:0'>{body}</pre></td></tr></table>"
     )
@@ -181,14 +227,14 @@ def render_message(
     arrow = "▾" if reasoning_expanded else "▸"
     state = "thinking…" if parts.reasoning_open and streaming else f"{words} word{'s' if words != 1 else ''}"
     head = (
-        f"<p style='color:{THINK_FG}'><a href='think:toggle'>{arrow} Reasoning</a>"
+        f"<p style='color:{_look.muted}'><a href='think:toggle'>{arrow} Reasoning</a>"
         f" <span style='font-size:small'>({state})</span></p>"
     )
     if reasoning_expanded:
         inner = html.escape(parts.reasoning).replace("\n", "<br>")
         head += (
             f"<table width='100%' cellpadding='6' style='margin-bottom:6px'><tr><td"
-            f" style='color:{THINK_FG}; border-left:3px solid #d0d7de'>{inner}</td></tr></table>"
+            f" style='color:{_look.muted}; border-left:3px solid {_look.rule}'>{inner}</td></tr></table>"
         )
     return Rendered(head + body, blocks, True)
 
