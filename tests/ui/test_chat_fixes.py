@@ -201,3 +201,13 @@ def test_a_search_with_no_matches_says_so(make_chat, qtbot):
     qtbot.waitUntil(chats.no_match.isVisible, timeout=5000)
     chats.clear_search()  # the plain list: an empty one is no failed search
     qtbot.waitUntil(lambda: chats.list.count() == 1 and not chats.no_match.isVisible(), timeout=5000)
+
+
+def test_after_a_load_the_focus_goes_to_the_message_box(make_chat, qtbot):
+    h, page = make_chat(load=False)
+    page.activateWindow()
+    qtbot.waitActive(page)
+    page.conversations.search.setFocus()
+    qtbot.waitUntil(page.conversations.search.hasFocus)
+    h.load()
+    qtbot.waitUntil(page.composer.editor.hasFocus, timeout=5000)

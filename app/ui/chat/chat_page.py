@@ -64,6 +64,7 @@ class ChatPage(QWidget):
         self.write_failures.fired.connect(lambda text: self.show_notice(text, "error"))
         tasks.run(render.warm, owner=self)
         self.watcher = HostWatcher(host, self)
+        self._last_status = host.state.status  # a load is over when it goes from "loading" to "ready"
         self.watcher.changed.connect(self._on_host_state)
 
         self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
@@ -274,10 +275,14 @@ class ChatPage(QWidget):
     # -- state shown around the thread ----------------------------------------------------------
     def _on_host_state(self, state: HostState) -> None:
         """UI thread (re-posted by HostWatcher)."""
+        loaded = self._last_status == "loading" and state.status == "ready"
+        self._last_status = state.status
         self.replies.set_host_state(state)
         self.model_bar.host_state(state)
         self._update_controls()
         self._update_meter()
+        if loaded and self.isVisible():
+            self.composer.focus()  # a model just loaded here: the next thing to do is to type
 
     def _thread_changed(self) -> None:
         self._update_meter()
