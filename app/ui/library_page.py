@@ -89,6 +89,7 @@ class LibraryPage(QWidget):
         self.reveal_button = QPushButton("Reveal")
         self.reveal_button.clicked.connect(self.reveal_selected)
         self.delete_button = QPushButton("Delete…")
+        self.delete_button.setProperty("role", "destructive")  # the style sheet's destructive button
         self.delete_button.clicked.connect(self.delete_selected)
         self.import_button = QToolButton()
         self.import_button.setText("Import…")

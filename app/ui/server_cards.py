@@ -106,6 +106,7 @@ class KeyCard(Card):
         self.copy_button = QPushButton("Copy")
         self.copy_button.clicked.connect(lambda: copy_text(self.field.text(), self.copy_button))
         self.regenerate_button = QPushButton("Regenerate…")
+        self.regenerate_button.setProperty("role", "destructive")  # the old key stops working
         self.make_button = QPushButton("Make a key")
         row = QHBoxLayout()
         row.addWidget(self.field, 1)

@@ -81,11 +81,14 @@ def test_settings_appearance_is_saved(qtbot):
 
 
 def test_the_main_actions_are_primary_buttons(qtbot):
-    from app.ui.server_cards import StatusCard
+    from app.ui.server_cards import KeyCard, StatusCard
 
     card = StatusCard()
     qtbot.addWidget(card)
     assert card.start_button.property("role") == "primary"
+    key = KeyCard()
+    qtbot.addWidget(key)
+    assert key.regenerate_button.property("role") == "destructive"  # the old key stops working
     assert 'QPushButton[role="primary"]' in style_sheet(load_palettes()["light"])
 
 

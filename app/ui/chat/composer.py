@@ -55,6 +55,7 @@ class ComposerBox(QWidget):
         self.reason = QLabel()
         self.reason.setObjectName("composerReason")
         self.send_button = QPushButton("Send")
+        self.send_button.setProperty("role", "primary")
         self.stop_button = QPushButton("Stop")
         self.regen_button = QPushButton("Regenerate")
         self.editor.submitted.connect(self.send_requested)

@@ -154,6 +154,7 @@ class ModelBar(QWidget):
         self.picker.setPlaceholderText("Pick a model…")
         self.picker.currentIndexChanged.connect(self._picked)
         self.load_button = QPushButton("Load")
+        self.load_button.setProperty("role", "primary")
         self.load_button.clicked.connect(self.load_selected)
         self.unload_button = QPushButton("Unload")
         self.unload_button.clicked.connect(self.unload)

@@ -76,6 +76,7 @@ class SettingsPanel(QWidget):
         self.update_preset.setToolTip("Overwrite the selected preset with these settings")
         self.update_preset.clicked.connect(self.update_selected_preset)
         self.delete_preset = QPushButton("Delete")
+        self.delete_preset.setProperty("role", "destructive")
         self.delete_preset.clicked.connect(self.delete_selected_preset)
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional)")
