@@ -16,10 +16,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.server_settings import ERROR_STYLE, WARNING_STYLE
+from app.ui.theme import set_status
 
 COPIED_MS = 1500
-RUNNING_COLOR = "#2e7d32"
 
 
 def copy_text(text: str, button: QPushButton) -> None:
@@ -63,13 +62,13 @@ class StatusCard(Card):
         row.addWidget(self.stop_button)
         self.error = QLabel()
         self.error.setWordWrap(True)
-        self.error.setStyleSheet(ERROR_STYLE)
+        set_status(self.error, "error")
         self.error.setVisible(False)
         self.engine = QLabel()
         self.engine.setWordWrap(True)
         self.context_warning = QLabel()
         self.context_warning.setWordWrap(True)
-        self.context_warning.setStyleSheet(WARNING_STYLE)
+        set_status(self.context_warning, "warning")
         self.context_warning.setVisible(False)
         self.body.addLayout(row)
         self.body.addWidget(self.error)
@@ -79,8 +78,7 @@ class StatusCard(Card):
 
     def set_state(self, text: str, *, running: bool) -> None:
         self.state_label.setText(text)
-        color = RUNNING_COLOR if running else "palette(dark)"
-        self.state_label.setStyleSheet(f"font-weight: 600; color: {color};")
+        set_status(self.state_label, "success" if running else "muted-strong")
 
     def set_error(self, text: str) -> None:
         self.error.setText(text)

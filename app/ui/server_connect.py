@@ -15,10 +15,10 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTabWidget, QWidget
 
 from app.core.connect import TOOL_IDS, TOOL_NAMES, ProbeResult, Route, Snippet, Target, probe_route, snippet_for
-from app.ui.server_cards import RUNNING_COLOR, Card, copy_text
+from app.ui.server_cards import Card, copy_text
 from app.ui.server_model import mask_key
-from app.ui.server_settings import ERROR_STYLE
 from app.ui.tasks import TaskRunner
+from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
 
@@ -154,5 +154,4 @@ class ConnectCard(Card):
 
     def _set_result(self, text: str, ok: bool | None) -> None:
         self.result.setText(text)
-        style = "" if ok is None else (f"color: {RUNNING_COLOR};" if ok else ERROR_STYLE)
-        self.result.setStyleSheet(style)
+        set_status(self.result, None if ok is None else "success" if ok else "error")

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from app.core.settings import ServerSettings
 from app.ui.server_model import bounds
+from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +30,6 @@ LAN_WARNING = (
     "LAN mode lets any device on your network reach this API and use your models. "
     "Every request then needs the API key, whatever the box below says."
 )
-ERROR_STYLE = "color: #b3261e;"
-WARNING_STYLE = "color: #9a5b00;"
 
 
 def validation_text(exc: ValidationError) -> str:
@@ -60,7 +59,7 @@ class ServerSettingsForm(QFrame):
         self.bind.currentIndexChanged.connect(self._bind_changed)
         self.lan_warning = QLabel(LAN_WARNING)
         self.lan_warning.setWordWrap(True)
-        self.lan_warning.setStyleSheet(WARNING_STYLE)
+        set_status(self.lan_warning, "warning")
         self.require_key = QCheckBox("Require the API key on this computer too")
         self.require_key.toggled.connect(self._require_toggled)
         self.origins = QPlainTextEdit()
@@ -96,7 +95,7 @@ class ServerSettingsForm(QFrame):
 
         self.error = QLabel()
         self.error.setWordWrap(True)
-        self.error.setStyleSheet(ERROR_STYLE)
+        set_status(self.error, "error")
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.save_button = QPushButton("Save")

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.core.hub.urls import DEFAULT_ENDPOINT
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
+from app.ui.theme import set_status
 
 
 def endpoint_in_effect(typed: str, env: Mapping[str, str]) -> str:
@@ -119,7 +120,7 @@ class SettingsDialog(QDialog):
         hub_form.addRow("Parallel downloads", self.parallel_downloads)
         self.error = QLabel()
         self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #b3261e;")
+        set_status(self.error, "error")
         self.error.setVisible(False)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)

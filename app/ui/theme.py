@@ -12,13 +12,27 @@ from typing import Literal
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.core.resources import resource_path
 
 logger = logging.getLogger(__name__)
 
 Mode = Literal["system", "light", "dark"]
+Status = Literal["error", "warning", "success", "muted", "muted-strong"]
+
+
+def set_status(widget: QWidget, status: Status | None) -> None:
+    """Mark a label as an error, a warning, a success…: the style sheet colours it in the current theme
+    (and in the next one), instead of a colour written on the widget."""
+    if widget.property("status") == status:
+        return
+    widget.setProperty("status", status)
+    style = widget.style()
+    style.unpolish(widget)  # a dynamic property is only read when the widget is polished
+    style.polish(widget)
+
+
 Theme = Literal["light", "dark"]
 
 

@@ -144,3 +144,27 @@ def test_chat_messages_render_in_the_themes_colours(app, qtbot):
     finally:
         render.use_look(render.ChatLook())
     assert "#f6f8fa" in render.code_block_html("x = 1\n", "python", 0)
+
+
+def test_status_colours_come_from_the_theme_and_follow_it(app, qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    from app.ui.theme import set_status
+
+    label = QLabel("the port is in use")
+    qtbot.addWidget(label)
+    label.show()
+    themes = ThemeManager(app, "dark")
+    themes.apply()
+    set_status(label, "error")
+
+    def ink() -> str:
+        label.ensurePolished()
+        return label.palette().color(QPalette.ColorRole.WindowText).name()
+
+    assert ink() == load_palettes()["dark"]["error"]
+    themes.apply("light")  # the same label, the next theme's colour, nothing re-set on it
+    assert ink() == load_palettes()["light"]["error"]
+    set_status(label, "warning")
+    assert ink() == load_palettes()["light"]["warning"]
+    themes.deleteLater()

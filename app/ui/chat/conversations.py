@@ -32,6 +32,7 @@ from app.core.chat import export
 from app.core.chat.models import Conversation
 from app.core.chat.operations import ChatOperations
 from app.ui.tasks import TaskRunner
+from app.ui.theme import set_status
 
 SEARCH_DELAY_MS = 200
 
@@ -70,7 +71,7 @@ class ConversationList(QWidget):
         # Says a search found nothing; an empty list alone looked like the chats were gone.
         self.no_match = QLabel(wordWrap=True)
         self.no_match.setObjectName("conversationsNoMatch")
-        self.no_match.setStyleSheet("color:#57606a")
+        set_status(self.no_match, "muted")
         self.no_match.setTextFormat(Qt.TextFormat.PlainText)  # the query is the user's text, never markup
         self.no_match.setVisible(False)
         self.list = QListWidget()

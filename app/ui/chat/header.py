@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QT
 from app.core.chat.context import context_usage, estimate_tokens, history_for_request
 from app.core.chat.store import DEFAULT_TITLE
 from app.ui.chat.messages_model import Row
+from app.ui.theme import set_status
 from app.ui.widgets.elided_label import ElidedLabel
 
 _LEVEL_COLOUR = {"ok": "#2da44e", "warn": "#d4a72c", "full": "#cf222e"}
@@ -50,7 +51,7 @@ class ContextMeter(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.caption = QLabel("Context")
-        self.caption.setStyleSheet("color:#57606a")
+        set_status(self.caption, "muted")
         self.bar = QProgressBar()
         self.bar.setObjectName("contextMeter")
         self.bar.setAccessibleName("Context used")

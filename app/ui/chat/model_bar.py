@@ -34,6 +34,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
 from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, plan_model
 from app.ui.tasks import TaskRunner
+from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class ModelBar(QWidget):
         self.status.setWordWrap(True)  # engine, context, offload, speed: wraps on a narrow window
         self.error = QLabel()
         self.error.setObjectName("modelError")
-        self.error.setStyleSheet("color:#cf222e")
+        set_status(self.error, "error")
         self.error.setWordWrap(True)
         self.error.setVisible(False)
         # The engine's own words for a failed load: for a bug report, not for reading first.
