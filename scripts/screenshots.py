@@ -4,8 +4,8 @@ offscreen platform); exits non-zero if a page cannot render.
 
 Demo data: a fresh HEARTH_HOME with a tiny generated GGUF and (when installed) the real SmolLM2 in My
 Models, a chat with reasoning and a code reply, the catalogue's recommendations for a fixed 16 GB
-machine, one model page, and the Server page. Nothing reaches the network: the Hub endpoint points at a
-closed local port.
+machine, search results and a repo page with its card from a local fake Hub, a catalogue model page,
+and the Server page. Nothing reaches the network.
 """
 
 from __future__ import annotations
@@ -27,7 +27,22 @@ logger = logging.getLogger("screenshots")
 
 SIZES = ((1280, 800), (900, 600))
 THEMES = ("light", "dark")
-PAGES = ("discover", "discover-model", "models", "downloads", "chat", "server", "hardware", "settings")
+PAGES = (
+    "discover",
+    "discover-search",
+    "discover-repo",
+    "discover-model",
+    "models",
+    "downloads",
+    "chat",
+    "server",
+    "hardware",
+    "settings",
+)
+CARD = (
+    "# Llama 3.2 1B Instruct (GGUF)\n\nQuantized builds of a small instruction-tuned model, for chat on a laptop."
+    "\n\n| Quant | Use |\n|---|---|\n| Q8_0 | best quality |\n| Q4_K_M | smaller, faster |\n"
+)
 CODE_REPLY = (
     "<think>The user wants a function that reverses a string; slicing is the idiomatic way.</think>"
     "Here is a small function:\n\n```python\ndef reverse(text: str) -> str:\n    return text[::-1]\n```\n\n"
@@ -35,7 +50,32 @@ CODE_REPLY = (
 )
 
 
-def seed(home: Path) -> None:
+def demo_hub():
+    """A local fake Hub with a few GGUF repos (one with a model card), for search results and a repo page."""
+    from tests.fakehub import FakeHub, gguf_repo
+    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+
+    # Real (tiny, random) GGUFs, so the repo page reads their headers and plans them as it would any model.
+    folder = Path(tempfile.mkdtemp(prefix="hearth-shots-hub-"))
+    files = {q: write_tiny_llama_gguf(folder / f"tiny-{q}.gguf", dtype=q).read_bytes() for q in ("F16", "Q8_0")}
+    hub = FakeHub()
+    hub.add_repo(
+        gguf_repo(
+            "bartowski/Llama-3.2-1B-Instruct-GGUF",
+            quants=("F16", "Q8_0"),
+            split=None,
+            make_gguf=lambda q: files[q],
+            downloads=90_000,
+            likes=310,
+            card=CARD,
+        )
+    )
+    for i, name in enumerate(("Qwen2.5-1.5B-Instruct-GGUF", "Llama-3.1-8B-Instruct-GGUF", "Phi-3.5-mini-GGUF")):
+        hub.add_repo(gguf_repo(f"org{i}/{name}", downloads=50_000 - 9_000 * i, likes=120 - 30 * i))
+    return hub
+
+
+def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
     """The demo data, written before the window opens (the same stores the app reads)."""
     from app.core.chat.store import ChatStore
     from app.core.engines.base import GenerationStats
@@ -65,10 +105,8 @@ def seed(home: Path) -> None:
     finally:
         chats.close()
     store = SettingsStore(paths.settings_file)
-    # A closed port: Discover's Hub calls fail fast instead of reaching the internet.
-    store.save(
-        store.load().model_copy(update={"measure_bandwidth_on_start": False, "hf_endpoint": "http://127.0.0.1:9"})
-    )
+    # The local fake Hub (or a closed port): nothing reaches the internet.
+    store.save(store.load().model_copy(update={"measure_bandwidth_on_start": False, "hf_endpoint": hub_url}))
 
 
 def demo_profile():
@@ -81,9 +119,13 @@ def demo_profile():
 
 def settle(app, seconds: float = 0.6) -> None:
     """Let queued work (pool tasks answering on the main thread, layouts) finish before a grab."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         app.processEvents()
+        # processEvents leaves deleteLater()'d widgets alone; the app's own loop would delete them.
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         time.sleep(0.02)
 
 
@@ -109,7 +151,9 @@ def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
     from app.main import build_shell
     from app.ui.theme import ThemeManager
 
-    seed(home)
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    hub = demo_hub()
+    seed(home, hub.url)
     app = QApplication.instance() or QApplication([])
     look = (app.styleSheet(), app.palette())  # put back afterwards: a test run shares the application
     themes_manager = ThemeManager(app)
@@ -137,6 +181,7 @@ def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
     finally:
         shell.shutdown()
         themes_manager.deleteLater()  # no longer following the OS once the shots are taken
+        hub.close()
         app.setStyleSheet(look[0])
         app.setPalette(look[1])
     return written
@@ -150,6 +195,17 @@ def _shot(app, shell, page: str, theme: str, width: int, height: int, out: Path)
         dialog = window.open_settings()
         dialog.resize(min(width - 80, 640), min(height - 60, 560))
         target = dialog
+    elif page == "discover-search":
+        window.show_page("discover")
+        discover = window.page("discover")
+        discover.stack.setCurrentIndex(0)
+        discover.search.query.setText("llama")
+        discover.search.search()
+        settle(app, 1.5)
+    elif page == "discover-repo":
+        window.show_page("discover")
+        window.page("discover").open_repo("bartowski/Llama-3.2-1B-Instruct-GGUF")
+        settle(app, 2.0)
     elif page == "discover-model":
         window.show_page("discover")
         discover = window.page("discover")
