@@ -73,7 +73,10 @@ class DownloadFeed(QObject):
 
     def reload_models(self) -> None:
         """The library is SQLite on disk: read it on the pool."""
-        self._tasks.run(self._library.list, self._set_models, self._load_failed, owner=self)
+        try:
+            self._tasks.run(self._library.list, self._set_models, self._load_failed, owner=self)
+        except RuntimeError:  # the pool is shut down: Hearth is closing, a late library change needs no read
+            logger.debug("library changed while closing; the Download buttons keep their last state")
 
     def _set_models(self, models: list[LocalModel]) -> None:
         self.models, self.models_loaded = models, True

@@ -182,3 +182,22 @@ def test_start_here_shows_on_an_empty_library_and_hides_once_a_model_is_ready(qt
     assert requested == [first.best]
     add_to_library(env, REPO, "big")  # another model becomes ready
     qtbot.waitUntil(lambda: not card.isVisibleTo(page), timeout=5_000)
+
+
+def test_start_here_keeps_its_own_download_until_its_chat_is_used(qtbot, env, wired):  # noqa: F811
+    feed, _table, _panel = wired
+    page = DiscoverPage(env.tasks, hub=env.hub)
+    qtbot.addWidget(page)
+    page.set_feed(feed)
+    with qtbot.waitSignal(page.picks_ready, timeout=10_000):
+        page.set_profile(profile(ram_total=16 * GiB, ram_free=12 * GiB))
+    card = page.start_here
+    best = card.pick.best
+    card.button.button.click()  # its download is asked for (the Hub here has no such repo: recorded by hand)
+    add_to_library(env, best.variant.repo_id, best.variant.label)
+    qtbot.waitUntil(lambda: card.button.view.action == "chat", timeout=5_000)
+    assert card.isVisibleTo(page) and card.button.button.text().endswith("— Chat")
+    chats = []
+    feed.chat_requested.connect(chats.append)
+    card.button.button.click()
+    assert [m.quant for m in chats] == [best.variant.label] and not card.isVisibleTo(page)

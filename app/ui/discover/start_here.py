@@ -92,7 +92,11 @@ class StartHereCard(QFrame):
             return False
         if not feed.has_ready_model:
             return True
-        return self.started and self.button.view.action == "chat"  # its own download, not yet used
+        best = self.pick.best
+        if not self.started or best is None:
+            return False
+        # Asked of the feed, not the button: the button may not have taken in this update yet.
+        return feed.state(best.variant)[0].action == "chat"  # its own download done, its Chat not yet used
 
     def _update_visibility(self) -> None:
         self.setVisible(self.should_show())
