@@ -17,6 +17,7 @@ from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
 from app.ui.discover.search import SearchPanel
 from app.ui.discover.start_here import StartHereCard
+from app.ui.download_button import DownloadFeed
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class DiscoverPage(QWidget):
         layout.addWidget(self.stack)
         self.start_here = start_here
 
-    def set_feed(self, feed) -> None:
+    def set_feed(self, feed: DownloadFeed | None) -> None:
         """Main thread: Download buttons show their download's progress and the library's copy (DownloadFeed)."""
         for w in (self.recommended, self.model_view.table, self.start_here):
             w.set_feed(feed)
