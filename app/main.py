@@ -88,6 +88,7 @@ def build_shell(
     from app.ui.chat.chat_page import ChatPage
     from app.ui.chat_launch import ChatLauncher
     from app.ui.discover.discover_page import DiscoverPage
+    from app.ui.download_button import DownloadFeed
     from app.ui.downloads_panel import DownloadsPanel
     from app.ui.hardware_page import HardwarePage
     from app.ui.library_page import LibraryPage
@@ -107,6 +108,8 @@ def build_shell(
     library = LibraryPage(services.library, tasks)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
     discover.download_requested.connect(downloads.request_download)
+    feed = DownloadFeed(downloads, services.library, tasks, parent=discover)
+    discover.set_feed(feed)
     machine: dict[str, Machine] = {}  # the latest probe's machine, for the chat's load defaults
     hardware.profile_ready.connect(lambda p: machine.update(now=machine_from_profile(p)))
     chat = ChatPage(services.host, services.chats, services.library, tasks, machine_source=lambda: machine.get("now"))
@@ -127,6 +130,7 @@ def build_shell(
     window = MainWindow(store, settings, paths, pages)
     launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"), machine_source=lambda: machine.get("now"))
     library.chat_requested.connect(launcher.chat_with)
+    feed.chat_requested.connect(launcher.chat_with)  # "Downloaded — Chat" / "In My Models — Chat" on Discover
     # The panel's count arrives on the UI thread (its EventBridges re-post the manager's events).
     downloads.active_count_changed.connect(lambda _n: window.set_page_label("downloads", downloads.sidebar_label()))
     window.set_page_label("downloads", downloads.sidebar_label())  # unfinished downloads from the last run

@@ -120,6 +120,9 @@ class DownloadsPanel(QWidget):
     download_queued = Signal(str)  # item id, after `request_download` added it
     request_failed = Signal(str)  # plain words: why a requested download could not start
     active_count_changed = Signal(int)  # downloads in progress (queued, downloading or verifying)
+    # For feedback beside the Download that was clicked (app.ui.download_button), keyed by the variant:
+    download_preparing = Signal(object)  # Variant, as `request_download` starts resolving it
+    request_finished = Signal(object, str)  # Variant and why it could not start ("" once queued)
 
     def __init__(
         self,
@@ -174,16 +177,19 @@ class DownloadsPanel(QWidget):
         def op() -> str:
             return queue_download(manager, resolve_download(hub(), variant))
 
-        self._tasks.run(op, self._queued, self._request_failed, owner=self)
+        self.download_preparing.emit(variant)
+        self._tasks.run(op, lambda i: self._queued(variant, i), lambda e: self._request_failed(variant, e), owner=self)
 
-    def _queued(self, item_id: str) -> None:
+    def _queued(self, variant, item_id: str) -> None:
         self.status.setText("")
         self.download_queued.emit(item_id)
+        self.request_finished.emit(variant, "")
 
-    def _request_failed(self, exc: BaseException) -> None:
+    def _request_failed(self, variant, exc: BaseException) -> None:
         logger.info("download request failed: %s", exc)
         self.status.setText(f"Could not start the download: {exc}")
         self.request_failed.emit(str(exc))
+        self.request_finished.emit(variant, str(exc))
 
     def act(self, action: str, item_id: str) -> None:
         """Pause, resume, retry, cancel or clear; the manager saves state to disk, so it runs on the pool."""

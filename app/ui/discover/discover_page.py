@@ -16,6 +16,8 @@ from app.core.models.devices import Machine, machine_from_profile
 from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
 from app.ui.discover.search import SearchPanel
+from app.ui.discover.start_here import StartHereCard
+from app.ui.download_button import DownloadFeed
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class DiscoverPage(QWidget):
         home = QWidget()
         home_layout = QVBoxLayout(home)
         home_layout.addWidget(title)
+        home_layout.addWidget(start_here := StartHereCard(self))  # hidden unless My Models has no ready model
         home_layout.addWidget(search_title)
         home_layout.addWidget(self.search)
         home_layout.addWidget(subtitle)
@@ -76,6 +79,12 @@ class DiscoverPage(QWidget):
         self.stack.addWidget(self.model_view)
         layout = QVBoxLayout(self)
         layout.addWidget(self.stack)
+        self.start_here = start_here
+
+    def set_feed(self, feed: DownloadFeed | None) -> None:
+        """Main thread: Download buttons show their download's progress and the library's copy (DownloadFeed)."""
+        for w in (self.recommended, self.model_view.table, self.start_here):
+            w.set_feed(feed)
 
     def set_profile(self, profile: HardwareProfile) -> None:
         """Main thread: re-rank for a new hardware profile (the ranking runs on the pool)."""

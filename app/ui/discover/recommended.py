@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLay
 
 from app.core.models.catalog import CatalogPick
 from app.core.units import fmt_bytes
+from app.ui.download_button import DownloadButton, DownloadFeed
 from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
 
 
@@ -18,7 +19,7 @@ class PickRow(QFrame):
     open_requested = Signal(object)  # CatalogPick
     download_requested = Signal(object)  # CatalogPick
 
-    def __init__(self, pick: CatalogPick, parent: QWidget | None = None) -> None:
+    def __init__(self, pick: CatalogPick, feed: DownloadFeed | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.pick = pick
         self.setObjectName("card")
@@ -51,16 +52,15 @@ class PickRow(QFrame):
         grid.addWidget(self.detail, 2, 0, 1, 2)
         details = QPushButton("Details")
         details.clicked.connect(lambda: self.open_requested.emit(self.pick))
-        self.download = QPushButton("Download")
-        self.download.setProperty("role", "primary")  # the style sheet's primary button
-        self.download.setEnabled(best is not None)
-        self.download.clicked.connect(lambda: self.download_requested.emit(self.pick))
+        self.download_widget = DownloadButton(best, feed, can_download=best is not None)
+        self.download_widget.download_requested.connect(lambda _a: self.download_requested.emit(self.pick))
+        self.download = self.download_widget.button
         grid.addWidget(details, 1, 2)
-        grid.addWidget(self.download, 0, 2)
+        grid.addWidget(self.download_widget, 0, 2)
         grid.setColumnStretch(0, 1)
 
     def text(self) -> str:
-        return "\n".join(w.text() for w in self.findChildren(QLabel))
+        return "\n".join(w.text() for w in self.findChildren(QLabel) if w is not self.download_widget.note)
 
 
 class RecommendedList(QWidget):
@@ -70,11 +70,17 @@ class RecommendedList(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.rows: list[PickRow] = []
+        self.feed: DownloadFeed | None = None
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self.status = QLabel("Ranking models for this machine…")
         self._layout.addWidget(self.status)
         self._layout.addStretch(1)
+
+    def set_feed(self, feed: DownloadFeed | None) -> None:
+        self.feed = feed
+        for row in self.rows:
+            row.download_widget.set_feed(feed)
 
     def set_picks(self, picks: list[CatalogPick]) -> None:
         for row in self.rows:
@@ -82,7 +88,7 @@ class RecommendedList(QWidget):
             row.deleteLater()
         self.rows = []
         for i, pick in enumerate(picks):
-            row = PickRow(pick)
+            row = PickRow(pick, self.feed)
             row.open_requested.connect(self.open_requested.emit)
             row.download_requested.connect(self.download_requested.emit)
             self._layout.insertWidget(1 + i, row)

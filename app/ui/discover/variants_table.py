@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QPushButton, QTabl
 
 from app.core.models.recommend import Assessment
 from app.core.units import fmt_bytes
+from app.ui.download_button import DownloadButton, DownloadFeed
 from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
 
 COLUMNS = ["Variant", "Format", "Size", "Fit", "Context", "tok/s", "Quality", ""]
@@ -29,7 +30,14 @@ class VariantsTable(QTableWidget):
         self.horizontalHeader().setStretchLastSection(True)
         self.assessments: list[Assessment] = []
         self.locked = ""  # why no variant can be downloaded now (a gated repo without access); "" if they can
+        self.feed: DownloadFeed | None = None  # download and library state for the buttons; None: plain Download
         self.itemSelectionChanged.connect(self._selected)
+
+    def set_feed(self, feed: DownloadFeed | None) -> None:
+        """Main thread: let each row's Download show its download's progress and the library's copy."""
+        self.feed = feed
+        for row in range(self.rowCount()):
+            self.download_widget(row).set_feed(feed)
 
     def lock_downloads(self, why: str) -> None:
         """Main thread: disable every Download (with `why` as the tooltip), or enable them again with ""."""
@@ -71,12 +79,9 @@ class VariantsTable(QTableWidget):
                 font.setBold(True)
                 item.setFont(font)
             self.setItem(row, col, item)
-        button = QPushButton("Download")
-        button.setProperty("role", "primary")  # the style sheet's primary button
-        button.setEnabled((a.runnable or a.variant.format == "gguf") and not self.locked)
-        if self.locked:
-            button.setToolTip(self.locked)
-        button.clicked.connect(lambda _=False, a=a: self.download_requested.emit(a))
+        can = (a.runnable or a.variant.format == "gguf") and not self.locked
+        button = DownloadButton(a, self.feed, can_download=can, why_not=self.locked)
+        button.download_requested.connect(self.download_requested.emit)
         self.setCellWidget(row, len(COLUMNS) - 1, button)
 
     def _selected(self) -> None:
@@ -87,10 +92,13 @@ class VariantsTable(QTableWidget):
     def row_text(self, row: int) -> list[str]:
         return [item.text() if (item := self.item(row, c)) is not None else "" for c in range(len(COLUMNS) - 1)]
 
+    def download_widget(self, row: int) -> DownloadButton:
+        widget = self.cellWidget(row, len(COLUMNS) - 1)
+        assert isinstance(widget, DownloadButton)
+        return widget
+
     def download_button(self, row: int) -> QPushButton:
-        button = self.cellWidget(row, len(COLUMNS) - 1)
-        assert isinstance(button, QPushButton)
-        return button
+        return self.download_widget(row).button
 
     def __len__(self) -> int:
         return self.rowCount()
