@@ -49,7 +49,15 @@ class TaskRunner(QObject):
         """`owner`: the widget the callbacks belong to; if it is deleted first, they are skipped."""
         if self._pool is None:
             raise RuntimeError("this TaskRunner has no pool; it only watches futures")
-        return self.watch(self._pool.submit(op), on_success, on_error, owner)
+        try:
+            future = self._pool.submit(op)
+        except RuntimeError:
+            # The pool is shut down (Hearth is quitting): a late event's work is dropped, not a crash.
+            logger.debug("not running %r: the pool is shut down", op)
+            dropped: Future = Future()
+            dropped.cancel()
+            return dropped
+        return self.watch(future, on_success, on_error, owner)
 
     def watch(
         self,

@@ -58,3 +58,14 @@ def test_watch_answers_on_the_main_thread_for_a_future_run_elsewhere(qtbot):
             runner.run(lambda: 1)
     finally:
         other.shutdown(wait=True)
+
+
+def test_work_asked_for_after_the_pool_shut_down_is_dropped_not_raised(qtbot):
+    pool = ThreadPoolExecutor(1)
+    runner = TaskRunner(pool)
+    pool.shutdown(wait=True)  # quitting: a library change can still arrive and ask for a reload
+    answered: list[object] = []
+    future = runner.run(lambda: 1, answered.append, answered.append)
+    assert future.cancelled()
+    qtbot.wait(50)  # give a wrong answer the chance to arrive
+    assert answered == []
