@@ -42,6 +42,7 @@ class DiscoverPage(QWidget):
         self._ranker = ranker
         self._hub = hub  # a client for the current Settings (token and mirror can change while Hearth runs)
         self._opening = 0  # only the last repo asked for is shown
+        self._loading: str | None = None  # the repo whose page is being fetched now
         self.machine: Machine | None = None
         self.picks: list[CatalogPick] = []
 
@@ -110,6 +111,10 @@ class DiscoverPage(QWidget):
 
     def open_repo(self, repo_id: str) -> None:
         """Main thread: open a Hub repo's page; its card and variants are fetched on the pool."""
+        if repo_id == self._loading:  # a double-click asks twice (clicked, then activated): fetch once
+            self._show_details()
+            return
+        self._loading = repo_id
         self._opening += 1
         ticket, machine, hub = self._opening, self.machine, self._hub
         self.model_view.title.setText(repo_id)
@@ -129,6 +134,7 @@ class DiscoverPage(QWidget):
     def _show_repo(self, ticket: int, m: HubModel) -> None:
         if ticket != self._opening:
             return
+        self._loading = None
         self.model_view.show_model(m.repo_id, m.subtitle, m.recommendation, m.machine)
         if m.access_needed:
             self.model_view.show_access_needed(m.repo_id, m.page_url)
@@ -140,6 +146,7 @@ class DiscoverPage(QWidget):
     def _repo_error(self, ticket: int, repo_id: str, exc: BaseException) -> None:
         if ticket != self._opening:
             return
+        self._loading = None
         logger.info("opening %s failed: %s", repo_id, exc)
         self.model_view.subtitle.setText("")
         self.model_view.show_notice(str(exc))

@@ -25,7 +25,8 @@ from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
 
-FORMATS = [("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2")]
+# None: no format filter (every repo the Hub finds; opening one says what Hearth can use of it).
+FORMATS: list[tuple[str, str | None]] = [("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2"), ("All formats", None)]
 SORTS = [
     ("Most downloaded", "downloads"),
     ("Most liked", "likes"),
@@ -42,6 +43,11 @@ def summary_text(r: ModelSummary) -> str:
         f"{r.id}\nby {r.author} · ↓ {fmt_count(r.downloads)} · ♥ {fmt_count(r.likes)} · "
         f"updated {fmt_ago(r.last_modified, never='unknown')}{gated}"
     )
+
+
+def _formats(fmt: str | None) -> tuple[str, ...]:
+    """The client's `formats` for one combo choice: () is one query with no format filter."""
+    return (fmt,) if fmt else ()
 
 
 _ROOT = QModelIndex()  # a list model has one level: its rows hang off the invisible root
@@ -95,6 +101,7 @@ class SearchPanel(QWidget):
         self._tasks = tasks
         self._hub = hub
         self._generation = 0  # answers to an older search are dropped
+        self.searched = False  # a filter change re-runs the search only once the user has made one
         self.next_token: str | None = None
         self.busy = False
         self.query = QLineEdit()
@@ -106,6 +113,9 @@ class SearchPanel(QWidget):
         self.sort = QComboBox()
         for label, value in SORTS:
             self.sort.addItem(label, value)
+        # Results listed under the old filter would read as answers to the new one: search again.
+        self.format.currentIndexChanged.connect(self._filter_changed)
+        self.sort.currentIndexChanged.connect(self._filter_changed)
         self.go = QPushButton("Search")
         self.go.clicked.connect(self.search)
         top = QHBoxLayout()
@@ -124,8 +134,10 @@ class SearchPanel(QWidget):
         self.hint = QLabel("Search the Hugging Face Hub, or pick a recommended model for this machine below.")
         self.hint.setObjectName("hint")
         self.hint.setWordWrap(True)
+        # One click opens a result, as a link would; Enter (activated) too. A double-click also sends
+        # clicked and activated: DiscoverPage.open_repo ignores a second ask for the repo it is opening.
+        self.view.clicked.connect(self._open)
         self.view.activated.connect(self._open)
-        self.view.doubleClicked.connect(self._open)
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.more = QPushButton("Load more")
@@ -142,6 +154,7 @@ class SearchPanel(QWidget):
     def search(self) -> None:
         """Main thread: start a new search (the request runs on the pool)."""
         self._generation += 1
+        self.searched = True
         self.hint.setVisible(False)
         self.view.setVisible(True)
         self.model.clear()
@@ -149,14 +162,18 @@ class SearchPanel(QWidget):
         self.more.setVisible(False)
         text, fmt, sort = self.query.text().strip(), self.format.currentData(), self.sort.currentData()
         self.status.setText("Searching…")
-        self._fetch(lambda client: client.search(text, formats=(fmt,), sort=sort, limit=PAGE_SIZE))
+        self._fetch(lambda client: client.search(text, formats=_formats(fmt), sort=sort, limit=PAGE_SIZE))
 
     def load_more(self) -> None:
         if self.next_token is None or self.busy:
             return
         token, fmt, sort = self.next_token, self.format.currentData(), self.sort.currentData()
         self.status.setText("Loading more…")
-        self._fetch(lambda client: client.search(formats=(fmt,), sort=sort, limit=PAGE_SIZE, page_token=token))
+        self._fetch(lambda client: client.search(formats=_formats(fmt), sort=sort, limit=PAGE_SIZE, page_token=token))
+
+    def _filter_changed(self, _index: int) -> None:
+        if self.searched:
+            self.search()
 
     def _fetch(self, call: Callable[[HubClient], SearchPage]) -> None:
         generation, hub = self._generation, self._hub
