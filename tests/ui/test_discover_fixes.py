@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
+from app.core.hub.client import HubClient
 from app.ui.discover.discover_page import DiscoverPage
+from app.ui.widgets.fit_view import fmt_rate
 from tests.fakehub import gguf_repo, mlx_repo
 from tests.ui.hub_gui_fixtures import env, machine, pool_tasks  # noqa: F401
 
@@ -69,3 +71,54 @@ def test_one_click_on_a_result_opens_it_once(qtbot, fake_hub, discover):
         search.open_row(0)
     assert discover.stack.currentIndex() == 1
     assert len(fake_hub.requests("GET", "/api/models/org/Llama-GGUF")) - asked == one_open
+
+
+@pytest.fixture
+def catalogue(qtbot, pool_tasks):  # noqa: F811
+    from tests.ui.hub_gui_fixtures import GiB, profile
+
+    page = DiscoverPage(pool_tasks, hub=lambda: HubClient("http://127.0.0.1:9", None))  # nothing listens there
+    qtbot.addWidget(page)
+    with qtbot.waitSignal(page.picks_ready, timeout=10_000):
+        page.set_profile(profile(ram_total=16 * GiB, ram_free=12 * GiB))
+    return page
+
+
+def test_the_fit_view_follows_the_starred_pick_when_a_page_opens(qtbot, catalogue):
+    view = catalogue.model_view
+    opened = 0
+    for pick in catalogue.picks:
+        if pick.best is None or pick.best is pick.recommendation.assessments[0]:
+            continue
+        catalogue.open_pick(pick)
+        opened += 1
+        assert view.fit_view is not None and view.fit_view.spec is pick.best.spec, pick.model.name
+        assert view.table.selectedIndexes()[0].row() == view.table.recommended_row()
+    assert opened >= 2
+
+
+def test_the_context_slider_updates_the_tables_context_and_speed(qtbot, catalogue):
+    from tests.ui.hub_gui_fixtures import GiB, profile
+
+    # An 8 GB card: 8B quants run on the GPU at 8k context, and spill to the CPU (slower) at 32k.
+    with qtbot.waitSignal(catalogue.picks_ready, timeout=10_000):
+        catalogue.set_profile(profile(gpus=[("NVIDIA GeForce RTX 4060", 8 * GiB, 7 * GiB, 272)]))
+    pick = next(p for p in catalogue.picks if p.model.name.startswith("Llama 3.1 8B"))
+    catalogue.open_pick(pick)
+    view = catalogue.model_view
+    fit, table = view.fit_view, view.table
+    assert fit is not None
+    star = table.recommended_row()
+    runnable = [i for i, a in enumerate(table.assessments) if a.fits]
+    assert star in runnable and all(table.row_text(i)[4] == "8,192" for i in runnable)
+    speeds = {i: table.assessments[i].speed.decode_tok_s for i in runnable}
+    with qtbot.waitSignal(fit.plan_changed, timeout=2000):
+        fit.slider.setValue(fit.context_steps.index(32768))
+    assert view.fit_view is fit  # the view being used is kept, not rebuilt
+    fitting = [i for i, a in enumerate(table.assessments) if a.fits]
+    assert fitting and all(table.row_text(i)[4] == f"{table.assessments[i].plan.options.n_ctx:,}" for i in fitting)
+    assert any(table.row_text(i)[4] == "32,768" for i in fitting)
+    # A longer context reads a bigger KV cache every token: slower, and the column says so.
+    slower = [i for i in fitting if i in speeds and table.assessments[i].speed.decode_tok_s < speeds[i]]
+    assert slower and all(table.row_text(i)[5] == fmt_rate(table.assessments[i].speed.decode_tok_s) for i in slower)
+    assert table.selectedIndexes()[0].row() == star  # the selected variant stays selected

@@ -9,7 +9,8 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.core.models.devices import Machine
-from app.core.models.recommend import Assessment, Recommendation
+from app.core.models.planner import Plan
+from app.core.models.recommend import Assessment, Recommendation, assess
 from app.ui.discover.model_page import CardBrowser
 from app.ui.discover.variants_table import VariantsTable
 from app.ui.widgets.fit_view import FitView
@@ -75,15 +76,45 @@ class ModelView(QWidget):
         self.machine, self.recommendation = machine, rec
         self.title.setText(title)
         self.subtitle.setText(subtitle)
+        self._show_why(rec)
+        self.table.locked = ""
+        self._fill_table(rec.assessments, None)
+        # The table selects the starred row, but when that row number was already selected (the last
+        # model's) it sends no signal, and the details stayed on another model: show them here.
+        self._show_fit(rec.recommended or next(iter(rec.assessments), None))
+        self.show_notice("")
+        self.card.setVisible(False)
+
+    def _show_why(self, rec: Recommendation) -> None:
         self.why.setText(
             f"Recommended: {rec.recommended.variant.label} — {rec.why}"
             if rec.recommended
             else f"No variant fits this machine: {rec.why}"
         )
-        self.table.locked = ""
-        self.table.set_assessments(rec.assessments)
-        self.show_notice("")
-        self.card.setVisible(False)
+
+    def _fill_table(self, assessments: list[Assessment], keep: int | None) -> None:
+        """Refill the table without its selection signal (which would rebuild the fit view being used);
+        `keep`: the row to leave selected, else the table's choice (the starred one)."""
+        self.table.blockSignals(True)
+        try:
+            self.table.set_assessments(assessments)
+            if keep is not None and 0 <= keep < len(assessments):
+                self.table.selectRow(keep)
+        finally:
+            self.table.blockSignals(False)
+
+    def _replanned(self, plan: Plan) -> None:
+        """The fit view's context or KV type changed: every variant's Context and tok/s at those settings."""
+        fit, rec, machine = self.fit_view, self.recommendation, self.machine
+        if fit is None or rec is None or machine is None or not rec.assessments:
+            return
+        rows = {i.row() for i in self.table.selectedIndexes()}
+        again = assess(
+            [a.variant for a in rec.assessments], machine, n_ctx=plan.requested_ctx, options=fit.current_options()
+        )
+        self.recommendation = again
+        self._show_why(again)
+        self._fill_table(again.assessments, min(rows) if rows else None)
 
     def show_notice(self, text: str) -> None:
         self.notice.setTextFormat(Qt.TextFormat.PlainText)
@@ -106,14 +137,18 @@ class ModelView(QWidget):
         self.card.show_markdown(markdown)
         self.card.setVisible(bool(markdown.strip()))
 
-    def _show_fit(self, a: Assessment) -> None:
+    def _show_fit(self, a: Assessment | None) -> None:
         if self.fit_view is not None:
             self._fit_host.removeWidget(self.fit_view)
             self.fit_view.deleteLater()
             self.fit_view = None
+        if a is None:
+            self.cannot_run.setVisible(False)
+            return
         self.cannot_run.setVisible(not a.runnable)
         self.cannot_run.setText(f"{a.variant.label} cannot run on this machine: {a.reason}." if not a.runnable else "")
         if not a.runnable or a.plan is None or a.spec is None or self.machine is None:
             return
         self.fit_view = FitView(a.spec, self.machine, n_ctx=a.plan.requested_ctx, options=a.plan.options)
+        self.fit_view.plan_changed.connect(self._replanned)
         self._fit_host.addWidget(self.fit_view)
