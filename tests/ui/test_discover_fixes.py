@@ -122,3 +122,10 @@ def test_the_context_slider_updates_the_tables_context_and_speed(qtbot, catalogu
     slower = [i for i in fitting if i in speeds and table.assessments[i].speed.decode_tok_s < speeds[i]]
     assert slower and all(table.row_text(i)[5] == fmt_rate(table.assessments[i].speed.decode_tok_s) for i in slower)
     assert table.selectedIndexes()[0].row() == star  # the selected variant stays selected
+
+
+def test_the_recommended_list_says_why_it_is_ordered_so(catalogue):
+    status = catalogue.recommended.status.text()
+    assert "catalogue models run on this machine" in status
+    assert "Most capable first" in status and "comfortable speed (≥ 10 tok/s)" in status
+    assert "fastest first" in status and "will not fit come last" in status

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QStackedWidget, QVBoxLayout, 
 from app.core.hardware.profile import HardwareProfile
 from app.core.hub.client import HubClient
 from app.core.hub.repo_page import HubModel, load_hub_model
-from app.core.models.catalog import CatalogPick, ranked_catalog
+from app.core.models.catalog import CatalogPick, ranked_catalog, ranking_note
 from app.core.models.devices import Machine, machine_from_profile
 from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
@@ -87,6 +87,9 @@ class DiscoverPage(QWidget):
     def _on_picks(self, picks: list[CatalogPick]) -> None:
         self.picks = picks
         self.recommended.set_picks(picks)
+        # The list's own line counts the fits; say what the order means too (the core's rule).
+        self.recommended.status.setWordWrap(True)
+        self.recommended.status.setText(ranking_note(picks))
         self.picks_ready.emit(picks)
 
     def _on_error(self, exc: BaseException) -> None:
