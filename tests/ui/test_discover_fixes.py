@@ -129,3 +129,25 @@ def test_the_recommended_list_says_why_it_is_ordered_so(catalogue):
     assert "catalogue models run on this machine" in status
     assert "Most capable first" in status and "comfortable speed (≥ 10 tok/s)" in status
     assert "fastest first" in status and "will not fit come last" in status
+
+
+def test_a_long_model_card_sits_below_the_variants_and_scrolls_with_the_page(qtbot, fake_hub, discover):
+    card = "# A long card\n\n" + "\n\n".join(f"Paragraph {i}: " + "words " * 40 for i in range(60))
+    fake_hub.add_repo(gguf_repo("org/Long-GGUF", quants=("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M"), card=card))
+    discover.resize(900, 600)
+    discover.show()
+    qtbot.waitExposed(discover)
+    with qtbot.waitSignal(discover.repo_ready, timeout=30_000):
+        discover.open_repo("org/Long-GGUF")
+    view = discover.model_view
+    qtbot.waitUntil(view.card.isVisible, timeout=5_000)
+    table = view.table
+    assert len(table) == 5
+    # Every row of the table shows: the table is not squeezed to make room for the card.
+    rows = sum(table.rowHeight(i) for i in range(len(table)))
+    qtbot.waitUntil(lambda: table.viewport().height() >= rows, timeout=2_000)
+    # The card is as tall as its text (no scroll bar of its own) and below the table; the page scrolls.
+    qtbot.waitUntil(lambda: view.card.height() >= view.card.document().size().height(), timeout=2_000)
+    assert view.card.verticalScrollBar().maximum() == 0
+    assert view.card.y() > table.y() + table.height()
+    assert view.page_scroll.verticalScrollBar().maximum() > 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSizeF, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.models.devices import Machine
 from app.core.models.planner import Plan
@@ -46,9 +46,15 @@ class ModelView(QWidget):
         self.notice.setObjectName("notice")
         self.notice.setVisible(False)
         self.card = CardBrowser()
-        self.card.setMinimumHeight(260)
         self.card.setVisible(False)
+        # The card is as tall as its text and the page scrolls: a card that expanded to fill the page
+        # squeezed the variants table to a row or two, and scrolled inside itself.
+        self.card.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.card.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.card.document().documentLayout().documentSizeChanged.connect(self._fit_card)
         self.table = VariantsTable()
+        # Its size hint is tall enough for its rows: keep that height, whatever is below it.
+        self.table.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.table.variant_selected.connect(self._show_fit)
         self.table.download_requested.connect(self.download_requested.emit)
         # A variant that cannot run here says why, instead of a fit that would read as if it could.
@@ -65,7 +71,7 @@ class ModelView(QWidget):
         layout.addLayout(self._fit_host)
         layout.addWidget(self.card)
         layout.addStretch(1)
-        scroll = QScrollArea()
+        self.page_scroll = scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(body)
         outer = QVBoxLayout(self)
@@ -102,6 +108,7 @@ class ModelView(QWidget):
                 self.table.selectRow(keep)
         finally:
             self.table.blockSignals(False)
+        self.table.updateGeometry()  # its size hint follows the row count
 
     def _replanned(self, plan: Plan) -> None:
         """The fit view's context or KV type changed: every variant's Context and tok/s at those settings."""
@@ -131,6 +138,10 @@ class ModelView(QWidget):
         )
         self.notice.setVisible(True)
         self.table.lock_downloads("This model is gated: accept its licence on the Hub and add a token first")
+
+    def _fit_card(self, size: QSizeF) -> None:
+        margins = self.card.contentsMargins()
+        self.card.setFixedHeight(int(size.height()) + margins.top() + margins.bottom() + 2 * self.card.frameWidth())
 
     def show_card(self, markdown: str) -> None:
         """The repo's model card, rendered without remote resources; hidden when the repo has none."""
