@@ -151,3 +151,63 @@ def test_a_long_model_card_sits_below_the_variants_and_scrolls_with_the_page(qtb
     assert view.card.verticalScrollBar().maximum() == 0
     assert view.card.y() > table.y() + table.height()
     assert view.page_scroll.verticalScrollBar().maximum() > 0
+
+
+LLAMA_8B = "Llama 3.1 8B"
+
+
+@pytest.fixture
+def catalogue_online(qtbot, env, machine):  # noqa: F811
+    page = DiscoverPage(env.tasks, hub=env.hub)
+    qtbot.addWidget(page)
+    from tests.ui.hub_gui_fixtures import GiB, profile
+
+    with qtbot.waitSignal(page.picks_ready, timeout=10_000):
+        page.set_profile(profile(ram_total=16 * GiB, ram_free=12 * GiB))
+    return page
+
+
+def test_a_catalogue_page_asks_the_hub_for_real_sizes_the_card_and_a_link(
+    qtbot, fake_hub, catalogue_online, quant_files
+):
+    page = catalogue_online
+    pick = next(p for p in page.picks if p.model.name.startswith(LLAMA_8B))
+    repo_id = pick.best.variant.repo_id
+    card = "# The real card\n\nFrom the Hub."
+    fake_hub.add_repo(
+        gguf_repo(
+            repo_id, quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: quant_files[q].read_bytes(), card=card
+        )
+    )
+    view = page.model_view
+    estimated = {a.variant.label: a.variant.size_bytes for a in pick.recommendation.assessments}
+    with qtbot.waitSignal(page.repo_ready, timeout=30_000) as got:
+        page.open_pick(pick)
+        # Until the Hub answers, the catalogue's estimates are shown, and the page says it is asking.
+        assert len(view.table) == len(pick.recommendation.assessments)
+        assert "asking the Hub" in view.subtitle.text()
+    assert got.args[0].repo_id == repo_id
+    assert view.title.text() == pick.model.name and "estimated" not in view.subtitle.text()
+    real = {a.variant.label: a for a in view.table.assessments if a.variant.repo_id == repo_id}
+    assert set(real) == {"F16", "Q8_0"}
+    assert real["Q8_0"].variant.size_bytes == quant_files["Q8_0"].stat().st_size != estimated.get("Q8_0")
+    assert all(a.spec is not None and a.spec.n_ctx_train == 4096 for a in real.values())  # the real headers
+    others = [a for a in view.table.assessments if a.variant.repo_id != repo_id]
+    assert others and {a.variant.format for a in others} <= {"mlx", "exl2"}  # other repos stay estimated
+    assert not view.card.isHidden() and "The real card" in view.card.toPlainText()
+    assert f'href="{fake_hub.url}/{repo_id}"' in view.source.text() and view.source.openExternalLinks()
+
+
+def test_a_catalogue_page_offline_keeps_the_estimates_with_a_note(qtbot, fake_hub, catalogue_online):
+    page = catalogue_online
+    pick = next(p for p in page.picks if p.model.name.startswith(LLAMA_8B))
+    fake_hub.close()
+    view = page.model_view
+    with qtbot.waitSignal(page.repo_failed, timeout=30_000):
+        page.open_pick(pick)
+    assert [a.variant.label for a in view.table.assessments] == [
+        a.variant.label for a in pick.recommendation.assessments
+    ]
+    assert "can't reach the Hub" in view.notice.text() and "estimates from Hearth's catalogue" in view.notice.text()
+    assert not view.notice.isHidden() and view.source.isHidden()
+    assert "sizes estimated" in view.subtitle.text() and "asking" not in view.subtitle.text()

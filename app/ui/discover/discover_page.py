@@ -10,9 +10,10 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QStackedWidget, QVBoxLayout, 
 
 from app.core.hardware.profile import HardwareProfile
 from app.core.hub.client import HubClient
-from app.core.hub.repo_page import HubModel, load_hub_model
+from app.core.hub.repo_page import HubModel, load_hub_model, with_hub_variants
 from app.core.models.catalog import CatalogPick, ranked_catalog, ranking_note
 from app.core.models.devices import Machine, machine_from_profile
+from app.core.models.recommend import Variant
 from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
 from app.ui.discover.search import SearchPanel
@@ -97,7 +98,12 @@ class DiscoverPage(QWidget):
         self.recommended.status.setText(f"Could not rank models: {exc}")
 
     def open_pick(self, pick: CatalogPick) -> None:
+        """Main thread: the catalogue's estimates at once, then the pick's repo asked on the pool (real
+        sizes, the card, a link), as a Hub search result is; the estimates stay if the Hub cannot answer."""
         m = pick.model
+        self._opening += 1
+        self._loading = None
+        ticket, machine, hub = self._opening, self.machine, self._hub
         self.model_view.show_model(
             m.name,
             f"{m.family} · licence {m.license} · sizes estimated until the Hub is asked",
@@ -105,6 +111,39 @@ class DiscoverPage(QWidget):
             self.machine,
         )
         self._show_details()
+        repo_id = next((v.repo_id for v in _repo_order(pick) if v.repo_id), None)
+        if repo_id is None:
+            return
+        self.model_view.subtitle.setText(f"{m.family} · licence {m.license} · sizes estimated; asking the Hub…")
+        self._tasks.run(
+            lambda: load_hub_model(hub(), repo_id, machine),
+            lambda hm: self._show_pick_repo(ticket, pick, hm),
+            lambda e: self._pick_offline(ticket, pick, e),
+            owner=self,
+        )
+
+    def _show_pick_repo(self, ticket: int, pick: CatalogPick, hm: HubModel) -> None:
+        if ticket != self._opening:
+            return
+        m = pick.model
+        rec = with_hub_variants([a.variant for a in pick.recommendation.assessments], hm)
+        self.model_view.show_model(m.name, f"{m.family} · licence {m.license} · {hm.subtitle}", rec, hm.machine)
+        if hm.access_needed:
+            self.model_view.show_access_needed(hm.repo_id, hm.page_url)
+        else:
+            self.model_view.show_notice(hm.notice)
+        self.model_view.show_card(hm.card)
+        self.model_view.show_source(hm.repo_id, hm.page_url)
+        self.repo_ready.emit(hm)
+
+    def _pick_offline(self, ticket: int, pick: CatalogPick, exc: BaseException) -> None:
+        if ticket != self._opening:
+            return
+        m = pick.model
+        logger.info("asking the Hub about %s failed: %s", m.name, exc)
+        self.model_view.subtitle.setText(f"{m.family} · licence {m.license} · sizes estimated")
+        self.model_view.show_notice(f"{exc} The sizes and fit shown are estimates from Hearth's catalogue.")
+        self.repo_failed.emit(str(exc))
 
     def _show_details(self) -> None:
         self.stack.setCurrentIndex(1)
@@ -124,6 +163,7 @@ class DiscoverPage(QWidget):
         self.model_view.subtitle.setText("Reading the model's files from the Hub…")
         self.model_view.why.setText("")
         self.model_view.show_notice("")
+        self.model_view.show_source("", "")
         self.model_view.table.set_assessments([])
         self.model_view.card.setVisible(False)
         self._show_details()
@@ -144,6 +184,7 @@ class DiscoverPage(QWidget):
         else:
             self.model_view.show_notice(m.notice)
         self.model_view.show_card(m.card)
+        self.model_view.show_source(m.repo_id, m.page_url)
         self.repo_ready.emit(m)
 
     def _repo_error(self, ticket: int, repo_id: str, exc: BaseException) -> None:
@@ -158,3 +199,10 @@ class DiscoverPage(QWidget):
     def _download_pick(self, pick: CatalogPick) -> None:
         if pick.best is not None:
             self.download_requested.emit(pick.best)
+
+
+def _repo_order(pick: CatalogPick) -> list[Variant]:
+    """The pick's variants, the recommended one first: its repo is the one to ask the Hub about."""
+    best = pick.best
+    rest = [a.variant for a in pick.recommendation.assessments if a is not best]
+    return ([best.variant] if best else []) + rest

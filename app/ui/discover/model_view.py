@@ -40,6 +40,10 @@ class ModelView(QWidget):
         self.subtitle.setWordWrap(True)
         self.why = QLabel()
         self.why.setWordWrap(True)
+        self.source = QLabel()  # a link to the repo on the Hub, once the Hub answered
+        self.source.setOpenExternalLinks(True)
+        self.source.setTextFormat(Qt.TextFormat.RichText)
+        self.source.setVisible(False)
         self.notice = QLabel()  # gated repo: what to do; or why details are missing
         self.notice.setWordWrap(True)
         self.notice.setOpenExternalLinks(True)  # the gated repo's page, where its licence is accepted
@@ -66,7 +70,7 @@ class ModelView(QWidget):
         self._fit_host.addWidget(self.cannot_run)
         body = QWidget()
         layout = QVBoxLayout(body)
-        for w in (back, self.title, self.subtitle, self.notice, self.why, self.table):
+        for w in (back, self.title, self.subtitle, self.source, self.notice, self.why, self.table):
             layout.addWidget(w)
         layout.addLayout(self._fit_host)
         layout.addWidget(self.card)
@@ -89,6 +93,7 @@ class ModelView(QWidget):
         # model's) it sends no signal, and the details stayed on another model: show them here.
         self._show_fit(rec.recommended or next(iter(rec.assessments), None))
         self.show_notice("")
+        self.show_source("", "")
         self.card.setVisible(False)
 
     def _show_why(self, rec: Recommendation) -> None:
@@ -122,6 +127,13 @@ class ModelView(QWidget):
         self.recommendation = again
         self._show_why(again)
         self._fill_table(again.assessments, min(rows) if rows else None)
+
+    def show_source(self, repo_id: str, page_url: str) -> None:
+        """A link to the repo's page on the Hub (opened in the system browser); hidden with ""."""
+        self.source.setText(
+            f'<a href="{html.escape(page_url, quote=True)}">{html.escape(repo_id)} on the Hub</a>' if page_url else ""
+        )
+        self.source.setVisible(bool(page_url))
 
     def show_notice(self, text: str) -> None:
         self.notice.setTextFormat(Qt.TextFormat.PlainText)
