@@ -7,8 +7,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.core.hub.client import HubClient
+from app.core.units import fmt_bytes
 from app.ui.discover.discover_page import DiscoverPage
-from app.ui.widgets.fit_view import fmt_rate
+from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
 from tests.fakehub import gguf_repo, mlx_repo
 from tests.ui.hub_gui_fixtures import env, machine, pool_tasks  # noqa: F401
 
@@ -55,6 +56,8 @@ def test_one_click_on_a_result_opens_it_once(qtbot, fake_hub, discover):
     search.query.setText("llama")
     with qtbot.waitSignal(search.results_ready, timeout=10_000):
         search.search()
+    # The row's size is asked of the Hub too: let that answer first, so only opening counts below.
+    qtbot.waitUntil(lambda: "org/Llama-GGUF" in search.model.fits, timeout=10_000)
     rect = search.view.visualRect(search.model.index(0))
     asked = len(fake_hub.requests("GET", "/api/models/org/Llama-GGUF"))
     opened = []
@@ -211,3 +214,46 @@ def test_a_catalogue_page_offline_keeps_the_estimates_with_a_note(qtbot, fake_hu
     assert "can't reach the Hub" in view.notice.text() and "estimates from Hearth's catalogue" in view.notice.text()
     assert not view.notice.isHidden() and view.source.isHidden()
     assert "sizes estimated" in view.subtitle.text() and "asking" not in view.subtitle.text()
+
+
+def test_search_results_show_size_and_fit_for_the_first_rows_once_and_cached(
+    qtbot,
+    fake_hub,
+    discover,
+    machine,  # noqa: F811
+    quant_files,
+):
+    from app.ui.discover.search import FIT_ROWS
+
+    for i in range(FIT_ROWS + 3):
+        fake_hub.add_repo(
+            gguf_repo(
+                f"org/Tiny{i:02d}-GGUF",
+                quants=("F16", "Q8_0"),
+                split=None,
+                make_gguf=lambda q: quant_files[q].read_bytes(),
+                downloads=1000 - i,
+            )
+        )
+    search = discover.search
+    search.set_machine(machine)
+    search.query.setText("tiny")
+    with qtbot.waitSignal(search.results_ready, timeout=10_000):
+        search.search()
+    model = search.model
+    assert model.rowCount() == FIT_ROWS + 3
+    size = quant_files["Q8_0"].stat().st_size
+    qtbot.waitUntil(lambda: len(model.fits) == FIT_ROWS, timeout=30_000)
+    first = model.data(model.index(0))
+    assert f"Q8_0 {fmt_bytes(size)} · Runs on the CPU" in first.splitlines()[1]
+    badge = model.data(model.index(0), Qt.ItemDataRole.DecorationRole)
+    assert badge is not None and badge.toImage().pixelColor(5, 5).name() == VERDICT_COLOURS["cpu"][0]
+    # Bounded: the rows past FIT_ROWS are never asked about (their row shows no size).
+    asked = {r.path.split("/")[4] for r in fake_hub.requests("GET", "/api/models/org/")}
+    assert asked == {f"Tiny{i:02d}-GGUF" for i in range(FIT_ROWS)}
+    assert model.data(model.index(FIT_ROWS, 0)).count("·") == first.count("·") - 2
+    # The same search again is answered from the cache: no more Hub calls about the repos.
+    before = len(fake_hub.requests("GET", "/api/models/org/"))
+    with qtbot.waitSignal(search.results_ready, timeout=10_000):
+        search.search()
+    assert len(model.fits) == FIT_ROWS and len(fake_hub.requests("GET", "/api/models/org/")) == before

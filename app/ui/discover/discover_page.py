@@ -83,6 +83,7 @@ class DiscoverPage(QWidget):
         """Main thread: re-rank for a new hardware profile (the ranking runs on the pool)."""
         machine = machine_from_profile(profile)
         self.machine = machine
+        self.search.set_machine(machine)
         self._tasks.run(lambda: self._ranker(machine), self._on_picks, self._on_error, owner=self)
 
     def _on_picks(self, picks: list[CatalogPick]) -> None:
