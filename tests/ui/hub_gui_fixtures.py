@@ -81,4 +81,4 @@ def part_of(models: Path, repo_id: str, path: str) -> Path:
     return models / repo_id / (path + ".part")
 
 
-__all__ = ["FAST", "Env", "blob", "env", "machine", "part_of", "pool_tasks", "sha"]
+__all__ = ["FAST", "Env", "GiB", "blob", "env", "machine", "part_of", "pool_tasks", "profile", "sha"]

@@ -12,7 +12,7 @@ from app.core.hub.errors import HubGated
 from app.core.hub.metadata import assessable_variants
 from app.core.hub.variants import repo_variants
 from app.core.models.devices import Machine
-from app.core.models.recommend import Recommendation, assess
+from app.core.models.recommend import Recommendation, Variant, assess
 
 logger = logging.getLogger(__name__)
 
@@ -78,3 +78,11 @@ def load_hub_model(client: HubClient, repo_id: str, machine: Machine | None, n_c
         page_url=f"{client.endpoint}/{repo_id}",
         access_needed=denied,
     )
+
+
+def with_hub_variants(estimated: list[Variant], hub: HubModel, n_ctx: int = 8192) -> Recommendation:
+    """A catalogue model re-assessed once its repo answered: the repo's real variants (sizes and headers)
+    replace the catalogue's estimates for that repo; variants in other repos (MLX, EXL2) stay estimated."""
+    real = [a.variant for a in hub.recommendation.assessments]
+    others = [v for v in estimated if v.repo_id != hub.repo_id]
+    return assess(real + others, hub.machine, n_ctx=n_ctx)

@@ -67,6 +67,18 @@ def _rank(pick: CatalogPick) -> tuple:
     return (2, -tok_s)
 
 
+def ranking_note(picks: list[CatalogPick]) -> str:
+    """The Recommended list's status line: how many run here, and the rule `_rank` orders them by, so
+    the order reads as a choice and not as chance. Keep it in step with `_rank`."""
+    fits = sum(p.best is not None for p in picks)
+    return (
+        f"{fits} of {len(picks)} catalogue models run on this machine. Most capable first: the largest "
+        f"model at good quality that runs at a comfortable speed (≥ {COMFORTABLE_TOK_S:.0f} tok/s) with the "
+        "full context leads; then those that need a shorter context, then slower ones, fastest first; "
+        "models that will not fit come last."
+    )
+
+
 def ranked_catalog(
     machine: Machine,
     *,

@@ -10,9 +10,10 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QStackedWidget, QVBoxLayout, 
 
 from app.core.hardware.profile import HardwareProfile
 from app.core.hub.client import HubClient
-from app.core.hub.repo_page import HubModel, load_hub_model
-from app.core.models.catalog import CatalogPick, ranked_catalog
+from app.core.hub.repo_page import HubModel, load_hub_model, with_hub_variants
+from app.core.models.catalog import CatalogPick, ranked_catalog, ranking_note
 from app.core.models.devices import Machine, machine_from_profile
+from app.core.models.recommend import Variant
 from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
 from app.ui.discover.search import SearchPanel
@@ -44,6 +45,7 @@ class DiscoverPage(QWidget):
         self._ranker = ranker
         self._hub = hub  # a client for the current Settings (token and mirror can change while Hearth runs)
         self._opening = 0  # only the last repo asked for is shown
+        self._loading: str | None = None  # the repo whose page is being fetched now
         self.machine: Machine | None = None
         self.picks: list[CatalogPick] = []
 
@@ -90,11 +92,15 @@ class DiscoverPage(QWidget):
         """Main thread: re-rank for a new hardware profile (the ranking runs on the pool)."""
         machine = machine_from_profile(profile)
         self.machine = machine
+        self.search.set_machine(machine)
         self._tasks.run(lambda: self._ranker(machine), self._on_picks, self._on_error, owner=self)
 
     def _on_picks(self, picks: list[CatalogPick]) -> None:
         self.picks = picks
         self.recommended.set_picks(picks)
+        # The list's own line counts the fits; say what the order means too (the core's rule).
+        self.recommended.status.setWordWrap(True)
+        self.recommended.status.setText(ranking_note(picks))
         self.picks_ready.emit(picks)
 
     def _on_error(self, exc: BaseException) -> None:
@@ -102,7 +108,12 @@ class DiscoverPage(QWidget):
         self.recommended.status.setText(f"Could not rank models: {exc}")
 
     def open_pick(self, pick: CatalogPick) -> None:
+        """Main thread: the catalogue's estimates at once, then the pick's repo asked on the pool (real
+        sizes, the card, a link), as a Hub search result is; the estimates stay if the Hub cannot answer."""
         m = pick.model
+        self._opening += 1
+        self._loading = None
+        ticket, machine, hub = self._opening, self.machine, self._hub
         self.model_view.show_model(
             m.name,
             f"{m.family} · licence {m.license} · sizes estimated until the Hub is asked",
@@ -110,6 +121,39 @@ class DiscoverPage(QWidget):
             self.machine,
         )
         self._show_details()
+        repo_id = next((v.repo_id for v in _repo_order(pick) if v.repo_id), None)
+        if repo_id is None:
+            return
+        self.model_view.subtitle.setText(f"{m.family} · licence {m.license} · sizes estimated; asking the Hub…")
+        self._tasks.run(
+            lambda: load_hub_model(hub(), repo_id, machine),
+            lambda hm: self._show_pick_repo(ticket, pick, hm),
+            lambda e: self._pick_offline(ticket, pick, e),
+            owner=self,
+        )
+
+    def _show_pick_repo(self, ticket: int, pick: CatalogPick, hm: HubModel) -> None:
+        if ticket != self._opening:
+            return
+        m = pick.model
+        rec = with_hub_variants([a.variant for a in pick.recommendation.assessments], hm)
+        self.model_view.show_model(m.name, f"{m.family} · licence {m.license} · {hm.subtitle}", rec, hm.machine)
+        if hm.access_needed:
+            self.model_view.show_access_needed(hm.repo_id, hm.page_url)
+        else:
+            self.model_view.show_notice(hm.notice)
+        self.model_view.show_card(hm.card)
+        self.model_view.show_source(hm.repo_id, hm.page_url)
+        self.repo_ready.emit(hm)
+
+    def _pick_offline(self, ticket: int, pick: CatalogPick, exc: BaseException) -> None:
+        if ticket != self._opening:
+            return
+        m = pick.model
+        logger.info("asking the Hub about %s failed: %s", m.name, exc)
+        self.model_view.subtitle.setText(f"{m.family} · licence {m.license} · sizes estimated")
+        self.model_view.show_notice(f"{exc} The sizes and fit shown are estimates from Hearth's catalogue.")
+        self.repo_failed.emit(str(exc))
 
     def _show_details(self) -> None:
         self.stack.setCurrentIndex(1)
@@ -119,12 +163,17 @@ class DiscoverPage(QWidget):
 
     def open_repo(self, repo_id: str) -> None:
         """Main thread: open a Hub repo's page; its card and variants are fetched on the pool."""
+        if repo_id == self._loading:  # a double-click asks twice (clicked, then activated): fetch once
+            self._show_details()
+            return
+        self._loading = repo_id
         self._opening += 1
         ticket, machine, hub = self._opening, self.machine, self._hub
         self.model_view.title.setText(repo_id)
         self.model_view.subtitle.setText("Reading the model's files from the Hub…")
         self.model_view.why.setText("")
         self.model_view.show_notice("")
+        self.model_view.show_source("", "")
         self.model_view.table.set_assessments([])
         self.model_view.card.setVisible(False)
         self._show_details()
@@ -138,17 +187,20 @@ class DiscoverPage(QWidget):
     def _show_repo(self, ticket: int, m: HubModel) -> None:
         if ticket != self._opening:
             return
+        self._loading = None
         self.model_view.show_model(m.repo_id, m.subtitle, m.recommendation, m.machine)
         if m.access_needed:
             self.model_view.show_access_needed(m.repo_id, m.page_url)
         else:
             self.model_view.show_notice(m.notice)
         self.model_view.show_card(m.card)
+        self.model_view.show_source(m.repo_id, m.page_url)
         self.repo_ready.emit(m)
 
     def _repo_error(self, ticket: int, repo_id: str, exc: BaseException) -> None:
         if ticket != self._opening:
             return
+        self._loading = None
         logger.info("opening %s failed: %s", repo_id, exc)
         self.model_view.subtitle.setText("")
         self.model_view.show_notice(str(exc))
@@ -157,3 +209,10 @@ class DiscoverPage(QWidget):
     def _download_pick(self, pick: CatalogPick) -> None:
         if pick.best is not None:
             self.download_requested.emit(pick.best)
+
+
+def _repo_order(pick: CatalogPick) -> list[Variant]:
+    """The pick's variants, the recommended one first: its repo is the one to ask the Hub about."""
+    best = pick.best
+    rest = [a.variant for a in pick.recommendation.assessments if a is not best]
+    return ([best.variant] if best else []) + rest

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSizeF, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.models.devices import Machine
-from app.core.models.recommend import Assessment, Recommendation
+from app.core.models.planner import Plan
+from app.core.models.recommend import Assessment, Recommendation, assess
 from app.ui.discover.model_page import CardBrowser
 from app.ui.discover.variants_table import VariantsTable
 from app.ui.widgets.fit_view import FitView
@@ -39,15 +40,25 @@ class ModelView(QWidget):
         self.subtitle.setWordWrap(True)
         self.why = QLabel()
         self.why.setWordWrap(True)
+        self.source = QLabel()  # a link to the repo on the Hub, once the Hub answered
+        self.source.setOpenExternalLinks(True)
+        self.source.setTextFormat(Qt.TextFormat.RichText)
+        self.source.setVisible(False)
         self.notice = QLabel()  # gated repo: what to do; or why details are missing
         self.notice.setWordWrap(True)
         self.notice.setOpenExternalLinks(True)  # the gated repo's page, where its licence is accepted
         self.notice.setObjectName("notice")
         self.notice.setVisible(False)
         self.card = CardBrowser()
-        self.card.setMinimumHeight(260)
         self.card.setVisible(False)
+        # The card is as tall as its text and the page scrolls: a card that expanded to fill the page
+        # squeezed the variants table to a row or two, and scrolled inside itself.
+        self.card.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.card.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.card.document().documentLayout().documentSizeChanged.connect(self._fit_card)
         self.table = VariantsTable()
+        # Its size hint is tall enough for its rows: keep that height, whatever is below it.
+        self.table.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.table.variant_selected.connect(self._show_fit)
         self.table.download_requested.connect(self.download_requested.emit)
         # A variant that cannot run here says why, instead of a fit that would read as if it could.
@@ -59,12 +70,12 @@ class ModelView(QWidget):
         self._fit_host.addWidget(self.cannot_run)
         body = QWidget()
         layout = QVBoxLayout(body)
-        for w in (back, self.title, self.subtitle, self.notice, self.why, self.table):
+        for w in (back, self.title, self.subtitle, self.source, self.notice, self.why, self.table):
             layout.addWidget(w)
         layout.addLayout(self._fit_host)
         layout.addWidget(self.card)
         layout.addStretch(1)
-        scroll = QScrollArea()
+        self.page_scroll = scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(body)
         outer = QVBoxLayout(self)
@@ -75,15 +86,54 @@ class ModelView(QWidget):
         self.machine, self.recommendation = machine, rec
         self.title.setText(title)
         self.subtitle.setText(subtitle)
+        self._show_why(rec)
+        self.table.locked = ""
+        self._fill_table(rec.assessments, None)
+        # The table selects the starred row, but when that row number was already selected (the last
+        # model's) it sends no signal, and the details stayed on another model: show them here.
+        self._show_fit(rec.recommended or next(iter(rec.assessments), None))
+        self.show_notice("")
+        self.show_source("", "")
+        self.card.setVisible(False)
+
+    def _show_why(self, rec: Recommendation) -> None:
         self.why.setText(
             f"Recommended: {rec.recommended.variant.label} — {rec.why}"
             if rec.recommended
             else f"No variant fits this machine: {rec.why}"
         )
-        self.table.locked = ""
-        self.table.set_assessments(rec.assessments)
-        self.show_notice("")
-        self.card.setVisible(False)
+
+    def _fill_table(self, assessments: list[Assessment], keep: int | None) -> None:
+        """Refill the table without its selection signal (which would rebuild the fit view being used);
+        `keep`: the row to leave selected, else the table's choice (the starred one)."""
+        self.table.blockSignals(True)
+        try:
+            self.table.set_assessments(assessments)
+            if keep is not None and 0 <= keep < len(assessments):
+                self.table.selectRow(keep)
+        finally:
+            self.table.blockSignals(False)
+        self.table.updateGeometry()  # its size hint follows the row count
+
+    def _replanned(self, plan: Plan) -> None:
+        """The fit view's context or KV type changed: every variant's Context and tok/s at those settings."""
+        fit, rec, machine = self.fit_view, self.recommendation, self.machine
+        if fit is None or rec is None or machine is None or not rec.assessments:
+            return
+        rows = {i.row() for i in self.table.selectedIndexes()}
+        again = assess(
+            [a.variant for a in rec.assessments], machine, n_ctx=plan.requested_ctx, options=fit.current_options()
+        )
+        self.recommendation = again
+        self._show_why(again)
+        self._fill_table(again.assessments, min(rows) if rows else None)
+
+    def show_source(self, repo_id: str, page_url: str) -> None:
+        """A link to the repo's page on the Hub (opened in the system browser); hidden with ""."""
+        self.source.setText(
+            f'<a href="{html.escape(page_url, quote=True)}">{html.escape(repo_id)} on the Hub</a>' if page_url else ""
+        )
+        self.source.setVisible(bool(page_url))
 
     def show_notice(self, text: str) -> None:
         self.notice.setTextFormat(Qt.TextFormat.PlainText)
@@ -101,19 +151,27 @@ class ModelView(QWidget):
         self.notice.setVisible(True)
         self.table.lock_downloads("This model is gated: accept its licence on the Hub and add a token first")
 
+    def _fit_card(self, size: QSizeF) -> None:
+        margins = self.card.contentsMargins()
+        self.card.setFixedHeight(int(size.height()) + margins.top() + margins.bottom() + 2 * self.card.frameWidth())
+
     def show_card(self, markdown: str) -> None:
         """The repo's model card, rendered without remote resources; hidden when the repo has none."""
         self.card.show_markdown(markdown)
         self.card.setVisible(bool(markdown.strip()))
 
-    def _show_fit(self, a: Assessment) -> None:
+    def _show_fit(self, a: Assessment | None) -> None:
         if self.fit_view is not None:
             self._fit_host.removeWidget(self.fit_view)
             self.fit_view.deleteLater()
             self.fit_view = None
+        if a is None:
+            self.cannot_run.setVisible(False)
+            return
         self.cannot_run.setVisible(not a.runnable)
         self.cannot_run.setText(f"{a.variant.label} cannot run on this machine: {a.reason}." if not a.runnable else "")
         if not a.runnable or a.plan is None or a.spec is None or self.machine is None:
             return
         self.fit_view = FitView(a.spec, self.machine, n_ctx=a.plan.requested_ctx, options=a.plan.options)
+        self.fit_view.plan_changed.connect(self._replanned)
         self._fit_host.addWidget(self.fit_view)

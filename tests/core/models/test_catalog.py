@@ -47,3 +47,40 @@ def test_apple_small_models_use_mlx():
     picks = ranked_catalog(machine_from_profile(apple_profile("Apple M2 Max", 64 * GiB, 48 * GiB, 50 * GiB, 400)))
     fmts = {p.best.variant.format for p in picks if p.best}
     assert fmts == {"mlx"}
+
+
+def test_the_order_follows_the_stated_rule():
+    """ranking_note's rule, checked from the picks alone: comfortable at full context (most capable, at
+    good quality, first), then comfortable with a shorter context (biggest first), then slow (fastest
+    first), then what does not fit."""
+    import math
+
+    from app.core.models.catalog import ranking_note
+
+    machines = [
+        profile(gpus=[("NVIDIA GeForce RTX 4090", 24 * GiB, 23 * GiB, 1008)]),
+        profile(gpus=[("NVIDIA GeForce RTX 4060", 8 * GiB, 7 * GiB, 272)]),
+        profile(ram_total=16 * GiB, ram_free=12 * GiB),
+        profile(ram_total=8 * GiB, ram_free=5 * GiB, bw=20, cores=4),
+    ]
+    for prof in machines:
+        picks = ranked_catalog(machine_from_profile(prof))
+
+        def group(p):
+            b = p.best
+            if b is None:
+                return 3
+            fast = b.speed is not None and b.speed.decode_tok_s >= COMFORTABLE_TOK_S
+            return (0 if not b.plan.ctx_reduced else 1) if fast else 2
+
+        groups = [group(p) for p in picks]
+        assert groups == sorted(groups), groups
+        first = [p for p in picks if group(p) == 0]
+        capability = [math.log(p.model.params) - 10 * (p.best.kld or 0) for p in first]
+        assert capability == sorted(capability, reverse=True)
+        shorter = [p.model.params for p in picks if group(p) == 1]
+        assert shorter == sorted(shorter, reverse=True)
+        slow = [p.best.speed.decode_tok_s if p.best.speed else 0.0 for p in picks if group(p) == 2]
+        assert slow == sorted(slow, reverse=True)
+        note = ranking_note(picks)
+        assert "Most capable first" in note and "comfortable speed" in note and "will not fit come last" in note
