@@ -257,3 +257,15 @@ def test_search_results_show_size_and_fit_for_the_first_rows_once_and_cached(
     with qtbot.waitSignal(search.results_ready, timeout=10_000):
         search.search()
     assert len(model.fits) == FIT_ROWS and len(fake_hub.requests("GET", "/api/models/org/")) == before
+
+
+def test_the_download_column_is_no_wider_than_its_button(qtbot, catalogue):
+    catalogue.resize(1280, 800)
+    catalogue.show()
+    catalogue.open_pick(catalogue.picks[0])
+    table = catalogue.model_view.table
+    qtbot.waitUntil(lambda: table.rowCount() > 0)
+    last = table.columnCount() - 1
+    button = table.cellWidget(0, last)
+    assert table.columnWidth(last) <= button.sizeHint().width() + 24  # no stretch into a wide bar
+    assert table.columnWidth(3) > table.columnWidth(last)  # the Fit explanation takes the spare width

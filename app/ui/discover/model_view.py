@@ -163,6 +163,7 @@ class ModelView(QWidget):
     def _show_fit(self, a: Assessment | None) -> None:
         if self.fit_view is not None:
             self._fit_host.removeWidget(self.fit_view)
+            self.fit_view.hide()  # gone from the page now, not when the loop gets round to deleting it
             self.fit_view.deleteLater()
             self.fit_view = None
         if a is None:

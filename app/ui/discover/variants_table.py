@@ -26,8 +26,11 @@ class VariantsTable(QTableWidget):
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
-        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.horizontalHeader().setStretchLastSection(True)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # The fit explanation takes the spare width; the Download column stays as wide as its button.
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        header.setStretchLastSection(False)
         self.assessments: list[Assessment] = []
         self.locked = ""  # why no variant can be downloaded now (a gated repo without access); "" if they can
         self.feed: DownloadFeed | None = None  # download and library state for the buttons; None: plain Download
