@@ -13,6 +13,7 @@ from app.core.hub.variants import VariantChoice, gguf_choices
 from app.core.models.errors import ModelFileError
 from app.core.models.quality import kld_for
 from app.core.models.recommend import BALANCED_KLD, assess
+from app.core.models.speed import has_weights
 
 if TYPE_CHECKING:
     from app.core.hub.client import HubClient
@@ -56,6 +57,9 @@ def result_fit(client: HubClient, repo_id: str, machine: Machine | None) -> Resu
     variants = [read] + [c.to_variant() for c in choices if c is not probe]
     rec = assess(variants, machine)
     best = rec.recommended
+    if best is None and read.spec is not None and not has_weights(read.spec):
+        # Not "will not fit": there is nothing to fit (a vocabulary-only or broken upload).
+        return ResultFit(smallest.size, smallest.label, "no_fit", "No model weights")
     if best is None or best.plan is None:
         return ResultFit(smallest.size, smallest.label, "no_fit", "Will not fit")
     return ResultFit(best.variant.size_bytes, best.variant.label, best.plan.verdict, best.plan.label)

@@ -41,3 +41,10 @@ def test_without_a_machine_or_gguf_only_sizes(fake_hub, client):
     mlx = result_fit(client, "mlx-community/Small-mlx", None)
     assert mlx.label == "" and mlx.size_bytes > 0 and mlx.verdict == ""
     assert not fake_hub.requests("GET", "/resolve/")  # sizes come from the listing alone
+
+
+def test_a_repo_whose_gguf_holds_no_weights_says_so_not_will_not_fit(fake_hub, client):
+    fake_hub.add_repo(gguf_repo("org/Empty-GGUF", quants=("Q4_K_M",), split=None))  # a header, one tiny tensor
+    machine = machine_from_profile(profile(ram_total=16 * GiB, ram_free=12 * GiB))
+    fit = result_fit(client, "org/Empty-GGUF", machine)
+    assert (fit.verdict, fit.fit_text) == ("no_fit", "No model weights")
