@@ -24,6 +24,7 @@ from app.core.hub.client import HubClient
 from app.core.units import fmt_bytes, fmt_eta
 from app.ui.bridge import EventBridge
 from app.ui.tasks import TaskRunner
+from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class DownloadRow(QFrame):
         self.state = QLabel()
         self.error = QLabel()
         self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #b3261e;")
+        set_status(self.error, "error")
         self.buttons: dict[str, QPushButton] = {}
         row = QHBoxLayout()
         for action, text in (
