@@ -204,14 +204,13 @@ class ChatPage(QWidget):
     def rename_conversation(self, conv_id: int, title: str) -> None:
         """Shown at once; written on the writer thread, and the old title comes back if that fails."""
         renaming = self.chats.rename(conv_id, title)
-        if conv_id == self.conv_id:
-            self.header.title.setText(title)  # at once: the store may not have it yet
+        self._retitled(conv_id)
 
         def failed(exc: BaseException) -> None:
             self._write_failed(exc)
             self._retitled(conv_id)
 
-        # Read back once written (the header and the list): reading now could see the old title.
+        # Read back once written too: a listing that ran on the pool meanwhile may predate the write.
         self.writes.watch(renaming, lambda _done: self._retitled(conv_id), failed, owner=self)
 
     def _retitled(self, conv_id: int) -> None:
