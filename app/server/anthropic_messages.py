@@ -28,10 +28,9 @@ from app.server.context import hearth
 from app.server.host_jobs import JobStream
 from app.server.openai_common import (
     CLIENT_GONE,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_P,
     begin,
     new_id,
+    route_sampling,
     sse_response,
     usage,
     whole_reply,
@@ -52,15 +51,8 @@ def _shape(body: _Prompt, sampling: SamplingParams) -> ChatShape:
 
 
 def _sampling(body: MessagesRequest) -> SamplingParams:
-    values: dict[str, Any] = {
-        "temperature": DEFAULT_TEMPERATURE if body.temperature is None else body.temperature,
-        "top_p": DEFAULT_TOP_P if body.top_p is None else max(body.top_p, 1e-6),
-        "max_tokens": body.max_tokens,
-        "stop": [s for s in body.stop_sequences or [] if s],
-    }
-    if body.top_k is not None:
-        values["top_k"] = body.top_k
-    return SamplingParams(**values)
+    stops = [s for s in body.stop_sequences or [] if s]
+    return route_sampling(body.temperature, body.top_p, body.max_tokens, stop=stops, top_k=body.top_k)
 
 
 def message_usage(stats: GenerationStats | None) -> dict[str, Any]:

@@ -39,25 +39,37 @@ def now() -> int:
     return int(time.time())
 
 
+def route_sampling(
+    temperature: float | None, top_p: float | None, max_tokens: int | None, **extra: Any
+) -> SamplingParams:
+    """The engine's sampling for any route: llama-server's temperature and top_p when a client sets none
+    (top_p 0 means "the top token only"); each of `extra` only when the request gave it."""
+    values: dict[str, Any] = {
+        "temperature": DEFAULT_TEMPERATURE if temperature is None else temperature,
+        "top_p": DEFAULT_TOP_P if top_p is None else max(top_p, 1e-6),
+        "max_tokens": max_tokens,
+    }
+    values.update({name: value for name, value in extra.items() if value is not None})
+    return SamplingParams(**values)
+
+
 def sampling(body: _Sampling, max_tokens: int | None, logprobs: int | None = None) -> SamplingParams:
     """The engine's sampling for an OpenAI request (what it cannot honour, like n > 1, the schema refuses).
     `logprobs`: the alternatives per token the reply shows (None: no logprobs)."""
-    top_p = DEFAULT_TOP_P if body.top_p is None else max(body.top_p, 1e-6)  # 0 means "the top token only"
-    values: dict[str, Any] = {
-        "temperature": DEFAULT_TEMPERATURE if body.temperature is None else body.temperature,
-        "top_p": top_p,
-        "presence_penalty": body.presence_penalty or 0.0,
-        "frequency_penalty": body.frequency_penalty or 0.0,
-        "seed": None if body.seed is None else body.seed & UINT32,
-        "max_tokens": max_tokens,
-        "stop": body.stops(),
-        "logit_bias": body.token_bias(),
-        "logprobs": logprobs,
-    }
-    for name in ("top_k", "min_p", "repeat_penalty"):
-        if getattr(body, name) is not None:
-            values[name] = getattr(body, name)
-    return SamplingParams(**values)
+    return route_sampling(
+        body.temperature,
+        body.top_p,
+        max_tokens,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        seed=None if body.seed is None else body.seed & UINT32,
+        stop=body.stops(),
+        logit_bias=body.token_bias(),
+        logprobs=logprobs,
+        top_k=body.top_k,
+        min_p=body.min_p,
+        repeat_penalty=body.repeat_penalty,
+    )
 
 
 def usage(stats: GenerationStats | None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from app.server.openai_common import (
     begin,
     new_id,
     now,
+    route_sampling,
     sse_response,
     usage,
     whole_reply,
@@ -94,18 +95,17 @@ def prepare(body: ResponsesRequest, ctx: ServerContext) -> Prepared:
 
 
 def _sampling(body: ResponsesRequest) -> SamplingParams:
-    values: dict[str, Any] = {
-        "temperature": DEFAULT_TEMPERATURE if body.temperature is None else body.temperature,
-        "top_p": DEFAULT_TOP_P if body.top_p is None else max(body.top_p, 1e-6),
-        "max_tokens": body.max_output_tokens,
-        "seed": None if body.seed is None else body.seed & UINT32,
-        "presence_penalty": body.presence_penalty or 0.0,
-        "frequency_penalty": body.frequency_penalty or 0.0,
-    }
-    for name in ("top_k", "min_p", "repeat_penalty"):
-        if getattr(body, name) is not None:
-            values[name] = getattr(body, name)
-    return SamplingParams(**values)
+    return route_sampling(
+        body.temperature,
+        body.top_p,
+        body.max_output_tokens,
+        seed=None if body.seed is None else body.seed & UINT32,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        top_k=body.top_k,
+        min_p=body.min_p,
+        repeat_penalty=body.repeat_penalty,
+    )
 
 
 def envelope(body: ResponsesRequest, model: str) -> dict[str, Any]:
