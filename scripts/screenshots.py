@@ -50,8 +50,14 @@ CODE_REPLY = (
 )
 
 
+DEMO_DOWNLOAD_REPO = "demo/Demo-GGUF"
+DEMO_DOWNLOAD_BYTES = 48 * 1024 * 1024
+DEMO_RATE = 192 * 1024  # bytes/s: minutes for the file, so it is mid-way in every shot
+
+
 def demo_hub():
-    """A local fake Hub with a few GGUF repos (one with a model card), for search results and a repo page."""
+    """A local fake Hub with a few GGUF repos (one with a model card), for search results and a repo page,
+    and one served slowly for downloads in progress."""
     from tests.fakehub import FakeHub, gguf_repo
     from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
 
@@ -72,7 +78,43 @@ def demo_hub():
     )
     for i, name in enumerate(("Qwen2.5-1.5B-Instruct-GGUF", "Llama-3.1-8B-Instruct-GGUF", "Phi-3.5-mini-GGUF")):
         hub.add_repo(gguf_repo(f"org{i}/{name}", downloads=50_000 - 9_000 * i, likes=120 - 30 * i))
+    # Big enough, and served slowly enough, to be still downloading while every page is shot.
+    padded = {q: data + bytes(DEMO_DOWNLOAD_BYTES) for q, data in files.items()}
+    hub.add_repo(gguf_repo(DEMO_DOWNLOAD_REPO, quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: padded[q]))
     return hub
+
+
+def start_demo_downloads(app, shell, hub) -> None:
+    """Two downloads started the way a user starts them (the Download buttons of a model page), one then
+    paused, so the Downloads page and the sidebar's count show downloads in progress."""
+    from tests.fakehub.faults import Fault
+
+    window = shell.window
+    window.show_page("discover")
+    discover = window.page("discover")
+    discover.open_repo(DEMO_DOWNLOAD_REPO)
+    table = discover.model_view.table
+    end = time.monotonic() + 10
+    while len(table) < 2 and time.monotonic() < end:
+        settle(app, 0.1)
+    if len(table) < 2:
+        raise RuntimeError(f"the {DEMO_DOWNLOAD_REPO} page listed no variants")
+    settle(app, 1.0)  # the page's header reads are done: from here on, the files are served slowly
+    for quant in ("F16", "Q8_0"):  # one fault a request: each ranged part of a download takes one
+        hub.faults.add(
+            f"Demo-{quant}.gguf", *[Fault.throttle(DEMO_RATE) for _ in range(32)], repo_id=DEMO_DOWNLOAD_REPO
+        )
+    for row in range(2):
+        table.download_button(row).click()
+    panel = window.page("downloads")
+    end = time.monotonic() + 10
+    while len(panel.rows) < 2 and time.monotonic() < end:
+        settle(app, 0.1)
+    settle(app, 1.0)
+    paused = next(iter(panel.rows))
+    panel.act("pause", paused)
+    settle(app, 0.5)
+    discover.stack.setCurrentIndex(0)
 
 
 def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
@@ -171,6 +213,8 @@ def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
         convs = shell.services.chats.list_conversations()
         if convs:
             chat.open_conversation(convs[0].id)
+        if "downloads" in pages:
+            start_demo_downloads(app, shell, hub)
         for theme in themes:
             themes_manager.apply(theme)  # type: ignore[arg-type]
             for width, height in sizes:

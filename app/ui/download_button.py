@@ -21,6 +21,7 @@ from app.core.models.recommend import Variant
 from app.ui.bridge import EventBridge
 from app.ui.downloads_panel import DownloadsPanel
 from app.ui.tasks import TaskRunner
+from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ class DownloadButton(QWidget):
         self._item: DownloadItem | None = None
         self._model: LocalModel | None = None
         self.note = QLabel()  # a failure in short words; the whole text is the button's tooltip
-        self.note.setStyleSheet("color: #b3261e;")
+        set_status(self.note, "error")
         self.note.setVisible(False)
         self.button = QPushButton("Download")
         self.button.setProperty("role", "primary")  # the style sheet's primary button

@@ -143,6 +143,7 @@ class DownloadsPanel(QWidget):
         title.setObjectName("pageTitle")
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.status.setVisible(False)  # an empty line would push the list down
         self.empty = QLabel("No downloads. Find a model in Discover and press Download.")
         body = QWidget()
         self._list = QVBoxLayout(body)
@@ -165,6 +166,10 @@ class DownloadsPanel(QWidget):
         for item in manager.items():  # in memory: no disk or network here
             self._on_changed(item)
 
+    def _say(self, text: str) -> None:
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+
     # ---- requests ----
 
     def request_download(self, assessment) -> None:
@@ -172,7 +177,7 @@ class DownloadsPanel(QWidget):
         from app.core.downloads.resolve import queue_download, resolve_download
 
         variant = getattr(assessment, "variant", assessment)
-        self.status.setText(f"Preparing {variant.repo_id} {variant.label}…")
+        self._say(f"Preparing {variant.repo_id} {variant.label}…")
         hub, manager = self._hub, self.manager
 
         def op() -> str:
@@ -182,13 +187,13 @@ class DownloadsPanel(QWidget):
         self._tasks.run(op, lambda i: self._queued(variant, i), lambda e: self._request_failed(variant, e), owner=self)
 
     def _queued(self, variant, item_id: str) -> None:
-        self.status.setText("")
+        self._say("")
         self.download_queued.emit(item_id)
         self.request_finished.emit(variant, "")
 
     def _request_failed(self, variant, exc: BaseException) -> None:
         logger.info("download request failed: %s", exc)
-        self.status.setText(f"Could not start the download: {exc}")
+        self._say(f"Could not start the download: {exc}")
         self.request_failed.emit(str(exc))
         self.request_finished.emit(variant, str(exc))
 
@@ -210,7 +215,7 @@ class DownloadsPanel(QWidget):
 
     def _failed(self, exc: BaseException) -> None:
         logger.error("download control failed", exc_info=exc)
-        self.status.setText(f"That did not work: {exc}")
+        self._say(f"That did not work: {exc}")
 
     # ---- events (main thread) ----
 

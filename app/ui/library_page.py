@@ -75,8 +75,13 @@ class LibraryPage(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # The path takes what is left and elides in the middle (its folder and its file name both show):
+        # a full path made the whole table scroll sideways.
+        header.setSectionResizeMode(COLUMNS.index("Path"), QHeaderView.ResizeMode.Stretch)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         # Double-clicking a model is the quickest way to talk to it; Reveal and Delete stay deliberate.
         self.table.cellDoubleClicked.connect(lambda row, _col: self._chat_row(row))

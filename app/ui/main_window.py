@@ -43,7 +43,10 @@ class MainWindow(QMainWindow):
 
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")
-        self.sidebar.setFixedWidth(170)
+        self.sidebar.setFixedWidth(196)
+        # Room for "Downloads (12)"; a longer label elides: a scroll bar under six entries only looked broken.
+        self.sidebar.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.sidebar.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.stack = QStackedWidget()
         for key, label, page in pages:
             item = QListWidgetItem(label)

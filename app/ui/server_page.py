@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QMessageBox, QScrollArea, QVBoxLayout, QWidget
 
 from app.core.connect import Target, context_warning
@@ -39,6 +40,7 @@ from app.ui.tasks import TaskRunner
 logger = logging.getLogger(__name__)
 
 NOTE_MS = 4000
+TWO_COLUMNS_MIN_WIDTH = 860  # px of page: below it, the settings and the key/snippets stack
 REGENERATE_TEXT = "Make a new API key? Clients that use the current key stop working until they are given the new one."
 
 
@@ -97,14 +99,15 @@ class ServerPage(QWidget):
         self.log_view.setMinimumHeight(220)
         log_card.body.addWidget(self.log_view, 1)
 
-        right = QVBoxLayout()
-        right.addWidget(self.key_card)
-        right.addWidget(self.snippet_card, 1)
-        grid = QGridLayout()
-        grid.addWidget(self.form, 0, 0)
-        grid.addLayout(right, 0, 1)
-        grid.setColumnStretch(0, 1)
-        grid.setColumnStretch(1, 1)
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addWidget(self.key_card)
+        right_layout.addWidget(self.snippet_card, 1)
+        self._right = right
+        self._grid = grid = QGridLayout()
+        self.columns = 0
+        self._arrange(2)
         body = QWidget()
         layout = QVBoxLayout(body)
         layout.addWidget(title)
@@ -121,6 +124,7 @@ class ServerPage(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
 
+        self.page_scroll = scroll
         self._status_bridge = EventBridge(api.changed, self)
         self._status_bridge.fired.connect(self._show_status)
         # A save elsewhere (the key ApiService makes for LAN mode, the Settings dialog) shows here too.
@@ -135,6 +139,31 @@ class ServerPage(QWidget):
         self._show_key(settings().server)
         self._show_status(api.status)
         self.refresh_models()
+
+    # ---- layout ----
+
+    def _arrange(self, columns: int) -> None:
+        """Settings beside the key and the snippets when there is room, above them when not: two columns
+        in a narrow window made the whole page scroll sideways."""
+        if columns == self.columns:
+            return
+        self.columns = columns
+        grid = self._grid
+        grid.removeWidget(self.form)
+        grid.removeWidget(self._right)
+        if columns == 2:
+            grid.addWidget(self.form, 0, 0)
+            grid.addWidget(self._right, 0, 1)
+            grid.setColumnStretch(1, 1)
+        else:
+            grid.addWidget(self.form, 0, 0)
+            grid.addWidget(self._right, 1, 0)
+            grid.setColumnStretch(1, 0)
+        grid.setColumnStretch(0, 1)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        self._arrange(2 if event.size().width() >= TWO_COLUMNS_MIN_WIDTH else 1)
+        super().resizeEvent(event)
 
     # ---- start / stop ----
 

@@ -132,6 +132,7 @@ class SettingsDialog(QDialog):
         layout.addWidget(hardware)
         layout.addWidget(hub)
         layout.addWidget(self.error)
+        layout.addStretch(1)  # spare height goes below the groups, not into the Hardware box
         layout.addWidget(buttons)
 
     def _show_in_effect(self, *_: object) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 from string import Template
 from typing import Literal
 
@@ -22,15 +23,48 @@ Mode = Literal["system", "light", "dark"]
 Status = Literal["error", "warning", "success", "muted", "muted-strong"]
 
 
+def restyle_by(widget: QWidget, name: str, value: str | None) -> None:
+    """Set the dynamic property the style sheet selects on (`status`, `verdict`, `level`) and have it read
+    again: a dynamic property is only read when the widget is polished."""
+    if widget.property(name) == value:
+        return
+    widget.setProperty(name, value)
+    style = widget.style()
+    style.unpolish(widget)
+    style.polish(widget)
+
+
 def set_status(widget: QWidget, status: Status | None) -> None:
     """Mark a label as an error, a warning, a success…: the style sheet colours it in the current theme
     (and in the next one), instead of a colour written on the widget."""
-    if widget.property("status") == status:
-        return
-    widget.setProperty("status", status)
-    style = widget.style()
-    style.unpolish(widget)  # a dynamic property is only read when the widget is polished
-    style.polish(widget)
+    restyle_by(widget, "status", status)
+
+
+def set_verdict(widget: QWidget, verdict: str | None) -> None:
+    """A fit badge in the theme's colour for its verdict (full_gpu, partial, cpu, no_fit)."""
+    restyle_by(widget, "verdict", verdict)
+
+
+VERDICTS = ("full_gpu", "partial", "cpu", "no_fit")
+_COLOURS_PROPERTY = "hearthColours"  # the palette in effect, on the application, for what QSS cannot reach
+
+
+@lru_cache(maxsize=1)
+def _light() -> dict[str, str]:
+    return load_palettes()["light"].colours
+
+
+def theme_colour(token: str) -> QColor:
+    """A palette colour of the theme in effect, for what a style sheet cannot colour: a table cell, a list's
+    decoration. Before any theme is applied (tests, early start), the light palette's."""
+    app = QApplication.instance()
+    colours = app.property(_COLOURS_PROPERTY) if app is not None else None
+    return QColor((colours or _light())[token])
+
+
+def verdict_colours(verdict: str) -> tuple[QColor, QColor]:
+    """(background, text) of a fit verdict in the theme in effect."""
+    return theme_colour(f"fit_{verdict}"), theme_colour(f"fit_{verdict}_text")
 
 
 Theme = Literal["light", "dark"]
@@ -114,6 +148,7 @@ class ThemeManager(QObject):
         self.app.setStyle("Fusion")  # the one style that draws every control from the palette on every OS
         self.app.setPalette(qt_palette(palette))
         self.app.setStyleSheet(style_sheet(palette))
+        self.app.setProperty(_COLOURS_PROPERTY, dict(palette.colours))
         logger.debug("theme %s (setting %s)", self.theme, self.mode)
         self.changed.emit(self.theme)
         return self.theme

@@ -80,7 +80,7 @@ def test_tab_in_the_message_box_moves_focus_and_inserts_nothing(make_chat, qtbot
     assert "\t" not in editor.toPlainText()
 
 
-def test_the_context_meter_is_a_labelled_bar_with_its_reading(make_chat, qtbot):
+def test_the_context_meter_is_a_labelled_bar_with_its_reading(make_chat, qtbot, themed):
     _h, page = make_chat(n_ctx=4096)
     limit_tokens(page, 40)
     meter = page.header.meter

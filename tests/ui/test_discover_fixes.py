@@ -9,7 +9,8 @@ from PySide6.QtCore import Qt
 from app.core.hub.client import HubClient
 from app.core.units import fmt_bytes
 from app.ui.discover.discover_page import DiscoverPage
-from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
+from app.ui.theme import verdict_colours
+from app.ui.widgets.fit_view import fmt_rate
 from tests.fakehub import gguf_repo, mlx_repo
 from tests.ui.hub_gui_fixtures import env, machine, pool_tasks  # noqa: F401
 
@@ -247,7 +248,7 @@ def test_search_results_show_size_and_fit_for_the_first_rows_once_and_cached(
     first = model.data(model.index(0))
     assert f"Q8_0 {fmt_bytes(size)} · Runs on the CPU" in first.splitlines()[1]
     badge = model.data(model.index(0), Qt.ItemDataRole.DecorationRole)
-    assert badge is not None and badge.toImage().pixelColor(5, 5).name() == VERDICT_COLOURS["cpu"][0]
+    assert badge is not None and badge.toImage().pixelColor(5, 5).name() == verdict_colours("cpu")[0].name()
     # Bounded: the rows past FIT_ROWS are never asked about (their row shows no size).
     asked = {r.path.split("/")[4] for r in fake_hub.requests("GET", "/api/models/org/")}
     assert asked == {f"Tiny{i:02d}-GGUF" for i in range(FIT_ROWS)}

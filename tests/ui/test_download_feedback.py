@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.core.downloads.items import DownloadItem, Progress, RemoteFile, State
 from app.core.library import ModelFile
@@ -201,3 +202,21 @@ def test_start_here_keeps_its_own_download_until_its_chat_is_used(qtbot, env, wi
     feed.chat_requested.connect(chats.append)
     card.button.button.click()
     assert [m.quant for m in chats] == [best.variant.label] and not card.isVisibleTo(page)
+
+
+def test_tab_on_a_recommended_card_reaches_download_before_details(qtbot, machine):  # noqa: F811
+    cards = RecommendedList()
+    qtbot.addWidget(cards)
+    cards.set_picks(ranked_catalog(machine))
+    cards.show()
+    row = cards.rows[0]
+
+    def next_tab_stop(w):
+        w = w.nextInFocusChain()
+        while not (w.focusPolicy() & Qt.FocusPolicy.TabFocus and w.isVisibleTo(cards)):
+            w = w.nextInFocusChain()
+        return w
+
+    assert next_tab_stop(row.download) is row.details  # then the card's Details
+    assert next_tab_stop(row.details) is not row.download
+    assert row.download.isEnabled()

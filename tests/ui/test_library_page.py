@@ -188,3 +188,24 @@ def test_a_missing_model_cannot_be_chatted_with(qtbot, make_page, library, quant
     with qtbot.assertNotEmitted(page.chat_requested):
         page.chat_selected()
     assert "cannot be loaded" in page.status.text()
+
+
+def test_a_long_path_elides_instead_of_scrolling_the_table_sideways(qtbot, make_page, library, quant_files):
+    page = make_page()
+    deep = library.models_dir / ("a-very-long-folder-name-" * 6) / "org" / "Tiny-GGUF"
+    deep.mkdir(parents=True)
+    dest = deep / "Tiny-Q8_0.gguf"
+    shutil.copy(quant_files["Q8_0"], dest)
+    library.add_download(
+        repo_id="org/Tiny-GGUF",
+        commit="c0ffee",
+        format="gguf",
+        quant="Q8_0",
+        files=[ModelFile(dest, dest.stat().st_size, None)],
+    )
+    page.resize(700, 400)
+    page.show()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    qtbot.wait(20)
+    assert page.table.horizontalScrollBar().maximum() == 0  # every column in view
+    assert page.table.item(0, 4).toolTip() == str(dest)  # the whole path, on hover

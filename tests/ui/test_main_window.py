@@ -22,11 +22,11 @@ from app.ui.server_tray import ServerTray
 def shell_factory(qtbot):
     shells = []
 
-    def make(probe=None, settings=None):
+    def make(probe=None, settings=None, themes=None):
         paths = app_paths().ensure()
         store = SettingsStore(paths.settings_file)
         settings = settings or store.load().model_copy(update={"measure_bandwidth_on_start": False})
-        shell = build_shell(paths, store, settings, probe=probe)
+        shell = build_shell(paths, store, settings, probe=probe, themes=themes)
         qtbot.addWidget(shell.window)
         shells.append(shell)
         return shell, store
@@ -46,6 +46,20 @@ def test_window_opens_with_all_pages(shell_factory, qtbot):
     assert w.current_page_key == "discover"  # a first start opens on Discover (issue 13), no longer Hardware
     w.show_page("server")
     assert isinstance(w.page("server"), ServerPage) and w.page("server").status_card.state_label.text() == "Stopped"
+
+
+def test_a_download_count_in_the_sidebar_never_brings_a_scroll_bar(shell_factory, qtbot, themed):
+    shell, _ = shell_factory(themes=themed)  # the themed window: icons and the style sheet's padding
+    w = shell.window
+    w.resize(900, 600)
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_page_label("downloads", "Downloads (12)")
+    qtbot.wait(50)
+    assert not w.sidebar.item(0).icon().isNull()
+    assert not w.sidebar.horizontalScrollBar().isVisible()
+    rect = w.sidebar.visualItemRect(w.sidebar.item(2))
+    assert rect.right() <= w.sidebar.viewport().width()
 
 
 def test_first_start_opens_on_discover_with_a_hint_and_no_empty_results(shell_factory, qtbot):
@@ -203,7 +217,7 @@ def test_window_geometry_and_page_are_restored(shell_factory, qtbot):
     shell, store = shell_factory()
     w = shell.window
     w.show()
-    w.resize(780, 560)
+    w.resize(796, 560)  # the offscreen screen is 800 wide; the window's minimum is 790
     w.show_page("server")
     qtbot.wait(50)
     w.close()
@@ -213,7 +227,7 @@ def test_window_geometry_and_page_are_restored(shell_factory, qtbot):
     shell2, _ = shell_factory(settings=saved)
     w2 = shell2.window
     assert w2.current_page_key == "server"
-    assert (w2.width(), w2.height()) == (780, 560)
+    assert (w2.width(), w2.height()) == (796, 560)
 
 
 def test_settings_dialog_saves(shell_factory, qtbot):

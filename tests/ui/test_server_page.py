@@ -545,3 +545,24 @@ def test_other_work_on_the_engine_is_named(make_env, qtbot, source, text):
         qtbot.waitUntil(lambda: text in env.page.status_card.engine.text(), timeout=WAIT_MS)
     finally:
         handle.cancel()
+
+
+def test_a_narrow_window_stacks_the_cards_instead_of_scrolling_sideways(make_env, qtbot, themed):
+    page = make_env().page
+    page.resize(704, 560)  # the page in a 900 x 600 window
+    page.show()
+    qtbot.waitExposed(page)
+    qtbot.waitUntil(lambda: page.columns == 1)
+    bar = page.page_scroll.horizontalScrollBar()
+    qtbot.waitUntil(lambda: not bar.isVisible() or bar.maximum() == 0)
+    assert (
+        page.key_card.mapTo(page, page.key_card.rect().topLeft()).y()
+        > page.form.mapTo(page, page.form.rect().topLeft()).y()
+    )
+    page.resize(1084, 760)  # 1280 x 800: side by side again
+    qtbot.waitUntil(lambda: page.columns == 2)
+    qtbot.wait(20)
+    assert (
+        page.key_card.mapTo(page, page.key_card.rect().topLeft()).x()
+        > page.form.mapTo(page, page.form.rect().topLeft()).x()
+    )

@@ -19,8 +19,9 @@ def app(qtbot):
     app = QApplication.instance()
     from app.ui.chat import render
 
-    sheet, palette = app.styleSheet(), app.palette()
+    sheet, palette, colours = app.styleSheet(), app.palette(), app.property("hearthColours")
     yield app
+    app.setProperty("hearthColours", colours)
     render.use_look(render.ChatLook())  # the chat's message colours are global too
     app.setPalette(palette)
     app.setStyleSheet(sheet)
@@ -167,4 +168,55 @@ def test_status_colours_come_from_the_theme_and_follow_it(app, qtbot):
     assert ink() == load_palettes()["light"]["error"]
     set_status(label, "warning")
     assert ink() == load_palettes()["light"]["warning"]
+    themes.deleteLater()
+
+
+def test_fit_badges_take_the_themes_verdict_colours_and_follow_it(app, qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    from app.ui.theme import set_verdict, verdict_colours
+
+    badge = QLabel("Runs on the CPU")
+    qtbot.addWidget(badge)
+    badge.show()
+    themes = ThemeManager(app, "dark")
+    themes.apply()
+    set_verdict(badge, "cpu")
+
+    def colours() -> tuple[str, str]:
+        badge.ensurePolished()
+        pal = badge.palette()
+        return pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.WindowText).name()
+
+    dark, light = load_palettes()["dark"], load_palettes()["light"]
+    assert colours() == (dark["fit_cpu"], dark["fit_cpu_text"])
+    assert verdict_colours("cpu")[0].name() == dark["fit_cpu"]  # what a table cell is painted with
+    themes.apply("light")
+    assert colours() == (light["fit_cpu"], light["fit_cpu_text"])
+    assert verdict_colours("no_fit")[0].name() == light["fit_no_fit"]
+    themes.deleteLater()
+
+
+def test_the_context_meter_and_the_chat_notice_are_coloured_by_level_from_the_theme(app, qtbot):
+    from app.ui.chat.header import ContextMeter
+
+    meter = ContextMeter()
+    qtbot.addWidget(meter)
+    meter.show()
+    themes = ThemeManager(app, "light")
+    themes.apply()
+    light = load_palettes()["light"]
+
+    def chunk() -> str:
+        image = meter.bar.grab().toImage()
+        return image.pixelColor(2, image.height() // 2).name()
+
+    meter.show_usage(4096, 4096)  # full
+    assert meter.bar.property("level") == "full" and meter.bar.styleSheet() == ""
+    assert chunk() == light["error"]
+    meter.show_usage(2048, 4096)
+    assert meter.bar.property("level") == "ok" and chunk() == light["success"]
+    # The empty part is the theme's track, not a white box that reads as a text field.
+    image = meter.bar.grab().toImage()
+    assert image.pixelColor(image.width() - 3, image.height() // 2).name() == light["meter_track"]
     themes.deleteLater()

@@ -37,6 +37,7 @@ from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import HostWatcher, StreamResult
 from app.ui.chat.thread_view import ThreadView
 from app.ui.tasks import TaskRunner
+from app.ui.theme import restyle_by
 
 logger = logging.getLogger(__name__)
 
@@ -323,10 +324,8 @@ class ChatPage(QWidget):
         view.viewport().update()
 
     def show_notice(self, text: str, level: str = "info") -> None:
-        colour = "#fff8c5" if level == "info" else "#ffebe9"
-        self.notice.setStyleSheet(f"background:{colour}; padding:6px; border-radius:4px")
         self.notice.setText(text)
-        self.notice.setProperty("level", level)
+        restyle_by(self.notice, "level", level)  # the theme's notice colours (hearth.qss)
         self.notice.setVisible(bool(text))
 
     # -- lifecycle ------------------------------------------------------------------------------

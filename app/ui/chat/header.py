@@ -10,10 +10,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QT
 from app.core.chat.context import context_usage, estimate_tokens, history_for_request
 from app.core.chat.store import DEFAULT_TITLE
 from app.ui.chat.messages_model import Row
-from app.ui.theme import set_status
+from app.ui.theme import restyle_by, set_status
 from app.ui.widgets.elided_label import ElidedLabel
 
-_LEVEL_COLOUR = {"ok": "#2da44e", "warn": "#d4a72c", "full": "#cf222e"}
 _LEVEL_WARNING = {"ok": "", "warn": " · near the limit", "full": " · context full"}
 
 
@@ -32,18 +31,6 @@ def tokens_in_use(rows: Sequence[Row], system_prompt: str) -> tuple[int, str]:
     return (estimate_tokens(msgs) if msgs else 0), "~"
 
 
-_TRACK = "#d0d7de"
-
-
-def _bar_style(colour: str) -> str:
-    """The whole bar, not only its chunk: a style sheet naming just the chunk makes Qt draw the rest as a
-    plain white box, which read as an empty text field."""
-    return (
-        f"QProgressBar {{ border: none; border-radius: 3px; background: {_TRACK}; }}"
-        f" QProgressBar::chunk {{ border-radius: 3px; background: {colour}; }}"
-    )
-
-
 class ContextMeter(QWidget):
     """A "Context" caption, a thin bar and its reading ("~1,234 / 4,096 tokens · near the limit"); hidden until
     there is a reading."""
@@ -57,7 +44,7 @@ class ContextMeter(QWidget):
         self.bar.setAccessibleName("Context used")
         self.bar.setFixedSize(120, 6)
         self.bar.setTextVisible(False)
-        self.bar.setStyleSheet(_bar_style(_LEVEL_COLOUR["ok"]))
+        restyle_by(self.bar, "level", "ok")  # the theme draws the whole bar (hearth.qss), not a blank box
         self.label = QLabel()
         self.label.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
         # Room for the widest reading up front: a label that grows while text streams gets clipped.
@@ -79,7 +66,7 @@ class ContextMeter(QWidget):
         level = context_usage(used, n_ctx)
         self.bar.setRange(0, n_ctx)
         self.bar.setValue(min(used, n_ctx))
-        self.bar.setStyleSheet(_bar_style(_LEVEL_COLOUR[level]))
+        restyle_by(self.bar, "level", level)
         reading = f"{approx}{used:,} / {n_ctx:,} tokens{_LEVEL_WARNING[level]}"
         self.label.setText(reading)
         self.label.setProperty("level", level)

@@ -8,7 +8,8 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLay
 from app.core.models.catalog import CatalogPick
 from app.core.units import fmt_bytes
 from app.ui.download_button import DownloadButton, DownloadFeed
-from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
+from app.ui.theme import set_verdict
+from app.ui.widgets.fit_view import fmt_rate
 
 
 def _params(n: int) -> str:
@@ -34,9 +35,8 @@ class PickRow(QFrame):
         self.detail = QLabel()
         self.detail.setWordWrap(True)
         if best is not None and best.plan is not None:
-            bg, fg = VERDICT_COLOURS[best.plan.verdict]
             self.badge.setText(best.plan.label)
-            self.badge.setStyleSheet(f"background:{bg}; color:{fg}; border-radius:6px; padding:3px 8px;")
+            set_verdict(self.badge, best.plan.verdict)
             self.badge.setToolTip(best.plan.explanation)
             speed = f"≈ {fmt_rate(best.speed.decode_tok_s)} tok/s" if best.speed else ""
             self.detail.setText(
@@ -44,19 +44,19 @@ class PickRow(QFrame):
                 f"{fmt_bytes(best.variant.size_bytes)} · {speed} · {best.quality}"
             )
         else:
-            bg, fg = VERDICT_COLOURS["no_fit"]
             self.badge.setText("Will not fit")
-            self.badge.setStyleSheet(f"background:{bg}; color:{fg}; border-radius:6px; padding:3px 8px;")
+            set_verdict(self.badge, "no_fit")
             self.detail.setText(pick.recommendation.why)
-        grid.addWidget(self.badge, 0, 1)
+        grid.addWidget(self.badge, 0, 1, Qt.AlignmentFlag.AlignVCenter)  # a pill its own height, not a button's
         grid.addWidget(self.detail, 2, 0, 1, 2)
-        details = QPushButton("Details")
-        details.clicked.connect(lambda: self.open_requested.emit(self.pick))
+        # Made before Details so Tab reaches the card's main action first (tab order is creation order).
         self.download_widget = DownloadButton(best, feed, can_download=best is not None)
         self.download_widget.download_requested.connect(lambda _a: self.download_requested.emit(self.pick))
         self.download = self.download_widget.button
-        grid.addWidget(details, 1, 2)
+        self.details = QPushButton("Details")
+        self.details.clicked.connect(lambda: self.open_requested.emit(self.pick))
         grid.addWidget(self.download_widget, 0, 2)
+        grid.addWidget(self.details, 1, 2)
         grid.setColumnStretch(0, 1)
 
     def text(self) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QColor, QPixmap
+from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -25,7 +25,7 @@ from app.core.hub.results import ModelSummary, SearchPage
 from app.core.models.devices import Machine
 from app.core.units import fmt_ago, fmt_bytes, fmt_count
 from app.ui.tasks import TaskRunner
-from app.ui.widgets.fit_view import VERDICT_COLOURS
+from app.ui.theme import VERDICTS, verdict_colours
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def fit_text(fit: ResultFit | None) -> str:
 
 def _badge(verdict: str) -> QPixmap:
     pix = QPixmap(12, 12)
-    pix.fill(QColor(VERDICT_COLOURS[verdict][0]))
+    pix.fill(verdict_colours(verdict)[0])
     return pix
 
 
@@ -92,7 +92,7 @@ class SearchResultsModel(QAbstractListModel):
         fit = self.fits.get(r.id)
         if role == Qt.ItemDataRole.DisplayRole:
             return summary_text(r, fit)
-        if role == Qt.ItemDataRole.DecorationRole and fit is not None and fit.verdict in VERDICT_COLOURS:
+        if role == Qt.ItemDataRole.DecorationRole and fit is not None and fit.verdict in VERDICTS:
             return _badge(fit.verdict)
         if role == Qt.ItemDataRole.ToolTipRole:
             return ", ".join(r.tags[:12])

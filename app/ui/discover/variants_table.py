@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtGui import QBrush, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QPushButton, QTableWidget, QTableWidgetItem, QWidget
 
 from app.core.models.recommend import Assessment
 from app.core.units import fmt_bytes
 from app.ui.download_button import DownloadButton, DownloadFeed
-from app.ui.widgets.fit_view import VERDICT_COLOURS, fmt_rate
+from app.ui.theme import theme_colour, verdict_colours
+from app.ui.widgets.fit_view import fmt_rate
 
 COLUMNS = ["Variant", "Format", "Size", "Fit", "Context", "tok/s", "Quality", ""]
-HIGHLIGHT = QColor("#fbe3d3")
 
 
 class VariantsTable(QTableWidget):
@@ -71,12 +71,12 @@ class VariantsTable(QTableWidget):
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
             if col == 3 and p and a.runnable:
-                bg, fg = VERDICT_COLOURS[p.verdict]
-                item.setBackground(QBrush(QColor(bg)))
-                item.setForeground(QBrush(QColor(fg)))
+                bg, fg = verdict_colours(p.verdict)
+                item.setBackground(QBrush(bg))
+                item.setForeground(QBrush(fg))
                 item.setToolTip(p.explanation)
             elif a.recommended:
-                item.setBackground(QBrush(HIGHLIGHT))
+                item.setBackground(QBrush(theme_colour("accent_soft")))
             if a.recommended and col == 0:
                 font = QFont(item.font())
                 font.setBold(True)

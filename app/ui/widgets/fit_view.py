@@ -24,17 +24,11 @@ from app.core.models.planner import Plan, plan_load
 from app.core.models.spec import ModelSpec
 from app.core.models.speed import SpeedPrediction, has_weights, predict_speed
 from app.core.units import fmt_bytes
+from app.ui.theme import set_verdict
 from app.ui.widgets.stacked_bar import OVERFLOW, SEGMENTS, StackedMemoryBar
 
 logger = logging.getLogger(__name__)
 
-# Badge background and text colour per verdict.
-VERDICT_COLOURS = {
-    "full_gpu": ("#2e9d5b", "#ffffff"),
-    "partial": ("#e0a526", "#1d1d1d"),
-    "cpu": ("#4f7fbf", "#ffffff"),
-    "no_fit": ("#d64545", "#ffffff"),
-}
 MIN_SLIDER_CTX = 512
 DEFAULT_TRAIN_CTX = 131072  # when the GGUF does not say
 DEBOUNCE_MS = 30
@@ -238,13 +232,8 @@ class FitView(QWidget):
         self.plan_changed.emit(plan)
 
     def _show(self, plan: Plan) -> None:
-        bg, fg = VERDICT_COLOURS[plan.verdict]
         self.badge.setText(plan.label)
-        self.badge.setStyleSheet(
-            f"QLabel#fitBadge {{ background: {bg}; color: {fg}; border-radius: 9px;"
-            " padding: 3px 10px; font-weight: 600; }"
-        )
-        self.badge.setProperty("verdict", plan.verdict)
+        set_verdict(self.badge, plan.verdict)
         self.context_label.setText(f"{self.requested_ctx:,} tokens")
         if plan.ctx_reduced:
             self.ctx_note.setText(f"runs at {plan.options.n_ctx:,} context to fit")
