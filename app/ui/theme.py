@@ -87,7 +87,9 @@ def load_palettes() -> dict[Theme, Palette]:
 def style_sheet(palette: Palette) -> str:
     """hearth.qss with the palette's colours filled in; a token the palette lacks is an error, not a gap."""
     template = Template(resource_path("styles", "hearth.qss").read_text(encoding="utf-8"))
-    return template.substitute(palette.colours)
+    # Besides the colours: where the theme's control marks are (check, arrows), and which theme's.
+    controls = resource_path("styles", "controls").as_posix()
+    return template.substitute(palette.colours, controls=controls, theme=palette.name)
 
 
 def system_theme() -> Theme:

@@ -4,6 +4,7 @@ colour scheme followed unless the user chose one, and Settings → Appearance ap
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
@@ -219,4 +220,37 @@ def test_the_context_meter_and_the_chat_notice_are_coloured_by_level_from_the_th
     # The empty part is the theme's track, not a white box that reads as a text field.
     image = meter.bar.grab().toImage()
     assert image.pixelColor(image.width() - 3, image.height() // 2).name() == light["meter_track"]
+    themes.deleteLater()
+
+
+def test_the_control_marks_exist_for_each_theme_in_its_colours():
+    from app.core.resources import resource_path
+
+    for name, p in load_palettes().items():
+        sheet = style_sheet(p)
+        for url in re.findall(r"url\(([^)]+)\)", sheet):
+            assert url.endswith(f"-{name}.svg") and Path(url).is_file(), url
+        controls = resource_path("styles", "controls")
+        assert p["accent_text"] in (controls / f"check-{name}.svg").read_text()
+        for arrow in ("arrow-up", "arrow-down"):
+            assert p["text_muted"] in (controls / f"{arrow}-{name}.svg").read_text()
+
+
+def test_a_check_box_is_visible_on_the_dark_theme_and_filled_when_checked(app, qtbot):
+    from PySide6.QtWidgets import QCheckBox
+
+    box = QCheckBox("Start the server when Hearth starts")
+    qtbot.addWidget(box)
+    box.show()
+    themes = ThemeManager(app, "dark")
+    themes.apply()
+    dark = load_palettes()["dark"]
+
+    def colours() -> set[str]:
+        image = box.grab().toImage()
+        return {image.pixelColor(x, y).name() for x in range(0, 20) for y in range(image.height())}
+
+    assert dark["text_muted"] in colours()  # the empty box's outline shows on the dark window
+    box.setChecked(True)
+    assert dark["accent"] in colours()
     themes.deleteLater()
