@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, QTimer
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 from app.ui.bridge import EventBridge
 from app.ui.server_api import RequestLogLike, RequestRecord
 from app.ui.server_model import fmt_clock, fmt_duration
+from app.ui.theme import theme_colour
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,6 @@ COLUMNS = ["Time", "Method", "Path", "Model", "Prompt", "Completion", "Cached", 
 NUMERIC = {4, 5, 6, 7, 8}
 DEFAULT_ROWS = 200
 MAX_UPDATES_HZ = 8.0
-ERROR_COLOR = QColor("#b3261e")
 
 
 def cells(r: RequestRecord) -> list[str]:
@@ -79,7 +78,7 @@ class RequestLogModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.TextAlignmentRole and col in NUMERIC:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ForegroundRole and self._rows[row].status >= 400:
-            return ERROR_COLOR
+            return theme_colour("error")
         if role == Qt.ItemDataRole.ToolTipRole and col == 2:
             return self._rows[row].path
         return None

@@ -12,7 +12,7 @@ from synthetic import GiB, MiB, llama3_8b_spec, profile
 from app.core.models.calibration import Correction
 from app.core.models.devices import machine_from_profile
 from app.ui.widgets.fit_view import FitView, context_steps
-from app.ui.widgets.stacked_bar import OVERFLOW, SEGMENTS, StackedMemoryBar
+from app.ui.widgets.stacked_bar import SEGMENTS, StackedMemoryBar, overflow_colour
 
 KV_8K = 131_072 * 8192  # f16, 32 layers × 8 KV heads × 128 dims, K and V: 1 GiB
 
@@ -182,7 +182,7 @@ def test_grab_to_png(make_view, tmp_path, themed):
     assert load_palettes()["light"]["fit_partial"] in colours  # the amber partial-offload badge was painted
     for bar in view.bars.values():  # nothing over budget on a load the planner made fit
         bar_image = bar.grab().toImage()
-        assert OVERFLOW.name() not in {
+        assert overflow_colour().name() not in {
             bar_image.pixelColor(x, bar_image.height() // 2).name() for x in range(bar_image.width())
         }
 

@@ -25,7 +25,7 @@ from app.core.models.spec import ModelSpec
 from app.core.models.speed import SpeedPrediction, has_weights, predict_speed
 from app.core.units import fmt_bytes
 from app.ui.theme import set_verdict
-from app.ui.widgets.stacked_bar import OVERFLOW, SEGMENTS, StackedMemoryBar
+from app.ui.widgets.stacked_bar import SEGMENTS, StackedMemoryBar, overflow_colour
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class FitView(QWidget):
         for _key_name, name, colour in SEGMENTS:
             legend.addWidget(_swatch(colour))
             legend.addWidget(self._legend_label(name))
-        self._over_legend = (_swatch(OVERFLOW, hatched=True), self._legend_label("over budget"))
+        self._over_legend = (_swatch(overflow_colour(), hatched=True), self._legend_label("over budget"))
         for w in self._over_legend:
             legend.addWidget(w)
         legend.addStretch(1)

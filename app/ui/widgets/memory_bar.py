@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, QSize
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.core.units import fmt_bytes
+from app.ui.theme import theme_colour
 from app.ui.widgets.stacked_bar import begin_rounded_bar  # one rounded-bar look for both bars
 
 
 class MemoryBar(QWidget):
-    USED = QColor("#e07a3f")
-    FREE = QColor("#3a3f4b")
-
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._used = 0
@@ -36,6 +33,7 @@ class MemoryBar(QWidget):
         return QSize(240, 14)
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        p, r = begin_rounded_bar(self, self.FREE)
-        p.fillRect(QRectF(r.x(), r.y(), r.width() * min(1.0, self.fraction_used), r.height()), self.USED)
+        p, r = begin_rounded_bar(self, theme_colour("meter_track"))  # the theme's, read as it paints
+        used = QRectF(r.x(), r.y(), r.width() * min(1.0, self.fraction_used), r.height())
+        p.fillRect(used, theme_colour("accent"))
         p.end()

@@ -9,6 +9,7 @@ from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.core.units import fmt_bytes
+from app.ui.theme import theme_colour
 
 _UNITS = (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
 
@@ -28,9 +29,11 @@ SEGMENTS: tuple[tuple[str, str, QColor], ...] = (
     ("compute", "compute", QColor("#9b6fd0")),
     ("overhead", "overhead", QColor("#8a8f98")),
 )
-FREE = QColor("#3a3f4b")
-OVERFLOW = QColor("#d64545")
-MARKER = QColor("#f2f2f2")
+
+
+def overflow_colour() -> QColor:
+    """What does not fit, in the theme's "will not fit" colour (read at paint time: the theme can change)."""
+    return theme_colour("fit_no_fit")
 
 
 def begin_rounded_bar(widget: QWidget, background: QColor) -> tuple[QPainter, QRectF]:
@@ -111,17 +114,17 @@ class StackedMemoryBar(QWidget):
         return QSize(320, 18)
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        p, r = begin_rounded_bar(self, FREE)
+        p, r = begin_rounded_bar(self, theme_colour("meter_track"))
         colours = {key: colour for key, _, colour in SEGMENTS}
         for key, x, w in self.segment_spans(r.width()):
             p.fillRect(QRectF(r.x() + x, r.y(), w, r.height()), colours[key])
         if self.overflow_bytes:
             bx = r.x() + self.budget_x(r.width())
             over = QRectF(bx, r.y(), r.right() - bx, r.height())
-            p.fillRect(over, OVERFLOW)
+            p.fillRect(over, overflow_colour())
             # Hatching keeps the overhang readable as "over" even for colour-blind users.
             p.fillRect(over, QBrush(QColor(0, 0, 0, 90), Qt.BrushStyle.BDiagPattern))
             p.setClipping(False)
-            p.setPen(QPen(MARKER, 2))
+            p.setPen(QPen(theme_colour("text"), 2))  # the budget line
             p.drawLine(int(bx), 0, int(bx), self.height())
         p.end()
