@@ -189,3 +189,31 @@ def engine_build(fmt: str) -> tuple[str | None, str | None]:
         except Exception as exc:  # an older binding without it, or a broken native build
             logger.debug("no llama.cpp system info: %s", exc)
     return version, build
+
+
+def planned_load(
+    path: Path, fmt: str, n_ctx: int, *, n_threads: int | None = None, n_gpu_layers: int | None = None
+) -> LoadSpec:
+    """How a benchmark loads `path` at exactly `n_ctx`: GPU layers, flash attention and KV type as the
+    planner would choose them for a chat (what a user gets), `n_gpu_layers` overriding its choice."""
+    spec = LoadSpec(path=path, n_ctx=n_ctx, n_threads=n_threads)
+    try:
+        model = check_model(path, fmt)
+    except Exception as exc:  # the load reports it properly
+        logger.info("no plan for %s: %s", path.name, exc)
+        model = None
+    if model is not None:
+        opts = plan_model(model, live_machine(), n_ctx, LoadOptions(n_ctx=n_ctx), exact=True, label=path.name)
+        o = opts.plan.options
+        if opts.plan.fits:
+            spec = spec.model_copy(
+                update={
+                    "n_gpu_layers": o.n_gpu_layers,
+                    "flash_attn": o.flash_attn,
+                    "cache_type_k": o.cache_type_k,
+                    "cache_type_v": o.cache_type_v,
+                }
+            )
+    if n_gpu_layers is not None:
+        spec = spec.model_copy(update={"n_gpu_layers": n_gpu_layers})
+    return spec

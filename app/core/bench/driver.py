@@ -129,10 +129,13 @@ class Driver:
         try:
             self.check_cancel()
             maker = PromptMaker(fit_tokens(self.count_tokens))
-            for i in range(w.warmup):  # longest first: it sizes the engine's buffers once, before timing
-                length = w.prompt_lens[-1 - i % len(w.prompt_lens)]
-                self._batch([maker.messages(length, self._tag("warmup", i))], "warm-up")
-            cells = [self._cell(maker, p, c) for p, c in w.cells]
+            cells = []
+            for length in w.prompt_lens:
+                # Unmeasured requests of each length first: the engine sizes its buffers for a new batch
+                # shape on the first one, which would otherwise land in the measured TTFT.
+                for i in range(w.warmup):
+                    self._batch([maker.messages(length, self._tag("warmup", i))], f"warm-up, {length} tokens")
+                cells += [self._cell(maker, length, c) for c in w.concurrency]
             if not any(c.completed for c in cells):
                 errors = sorted({e for c in cells for e in c.errors})
                 raise BenchError("every request failed: " + ("; ".join(errors[:3]) or "no reply"))
@@ -153,7 +156,7 @@ class Driver:
             engine=described.engine,
             hardware=described.hardware,
             workload=w,
-            warmup_requests=w.warmup,
+            warmup_requests=w.warmup * len(w.prompt_lens),
             runs=w.runs,
             cells=cells,
             shared_prefix=prefix,

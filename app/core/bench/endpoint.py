@@ -67,6 +67,7 @@ class EndpointRunner(Driver):
         self._client: httpx.Client | None = None
         self._entry: dict[str, Any] = {}
         self._props: dict[str, Any] = {}
+        self._health: dict[str, Any] = {}
         self._counted_by_usage = True
 
     # -- Driver ------------------------------------------------------------------------------------
@@ -84,12 +85,18 @@ class EndpointRunner(Driver):
         models = self._get("/v1/models").get("data") or []
         self.model = self.model or _pick_model(models, self.url)
         self._entry = next((m for m in models if m.get("id") == self.model), {})
-        try:  # llama-server's build and slots; other servers answer 404, which is fine
-            self._props = self._client.get("/props", timeout=CONNECT_TIMEOUT_S).json()
-            if not isinstance(self._props, dict):
-                self._props = {}
+        # llama-server's build and slots, Hearth's version; other servers answer 404, which is fine.
+        self._props = self._optional("/props")
+        self._health = self._optional("/health")
+
+    def _optional(self, path: str) -> dict[str, Any]:
+        assert self._client is not None
+        try:
+            r = self._client.get(path, timeout=CONNECT_TIMEOUT_S)
+            data = r.json() if r.status_code == 200 else {}
         except (httpx.HTTPError, ValueError):
-            self._props = {}
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def finish(self) -> None:
         if self._client is not None:
@@ -122,7 +129,13 @@ class EndpointRunner(Driver):
         entry, props = self._entry, self._props
         settings = props.get("default_generation_settings") or {}
         build = props.get("build_info")
-        name = "llama-server" if build else str(entry.get("owned_by") or "endpoint")
+        hearth = "context_by_route" in entry  # only Hearth lists a context per route
+        if build:
+            name, version = "llama-server", str(build)
+        elif hearth:
+            name, version = "Hearth", self._health.get("version")
+        else:
+            name, version = str(entry.get("owned_by") or "endpoint"), None
         notes = [
             "hardware is the machine that ran the benchmark; the endpoint may run elsewhere",
             "peak memory and headroom are not measured for an endpoint",
@@ -135,14 +148,17 @@ class EndpointRunner(Driver):
             engine=EngineRecord(
                 kind="endpoint",
                 name=name,
-                version=str(build) if build else None,
+                version=str(version) if version else None,
                 build_info=props.get("system_info") or (str(build) if build else None),
                 url=self.url,
                 flags=EngineFlags(
                     n_ctx=settings.get("n_ctx") or entry.get("context_length") or None,
-                    slots=props.get("total_slots"),
+                    slots=props.get("total_slots") or (1 if hearth else None),
                 ),
-                concurrency_mode="as the server schedules them (requests are sent at once)",
+                concurrency_mode=(
+                    "queued: Hearth runs one request at a time" if hearth else "as the server schedules them"
+                )
+                + " (the benchmark sends a cell's requests at once)",
             ),
             hardware=(self.hardware or _probe()).to_dict(),
             notes=notes,

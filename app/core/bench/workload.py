@@ -29,7 +29,7 @@ class Workload(BaseModel):
     gen_len: int = Field(128, ge=1, le=65536)  # max_tokens of every request
     concurrency: list[int] = Field(default_factory=lambda: [1])  # requests in flight at once
     runs: int = Field(3, ge=1, le=1000)  # measured batches per cell (a batch is `concurrency` requests)
-    warmup: int = Field(1, ge=0, le=100)  # unmeasured requests before the first cell
+    warmup: int = Field(1, ge=0, le=100)  # unmeasured requests before each prompt length's cells
     ctx: int | None = Field(None, ge=16)  # the context to load with; None: enough for the longest cell
     shared_prefix: int = Field(0, ge=0)  # tokens of a system prompt every request of a cell shares
     sampling: BenchSampling = Field(default_factory=BenchSampling)
@@ -84,7 +84,7 @@ class Workload(BaseModel):
 
     def total_requests(self) -> int:
         measured = sum(c * self.runs for _, c in self.cells)
-        return self.warmup + measured + 2 * self.runs * len(self.prefix_lens)
+        return self.warmup * len(self.prompt_lens) + measured + 2 * self.runs * len(self.prefix_lens)
 
 
 def _round_up(n: int, step: int = 256) -> int:

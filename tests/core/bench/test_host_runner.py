@@ -56,7 +56,7 @@ def test_a_run_reports_every_cell_and_validates(fake_host, fake_model):
     assert queued and queued.queue_wait_s and queued.queue_wait_s.p99 > 0
     assert "queued" in report.engine.concurrency_mode and report.engine.flags.slots == 1
     assert report.weights.sha256 and len(report.weights.sha256) == 64 and report.weights.file_size == 12
-    assert report.hardware["cpu"] and report.workload == TINY and report.runs == 2 and report.warmup_requests == 1
+    assert report.hardware["cpu"] and report.workload == TINY and report.runs == 2 and report.warmup_requests == 2
     assert [p.done for p in seen] == sorted(p.done for p in seen) and seen[-1].done == seen[-1].total
     text = report.to_json()
     validate_against_schema(text)

@@ -52,7 +52,7 @@ def test_presets_are_the_four_the_page_lists_and_valid():
 
 def test_total_requests_counts_warmup_cells_and_prefix_pairs():
     w = Workload(prompt_lens=[64, 128], concurrency=[1, 3], runs=2, warmup=1, shared_prefix=100)
-    assert w.total_requests() == 1 + (1 + 3) * 2 * 2 + 2 * 2 * 1  # only 128 has room for the prefix
+    assert w.total_requests() == 1 * 2 + (1 + 3) * 2 * 2 + 2 * 2 * 1  # only 128 has room for the prefix
 
 
 @pytest.mark.parametrize(
