@@ -130,10 +130,11 @@ class EndpointRunner(Driver):
         settings = props.get("default_generation_settings") or {}
         build = props.get("build_info")
         hearth = "context_by_route" in entry  # only Hearth lists a context per route
+        version: str | None
         if build:
             name, version = "llama-server", str(build)
         elif hearth:
-            name, version = "Hearth", self._health.get("version")
+            name, version = "Hearth", str(self._health.get("version") or "") or None
         else:
             name, version = str(entry.get("owned_by") or "endpoint"), None
         notes = [
