@@ -1,7 +1,7 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
-One module per command group (hardware, fit, models, pull, engine, serve, connect); each adds its parsers and sets
-`handler(ctx, args)`, where `ctx` is the command's `CliContext`.
+One module per command group (hardware, fit, models, pull, engine, serve, connect, bench); each adds its
+parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from app import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.cli.bench import add_bench_command
     from app.cli.connect import add_connect_command
     from app.cli.engine import add_engine_commands
     from app.cli.fit import add_fit_command
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pull_command(sub)
     add_serve_command(sub)
     add_connect_command(sub)
+    add_bench_command(sub)
     return parser
 
 

@@ -1,0 +1,11 @@
+"""Benchmarks a user can trust: a workload (prompt lengths × concurrency, runs, warm-up) run through the
+engine host or against any OpenAI-compatible server, measured per cell (TTFT, time per output token,
+end-to-end latency as p50/p95/p99; prefill and decode apart), with the planner's prediction beside each
+figure and everything that makes the numbers meaningful (model, weights, engine flags, hardware) in a
+JSON report saved in the data folder (`bench/`).
+
+Modules by idea: workload (what to run, presets), stats (percentiles), report (the report model and its
+JSON schema), prompts (prompts of a given token length), measure (per-request samples → a cell),
+describe (model, weights, engine, predictions), runner (through the EngineHost), endpoint (over HTTP),
+store (saved reports).
+"""
