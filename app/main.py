@@ -84,6 +84,8 @@ def build_shell(
     from PySide6.QtWidgets import QSystemTrayIcon
 
     from app.server.config import new_api_key
+    from app.core.bench.store import BenchStore
+    from app.ui.bench.bench_page import BenchPage
     from app.ui.bridge import EventBridge
     from app.ui.chat.chat_page import ChatPage
     from app.ui.chat_launch import ChatLauncher
@@ -119,12 +121,24 @@ def build_shell(
     server = ServerPage(
         api, store, lambda: services.settings, services.library, services.host, tasks, new_key=new_api_key
     )
+    profile: dict[str, HardwareProfile] = {}  # the latest probe, written in a benchmark's report
+    hardware.profile_ready.connect(lambda p: profile.update(now=p))
+    bench = BenchPage(
+        services.host,
+        services.library,
+        BenchStore.for_paths(paths),
+        tasks,
+        calibration=services.calibration,
+        hardware=lambda: profile.get("now"),
+    )
+    library_changed.fired.connect(lambda _id: bench.refresh_models())
     pages = [
         ("discover", "Discover", discover),
         ("models", "My Models", library),
         ("downloads", "Downloads", downloads),
         ("chat", "Chat", chat),
         ("server", "Server", server),
+        ("bench", "Benchmark", bench),
         ("hardware", "Hardware", hardware),
     ]
     window = MainWindow(store, settings, paths, pages)
@@ -144,6 +158,7 @@ def build_shell(
         def recolour(_theme: str = "") -> None:
             window.apply_icons(themes.palette["text"], themes.palette["accent_text"])
             chat.restyle(themes.palette.colours, themes.theme == "dark")
+            bench.restyle()
 
         themes.changed.connect(recolour)
         recolour()

@@ -1,0 +1,192 @@
+"""The Benchmark page: a run on a model through the engine host (the FakeEngine) with progress and Cancel,
+its report plotted against the prediction, two saved runs compared on the same axes, exports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from app.core.bench.report import BenchReport
+from app.core.bench.store import BenchStore
+from app.core.bench.workload import Workload
+from app.core.engines.fake import registry_with_fake
+from app.core.runtime.host import EngineHost
+from app.ui.bench.bench_page import ENDPOINT, BenchPage
+from app.ui.bench.series import single_user_cells, speed_series, table_rows, ttft_bars
+from tests.server.conftest import fake_library
+from tests.ui.hub_gui_fixtures import pool_tasks  # noqa: F401
+
+TINY = Workload(prompt_lens=[40, 80], gen_len=6, concurrency=[1, 2], runs=2, warmup=1, shared_prefix=30)
+
+
+@pytest.fixture
+def host():
+    host = EngineHost(registry_with_fake(tok_s=400), queue_size=8, name="test-bench-page")
+    yield host
+    assert host.shutdown(5)
+
+
+@pytest.fixture
+def make_page(qtbot, tmp_path, host, pool_tasks):  # noqa: F811
+    libraries = []
+
+    def make(exports: list[str] | None = None) -> BenchPage:
+        library = fake_library(tmp_path / f"lib{len(libraries)}")
+        libraries.append(library)
+        answers = list(exports or [])
+        page = BenchPage(
+            host,
+            library,
+            BenchStore(tmp_path / "bench"),
+            pool_tasks,
+            save_dialog=lambda _title, _name: answers.pop(0) if answers else "",
+        )
+        qtbot.addWidget(page)
+        qtbot.waitUntil(lambda: page.source.count() == 3, timeout=5_000)  # alpha, beta, an endpoint
+        return page
+
+    yield make
+    for library in libraries:
+        library.close()
+
+
+def run(qtbot, page: BenchPage, workload: Workload = TINY) -> BenchReport:
+    with qtbot.waitSignal(page.run_finished, timeout=30_000) as got:
+        page.start(workload)
+    return got.args[0]
+
+
+def test_a_run_shows_progress_then_its_charts_table_and_saved_entry(qtbot, make_page, tmp_path):
+    page = make_page()
+    assert page.source.itemData(page.source.count() - 1) == ENDPOINT
+    assert not page.url.isVisibleTo(page)  # the endpoint's fields only for an endpoint
+    seen = []
+    page.progress.valueChanged.connect(seen.append)
+    report = run(qtbot, page)
+    assert seen and max(seen) > 0  # the bar moved while it ran
+    assert not page.running and page.run_button.isEnabled() and not page.progress.isVisible()
+    saved = list((tmp_path / "bench").glob("*.json"))
+    assert len(saved) == 1 and BenchReport.from_json(saved[0].read_text()) == report
+    qtbot.waitUntil(lambda: page.runs.list.count() == 1 and page.runs.shown == [report], timeout=5_000)
+    assert page.runs.checked_paths() == saved  # the run just made is the one shown
+    # The table: one row per (prompt length, users), as `hearth bench` prints it.
+    assert page.results.table.rowCount() == len(report.cells) == 4
+    assert [page.results.table.item(r, 0).text() for r in range(4)] == ["40", "40", "80", "80"]
+    assert page.results.table.item(0, 6).text() == table_rows(report)[0][6]
+    chosen = page.source.currentData().path.name
+    assert chosen in page.results.heading.text() and "prompts 40, 80" in page.results.details.text()
+    assert "cached" in page.results.prefix_note.text()  # the shared prefix's benefit, in words
+    # The charts: measured decode and prefill at both prompt lengths; TTFT bars per prompt length.
+    decode = page.results.charts.decode.series_shown[0]
+    assert [round(x) for x, _ in decode.measured] == [round(c.prompt_tokens) for c in single_user_cells(report)]
+    assert all(y > 0 for _, y in decode.measured)
+    assert [s.name() for s in page.results.charts.decode.chart().series() if "measured" in s.name()]
+    assert [b.label() for b in page.results.charts.ttft.bar_sets] == ["p50", "p95", "p99"]
+    p50, p95, p99 = ([b.at(i) for i in range(b.count())] for b in page.results.charts.ttft.bar_sets)
+    assert all(a <= b <= c for a, b, c in zip(p50, p95, p99))
+    assert p50 == pytest.approx(ttft_bars(report).p50)
+
+
+def test_cancel_stops_the_run_and_saves_nothing(qtbot, make_page, tmp_path):
+    page = make_page()
+    slow = Workload(prompt_lens=[40], gen_len=200, concurrency=[1], runs=50, warmup=1)
+    with qtbot.waitSignal(page.run_failed, timeout=30_000) as got:
+        page.start(slow)
+        qtbot.waitUntil(lambda: page.progress.value() > 0, timeout=10_000)
+        assert page.cancel_button.isEnabled()
+        page.cancel_button.click()
+    assert "no report was saved" in got.args[0] and page.status.text() == got.args[0]
+    assert not list((tmp_path / "bench").glob("*.json")) and not page.running
+    assert page.run_button.isEnabled()
+
+
+def test_two_saved_runs_are_compared_on_the_same_axes_and_exported(qtbot, make_page, tmp_path):
+    png, out_json = tmp_path / "charts.png", tmp_path / "out" / "report.json"
+    out_json.parent.mkdir()
+    page = make_page(exports=[str(out_json), str(png)])
+    first = run(qtbot, page, Workload(prompt_lens=[40], gen_len=6, concurrency=[1], runs=2, warmup=1))
+    page.source.setCurrentIndex(1)  # the other model
+    second = run(qtbot, page, Workload(prompt_lens=[40, 80], gen_len=6, concurrency=[1], runs=2, warmup=1))
+    qtbot.waitUntil(lambda: page.runs.list.count() == 2, timeout=5_000)
+    page.runs.set_checked([Path(page.runs.list.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(2)])
+    qtbot.waitUntil(lambda: len(page.runs.shown) == 2, timeout=5_000)
+    assert {r.id for r in page.runs.shown} == {first.id, second.id}
+    labels = [s.label for s in page.results.charts.decode.series_shown]
+    assert len(labels) == 2 and labels[0] != labels[1]
+    lines = [s for s in page.results.charts.decode.chart().series() if s.name().endswith("measured")]
+    assert len(lines) == 2
+    x_axis = page.results.charts.decode.chart().axes(Qt.Orientation.Horizontal)[0]
+    assert x_axis.max() >= max(x for s in page.results.charts.decode.series_shown for x, _ in s.measured)  # shared axes
+    assert len(page.results.charts.ttft.bar_sets) == 6  # p50/p95/p99 for each run
+    assert "compared with 1 more" in page.results.heading.text()
+    # Exports: the described run's JSON (a valid report) and a PNG of the charts.
+    page.runs.export_json_button.click()
+    qtbot.waitUntil(lambda: page.status.text() == f"Exported {out_json}.", timeout=5_000)
+    assert BenchReport.from_json(out_json.read_text()).id == page.runs.shown[0].id
+    assert json.loads(out_json.read_text())["schema_version"] == 1
+    page.resize(1100, 900)
+    page.show()
+    page.runs.export_png_button.click()
+    qtbot.waitUntil(lambda: page.status.text().startswith(("Exported", "Could not")), timeout=5_000)
+    assert page.status.text() == f"Exported {png}."
+    image = QImage(str(png))
+    assert not image.isNull() and image.width() > 300
+
+
+def test_a_run_that_cannot_start_says_why_and_loses_nothing(qtbot, make_page, tmp_path):
+    page = make_page()
+    page.source.setCurrentIndex(page.source.count() - 1)  # an endpoint, with no URL
+    assert page.url.isVisibleTo(page)
+    page.start(TINY)
+    assert "server's URL" in page.status.text() and not page.running
+    page.url.setText("http://127.0.0.1:9")  # nothing listens there
+    with qtbot.waitSignal(page.run_failed, timeout=30_000) as got:
+        page.start(Workload(prompt_lens=[40], gen_len=4, concurrency=[1], runs=1, warmup=0))
+    assert got.args[0].startswith("The benchmark could not run:")
+    assert not list((tmp_path / "bench").glob("*.json"))
+
+
+def test_the_series_take_the_least_concurrent_cell_per_prompt_length(qtbot, make_page):
+    page = make_page()
+    report = run(qtbot, page)
+    cells = single_user_cells(report)
+    assert [(c.prompt_len, c.concurrency) for c in cells] == [(40, 1), (80, 1)]
+    with pytest.raises(ValueError):
+        speed_series(report, "latency")
+
+
+def test_the_charts_are_drawn_in_the_themes_colours_and_follow_it(qtbot, make_page, themed):
+    from app.ui.theme import load_palettes
+
+    page = make_page()
+    run(qtbot, page, Workload(prompt_lens=[40], gen_len=6, concurrency=[1], runs=1, warmup=0))
+    qtbot.waitUntil(lambda: len(page.runs.shown) == 1, timeout=5_000)
+
+    def measured_pen() -> str:
+        line = next(s for s in page.results.charts.decode.chart().series() if s.name().endswith("measured"))
+        return line.pen().color().name()
+
+    assert measured_pen() == load_palettes()["light"]["accent"]
+    themed.apply("dark")
+    page.restyle()
+    assert measured_pen() == load_palettes()["dark"]["accent"]
+    assert page.results.charts.decode.chart().backgroundBrush().color().name() == load_palettes()["dark"]["surface"]
+
+
+def test_runs_a_hundredfold_apart_share_a_log_scale(qtbot, make_page, tmp_path):
+    page = make_page()
+    slow = run(qtbot, page, Workload(prompt_lens=[40, 80], gen_len=6, concurrency=[1], runs=1, warmup=0))
+    cells = [c.model_copy(update={"decode_tok_s": (c.decode_tok_s or 1) * 300}) for c in slow.cells]
+    fast = slow.model_copy(update={"id": slow.id + "-fast", "cells": cells})
+    fast_path = BenchStore(tmp_path / "bench").save(fast)
+    page.runs.refresh()
+    qtbot.waitUntil(lambda: page.runs.list.count() == 2, timeout=5_000)
+    page.runs.set_checked([fast_path, *page.runs.checked_paths()])
+    qtbot.waitUntil(lambda: len(page.runs.shown) == 2, timeout=5_000)
+    decode = page.results.charts.decode
+    assert decode.log_scale and "log" in decode.chart().axes(Qt.Orientation.Vertical)[0].titleText()
+    assert not page.results.charts.prefill.log_scale  # prefill did not change: a plain axis
