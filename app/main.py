@@ -83,8 +83,8 @@ def build_shell(
 ) -> Shell:
     from PySide6.QtWidgets import QSystemTrayIcon
 
-    from app.server.config import new_api_key
     from app.core.bench.store import BenchStore
+    from app.server.config import new_api_key
     from app.ui.bench.bench_page import BenchPage
     from app.ui.bridge import EventBridge
     from app.ui.chat.chat_page import ChatPage
