@@ -77,7 +77,7 @@ class SpeedChart(QChartView):
 
     def show_reports(self, reports: list[BenchReport]) -> None:
         title = "Decode" if self.which == "decode" else "Prefill"
-        chart = _chart(f"{title} tok/s — measured (solid), predicted (dashed)")
+        chart = _chart(f"{title} tok/s (dashed: predicted)")
         labels = legend_labels(reports)
         self.series_shown = [speed_series(r, self.which, label) for r, label in zip(reports, labels)]
         xs: list[float] = []
@@ -92,7 +92,7 @@ class SpeedChart(QChartView):
         if self.log_scale:
             y_axis = QLogValueAxis()
             y_axis.setBase(10)
-            y_axis.setMinorTickCount(-1)
+            y_axis.setMinorTickCount(0)  # decades only: minor lines at every 2..9 crowded the plot
         else:
             y_axis = QValueAxis()
         y_axis.setTitleText("tok/s (log scale)" if self.log_scale else "tok/s")
