@@ -124,15 +124,19 @@ def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, 
     from app.core.bench.describe import planned_load
     from app.core.bench.runner import HostRunner
     from app.core.engines import default_registry
+    from app.core.engines.llamacpp_options import physical_cores
     from app.core.hardware import probe_hardware
     from app.core.runtime.host import EngineHost
 
     path, fmt = resolve_model(ctx, args.model)
     threads = args.threads
     if threads is None and fmt == "gguf":
-        from app.core.engines.llamacpp_options import physical_cores
-
         threads = physical_cores()
+    # The planner predicts the load a chat gets (all physical cores, its own GPU layers): a run with other
+    # settings would teach it the wrong lesson.
+    custom = args.gpu_layers is not None or (args.threads is not None and args.threads != physical_cores())
+    if custom:
+        sys.stderr.write("note: with --threads or --gpu-layers set, the speeds are not fed to calibration\n")
     load = planned_load(path, fmt, workload.target_ctx, n_threads=threads, n_gpu_layers=args.gpu_layers)
     # No calibration on the host: the runner records one measured speed per prompt length instead of one
     # per request (warm-up included).
@@ -143,6 +147,7 @@ def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, 
         fmt,
         workload,
         calibration=ctx.calibration,
+        feed_calibration=not custom,
         hardware=probe_hardware(cache_dir=ctx.paths.cache, measure_bandwidth=False),
         sha256=_known_sha256(ctx, args.model, path),
         progress=progress,
