@@ -150,6 +150,7 @@ def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, 
         feed_calibration=not custom,
         hardware=probe_hardware(cache_dir=ctx.paths.cache, measure_bandwidth=False),
         sha256=_known_sha256(ctx, args.model, path),
+        model_name=None if Path(args.model).expanduser().exists() else args.model,
         progress=progress,
     )
     return runner, host
