@@ -7,7 +7,7 @@ JSON report saved in the data folder (`bench/`).
 Modules by idea: workload (what to run, presets), stats (percentiles), report (the report model and its
 JSON schema), prompts (prompts of a given token length), measure (per-request samples → a cell),
 describe (model, weights, engine, predictions), runner (through the EngineHost), endpoint (over HTTP),
-store (saved reports).
+store (saved reports), compare (series for charts, runs side by side).
 
 Use (from a background thread; `progress` is called on it):
 
