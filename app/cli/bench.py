@@ -38,7 +38,7 @@ def add_bench_command(subparsers: Any) -> None:
     p.add_argument("--runs", type=int, metavar="N", help="measured runs per cell (default 3)")
     p.add_argument("--warmup", type=int, metavar="N", help="unmeasured requests per prompt length (default 1)")
     p.add_argument("--ctx", type=int, metavar="N", help="context to load with (default: what the longest prompt needs)")
-    p.add_argument("--shared-prefix", type=int, metavar="N", help="tokens of a system prompt shared by requests: cold vs cached")
+    p.add_argument("--shared-prefix", type=int, metavar="N", help="tokens of a shared system prompt: cold vs cached")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: physical cores)")
     p.add_argument("--gpu-layers", type=int, metavar="N", help="layers on the GPU (default: the planner's; -1: all)")
     p.add_argument("--json", metavar="OUT", help="also write the report to OUT ('-': print it instead of the table)")
