@@ -31,19 +31,19 @@ def add_bench_command(subparsers: Any) -> None:
         description="Measure a model through Hearth's engine, or a server with --endpoint. Saves a JSON report.",
     )
     p.add_argument("model", nargs="?", help="a GGUF file, an MLX folder or a library name (with --endpoint: its id)")
-    p.add_argument("--preset", help=f"a workload preset: {', '.join(repr(n) for n in PRESETS)}")
-    p.add_argument("--prompt-lens", help="prompt lengths in tokens, e.g. 128,512,2048")
-    p.add_argument("--gen-len", type=int, help="tokens to generate per request (default 128)")
-    p.add_argument("--concurrency", help="requests at once, e.g. 1,4 (default 1)")
-    p.add_argument("--runs", type=int, help="measured runs per cell (default 3)")
-    p.add_argument("--warmup", type=int, help="unmeasured requests first (default 1)")
-    p.add_argument("--ctx", type=int, help="context to load with (default: what the longest prompt needs)")
-    p.add_argument("--shared-prefix", type=int, help="tokens of a system prompt shared by requests: cold vs cached")
-    p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
-    p.add_argument("--gpu-layers", type=int, help="layers on the GPU (default: the planner's; -1: all)")
+    p.add_argument("--preset", metavar="NAME", help=f"a workload preset: {', '.join(repr(n) for n in PRESETS)}")
+    p.add_argument("--prompt-lens", metavar="LIST", help="prompt lengths in tokens, e.g. 128,512,2048")
+    p.add_argument("--gen-len", type=int, metavar="N", help="tokens to generate per request (default 128)")
+    p.add_argument("--concurrency", metavar="LIST", help="requests at once, e.g. 1,4 (default 1)")
+    p.add_argument("--runs", type=int, metavar="N", help="measured runs per cell (default 3)")
+    p.add_argument("--warmup", type=int, metavar="N", help="unmeasured requests per prompt length (default 1)")
+    p.add_argument("--ctx", type=int, metavar="N", help="context to load with (default: what the longest prompt needs)")
+    p.add_argument("--shared-prefix", type=int, metavar="N", help="tokens of a shared system prompt: cold vs cached")
+    p.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: physical cores)")
+    p.add_argument("--gpu-layers", type=int, metavar="N", help="layers on the GPU (default: the planner's; -1: all)")
     p.add_argument("--json", metavar="OUT", help="also write the report to OUT ('-': print it instead of the table)")
     p.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server instead, e.g. http://127.0.0.1:8080")
-    p.add_argument("--api-key", help="the endpoint's API key")
+    p.add_argument("--api-key", metavar="KEY", help="the endpoint's API key")
     p.add_argument("--model", dest="model_id", metavar="ID", help="the endpoint's model id (default: its only one)")
     p.set_defaults(handler=cmd_bench)
 
@@ -124,15 +124,19 @@ def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, 
     from app.core.bench.describe import planned_load
     from app.core.bench.runner import HostRunner
     from app.core.engines import default_registry
+    from app.core.engines.llamacpp_options import physical_cores
     from app.core.hardware import probe_hardware
     from app.core.runtime.host import EngineHost
 
     path, fmt = resolve_model(ctx, args.model)
     threads = args.threads
     if threads is None and fmt == "gguf":
-        from app.core.engines.llamacpp_options import physical_cores
-
         threads = physical_cores()
+    # The planner predicts the load a chat gets (all physical cores, its own GPU layers): a run with other
+    # settings would teach it the wrong lesson.
+    custom = args.gpu_layers is not None or (args.threads is not None and args.threads != physical_cores())
+    if custom:
+        sys.stderr.write("note: with --threads or --gpu-layers set, the speeds are not fed to calibration\n")
     load = planned_load(path, fmt, workload.target_ctx, n_threads=threads, n_gpu_layers=args.gpu_layers)
     # No calibration on the host: the runner records one measured speed per prompt length instead of one
     # per request (warm-up included).
@@ -143,8 +147,10 @@ def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, 
         fmt,
         workload,
         calibration=ctx.calibration,
+        feed_calibration=not custom,
         hardware=probe_hardware(cache_dir=ctx.paths.cache, measure_bandwidth=False),
         sha256=_known_sha256(ctx, args.model, path),
+        model_name=None if Path(args.model).expanduser().exists() else args.model,
         progress=progress,
     )
     return runner, host

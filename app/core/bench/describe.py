@@ -109,10 +109,10 @@ def headroom(planned: Planned | None, machine: Machine | None = None) -> tuple[i
     return device.budget_bytes, device.name
 
 
-def model_record(path: Path, info: ModelInfo | None, spec: ModelSpec | None) -> ModelRecord:
+def model_record(path: Path, info: ModelInfo | None, spec: ModelSpec | None, name: str | None = None) -> ModelRecord:
     arch = (spec.architecture if spec else "") or str((info.extra if info else {}).get("architecture") or "")
     return ModelRecord(
-        name=(spec.name if spec and spec.name else "") or path.name,
+        name=name or (spec.name if spec and spec.name else "") or path.name,
         architecture=arch,
         parameters=spec.n_params if spec and spec.n_params else None,
         context_trained=spec.n_ctx_train if spec and spec.n_ctx_train else None,
@@ -127,6 +127,7 @@ def weights_record(path: Path, fmt: str, spec: ModelSpec | None, *, sha256: str 
         sha256 = file_sha256(path)
     return WeightsRecord(
         format=fmt,
+        file_name=path.name,
         quant_type=(spec.file_type if spec else None) or None,
         file_size=size,
         sha256=sha256,

@@ -91,7 +91,7 @@ class Driver:
         """Load the model / reach the server. Checks `self.cancel` where it can."""
 
     def finish(self) -> None:
-        """Always called after `prepare`, cancelled or not."""
+        """Always called once `prepare` was, whether it, the run or nothing failed (or was cancelled)."""
 
     def count_tokens(self, messages: Messages) -> int:
         raise NotImplementedError
@@ -125,8 +125,8 @@ class Driver:
         t0 = time.perf_counter()
         self._done = 0
         self.check_cancel()
-        self.prepare()
         try:
+            self.prepare()
             self.check_cancel()
             maker = PromptMaker(fit_tokens(self.count_tokens))
             cells = []

@@ -120,9 +120,13 @@ class EndpointRunner(Driver):
         ]
         for t in threads:
             t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.1)  # sliced, so Ctrl-C reaches the main thread (the threads see the cancel flag)
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.1)  # sliced, so Ctrl-C reaches the waiting thread
+        except KeyboardInterrupt:
+            self.cancel.set()  # the request threads leave their streams: the server stops those replies
+            raise
         return samples
 
     def describe(self) -> Described:

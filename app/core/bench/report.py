@@ -22,7 +22,7 @@ class _Strict(BaseModel):
 
 
 class ModelRecord(_Strict):
-    name: str  # the file or library name, or the endpoint's model id
+    name: str  # the library name, else the model's own (GGUF general.name) or file name; an endpoint's id
     architecture: str = ""  # "llama", "qwen2", ... ("" when the server does not say)
     parameters: int | None = None  # total parameters
     context_trained: int | None = None
@@ -30,6 +30,7 @@ class ModelRecord(_Strict):
 
 class WeightsRecord(_Strict):
     format: str | None = None  # "gguf", "mlx"
+    file_name: str | None = None  # the (first) file or the folder, without its directory
     quant_type: str | None = None  # "Q4_K_M"
     file_size: int | None = None  # bytes, all shards
     sha256: str | None = None  # of the (first) file; None when not hashed (an endpoint's model)

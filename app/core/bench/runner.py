@@ -52,9 +52,12 @@ REQUEST_TIMEOUT_S = 3600.0
 
 
 class HostRunner(Driver):
-    """Benchmark `load.path` (format `fmt`) on `host`. `calibration`: where measured speeds go (skipped when
-    the host records every run itself, so nothing is counted twice). `sha256`: the weights' digest when
-    known (the library's), else the file is hashed. `hardware`: this machine's profile (probed if None)."""
+    """Benchmark `load.path` (format `fmt`) on `host`.
+
+    `calibration` corrects the predictions shown and takes the measured speeds, unless `feed_calibration`
+    is off or the host records every run itself (so nothing is counted twice). `sha256`: the weights'
+    digest when known (the library's), else the file is hashed. `model_name`: what the user calls it (a
+    library name); default the model's own name. `hardware`: this machine's profile (probed if None)."""
 
     def __init__(
         self,
@@ -66,7 +69,9 @@ class HostRunner(Driver):
         calibration: CalibrationStore | None = None,
         hardware: HardwareProfile | None = None,
         sha256: str | None = None,
+        model_name: str | None = None,
         plan_check: bool = True,
+        feed_calibration: bool = True,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> None:
@@ -81,7 +86,9 @@ class HostRunner(Driver):
         self.calibration = calibration
         self.hardware = hardware
         self.sha256 = sha256
+        self.model_name = model_name
         self.plan_check = plan_check
+        self.feed_calibration = feed_calibration
         self.planned: Planned | None = None
         self.info: ModelInfo | None = None
 
@@ -134,7 +141,7 @@ class HostRunner(Driver):
                 "concurrent requests queue in the engine host (one runs at a time): their TTFT includes the wait"
             )
         return Described(
-            model=model_record(path, self.info, spec),
+            model=model_record(path, self.info, spec, self.model_name),
             weights=weights_record(path, self.fmt, spec, sha256=self.sha256),
             engine=engine_record(self.fmt, self.load, self.info),
             hardware=hardware.to_dict(),
@@ -160,7 +167,7 @@ class HostRunner(Driver):
         """One SpeedRun per prompt length (its least concurrent cell), through the same store and record
         the host uses after a chat reply; the prediction is the uncalibrated one the store compares with."""
         store, planned = self.calibration, self.planned
-        if store is None or planned is None or self.host.calibration is not None:
+        if store is None or planned is None or not self.feed_calibration or self.host.calibration is not None:
             return
         seen: set[int] = set()
         for cell in sorted(cells, key=lambda c: (c.prompt_len, c.concurrency)):
