@@ -82,7 +82,7 @@ def test_a_run_shows_progress_then_its_charts_table_and_saved_entry(qtbot, make_
     assert "cached" in page.results.prefix_note.text()  # the shared prefix's benefit, in words
     # The charts: measured decode and prefill at both prompt lengths; TTFT bars per prompt length.
     decode = page.results.charts.decode.series_shown[0]
-    assert [round(x) for x, _ in decode.measured] == [round(c.prompt_tokens) for c in single_user_cells(report)]
+    assert [round(x) for x, _ in decode.measured] == [c.prompt_len for c in single_user_cells(report)]
     assert all(y > 0 for _, y in decode.measured)
     assert [s.name() for s in page.results.charts.decode.chart().series() if "measured" in s.name()]
     assert [b.label() for b in page.results.charts.ttft.bar_sets] == ["p50", "p95", "p99"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.core.bench import compare
 from app.core.bench.report import BenchReport, CellResult
 from app.core.units import fmt_bytes
 
@@ -56,19 +57,13 @@ def single_user_cells(report: BenchReport) -> list[CellResult]:
 
 
 def speed_series(report: BenchReport, which: str, label: str | None = None) -> SpeedSeries:
-    """`which` is "decode" or "prefill"; `label` names it in a legend (the run's full label by default)."""
+    """`which` is "decode" or "prefill"; `label` names it in a legend (the run's full label by default).
+    The points are the bench core's series at the lowest concurrency (speeds without queueing)."""
     if which not in ("decode", "prefill"):
         raise ValueError(f"no {which!r} speed; decode or prefill")
-    measured: list[Point] = []
-    predicted: list[Point] = []
-    for cell in single_user_cells(report):
-        got = cell.decode_tok_s if which == "decode" else cell.prefill_tok_s
-        want = cell.predicted.decode_tok_s if which == "decode" else cell.predicted.prefill_tok_s
-        x = float(cell.prompt_tokens or cell.prompt_len)
-        if got:
-            measured.append((x, got))
-        if want:
-            predicted.append((x, want))
+    metric = f"{which}_tok_s"
+    measured = [(float(x), y) for x, y in compare.series(report, metric) if y > 0]
+    predicted = [(float(x), y) for x, y in compare.series(report, metric, predicted=True) if y > 0]
     return SpeedSeries(label or run_label(report), measured, predicted)
 
 
