@@ -53,20 +53,21 @@ class ProbeResult:
 
 def normalize_url(url: str) -> str:
     """The server's base URL, without a trailing `/v1` (people paste either), with a scheme."""
-    text = url.strip().rstrip("/")
+    text = url.strip()
     if not text:
         raise RemoteError("the remote URL is empty")
     if "://" not in text:
         text = "http://" + text
     if not text.startswith(("http://", "https://")):
         raise RemoteError(f"{url!r} is not an http(s) URL")
+    text = text.rstrip("/")
     if text.endswith("/v1"):
         text = text[:-3]
     try:
         parsed = httpx.URL(text)
     except httpx.InvalidURL as exc:
         raise RemoteError(f"{url!r} is not a valid URL: {exc}") from exc
-    if not parsed.host:
+    if not parsed.host or text.endswith(":"):
         raise RemoteError(f"{url!r} has no host")
     return text
 
