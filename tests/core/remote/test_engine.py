@@ -93,7 +93,8 @@ def test_stop_closes_the_upstream_request_and_frees_the_remote_within_a_token(co
 
 
 def test_reasoning_and_tool_calls_pass_through_to_hearths_parser(connect):
-    script = '<think> the user wants weather </think> <tool_call> {"name":"get_weather","arguments":{"city":"Paris"}} </tool_call>'
+    call = '{"name":"get_weather","arguments":{"city":"Paris"}}'
+    script = f"<think> the user wants weather </think> <tool_call> {call} </tool_call>"
     up, host, _ = connect(script=script)
     text, _final = host.generate_sync(GenerateRequest(messages=HI, tools=WEATHER))
     assert up.engines[0].generations[-1].tools is not None  # the tools reached the remote
@@ -142,7 +143,7 @@ def test_a_remote_that_goes_away_mid_stream_is_a_clear_engine_error(connect):
 
 def test_a_slow_remote_times_out_as_configured(connect):
     # The upstream takes 5 s to read the prompt; the remote is set to wait 0.5 s for a byte.
-    up, host, _ = connect(read_timeout_s=0.5, prompt_batch=1, prompt_batch_delay_s=5.0)
+    _up, host, _ = connect(read_timeout_s=0.5, prompt_batch=1, prompt_batch_delay_s=5.0)
     t0 = time.monotonic()
     with pytest.raises(HearthError, match=r"remote box sent nothing for 0.5 s"):
         host.generate_sync(GenerateRequest(messages=HI))
@@ -150,7 +151,7 @@ def test_a_slow_remote_times_out_as_configured(connect):
 
 
 def test_a_refusal_before_output_keeps_the_remotes_message_and_kind(connect):
-    up, host, _ = connect(n_ctx=32)
+    _up, host, _ = connect(n_ctx=32)
     handle = host.submit(GenerateJob(GenerateRequest(messages=[ChatMessage(role="user", content="word " * 100)])))
     assert handle.wait(10)
     assert handle.error_code == "context_length_exceeded" and "remote box answered 400" in handle.error
