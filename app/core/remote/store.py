@@ -5,6 +5,7 @@ Keys never reach a log, a repr or an error message."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -169,7 +170,7 @@ class RemoteStore:
                     raise RemoteError(f"could not read the key of remote {name} from the keyring: {exc}") from exc
             return keys.get(name)
 
-    def entries(self, *, exposed_only: bool = False) -> list[RemoteEntry]:
+    def entries(self, *, exposed_only: bool = False) -> builtins.list[RemoteEntry]:
         """Every remote model the last probes found (no network)."""
         return [RemoteEntry(r, m) for r in self.list() if r.expose_locally or not exposed_only for m in r.models]
 
