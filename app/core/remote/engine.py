@@ -2,14 +2,16 @@
 "loads" it and chat and API jobs reach it the same way they reach a local model.
 
 The host owns it on its thread; each generation is one streamed HTTP request. Cancel is checked on every
-line the server sends (tokens and keep-alive pings) and closes the response, which the server sees as a
-client that left. A server silent for the remote's read timeout fails the reply with that reason.
+line the server sends, and a watcher shuts the socket down at once when a Stop comes while the server is
+silent (a long prompt): the server sees a client that left and frees its slot. A server silent for the
+remote's read timeout fails the reply with that reason.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +36,7 @@ from app.core.remote.wire import ReplyDecoder, http_error, request_body, sse_dat
 
 logger = logging.getLogger(__name__)
 
+CANCEL_POLL_S = 0.05  # how often a stream's watcher looks at the cancel flag (while the reply lasts)
 CHARS_PER_TOKEN = 4  # a remote does not tokenize for us: counts are estimates, the server checks for real
 
 
@@ -159,12 +162,14 @@ class RemoteEngine:
         decoder = ReplyDecoder(remote.name, chat=chat)
         t_first: float | None = None
         done = False
+        finished = threading.Event()
+        # A remote reading a long prompt sends nothing for a while: Stop must not wait for its next byte.
+        watcher = threading.Thread(target=_abort_on_cancel, args=(response, cancel, finished), daemon=True)
+        watcher.start()
         try:
             for line in response.iter_lines():
                 if cancel.is_set():
-                    response.close()  # the server sees the client leave and frees its slot
-                    yield Chunk(finish_reason="cancelled", stats=decoder.stats(t0, t_first, time.perf_counter()))
-                    return
+                    break
                 data = sse_data(line)
                 if data is None:
                     continue
@@ -182,21 +187,21 @@ class RemoteEngine:
                         t_first = time.perf_counter()
                     yield Chunk(text=text)
         except httpx.TimeoutException as exc:
-            raise self._timeout(remote, exc) from exc
+            if not cancel.is_set():
+                raise self._timeout(remote, exc) from exc
         except httpx.TransportError as exc:
-            raise RemoteError(
-                f"the connection to the remote {remote.name} broke mid-reply ({exc or type(exc).__name__})"
-            ) from exc
+            if not cancel.is_set():
+                reason = str(exc) or type(exc).__name__
+                raise RemoteError(f"the connection to the remote {remote.name} broke mid-reply ({reason})") from exc
         finally:
-            response.close()
+            finished.set()
+            response.close()  # the server sees the client leave and frees its slot
+        t_end = time.perf_counter()
         if cancel.is_set():
-            yield Chunk(
-                text=decoder.close(), finish_reason="cancelled", stats=decoder.stats(t0, t_first, time.perf_counter())
-            )
+            yield Chunk(text=decoder.close(), finish_reason="cancelled", stats=decoder.stats(t0, t_first, t_end))
             return
         if not done and decoder.finish is None:
             raise RemoteError(f"the remote {remote.name} ended the reply before finishing it (did the server stop?)")
-        t_end = time.perf_counter()
         yield Chunk(
             text=decoder.close(), finish_reason=decoder.finish or "stop", stats=decoder.stats(t0, t_first, t_end)
         )
@@ -212,6 +217,23 @@ class RemoteEngine:
             "overloaded or stuck",
             "unavailable",
         )
+
+
+def _abort_on_cancel(response: httpx.Response, cancel: threading.Event, finished: threading.Event) -> None:
+    """Watcher thread: on cancel, shut the connection's socket down, which wakes a read blocked in it
+    (closing the socket alone does not, on Linux); the generator then ends as cancelled."""
+    while not finished.is_set():
+        if cancel.wait(CANCEL_POLL_S):
+            if finished.is_set():
+                return
+            stream = response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    logger.debug("the remote connection was already closed")
+            return
 
 
 def _int(value: object) -> int | None:

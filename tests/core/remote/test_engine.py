@@ -175,3 +175,16 @@ def test_completion_prompts_go_to_the_completions_route(connect):
     text, final = host.generate_sync(GenerateRequest(prompt="tell me", sampling=SamplingParams(max_tokens=3)))
     assert text == "once upon a" and final.finish_reason == "length"
     assert up.engines[0].generations[-1].prompt == "tell me"
+
+
+def test_stop_during_a_long_remote_prefill_ends_at_once_and_frees_the_remote(connect):
+    # ~10 s of prefill upstream, with nothing sent meanwhile but the role chunk
+    up, host, _ = connect(prompt_batch=1, prompt_batch_delay_s=0.5, n_ctx=4096)
+    handle = host.submit(GenerateJob(GenerateRequest(messages=[ChatMessage(role="user", content="word " * 20)])))
+    assert wait_until(lambda: up.host.state.status == "generating", 5)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    handle.cancel()
+    assert handle.wait(2)
+    assert time.monotonic() - t0 < 0.5 and handle.result.final.finish_reason == "cancelled"
+    assert wait_until(lambda: up.host.state.status == "ready", 2)
