@@ -196,3 +196,37 @@ def test_local_security_applies_and_the_remote_key_stays_out_of_the_log(forward)
     assert all(UPSTREAM_KEY not in repr(item) for item in logged)
     # and the upstream was asked with the key (it requires one)
     assert len(up.engines[0].generations) == 1
+
+
+def test_the_api_service_forwards_the_remotes_its_resolver_knows(tmp_path):
+    import socket
+
+    from app.core.engines.base import LoadSpec
+    from app.core.engines.fake import registry_with_fake
+    from app.core.runtime.host import EngineHost
+    from app.core.runtime.resolve import ModelResolver
+    from app.core.settings import ServerSettings
+    from app.server.service import ApiService
+    from tests.server.conftest import fake_library, no_preflight
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with upstream_server(tmp_path / "up", script="via the service") as up:
+        store = remote_store(tmp_path)
+        store.add(up.url, name="box", api_key=UPSTREAM_KEY, expose_locally=True)
+        library = fake_library(tmp_path / "lib")
+        resolver = ModelResolver(library, machine=lambda: None, remotes=store)
+        host = EngineHost(registry_with_fake(), preflight=no_preflight, resolver=resolver)
+        host.load_sync(LoadSpec(path=library.find("alpha").path, n_ctx=64), "fake")
+        api = ApiService(host, library, resolver, lambda: ServerSettings(port=port))
+        try:
+            url = api.start().url
+            r = httpx.post(url + "/chat/completions", json=chat(REMOTE), timeout=30)
+            assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "via the service"
+            assert "box/alpha" in {m["id"] for m in httpx.get(url + "/models").json()["data"]}
+        finally:
+            api.stop()
+            host.shutdown(5)
+            library.close()
+    assert api._remotes is None  # its remote hosts were shut down with the server
