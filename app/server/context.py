@@ -55,18 +55,18 @@ class ServerContext:
     def route(self, name: str | None) -> tuple[EngineHost, str | None]:
         """The host a request's `model` runs on and the model its job names: an exposed remote model goes
         to its own host (the local model stays loaded); anything else to the one host, as `job_model`."""
-        if name and self.remotes is not None and not self.in_library(name):
-            entry = self.remotes.find(name)
-            if entry is not None:
-                if not entry.remote.expose_locally:
-                    raise APIError(
-                        f"the model {name[:200]!r} is on the remote {entry.remote.name}, which this endpoint does not "
-                        "expose (turn on “expose on the local endpoint” for that remote)",
-                        code="model_not_found",
-                        param="model",
-                        status=404,
-                    )
-                return self.remotes.host_for(name), name
+        pool = self.remotes
+        entry = pool.find(name) if name and pool is not None else None
+        if name and pool is not None and entry is not None and not self.in_library(name):
+            if not entry.remote.expose_locally:
+                raise APIError(
+                    f"the model {name[:200]!r} is on the remote {entry.remote.name}, which this endpoint does not "
+                    "expose (turn on “expose on the local endpoint” for that remote)",
+                    code="model_not_found",
+                    param="model",
+                    status=404,
+                )
+            return pool.host_for(name), name
         return self.host, self.job_model(name)
 
     def in_library(self, name: str) -> bool:

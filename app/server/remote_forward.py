@@ -52,7 +52,7 @@ class RemotePool:
             if self._closed:
                 raise ModelNotFound("the server is stopping")
             hosts = self._hosts.setdefault(model_id, [])
-            idle = [h for h in hosts if h.state.status != "generating" and h.queue_depth == 0]
+            idle = [h for h in hosts if h.state.status in ("idle", "ready", "error") and h.queue_depth == 0]
             if idle:
                 return idle[0]
             if len(hosts) < self.parallel:

@@ -230,3 +230,12 @@ def test_the_api_service_forwards_the_remotes_its_resolver_knows(tmp_path):
             host.shutdown(5)
             library.close()
     assert api._remotes is None  # its remote hosts were shut down with the server
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_over_the_remotes_context_is_its_400_before_any_byte(forward, stream):
+    live, _ = forward(n_ctx=32, script="x")
+    body = {"model": REMOTE, "stream": stream, "messages": [{"role": "user", "content": "word " * 100}]}
+    r = live.client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+    assert "remote box" in r.json()["error"]["message"]

@@ -144,6 +144,8 @@ class RemoteStore:
         self._keyring = system_keyring() if keyring == "auto" else keyring
         self.prober = prober
         self._lock = threading.RLock()
+        # The parsed file by (mtime, size): routes look names up per request, and the file rarely changes.
+        self._cache: tuple[tuple[int, int], dict[str, Remote], dict[str, str]] | None = None
 
     @property
     def key_storage(self) -> Literal["keyring", "file"]:
@@ -276,10 +278,23 @@ class RemoteStore:
         return remote
 
     def _read(self) -> tuple[dict[str, Remote], dict[str, str]]:
+        """Copies the caller may change: (remotes by name, keys kept in the file)."""
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            st = self.path.stat()
         except FileNotFoundError:
             return {}, {}
+        except OSError as exc:
+            logger.warning("cannot read %s (%s); starting with no remotes", self.path, type(exc).__name__)
+            return {}, {}
+        version = (st.st_mtime_ns, st.st_size)
+        if self._cache is None or self._cache[0] != version:
+            remotes, keys = self._parse()
+            self._cache = (version, remotes, keys)
+        return dict(self._cache[1]), dict(self._cache[2])
+
+    def _parse(self) -> tuple[dict[str, Remote], dict[str, str]]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             logger.warning("cannot read %s (%s); starting with no remotes", self.path, type(exc).__name__)
             return {}, {}
@@ -299,6 +314,7 @@ class RemoteStore:
         if keys:
             data["keys"] = keys
         atomic_write_text(self.path, json.dumps(data, indent=2))
+        self._cache = None  # two writes within the clock's resolution would look the same by mtime
         if os.name == "posix":
             os.chmod(self.path, FILE_MODE)  # mkstemp made it 0600 already; this says it is meant
 
