@@ -191,8 +191,9 @@ def test_local_security_applies_and_the_remote_key_stays_out_of_the_log(forward)
     assert up.engines[0].generations == []
     r = live.client.post("/v1/chat/completions", json=chat(REMOTE))
     assert r.status_code == 200 and UPSTREAM_KEY not in r.text and UPSTREAM_KEY not in str(r.headers)
+    # the log records a request just after its response went out
+    assert wait_until(lambda: any(item.model == REMOTE for item in live.context.log.items()), 2)
     logged = live.context.log.items()
-    assert any(item.model == REMOTE for item in logged)
     assert all(UPSTREAM_KEY not in repr(item) for item in logged)
     # and the upstream was asked with the key (it requires one)
     assert len(up.engines[0].generations) == 1
@@ -239,3 +240,30 @@ def test_a_prompt_over_the_remotes_context_is_its_400_before_any_byte(forward, s
     r = live.client.post("/v1/chat/completions", json=body)
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
     assert "remote box" in r.json()["error"]["message"]
+
+
+def test_the_agent_routes_and_concurrent_clients_reach_the_remote_too(forward):
+    live, _ = forward(script="hello over there", tok_s=40)
+    message = live.client.post(
+        "/v1/messages", json={"model": REMOTE, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert message.status_code == 200 and message.json()["content"][0]["text"] == "hello over there"
+    response = live.client.post("/v1/responses", json={"model": REMOTE, "input": "hi"})
+    assert response.status_code == 200 and "hello over there" in json.dumps(response.json())
+    # two clients at once: each gets a host of its own (the remote server takes both)
+    results: list[int] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                httpx.post(live.v1 + "/chat/completions", json=chat(REMOTE), timeout=30).status_code
+            )
+        )
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert results == [200, 200]
+    assert len(live.context.remotes._hosts[REMOTE]) == 2

@@ -224,16 +224,26 @@ class RemoteStore:
             remotes, keys = self._read()
             remotes[name] = remote
             keys.pop(name, None)
-            if api_key:
-                if self._keyring is not None:
-                    self._keyring.set(name, api_key)
-                else:
-                    keys[name] = api_key
-            elif self._keyring is not None:
+            if api_key and not self._keyring_set(name, api_key):
+                keys[name] = api_key
+            elif not api_key and self._keyring is not None:
                 self._keyring.delete(name)
             self._write(remotes, keys)
         logger.info("remote %s added: %s at %s, %d models", name, remote.kind, base, len(remote.models))
         return remote
+
+    def _keyring_set(self, name: str, key: str) -> bool:
+        """True when the keyring took the key; a locked or broken one leaves it to the owner-only file."""
+        if self._keyring is None:
+            return False
+        try:
+            self._keyring.set(name, key)
+        except Exception as exc:
+            logger.warning(
+                "the keyring refused the key of remote %s (%s); keeping it in %s", name, type(exc).__name__, self.path
+            )
+            return False
+        return True
 
     def refresh(self, name: str) -> Remote:
         """Probe again; an unreachable remote is saved with its error (its models stay as last seen)."""

@@ -133,3 +133,42 @@ def test_the_key_never_reaches_the_log_file(tmp_path):
     logged = log_file.read_text()
     assert "box" in logged and "remote" in logged  # the operations were logged ...
     assert UPSTREAM_KEY not in logged  # ... and the key was not
+
+
+def test_a_keyring_that_refuses_leaves_the_key_to_the_owner_only_file(tmp_path):
+    class Locked(FakeKeyring):
+        def set_password(self, service, name, key):
+            raise RuntimeError("locked")
+
+    store = RemoteStore(tmp_path / "r.json", keyring=KeyringKeys(Locked()), prober=fake_probe)
+    store.add("http://box", api_key=KEY)
+    assert store.api_key("box") == KEY and KEY in (tmp_path / "r.json").read_text()
+
+
+def test_the_system_keyring_is_used_only_with_a_real_backend(monkeypatch):
+    import sys
+    import types
+
+    from app.core.remote.store import system_keyring
+
+    fail = types.ModuleType("keyring.backends.fail")
+
+    class FailKeyring:
+        priority = 0
+
+    fail.Keyring = FailKeyring
+    backends = types.ModuleType("keyring.backends")
+    backends.fail = fail
+    module = types.ModuleType("keyring")
+    module.backends = backends
+    monkeypatch.setitem(sys.modules, "keyring", module)
+    monkeypatch.setitem(sys.modules, "keyring.backends", backends)
+    monkeypatch.setitem(sys.modules, "keyring.backends.fail", fail)
+    module.get_keyring = FailKeyring
+    assert system_keyring() is None  # the fail backend: keys go to the file
+
+    class Real:
+        priority = 5
+
+    module.get_keyring = Real
+    assert isinstance(system_keyring(), KeyringKeys)
