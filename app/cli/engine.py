@@ -65,10 +65,7 @@ def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
         try:
             model = library.find(name)
             if model is None:
-                raise ModelFileError(
-                    f"{name!r} is neither a file, a model in your library (see `hearth ls`) nor a remote model "
-                    "(see `hearth remote ls`)"
-                )
+                raise ModelFileError(f"{name!r} is neither a file nor a model in your library (see `hearth ls`)")
             if not model.ready:
                 raise ModelFileError(f"{model.name} is {model.status} in your library: {model.reason or 'not usable'}")
             library.touch(model.id)
@@ -82,12 +79,18 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
     """Resolve the model, start a host and load it (Ctrl-C cancels the load). Returns (host, ModelInfo)."""
     from app.core.engines import default_registry
     from app.core.engines.base import LoadSpec
+    from app.core.models.errors import ModelFileError
     from app.core.runtime.host import EngineHost
 
     remote = _remote_spec(ctx, args.model)
     if remote is not None:
         return _start_remote(ctx, *remote)
-    path, fmt = resolve_model(ctx, args.model)
+    try:
+        path, fmt = resolve_model(ctx, args.model)
+    except ModelFileError as exc:
+        if "/" in args.model:  # it looks like REMOTE/MODEL-ID: say where remote models are listed
+            raise ModelFileError(f"{exc}, nor a remote model (see `hearth remote ls`)") from exc
+        raise
     host = EngineHost(default_registry(), calibration=ctx.calibration, name="hearth-engine")
     threads = args.threads
     if threads is None and fmt == "gguf":
