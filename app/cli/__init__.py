@@ -1,6 +1,6 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
-One module per command group (hardware, fit, models, pull, engine, serve, connect, bench); each adds its
+One module per command group (hardware, fit, models, pull, engine, serve, connect, bench, remote); each adds its
 parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.hardware import add_hardware_command
     from app.cli.models import add_model_commands
     from app.cli.pull import add_pull_command
+    from app.cli.remote import add_remote_command
     from app.cli.serve import add_serve_command
 
     parser = argparse.ArgumentParser(prog="hearth", description="Run open LLMs on your own machine.")
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_command(sub)
     add_connect_command(sub)
     add_bench_command(sub)
+    add_remote_command(sub)
     return parser
 
 

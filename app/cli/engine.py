@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.cli.context import CliContext
-    from app.core.engines.base import Chunk, GenerateRequest, ModelInfo
+    from app.core.engines.base import Chunk, GenerateRequest, LoadSpec, ModelInfo
+    from app.core.remote import RemoteStore
     from app.core.runtime.host import EngineHost
 
 logger = logging.getLogger(__name__)
@@ -26,14 +27,14 @@ EXIT_INTERRUPTED = 130
 def add_engine_commands(subparsers: Any) -> None:
     """Add `run` and `chat` to the `hearth` parser's subparsers (each sets `handler(ctx, args)`)."""
     run = subparsers.add_parser("run", help="generate a reply to one prompt and print it")
-    run.add_argument("model", help="a GGUF file or an MLX model folder")
+    run.add_argument("model", help="a GGUF file, an MLX model folder, a library name or REMOTE/MODEL-ID")
     run.add_argument("prompt", help="the user message")
     _common(run)
     run.add_argument("--max-tokens", type=int, default=512, help="stop after this many tokens (default 512)")
     run.add_argument("--json-schema", type=Path, help="a JSON Schema file the reply must follow")
     run.set_defaults(handler=cmd_run)
     chat = subparsers.add_parser("chat", help="chat with a model in the terminal")
-    chat.add_argument("model", help="a GGUF file or an MLX model folder")
+    chat.add_argument("model", help="a GGUF file, an MLX model folder, a library name or REMOTE/MODEL-ID")
     _common(chat)
     chat.add_argument("--max-tokens", type=int, default=1024, help="longest reply (default 1024)")
     chat.set_defaults(handler=cmd_chat)
@@ -78,9 +79,18 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
     """Resolve the model, start a host and load it (Ctrl-C cancels the load). Returns (host, ModelInfo)."""
     from app.core.engines import default_registry
     from app.core.engines.base import LoadSpec
+    from app.core.models.errors import ModelFileError
     from app.core.runtime.host import EngineHost
 
-    path, fmt = resolve_model(ctx, args.model)
+    remote = _remote_spec(ctx, args.model)
+    if remote is not None:
+        return _start_remote(ctx, *remote)
+    try:
+        path, fmt = resolve_model(ctx, args.model)
+    except ModelFileError as exc:
+        if "/" in args.model:  # it looks like REMOTE/MODEL-ID: say where remote models are listed
+            raise ModelFileError(f"{exc}, nor a remote model (see `hearth remote ls`)") from exc
+        raise
     host = EngineHost(default_registry(), calibration=ctx.calibration, name="hearth-engine")
     threads = args.threads
     if threads is None and fmt == "gguf":
@@ -95,6 +105,43 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
     if info.template_notice:
         _err(f"note: {info.template_notice}")
     return host, info
+
+
+def _remote_spec(ctx: CliContext, name: str) -> tuple[RemoteStore, LoadSpec] | None:
+    """A `remote/model` name no file or library model has: the remote's store and the load for it."""
+    if "/" not in name or Path(name).expanduser().exists():
+        return None
+    library = ctx.open_library()
+    try:
+        if library.find(name) is not None:
+            return None
+    finally:
+        library.close()
+    from app.cli.remote import open_store
+
+    store = open_store(ctx)
+    spec = store.load_spec(name)
+    return (store, spec) if spec is not None else None
+
+
+def _start_remote(ctx: CliContext, store: RemoteStore, spec: LoadSpec) -> tuple[EngineHost, ModelInfo]:
+    from app.core.engines import default_registry
+    from app.core.remote import FORMAT, register_remote
+    from app.core.runtime.host import EngineHost
+
+    host = EngineHost(register_remote(default_registry(), store), name="hearth-engine")
+    try:
+        info = host.load_sync(spec, FORMAT)
+    except BaseException:
+        host.shutdown(10)
+        raise
+    return host, info
+
+
+def model_label(info: ModelInfo) -> str:
+    if "remote" in info.extra:
+        return f"{info.extra['remote']}/{info.extra['model']} on {info.extra['url']}"
+    return Path(info.path).name
 
 
 def format_stats(final: Chunk) -> str:
@@ -179,9 +226,7 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
         host, info = start_host(ctx, args)
     except HearthError as exc:
         return ctx.fail(exc)
-    _err(
-        f"Chatting with {Path(info.path).name}. /reset clears the history; Ctrl-D or /exit quits; Ctrl-C stops a reply."
-    )
+    _err(f"Chatting with {model_label(info)}. /reset clears the history; Ctrl-D or /exit quits; Ctrl-C stops a reply.")
     system = [ChatMessage(role="system", content=args.system)] if args.system else []
     history: list[ChatMessage] = []
     try:

@@ -15,6 +15,7 @@ from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
 from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
+from app.core.remote import RemoteStore, open_remotes, register_remote
 from app.core.runtime.host import EngineHost
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import Settings
@@ -32,6 +33,7 @@ class Services:
     chats: ChatStore
     calibration: CalibrationStore
     resolver: ModelResolver
+    remotes: RemoteStore
     env: dict[str, str] = field(default_factory=dict)
     feed: LibraryFeed | None = None
 
@@ -50,9 +52,10 @@ class Services:
             token=hub.token,
             endpoint=hub.endpoint,
         )
-        resolver = ModelResolver(library, max_context=settings.server.jit_context)
+        remotes = open_remotes(paths)
+        resolver = ModelResolver(library, max_context=settings.server.jit_context, remotes=remotes)
         host = EngineHost(
-            default_registry(),
+            register_remote(default_registry(), remotes),
             calibration=calibration,
             resolver=resolver,
             jit=settings.server.jit_load,
@@ -60,7 +63,7 @@ class Services:
             idle_ttl_s=settings.server.idle_ttl_minutes * 60 or None,
         )
         chats = ChatStore(paths.chats_db)
-        services = cls(paths, settings, library, downloads, host, chats, calibration, resolver, env)
+        services = cls(paths, settings, library, downloads, host, chats, calibration, resolver, remotes, env)
         services.feed = LibraryFeed(downloads, library)
         return services
 

@@ -186,8 +186,9 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> Response:
     request with this prompt reports as input_tokens plus cache_read_input_tokens."""
     ctx = hearth(request)
     shape = _shape(body, SamplingParams())
-    job = CountJob(shape.base, model=ctx.job_model(body.model), prepare=shape.prepare)
-    done = await JobStream(ctx.host, job, request, ctx.streams).result()
+    host, model = ctx.route(body.model)
+    job = CountJob(shape.base, model=model, prepare=shape.prepare)
+    done = await JobStream(host, job, request, ctx.streams).result()
     if done is None:
         return Response(status_code=CLIENT_GONE)
     count: TokenCount = done.result

@@ -15,6 +15,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.resolve import ModelResolver
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, cancel_all
+from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
 
@@ -27,6 +28,7 @@ class ServerContext:
     log: RequestLog = field(default_factory=RequestLog)
     streams: weakref.WeakSet[JobStream] = field(default_factory=weakref.WeakSet)  # requests waiting on a job
     responses: ResponseStore = field(default_factory=ResponseStore)  # stored Responses (previous_response_id)
+    remotes: RemotePool | None = None  # remote models this endpoint forwards to (None: none)
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""
@@ -49,6 +51,26 @@ class ServerContext:
         raise APIError(
             f"the model {name[:200]!r} is not the one loaded here", code="model_not_found", param="model", status=404
         )
+
+    def route(self, name: str | None) -> tuple[EngineHost, str | None]:
+        """The host a request's `model` runs on and the model its job names: an exposed remote model goes
+        to its own host (the local model stays loaded); anything else to the one host, as `job_model`."""
+        pool = self.remotes
+        entry = pool.find(name) if name and pool is not None else None
+        if name and pool is not None and entry is not None and not self.in_library(name):
+            if not entry.remote.expose_locally:
+                raise APIError(
+                    f"the model {name[:200]!r} is on the remote {entry.remote.name}, which this endpoint does not "
+                    "expose (turn on “expose on the local endpoint” for that remote)",
+                    code="model_not_found",
+                    param="model",
+                    status=404,
+                )
+            return pool.host_for(name), name
+        return self.host, self.job_model(name)
+
+    def in_library(self, name: str) -> bool:
+        return self.library is not None and self.library.find(name) is not None
 
     def model_id(self, info: ModelInfo) -> str:
         """How the API names a loaded model: its library name, else its file name."""

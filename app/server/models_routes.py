@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from app import __version__
 from app.core.engines.base import Embeddings
 from app.core.library.store import LocalModel
+from app.core.remote import RemoteEntry
 from app.core.runtime.jobs import EmbedJob, ModelNotFound
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
@@ -67,6 +68,41 @@ def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
     }
 
 
+def describe_remote(entry: RemoteEntry) -> dict[str, Any]:
+    """An exposed remote model: OpenAI's fields, the context the remote said, and where it runs."""
+    remote, context = entry.remote, entry.model.context_length or 0
+    return {
+        "id": entry.id,
+        "object": "model",
+        "created": int(remote.probed_at),
+        "owned_by": remote.name,
+        "type": "model",
+        "display_name": entry.id,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(remote.probed_at)),
+        "format": "remote",
+        "quant": None,
+        "loaded": False,
+        "context_length": context,
+        "context_by_route": dict.fromkeys(ROUTES, context),
+        "remote": {"name": remote.name, "kind": remote.kind, "model": entry.model.id, "reachable": remote.reachable},
+        # The remote parses tool calls and applies JSON schemas itself; embeddings are not forwarded (yet).
+        "capabilities": {
+            "chat": True,
+            "completion": True,
+            "tools": True,
+            "forced_tool_calls": False,
+            "json_schema": True,
+            "embeddings": False,
+        },
+    }
+
+
+def _remote_models(ctx: ServerContext) -> list[dict[str, Any]]:
+    if ctx.remotes is None:
+        return []
+    return [describe_remote(e) for e in ctx.remotes.exposed() if not ctx.in_library(e.id)]
+
+
 def _ready_models(ctx: ServerContext) -> list[LocalModel]:
     return ctx.library.list(status="ready") if ctx.library is not None else []
 
@@ -75,7 +111,7 @@ def _ready_models(ctx: ServerContext) -> list[LocalModel]:
 async def list_models(request: Request) -> dict[str, Any]:
     ctx = hearth(request)
     # Planning a model reads its header: off the event loop, so a long list never stalls a stream.
-    data = await asyncio.to_thread(lambda: [describe(ctx, m) for m in _ready_models(ctx)])
+    data = await asyncio.to_thread(lambda: [describe(ctx, m) for m in _ready_models(ctx)] + _remote_models(ctx))
     ids = [m["id"] for m in data]
     # OpenAI's list, with Anthropic's paging fields (one page: a library is small).
     return {
@@ -90,6 +126,9 @@ async def list_models(request: Request) -> dict[str, Any]:
 @router.get("/v1/models/{model_id:path}")
 async def get_model(model_id: str, request: Request) -> dict[str, Any]:
     ctx = hearth(request)
+    remote = ctx.remotes.find(model_id) if ctx.remotes is not None and not ctx.in_library(model_id) else None
+    if remote is not None and remote.remote.expose_locally:
+        return describe_remote(remote)
     if ctx.resolver is None:
         raise APIError(
             f"the model {model_id!r} does not exist", "invalid_request_error", code="model_not_found", status=404
@@ -106,7 +145,8 @@ async def get_model(model_id: str, request: Request) -> dict[str, Any]:
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     ctx = hearth(request)
     # The schema has already made `input` a string or a non-empty list of strings.
-    stream = JobStream(ctx.host, EmbedJob(body.texts(), model=ctx.job_model(body.model)), request, ctx.streams)
+    host, model_name = ctx.route(body.model)
+    stream = JobStream(host, EmbedJob(body.texts(), model=model_name), request, ctx.streams)
     done = await stream.result()
     if done is None:
         return Response(status_code=CLIENT_GONE)

@@ -133,8 +133,9 @@ async def begin(
     """Queue a generation for the model a request `name`s and wait for it to start: its stream and the
     model id the reply names (also left for the request log); None when the client left meanwhile.
     A failure before any output (no such model, a prompt over the context) raises as its APIError."""
-    job = GenerateJob(generate, source="api", model=ctx.job_model(name), prepare=prepare)
-    stream = JobStream(ctx.host, job, request, ctx.streams)
+    host, model_name = ctx.route(name)
+    job = GenerateJob(generate, source="api", model=model_name, prepare=prepare)
+    stream = JobStream(host, job, request, ctx.streams)
     first = await started(stream)
     if first is None:
         return None

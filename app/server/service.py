@@ -18,6 +18,7 @@ from app.core.settings import ServerSettings
 from app.server.app import create_app
 from app.server.config import bind_address, new_api_key, policy_for
 from app.server.context import ServerContext
+from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
 from app.server.runner import ServerError, ServerThread
@@ -56,6 +57,7 @@ class ApiService:
         self.status = ServerStatus(False)
         self._lock = threading.Lock()
         self._runner: ServerThread | None = None
+        self._remotes: RemotePool | None = None
 
     def start(self) -> ServerStatus:
         with self._lock:
@@ -67,7 +69,12 @@ class ApiService:
                 if self.save_key is not None:
                     self.save_key(settings.api_key)
             self.responses.persist(self._responses_path(settings))
-            context = ServerContext(self.host, self.library, self.resolver, self.log, responses=self.responses)
+            # Remote models the user exposes are forwarded, each on hosts of its own (remote_forward.py).
+            store = self.resolver.remotes
+            self._remotes = RemotePool(store) if store is not None else None
+            context = ServerContext(
+                self.host, self.library, self.resolver, self.log, responses=self.responses, remotes=self._remotes
+            )
             runner = ServerThread(
                 create_app(context, policy_for(settings)), bind_address(settings), settings.port, context.cancel_streams
             )
@@ -75,6 +82,7 @@ class ApiService:
                 runner.start()
             except ServerError as exc:
                 logger.warning("the API server could not start: %s", exc)
+                self._close_remotes()
                 self.status = ServerStatus(False, error=str(exc))
             else:
                 self._runner = runner
@@ -92,10 +100,16 @@ class ApiService:
             runner, self._runner = self._runner, None
             if runner is not None:
                 runner.stop(timeout)
+            self._close_remotes()
             self.status = ServerStatus(False)
             status = self.status
         if runner is not None:
             self.changed.emit(status)
+
+    def _close_remotes(self) -> None:
+        pool, self._remotes = self._remotes, None
+        if pool is not None:
+            pool.close()
 
     def restart(self) -> ServerStatus:
         """Apply changed settings (port, bind, key, origins) to a running server."""

@@ -17,6 +17,8 @@ from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
 from app.core.models.spec import ModelSpec
+from app.core.remote import FORMAT as REMOTE_FORMAT
+from app.core.remote import RemoteStore
 from app.core.runtime.jobs import LoadJob, ModelNotFound
 from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, live_machine, plan_model
 
@@ -28,10 +30,16 @@ class ModelResolver:
     Thread-safe: the host thread resolves, the server's threads list."""
 
     def __init__(
-        self, library: Library, machine: Callable[[], Machine | None] = live_machine, max_context: int | None = None
+        self,
+        library: Library,
+        machine: Callable[[], Machine | None] = live_machine,
+        max_context: int | None = None,
+        remotes: RemoteStore | None = None,
     ) -> None:
-        """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default)."""
+        """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default);
+        `remotes`: where `remote-name/model-id` names resolve when the library has no such model."""
         self.library = library
+        self.remotes = remotes
         self.machine = machine
         self.max_context = max_context
         self._lock = threading.Lock()
@@ -47,7 +55,14 @@ class ModelResolver:
         return model
 
     def __call__(self, name: str) -> LoadJob:
-        model = self.find(name)
+        try:
+            model = self.find(name)
+        except ModelNotFound:
+            # A library model wins over a remote one of the same name: a remote never shadows a local file.
+            spec = self.remotes.load_spec(name) if self.remotes is not None else None
+            if spec is None:
+                raise
+            return LoadJob(spec=spec, format=REMOTE_FORMAT)
         return LoadJob(spec=self.load_spec(model), format=model.format)
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
