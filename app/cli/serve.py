@@ -46,11 +46,13 @@ def _err(text: str) -> None:
 def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.engines import default_registry
     from app.core.errors import HearthError
+    from app.core.remote import open_remotes
     from app.core.runtime.host import EngineHost
     from app.core.runtime.resolve import ModelResolver
     from app.server.app import create_app
     from app.server.config import new_api_key, policy_for
     from app.server.context import ServerContext
+    from app.server.remote_forward import RemotePool
     from app.server.response_store import ResponseStore
     from app.server.runner import ServerThread
 
@@ -68,7 +70,8 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         return ctx.fail(exc, 2)
     idle = SERVE_IDLE_MINUTES if args.idle_minutes is None else max(0, args.idle_minutes)
     library = ctx.open_library()
-    resolver = ModelResolver(library, max_context=server.jit_context)
+    remotes = open_remotes(ctx.paths)  # remote models the user chose to expose are served here too
+    resolver = ModelResolver(library, max_context=server.jit_context, remotes=remotes)
     host = EngineHost(
         default_registry(),
         calibration=ctx.calibration,
@@ -79,7 +82,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         name="hearth-engine",
     )
     stored = ResponseStore(ctx.paths.responses_file if server.keep_responses else None)
-    context = ServerContext(host, library, resolver, responses=stored)
+    context = ServerContext(host, library, resolver, responses=stored, remotes=RemotePool(remotes))
     runner = ServerThread(create_app(context, policy), args.host, args.port or server.port, context.cancel_streams)
     try:
         if args.model:
@@ -96,6 +99,8 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     finally:
         runner.stop()
         host.shutdown(10)
+        if context.remotes is not None:
+            context.remotes.close()
         library.close()
 
 

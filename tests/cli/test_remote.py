@@ -87,3 +87,44 @@ def test_the_key_can_come_from_stdin_and_refresh_reports_an_unreachable_remote(t
     refreshed = hearth("remote", "refresh", "box", env=env)
     assert refreshed.returncode == 1 and "could not reach" in refreshed.stderr
     assert "UNREACHABLE" in hearth("remote", "ls", env=env).stdout
+
+
+def test_hearth_serve_exposes_a_remote_the_user_chose_to(tmp_path, env):
+    import re
+    import signal
+    import time
+
+    import httpx
+
+    with upstream_server(tmp_path / "up", script="hi from afar") as up:
+        added = hearth("remote", "add", up.url, "--name", "box", "--api-key", UPSTREAM_KEY, "--expose", env=env)
+        assert added.returncode == 0, added.stderr
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", "0"],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            url, deadline = None, time.monotonic() + 120
+            while url is None and time.monotonic() < deadline:
+                line = proc.stderr.readline()
+                if not line:
+                    break
+                if m := re.search(r"Hearth API on (http://\S+)/v1", line):
+                    url = m.group(1)
+            assert url, "hearth serve did not start"
+            ids = [m["id"] for m in httpx.get(url + "/v1/models").json()["data"]]
+            assert "box/alpha" in ids
+            body = {"model": "box/alpha", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+            reply = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+            assert reply.status_code == 200, reply.text
+            content = reply.json()["choices"][0]["message"]["content"]
+            assert content and "hi from afar".startswith(content), content  # the remote's words, 3 tokens of them
+            assert reply.json()["model"] == "box/alpha"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0
