@@ -95,6 +95,7 @@ def build_shell(
     from app.ui.hardware_page import HardwarePage
     from app.ui.library_page import LibraryPage
     from app.ui.main_window import MainWindow
+    from app.ui.remotes_panel import remote_models
     from app.ui.server_page import ServerPage
     from app.ui.server_tray import ServerTray
     from app.ui.tasks import TaskRunner
@@ -107,14 +108,23 @@ def build_shell(
     hardware = HardwarePage(probe or make_probe(paths, settings), tasks)
     discover = DiscoverPage(tasks, hub=services.hub)
     hardware.profile_ready.connect(discover.set_profile)
-    library = LibraryPage(services.library, tasks)
+    library = LibraryPage(services.library, tasks, remotes=services.remotes)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
     discover.download_requested.connect(downloads.request_download)
     feed = DownloadFeed(downloads, services.library, tasks, parent=discover)
     discover.set_feed(feed)
     machine: dict[str, Machine] = {}  # the latest probe's machine, for the chat's load defaults
     hardware.profile_ready.connect(lambda p: machine.update(now=machine_from_profile(p)))
-    chat = ChatPage(services.host, services.chats, services.library, tasks, machine_source=lambda: machine.get("now"))
+    chat = ChatPage(
+        services.host,
+        services.chats,
+        services.library,
+        tasks,
+        machine_source=lambda: machine.get("now"),
+        remote_models=remote_models(services.remotes),
+    )
+    if library.remotes_panel is not None:  # a server added or removed on My Models: the picker lists it
+        library.remotes_panel.changed.connect(chat.model_bar.refresh_models)
     hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after `machine` is updated above
     library_changed = EventBridge(services.library.changed, chat)
     library_changed.fired.connect(lambda _id: chat.model_bar.refresh_models())

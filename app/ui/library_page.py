@@ -25,8 +25,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.library import ImportResult, Library, LocalModel, import_path
+from app.core.remote import RemoteStore
 from app.core.units import fmt_ago, fmt_bytes
 from app.ui.bridge import EventBridge
+from app.ui.remotes_panel import RemotesPanel
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
@@ -55,8 +57,10 @@ class LibraryPage(QWidget):
         *,
         confirm: Callable[[str, str], bool] | None = None,
         open_url: Callable[[QUrl], bool] = QDesktopServices.openUrl,
+        remotes: RemoteStore | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        """`remotes`: the remote servers, listed below the library (None: no such section)."""
         super().__init__(parent)
         self.library = library
         self._tasks = tasks
@@ -117,6 +121,11 @@ class LibraryPage(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(self.table, 1)
+        self.remotes_panel: RemotesPanel | None = None
+        if remotes is not None:
+            self.remotes_panel = RemotesPanel(remotes, tasks)
+            self.remotes_panel.chat_requested.connect(self.chat_requested.emit)
+            layout.addWidget(self.remotes_panel)
 
         # Coalesced to one key: a bulk import fires `changed` per model, one reload is enough.
         self._bridge = EventBridge(library.changed, self, coalesce_key=lambda _: None)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayou
 from app.core.chat.models import ChatNotFound
 from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
-from app.core.library.store import Library
+from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostState
@@ -55,7 +55,9 @@ class ChatPage(QWidget):
         tasks: TaskRunner,
         machine_source: Callable[[], Machine | None] | None = None,
         parent: QWidget | None = None,
+        remote_models: Callable[[], list[LocalModel]] | None = None,
     ) -> None:
+        """`remote_models()`: the remote servers' models, listed in the picker beside the library's."""
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -69,7 +71,7 @@ class ChatPage(QWidget):
         self.watcher.changed.connect(self._on_host_state)
 
         self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
-        self.model_bar = ModelBar(host, library, tasks, machine_source, self)
+        self.model_bar = ModelBar(host, library, tasks, machine_source, self, remote_models=remote_models)
         self.header = ChatHeader()
         self.thread_view = ThreadView(store, self.chats, self.writes)
         self.notice = QLabel(wordWrap=True)

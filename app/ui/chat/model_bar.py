@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.engines.base import LoadSpec
-from app.core.library.store import Library
+from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
 from app.core.runtime.host import EngineHost
@@ -52,6 +52,8 @@ class LoadPlanDefaults:
 
 def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], Machine | None] | None) -> LoadPlanDefaults:
     """Background thread: the planner's context, GPU layers and KV type for this model here."""
+    if fmt == "remote":
+        return LoadPlanDefaults(note="runs on a remote server: nothing to plan on this machine")
     if machine_source is None or fmt not in ("gguf", "mlx"):
         return LoadPlanDefaults(note="no planner for this model; using safe defaults")
     model = check_model(path, fmt)
@@ -140,10 +142,13 @@ class ModelBar(QWidget):
         tasks: TaskRunner,
         machine_source: Callable[[], Machine | None] | None = None,
         parent: QWidget | None = None,
+        remote_models: Callable[[], list[LocalModel]] | None = None,
     ) -> None:
+        """`remote_models()` lists the remote servers' models beside the library's (main thread)."""
         super().__init__(parent)
         self.host, self.library, self.tasks = host, library, tasks
         self.machine_source = machine_source
+        self.remote_models = remote_models
         self.defaults = LoadPlanDefaults()
         self.state = HostState()
         self.measured_tok_s = 0.0
@@ -216,6 +221,8 @@ class ModelBar(QWidget):
         self.picker.blockSignals(True)
         self.picker.clear()
         models = self.library.list(status="ready") if self.library is not None else []
+        if self.remote_models is not None:
+            models += self.remote_models()
         for m in models:
             self.picker.addItem(f"{m.name} · {m.format}", m)
         self.picker.blockSignals(False)
@@ -266,7 +273,7 @@ class ModelBar(QWidget):
             cache_type_v=a.kv_type.currentText(),
         )
         self.load_spec(spec, model.format, model.name)
-        if (library := self.library) is not None:
+        if (library := self.library) is not None and model.source != "remote":
             self.tasks.run(lambda: library.touch(model.id), owner=self)
 
     def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
