@@ -20,6 +20,7 @@ from app.core.deploy.engines import (
 from app.core.deploy.errors import PlanError
 from app.core.deploy.shape import ModelShape
 from app.core.deploy.sizing import (
+    MAX_GPUS,
     GpuBudget,
     gpus_needed,
     kv_bytes_per_sequence,
@@ -87,8 +88,12 @@ class DeployPlan:
             lay = self.needed
             where = f"TP {lay.tp}" + (f" × PP {lay.pp}" if lay.pp > 1 else "")
             return f"{base} in {dtype_label(self.dtype)}; it needs {lay.gpus} ({where})"
-        more = "fewer users or a shorter context" if t.per_node > 1 else "a bigger machine"
-        return f"{base} in {dtype_label(self.dtype)}, on any count of them; try {more}"
+        if t.per_node == 1:
+            return f"{base} in {dtype_label(self.dtype)}; try fewer users, a shorter context or a bigger machine"
+        return (
+            f"{base} in {dtype_label(self.dtype)}, nor on any count of them up to {MAX_GPUS}; "
+            "try fewer users or a shorter context"
+        )
 
 
 def _check(shape: ModelShape, target: Target, gpus: int, users: int, ctx: int, dtype: str) -> None:
@@ -138,6 +143,8 @@ def make_plan(
             return tried
         first = first or tried
     assert first is not None
+    if first.dtype is None:  # no engine runs this format on this hardware: a wrong request, not a plan
+        raise PlanError(first.notes[-1] if first.notes else first.verdict)
     return first
 
 
@@ -149,7 +156,8 @@ def _plan_with(base: DeployPlan, choice: EngineChoice, requested: str) -> Deploy
     if requested != "auto":
         wanted = dtype_for_request(choice.engine, requested)
         if wanted is None or wanted not in ladder:
-            plan.notes.append(f"{choice.engine} has no {requested} kernels on {target.name}")
+            runs = ", ".join(dtype_label(d) for d in ladder) or "nothing this model is stored in"
+            plan.notes.append(f"{choice.engine} has no {requested} kernels on {target.name} (it runs {runs} there)")
             ladder = []
         else:
             ladder = [wanted]
