@@ -179,7 +179,7 @@ def shape_from_path(path: str | Path) -> ModelShape:
 
 def shape_from_hub(client: HubClient, repo_id: str, revision: str = "main") -> ModelShape:
     """A Hub repo through HubClient only: its config.json, else (a GGUF-only repo) one quant's header."""
-    from app.core.hub.errors import HubNotFound
+    from app.core.hub.errors import HubNotFound, HubRefused
 
     try:
         return shape_from_config(client.config(repo_id, revision), repo_id, source="hub")
@@ -188,7 +188,10 @@ def shape_from_hub(client: HubClient, repo_id: str, revision: str = "main") -> M
     from app.core.hub.metadata import gguf_variant
     from app.core.hub.variants import repo_variants
 
-    choices = [c for c in repo_variants(client, repo_id, revision) if c.format == "gguf"]
+    try:
+        choices = [c for c in repo_variants(client, repo_id, revision) if c.format == "gguf"]
+    except HubRefused:
+        choices = []
     if not choices:
         raise PlanError(f"{repo_id} has neither a config.json nor a GGUF file to plan from")
     by_label = {c.label.upper(): c for c in choices}
