@@ -76,24 +76,28 @@ class DeployPlan:
         t, n = self.target, self.gpus_available
         if self.layout is not None:
             lay = self.layout
-            where = f"TP {lay.tp}" + (f" × PP {lay.pp}" if lay.pp > 1 else "")
-            return (
-                f"fits on {lay.gpus} × {t.name} ({where}) in {dtype_label(self.dtype or '')} with "
-                f"{self.users} users × {self.ctx:,} tokens"
-            )
-        base = f"{self.shape.name} does not fit on {n} × {t.name} with {self.users} users × {self.ctx:,} tokens"
+            on = f"one {t.name}" if t.per_node == 1 else f"{lay.gpus} × {t.name} ({_where(lay)})"
+            return f"fits on {on} in {dtype_label(self.dtype or '')} with {_users(self.users)} × {self.ctx:,} tokens"
+        on = f"one {t.name}" if t.per_node == 1 else f"{n} × {t.name}"
+        base = f"{self.shape.name} does not fit on {on} with {_users(self.users)} × {self.ctx:,} tokens"
         if self.dtype is None:
             return f"{base}: no weight format this hardware has kernels for"
         if self.needed is not None:
-            lay = self.needed
-            where = f"TP {lay.tp}" + (f" × PP {lay.pp}" if lay.pp > 1 else "")
-            return f"{base} in {dtype_label(self.dtype)}; it needs {lay.gpus} ({where})"
+            return f"{base} in {dtype_label(self.dtype)}; it needs {self.needed.gpus} ({_where(self.needed)})"
         if t.per_node == 1:
             return f"{base} in {dtype_label(self.dtype)}; try fewer users, a shorter context or a bigger machine"
         return (
             f"{base} in {dtype_label(self.dtype)}, nor on any count of them up to {MAX_GPUS}; "
             "try fewer users or a shorter context"
         )
+
+
+def _where(lay: GpuBudget) -> str:
+    return f"TP {lay.tp}" + (f" × PP {lay.pp}" if lay.pp > 1 else "")
+
+
+def _users(n: int) -> str:
+    return "1 user" if n == 1 else f"{n} users"
 
 
 def _check(shape: ModelShape, target: Target, gpus: int, users: int, ctx: int, dtype: str) -> None:
@@ -171,6 +175,9 @@ def _plan_with(base: DeployPlan, choice: EngineChoice, requested: str) -> Deploy
     if plan.layout is None:
         if plan.dtype is not None:
             plan.needed = gpus_needed(shape, target, plan.dtype, users=plan.users, ctx=plan.ctx)
+            best = gpus_needed(shape, target, ladder[0], users=plan.users, ctx=plan.ctx) if len(ladder) > 1 else None
+            if best is not None:
+                plan.notes.append(f"in {dtype_label(ladder[0])} it needs {best.gpus} ({_where(best)})")
         return plan
     lay = plan.layout
     assert plan.dtype is not None

@@ -21,7 +21,9 @@ def _budget_line(b: GpuBudget, memory: int, fraction: float) -> str:
 
 def format_plan(plan: DeployPlan) -> str:
     s, t = plan.shape, plan.target
-    lines = [f"{s.name} on {plan.gpus_available} × {t.name}, {plan.users} users × {plan.ctx:,} tokens of context"]
+    on = f"one {t.name}" if t.per_node == 1 else f"{plan.gpus_available} × {t.name}"
+    who = "1 user" if plan.users == 1 else f"{plan.users} users"
+    lines = [f"{s.name} on {on}, {who} × {plan.ctx:,} tokens of context"]
     params = f"{s.n_params / 1e9:.1f}B parameters"
     if s.active_params < s.n_params:
         params += f" ({s.active_params / 1e9:.1f}B active)"
@@ -47,9 +49,9 @@ def format_plan(plan: DeployPlan) -> str:
     if plan.speed is not None:
         sp = plan.speed
         lines.append(
-            f"  speed     ≈ {sp.per_user_tok_s:,.0f} tok/s per user with all {plan.users} decoding at full context "
-            f"({sp.aggregate_tok_s:,.0f} tok/s in all, bound by {sp.bound_by}); ≈ {sp.single_user_tok_s:,.0f} tok/s "
-            f"for one user alone — {sp.basis}"
+            f"  speed     ≈ {sp.per_user_tok_s:,.1f} tok/s per user with {who} decoding at full context "
+            f"({sp.aggregate_tok_s:,.0f} tok/s in all, bound by {sp.bound_by}); ≈ {sp.single_user_tok_s:,.1f} tok/s "
+            f"for one user at the start of a conversation — {sp.basis}"
         )
     notes = plan.notes + (plan.launch.notes if plan.launch else [])
     lines += [f"  note      {n}." for n in notes]

@@ -97,8 +97,7 @@ def test_engine_rules(llama8b, llama70b, quant_files):
 
 def test_every_reason_is_one_sentence(llama8b, llama70b):
     plans = [
-        make_plan(llama70b, t, gpus=1 if t.per_node == 1 else 8, users=4, ctx=8192, dtype="auto")
-        for t in all_targets()
+        make_plan(llama70b, t, gpus=1 if t.per_node == 1 else 8, users=4, ctx=8192, dtype="auto") for t in all_targets()
     ]
     plans.append(make_plan(llama8b, find_target("rtx5090"), gpus=1, users=1, ctx=8192))
     for p in plans:
