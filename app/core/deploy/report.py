@@ -38,7 +38,10 @@ def format_plan(plan: DeployPlan) -> str:
     if budget is not None:
         where = f"TP {budget.tp}" + (f" × PP {budget.pp}" if budget.pp > 1 else "")
         lines.append(f"  per GPU   ({where}) {_budget_line(budget, t.memory_bytes, t.usable_fraction)}")
-    lines.append(f"  verdict   {plan.verdict[0].upper()}{plan.verdict[1:]}.")
+    verdict = plan.verdict
+    if verdict.startswith("fits"):  # a model name keeps its own case
+        verdict = "F" + verdict[1:]
+    lines.append(f"  verdict   {verdict}.")
     if plan.fits and plan.engine:
         lines.append(f"  engine    {plan.engine}: {plan.reason}.")
     if plan.launch is not None:

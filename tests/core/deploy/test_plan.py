@@ -171,3 +171,17 @@ def test_the_hardware_table_cites_its_sources():
         assert ("fp8" in t.kernels) == (t.arch in ("ada", "hopper", "blackwell", "cdna3")), t.id
         assert ("nvfp4" in t.kernels) == (t.arch == "blackwell"), t.id
     assert find_target("H100-80GB") == find_target("h100") == find_target("H100 SXM")
+
+
+def test_the_text_report_says_the_arithmetic(llama70b):
+    from app.core.deploy.report import format_plan, plan_json
+
+    no = format_plan(make_plan(llama70b, find_target(H100), gpus=2, users=8, ctx=32768, dtype="bf16"))
+    assert "verdict   meta-llama/Meta-Llama-3-70B-Instruct does not fit on 2 × H100-80GB" in no  # case kept
+    assert "weights 65.7 GiB + KV 40.0 GiB + reserve" in no and "> 72.0 GiB" in no and "command" not in no
+    yes = make_plan(llama70b, find_target(H100), gpus=4, users=8, ctx=32768, dtype="bf16")
+    text = format_plan(yes)
+    assert "verdict   Fits on 4 × H100-80GB (TP 4) in BF16 with 8 users × 32,768 tokens." in text
+    assert f"command   {yes.launch.command}" in text
+    data = plan_json(yes)
+    assert data["per_gpu"]["tensor_parallel"] == 4 and data["per_gpu"]["fits"] and data["command"] == yes.launch.command
