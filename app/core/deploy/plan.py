@@ -92,6 +92,15 @@ class DeployPlan:
         )
 
 
+def engine_runs_on(engine: Engine, target: Target) -> bool:
+    """MLX is Apple's; ExLlama needs CUDA; vLLM and SGLang serve NVIDIA and AMD GPUs, not Metal."""
+    if engine == "mlx":
+        return target.vendor == "apple"
+    if engine == "exllama":
+        return target.vendor == "nvidia"
+    return engine == "llama.cpp" or target.vendor != "apple"
+
+
 def _where(lay: GpuBudget) -> str:
     return f"TP {lay.tp}" + (f" × PP {lay.pp}" if lay.pp > 1 else "")
 
@@ -133,6 +142,8 @@ def make_plan(
     _check(shape, target, gpus, users, ctx, dtype)
     if engine is not None and engine not in ENGINES:
         raise PlanError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if engine is not None and not engine_runs_on(engine, target):
+        raise PlanError(f"{engine} does not run on {target.name}")
     choices = choose_engines(shape, target, gpus=gpus, users=users, shared_prefix=shared_prefix, dtype=dtype)
     if engine is not None:
         pick = next((c for c in choices if c.engine == engine), None)
@@ -161,7 +172,10 @@ def _plan_with(base: DeployPlan, choice: EngineChoice, requested: str) -> Deploy
         wanted = dtype_for_request(choice.engine, requested)
         if wanted is None or wanted not in ladder:
             runs = ", ".join(dtype_label(d) for d in ladder) or "nothing this model is stored in"
-            plan.notes.append(f"{choice.engine} has no {requested} kernels on {target.name} (it runs {runs} there)")
+            if choice.engine == "llama.cpp" and shape.gguf_quants:
+                plan.notes.append(f"{shape.name} has no {wanted or requested} GGUF (it has {runs})")
+            else:
+                plan.notes.append(f"{choice.engine} has no {requested} kernels on {target.name} (it runs {runs} there)")
             ladder = []
         else:
             ladder = [wanted]

@@ -157,6 +157,10 @@ def test_hardware_without_the_kernels_is_refused(llama8b):
         make_plan(llama8b, find_target(H100), gpus=1, users=1, ctx=8192, dtype="nvfp4")
     with pytest.raises(PlanError, match="one machine"):
         make_plan(llama8b, find_target("m3-ultra"), gpus=2, users=1, ctx=8192)
+    with pytest.raises(PlanError, match="mlx does not run on H100-80GB"):
+        make_plan(llama8b, find_target(H100), gpus=1, users=1, ctx=8192, engine="mlx")
+    with pytest.raises(PlanError, match="vllm does not run on Apple M2 Ultra"):
+        make_plan(llama8b, find_target("m2-ultra"), gpus=1, users=1, ctx=8192, engine="vllm")
     with pytest.raises(PlanError, match="unknown GPU 'h900'"):
         find_target("h900")
 
@@ -171,6 +175,24 @@ def test_the_hardware_table_cites_its_sources():
         assert ("fp8" in t.kernels) == (t.arch in ("ada", "hopper", "blackwell", "cdna3")), t.id
         assert ("nvfp4" in t.kernels) == (t.arch == "blackwell"), t.id
     assert find_target("H100-80GB") == find_target("h100") == find_target("H100 SXM")
+
+
+def test_a_gguf_repo_plans_its_own_quants(quant_files):
+    shape = shape_from_path(quant_files["Q8_0"])
+    plan = make_plan(shape, find_target("h100"), gpus=1, users=1, ctx=2048, dtype="q8_0")
+    assert plan.fits and plan.dtype == "Q8_0" and plan.engine == "llama.cpp"
+    with pytest.raises(PlanError, match="has no Q4_K_M GGUF"):
+        make_plan(shape, find_target("h100"), gpus=1, users=1, ctx=2048, dtype="int4")
+    forced = make_plan(
+        shape_from_config(LLAMA3_8B, "org/Llama-3-8B"),
+        find_target("l40s"),
+        gpus=1,
+        users=2,
+        ctx=8192,
+        engine="llama.cpp",
+    )
+    assert forced.dtype == "Q8_0" and forced.launch.argv[:3] == ["llama-server", "-m", "Llama-3-8B-Q8_0.gguf"]
+    assert any("convert_hf_to_gguf.py" in n for n in forced.launch.notes)
 
 
 def test_the_text_report_says_the_arithmetic(llama70b):
