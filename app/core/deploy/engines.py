@@ -31,6 +31,10 @@ def choose_engines(
     """Engines to try in order: the guides' pick first, then a fallback when that one cannot fit."""
     if shape.native_dtype == "gguf":
         return [EngineChoice("llama.cpp", "the model is a GGUF: llama.cpp's llama-server serves it as it is")]
+    if shape.native_dtype.startswith("mlx"):
+        return [EngineChoice("mlx", "the model is an MLX conversion: mlx-lm serves it as it is")]
+    if shape.native_dtype.startswith("exl"):
+        return [EngineChoice("exllama", "the model is an EXL2/EXL3 quant: ExLlama (through TabbyAPI) serves it")]
     if target.cls == "apple":
         return [
             EngineChoice("mlx", "on Apple Silicon MLX runs the model in unified memory on the Metal GPU"),
@@ -65,10 +69,11 @@ def dtype_ladder(engine: Engine, shape: ModelShape, target: Target) -> list[str]
         if shape.gguf_quants:
             return sorted(shape.gguf_quants, key=dtype_quality)
         return ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M"]
+    native = shape.native_dtype
     if engine == "mlx":
-        return ["bf16", "mlx8", "mlx4"]
+        return [native] if native.startswith("mlx") else ["bf16", "mlx8", "mlx4"]
     if engine == "exllama":
-        return [f"exl{b:g}" for b in EXL_BPWS]
+        return [native] if native.startswith("exl") else [f"exl{b:g}" for b in EXL_BPWS]
     if shape.native_dtype not in ("bf16", "gguf"):
         return [shape.native_dtype] if shape.native_dtype in target.kernels else []
     ladder = ["bf16", "fp8", "nvfp4", "int4"]
@@ -88,19 +93,14 @@ def dtype_for_request(engine: Engine, requested: str) -> str | None:
     return requested if requested in ("bf16", "fp8", "nvfp4", "int4") else None
 
 
-DTYPE_LABELS = {
-    "bf16": "BF16",
-    "fp8": "FP8",
-    "nvfp4": "NVFP4",
-    "int4": "AWQ/GPTQ INT4",
-    "mlx8": "MLX 8-bit",
-    "mlx4": "MLX 4-bit",
-}
+DTYPE_LABELS = {"bf16": "BF16", "fp8": "FP8", "nvfp4": "NVFP4", "int4": "AWQ/GPTQ INT4"}
 
 
 def dtype_label(dtype: str) -> str:
     if dtype.startswith("exl"):
         return f"EXL3 {float(dtype[3:]):.1f} bpw"
+    if dtype.startswith("mlx"):
+        return f"MLX {dtype[3:]}-bit"
     return DTYPE_LABELS.get(dtype, dtype)
 
 
@@ -185,9 +185,9 @@ def _llama_server(shape: ModelShape, dtype: str, *, ctx: int, users: int) -> Lau
 
 def _mlx(shape: ModelShape, dtype: str) -> Launch:
     model = shape.repo_id or shape.name
-    if dtype == "bf16":
+    if dtype in ("bf16", shape.native_dtype):  # the checkpoint as it is
         return Launch(["mlx_lm.server", "--model", model, "--host", "0.0.0.0", "--port", str(PORT)])
-    bits = "8" if dtype == "mlx8" else "4"
+    bits = dtype[3:]
     out = f"./{_stem(shape)}-{bits}bit"
     convert = ["mlx_lm.convert", "--hf-path", model, "--mlx-path", out, "-q", "--q-bits", bits, "--q-group-size", "64"]
     return Launch(["mlx_lm.server", "--model", out, "--host", "0.0.0.0", "--port", str(PORT)], prepare=[convert])
@@ -208,7 +208,8 @@ TABBY_MODEL_KEYS = (
 
 def _tabby(shape: ModelShape, dtype: str, *, tp: int, ctx: int, users: int) -> Launch:
     bpw = float(dtype[3:])
-    name = f"{_stem(shape)}-exl3-{bpw:.1f}bpw"
+    own = dtype == shape.native_dtype  # the repo is the quant
+    name = _stem(shape) if own else f"{_stem(shape)}-exl3-{bpw:.1f}bpw"
     cache = -(-ctx * users // 256) * 256  # TabbyAPI wants the cache size in multiples of 256 tokens
     config = [
         "model:",
@@ -225,8 +226,10 @@ def _tabby(shape: ModelShape, dtype: str, *, tp: int, ctx: int, users: int) -> L
         ["python", "start.py"],
         config=config,
         notes=[
-            f"put an EXL3 {bpw:.1f} bpw quant of {shape.name} in TabbyAPI's models folder as {name} (from the Hub, "
-            "or made with ExLlamaV3's convert.py), and these lines in its config.yml"
+            f"put {shape.name} in TabbyAPI's models folder as {name}, and these lines in its config.yml"
+            if own
+            else f"put an EXL3 {bpw:.1f} bpw quant of {shape.name} in TabbyAPI's models folder as {name} (from the "
+            "Hub, or made with ExLlamaV3's convert.py), and these lines in its config.yml"
         ],
     )
 

@@ -122,6 +122,11 @@ def _check(shape: ModelShape, target: Target, gpus: int, users: int, ctx: int, d
         raise PlanError(f"a context of {ctx:,} is over {shape.name}'s maximum of {shape.max_ctx:,} tokens")
     if dtype not in DTYPES and not (shape.gguf_quants and dtype.upper() in {q.upper() for q in shape.gguf_quants}):
         raise PlanError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    native = shape.native_dtype
+    if native.startswith("mlx") and target.vendor != "apple":
+        raise PlanError(f"{shape.name} is an MLX conversion, which runs on Apple Silicon only; plan the original repo")
+    if native.startswith("exl") and target.vendor != "nvidia":
+        raise PlanError(f"{shape.name} is an EXL2/EXL3 quant, which runs on NVIDIA GPUs only; plan the original repo")
     if not shape.spec.n_layers:
         raise PlanError(f"{shape.name}: the model's layer count is unknown")
 

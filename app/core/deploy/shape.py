@@ -50,7 +50,7 @@ class ModelShape:
     embed_params: int  # input embedding + output head: kept in 16 bits by FP8/INT4 engines
     active_params: int  # read per token (MoE: the routed experts only)
     max_ctx: int  # trained context; 0 when the config does not say
-    native_dtype: str = "bf16"  # what the checkpoint stores: bf16, fp8, int4, nvfp4, exl, gguf
+    native_dtype: str = "bf16"  # what the checkpoint stores: bf16, fp8, int4, nvfp4, mlx<bits>, exl<bpw>, gguf
     gguf_file: str | None = None  # a local GGUF's path, or the quant file of a GGUF-only repo
     gguf_quants: dict[str, int] = field(default_factory=dict)  # GGUF quant label -> file bytes
 
@@ -103,10 +103,16 @@ def params_from_config(config: Mapping[str, Any]) -> tuple[int, int, int]:
 
 def native_dtype(config: Mapping[str, Any]) -> str:
     """The format a checkpoint is stored in, from its quantization_config (bf16 when none)."""
+    mlx = config.get("quantization")
+    if isinstance(mlx, Mapping) and isinstance(mlx.get("bits"), int):  # an mlx-lm conversion
+        return f"mlx{mlx['bits']}"
     q = config.get("quantization_config")
     if not isinstance(q, Mapping):
         return "bf16"
     method = str(q.get("quant_method") or "").lower()
+    bits = q.get("bits")
+    if method in ("exl2", "exl3") and isinstance(bits, (int, float)) and not isinstance(bits, bool) and bits > 0:
+        return f"exl{float(bits):g}"
     if method == "compressed-tensors":
         fmt = str(q.get("format") or "").lower()
         return "fp8" if "float" in fmt else "nvfp4" if "nvfp4" in fmt else "int4"

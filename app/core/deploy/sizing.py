@@ -16,8 +16,10 @@ from app.core.resources import load_json
 GiB = 1024**3
 # Bytes per parameter of the quantized linear layers (embeddings and the output head stay 16-bit):
 # FP8 one byte; NVFP4 4 bits + one FP8 scale per 16 values = 4.5 bits; AWQ/GPTQ 4 bits + a 16-bit scale
-# and 4-bit zero per 128 ≈ 4.2 bits, ~0.53 B with the unquantized norms; MLX q4 g64 = 4.5 bits, q8 = 8.5.
-DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "int4": 0.53, "mlx8": 1.0625, "mlx4": 0.5625}
+# and 4-bit zero per 128 ≈ 4.2 bits, ~0.53 B with the unquantized norms.
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "int4": 0.53}
+# mlx-lm quantizes the embeddings too, with a 16-bit scale and bias per group of 64: bits + 0.5 per weight.
+MLX_GROUP_BITS = 32 / 64
 # EXL3 (ExLlamaV3) quants are a free bits-per-weight; these are the sizes usually published.
 EXL_BPWS = (8.0, 6.0, 5.0, 4.0, 3.0)
 # Per GPU: CUDA context, NCCL buffers and CUDA graphs (vLLM's "non-torch" memory), then the activations
@@ -46,6 +48,8 @@ def weight_bytes(shape: ModelShape, dtype: str) -> int:
         return int((shape.n_params - shape.embed_params) * DTYPE_BYTES[dtype] + shape.embed_params * 2)
     if dtype.startswith("exl"):
         return int(shape.n_params * float(dtype[3:]) / 8)
+    if dtype.startswith("mlx"):
+        return int(shape.n_params * (int(dtype[3:]) + MLX_GROUP_BITS) / 8)
     bpw = gguf_bpw(dtype)
     if bpw is None:
         raise ValueError(f"no size known for dtype {dtype!r}")
@@ -59,6 +63,8 @@ def dtype_quality(dtype: str) -> float:
         return fixed[dtype]
     if dtype.startswith("exl"):
         return kld_for(None, float(dtype[3:])) or 1.0
+    if dtype.startswith("mlx"):
+        return kld_for(None, int(dtype[3:]) + MLX_GROUP_BITS) or 1.0
     return kld_for(dtype) or 1.0
 
 

@@ -207,3 +207,21 @@ def test_the_text_report_says_the_arithmetic(llama70b):
     assert f"command   {yes.launch.command}" in text
     data = plan_json(yes)
     assert data["per_gpu"]["tensor_parallel"] == 4 and data["per_gpu"]["fits"] and data["command"] == yes.launch.command
+
+
+def test_mlx_and_exl_checkpoints_are_served_as_they_are():
+    mlx = shape_from_config({**LLAMA3_8B, "quantization": {"bits": 4, "group_size": 64}}, "mlx-community/L3-8B-4bit")
+    assert mlx.native_dtype == "mlx4"
+    plan = make_plan(mlx, find_target("m3-ultra"), gpus=1, users=2, ctx=8192)
+    assert plan.dtype == "mlx4" and not plan.launch.prepare
+    assert plan.launch.argv[:3] == ["mlx_lm.server", "--model", "mlx-community/L3-8B-4bit"]
+    assert plan.weights_total == int(mlx.n_params * 4.5 / 8)  # embeddings quantized too
+    with pytest.raises(PlanError, match="Apple Silicon only"):
+        make_plan(mlx, find_target(H100), gpus=1, users=1, ctx=8192)
+    exl_cfg = {**LLAMA3_8B, "quantization_config": {"quant_method": "exl3", "bits": 5.0}}
+    exl = shape_from_config(exl_cfg, "someone/L3-8B-exl3-5.0bpw")
+    plan = make_plan(exl, find_target("h100"), gpus=1, users=2, ctx=8192)
+    assert plan.engine == "exllama" and plan.dtype == "exl5"
+    assert "  model_name: L3-8B-exl3-5.0bpw" in plan.launch.config
+    with pytest.raises(PlanError, match="NVIDIA GPUs only"):
+        make_plan(exl, find_target("mi300x"), gpus=1, users=1, ctx=8192)
