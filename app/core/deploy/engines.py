@@ -146,6 +146,12 @@ def launch_command(
         _quantization(launch, shape, dtype)
         if pp > 1:
             argv += ["--pp-size", str(pp)]
+        nodes = -(-tp * pp // target.per_node)
+        if nodes > 1:
+            launch.notes.append(
+                f"{tp * pp} GPUs span {nodes} nodes: run this on each with `--nnodes {nodes} --node-rank I "
+                "--dist-init-addr HEAD:5000` added (I from 0 on the head node)"
+            )
         argv += ["--port", str(PORT)]
         return launch
     if engine == "llama.cpp":

@@ -139,7 +139,8 @@ def _plans(quant_files):
             for users, shared in ((1, False), (4, False), (32, False), (32, True)):
                 ctx = min(8192, shape.max_ctx or 8192)
                 yield make_plan(shape, target, gpus=n, users=users, ctx=ctx, shared_prefix=shared)
-    yield make_plan(llama70, find_target("h100"), gpus=16, users=64, ctx=32768, dtype="bf16")  # pipeline
+    for shared in (False, True):  # pipeline stages across two nodes
+        yield make_plan(llama70, find_target("h100"), gpus=16, users=64, ctx=32768, dtype="bf16", shared_prefix=shared)
     yield make_plan(llama8, find_target("l40s"), gpus=1, users=4, ctx=32768, dtype="fp8")
     yield make_plan(llama70, find_target("m2-ultra"), gpus=1, users=1, ctx=8192, dtype="int4")
     for gpus in (1, 2):  # ExLlamaV3 on one or two consumer cards
@@ -148,11 +149,13 @@ def _plans(quant_files):
 
 def test_every_emitted_command_parses(quant_files):
     engines_seen = set()
+    pipelines = 0
     for plan in _plans(quant_files):
         if not plan.fits:
             continue
         engine, ns = parse(plan.launch.command)
         engines_seen.add(engine)
+        pipelines += plan.layout.pp > 1
         assert engine == plan.engine, plan.launch.command
         for step in plan.launch.prepare:
             assert parse(shlex.join(step))[0] == "mlx-convert"
@@ -163,6 +166,7 @@ def test_every_emitted_command_parses(quant_files):
             assert (ns.pipeline_parallel_size or 1) == lay.pp
             assert ns.quantization == ("fp8" if plan.dtype == "fp8" else None)
         elif engine == "sglang":
+            assert (ns.pp_size or 1) == lay.pp
             assert ns.tp_size == lay.tp and ns.context_length == plan.ctx and ns.max_running_requests == plan.users
             assert ns.mem_fraction_static == 0.9
         elif engine == "llama.cpp":
@@ -171,3 +175,4 @@ def test_every_emitted_command_parses(quant_files):
             keys = [ln.split(":")[0].strip() for ln in plan.launch.config[1:]]
             assert plan.launch.config[0] == "model:" and set(keys) <= set(TABBY_MODEL_KEYS)
     assert engines_seen == {"vllm", "sglang", "llama.cpp", "mlx", "exllama"}
+    assert pipelines >= 2
