@@ -53,7 +53,7 @@ def choose_engines(
             "cached KV instead of recomputing it",
         )
         return [sglang, vllm]
-    if target.cls == "consumer" and gpus <= 2 and users <= FEW_USERS and dtype in ("auto", "int4", "exl"):
+    if target.cls == "consumer" and gpus <= 2 and users <= FEW_USERS and dtype in ("auto", "int4"):
         exl = EngineChoice(
             "exllama",
             "one or two consumer NVIDIA cards and few users: ExLlamaV3 (through TabbyAPI) fits the most model "

@@ -136,6 +136,8 @@ def per_gpu(shape: ModelShape, target: Target, dtype: str, *, tp: int, pp: int, 
     # Heads split across TP and layers across PP; an MLA latent is replicated across TP.
     kv = kv_total // (pp if shape.spec.kv_lora_rank else shards)
     spec = shape.spec
+    # A prefill batch's 16-bit activations: the residual stream and attention/FFN inputs (~4 × hidden,
+    # replicated) and the gated FFN's two intermediate halves (split by TP).
     activations = int(BATCH_TOKENS * 2 * (4 * spec.n_embd + 2 * spec.n_ff / tp))
     return GpuBudget(
         tp=tp,
