@@ -1,7 +1,7 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
-One module per command group (hardware, fit, models, pull, engine, serve, connect, bench, remote); each adds its
-parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
+One module per command group (hardware, fit, plan, models, pull, engine, serve, connect, bench, remote); each
+adds its parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.fit import add_fit_command
     from app.cli.hardware import add_hardware_command
     from app.cli.models import add_model_commands
+    from app.cli.plan import add_plan_command
     from app.cli.pull import add_pull_command
     from app.cli.remote import add_remote_command
     from app.cli.serve import add_serve_command
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("gui", help="open the Hearth window (the default)")
     add_hardware_command(sub)
     add_fit_command(sub)
+    add_plan_command(sub)
     add_engine_commands(sub)
     add_model_commands(sub)
     add_pull_command(sub)
