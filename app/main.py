@@ -106,7 +106,14 @@ def build_shell(
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
     tasks = TaskRunner(pool)
     hardware = HardwarePage(probe or make_probe(paths, settings), tasks)
-    discover = DiscoverPage(tasks, hub=services.hub)
+    shown: dict[str, MainWindow] = {}  # the window, once built: a plan's "add it as a remote" opens My Models
+
+    def add_remote(url: str) -> None:
+        if "window" in shown and library.remotes_panel is not None:
+            shown["window"].show_page("models")
+            library.remotes_panel.add_clicked(url)
+
+    discover = DiscoverPage(tasks, hub=services.hub, add_remote=add_remote)
     hardware.profile_ready.connect(discover.set_profile)
     library = LibraryPage(services.library, tasks, remotes=services.remotes)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
@@ -152,6 +159,7 @@ def build_shell(
         ("hardware", "Hardware", hardware),
     ]
     window = MainWindow(store, settings, paths, pages)
+    shown["window"] = window
     launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"), machine_source=lambda: machine.get("now"))
     library.chat_requested.connect(launcher.chat_with)
     feed.chat_requested.connect(launcher.chat_with)  # "Downloaded — Chat" / "In My Models — Chat" on Discover

@@ -111,10 +111,10 @@ class RemotesPanel(QWidget):
         store: RemoteStore,
         tasks: TaskRunner,
         *,
-        ask: Callable[[QWidget], tuple[str, str, str, bool] | None] | None = None,
+        ask: Callable[[QWidget, str], tuple[str, str, str, bool] | None] | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`ask(parent)` returns (url, name, api key, expose) for a new server, or None (the dialog)."""
+        """`ask(parent, url)` returns (url, name, api key, expose) for a new server, or None (the dialog)."""
         super().__init__(parent)
         self.store, self._tasks = store, tasks
         self._ask = ask or self._ask_dialog
@@ -140,7 +140,7 @@ class RemotesPanel(QWidget):
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.table.cellDoubleClicked.connect(lambda _r, _c: self.chat_selected())
         self.add_button = QPushButton("Add a server…")
-        self.add_button.clicked.connect(self.add_clicked)
+        self.add_button.clicked.connect(lambda: self.add_clicked())
         self.chat_button = QPushButton("Chat")
         self.chat_button.clicked.connect(self.chat_selected)
         self.refresh_button = QPushButton("Refresh")
@@ -207,8 +207,9 @@ class RemotesPanel(QWidget):
 
     # ---- actions ----
 
-    def add_clicked(self) -> None:
-        answer = self._ask(self)
+    def add_clicked(self, url: str = "") -> None:
+        """Main thread: ask for a server (`url` filled in, e.g. from a deployment plan) and add it."""
+        answer = self._ask(self, url)
         if answer is not None:
             self.add(*answer)
 
@@ -302,8 +303,8 @@ class RemotesPanel(QWidget):
         self.status.setVisible(bool(text))
         set_status(self.status, status)
 
-    def _ask_dialog(self, parent: QWidget) -> tuple[str, str, str, bool] | None:
-        dialog = AddRemoteDialog(parent)
+    def _ask_dialog(self, parent: QWidget, url: str) -> tuple[str, str, str, bool] | None:
+        dialog = AddRemoteDialog(parent, url)
         if dialog.exec() != QDialog.DialogCode.Accepted:
             return None
         return dialog.url.text(), dialog.name.text(), dialog.api_key.text(), dialog.expose.isChecked()

@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 
 from app.core.paths import app_paths
+from app.core.remote.store import RemoteStore
 from app.core.settings import SettingsStore
 from app.main import build_shell
+from app.ui.remotes_panel import RemotesPanel
 from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
+from tests.ui.hub_gui_fixtures import pool_tasks  # noqa: F401
 
 
 @pytest.fixture
@@ -82,3 +85,13 @@ def test_an_unreachable_server_says_why_and_is_not_saved(qtbot, shell):
     assert shell.services.remotes.list() == [] and panel.table.rowCount() == 0
     panel.add("   ")
     assert "URL" in panel.status.text()
+
+
+def test_add_from_a_plan_fills_in_the_url(qtbot, tmp_path, pool_tasks):  # noqa: F811
+    asked: list[str] = []
+    store = RemoteStore(tmp_path / "remotes.json", keyring=None)
+    panel = RemotesPanel(store, pool_tasks, ask=lambda _parent, url: asked.append(url))
+    qtbot.addWidget(panel)
+    panel.add_clicked("http://gpu-server:8000")
+    assert asked == ["http://gpu-server:8000"]  # the dialog opens with it; cancelling adds nothing
+    assert store.list() == []

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QScrollArea, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.hardware.profile import HardwareProfile
 from app.core.hub.client import HubClient
@@ -38,10 +38,13 @@ class DiscoverPage(QWidget):
         *,
         hub: Callable[[], HubClient],
         ranker: Ranker = ranked_catalog,
+        add_remote: Callable[[str], None] | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        """`add_remote(url)`: add a planned server as a remote once it runs (None: the plan cannot offer it)."""
         super().__init__(parent)
         self._tasks = tasks
+        self.add_remote = add_remote
         self._ranker = ranker
         self._hub = hub  # a client for the current Settings (token and mirror can change while Hearth runs)
         self._opening = 0  # only the last repo asked for is shown
@@ -77,6 +80,8 @@ class DiscoverPage(QWidget):
         self.model_view.back.connect(lambda: self.stack.setCurrentIndex(0))
         self.model_view.back.connect(self.search.query.setFocus)
         self.model_view.download_requested.connect(self.download_requested.emit)
+        self.model_view.plan_requested.connect(self.plan_server)
+        self.plan_dialog: QDialog | None = None
         self.stack.addWidget(scroll)
         self.stack.addWidget(self.model_view)
         layout = QVBoxLayout(self)
@@ -106,6 +111,20 @@ class DiscoverPage(QWidget):
     def _on_error(self, exc: BaseException) -> None:
         logger.error("ranking the catalogue failed", exc_info=exc)
         self.recommended.status.setText(f"Could not rank models: {exc}")
+
+    def plan_server(self, repo_id: str) -> None:
+        """Main thread: the deployment plan dialog for a repo that does not fit here (its shape from the
+        Hub, on the pool)."""
+        from app.core.deploy.shape import shape_from_hub
+        from app.ui.discover.plan_dialog import PlanDialog
+
+        hub = self._hub
+        dialog = PlanDialog(
+            repo_id, lambda: shape_from_hub(hub(), repo_id), self._tasks, parent=self, add_remote=self.add_remote
+        )
+        dialog.setModal(False)
+        self.plan_dialog = dialog
+        dialog.show()
 
     def open_pick(self, pick: CatalogPick) -> None:
         """Main thread: the catalogue's estimates at once, then the pick's repo asked on the pool (real

@@ -19,6 +19,7 @@ from app.ui.widgets.fit_view import FitView
 class ModelView(QWidget):
     back = Signal()
     download_requested = Signal(object)  # Assessment
+    plan_requested = Signal(str)  # a Hub repo id: plan a server for a model that does not fit here
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -40,6 +41,12 @@ class ModelView(QWidget):
         self.subtitle.setWordWrap(True)
         self.why = QLabel()
         self.why.setWordWrap(True)
+        # Nothing fits here: say what would, on which hardware (issue 17's deployment plan).
+        self.plan_button = QPushButton("Plan a server for it…")
+        self.plan_button.setToolTip("Which GPUs it needs, the engine and the command that serves it")
+        self.plan_button.clicked.connect(self._plan_clicked)
+        self.plan_button.setVisible(False)
+        self._plan_repo = ""
         self.source = QLabel()  # a link to the repo on the Hub, once the Hub answered
         self.source.setOpenExternalLinks(True)
         self.source.setTextFormat(Qt.TextFormat.RichText)
@@ -70,7 +77,7 @@ class ModelView(QWidget):
         self._fit_host.addWidget(self.cannot_run)
         body = QWidget()
         layout = QVBoxLayout(body)
-        for w in (back, self.title, self.subtitle, self.source, self.notice, self.why, self.table):
+        for w in (back, self.title, self.subtitle, self.source, self.notice, self.why, self.plan_button, self.table):
             layout.addWidget(w)
         layout.addLayout(self._fit_host)
         layout.addWidget(self.card)
@@ -102,6 +109,13 @@ class ModelView(QWidget):
             if rec.recommended
             else f"No variant fits this machine: {rec.why}"
         )
+        repo = next((a.variant.repo_id for a in rec.assessments if a.variant.repo_id), "")
+        self._plan_repo = repo if rec.recommended is None else ""
+        self.plan_button.setVisible(bool(self._plan_repo))
+
+    def _plan_clicked(self) -> None:
+        if self._plan_repo:
+            self.plan_requested.emit(self._plan_repo)
 
     def _fill_table(self, assessments: list[Assessment], keep: int | None) -> None:
         """Refill the table without its selection signal (which would rebuild the fit view being used);
