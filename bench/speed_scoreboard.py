@@ -242,7 +242,8 @@ def fit(rows: list[Row], models: dict) -> dict:
         for k in speed.T0_LAYER:
             speed.T0_LAYER[k] = 0.0
         for backend in ("cuda", "metal"):
-            data = [_fit_inputs(r, models) + (1 / r.tok_s,) for r in fit_rows if r.backend == backend and r.kind == "decode"]
+            mine_rows = [r for r in fit_rows if r.backend == backend and r.kind == "decode"]
+            data = [_fit_inputs(r, models) + (1 / r.tok_s,) for r in mine_rows]
             a = np.array([[x / t, layers / t] for _, x, _, layers, _, _, t in data])
             b = np.array([(t - host - speed.T0_TOKEN) / t for _, _, host, _, _, _, t in data])
             (inv_eta, t0_layer), *_ = np.linalg.lstsq(a, b, rcond=None)
@@ -250,8 +251,9 @@ def fit(rows: list[Row], models: dict) -> dict:
             out["T0_LAYER"][backend] = round(float(t0_layer), 7)
             for cls in sorted({d[0] for d in data}):
                 mine = [d for d in data if d[0] == cls]
-                num = sum(x * (t - host - speed.T0_TOKEN - layers * t0_layer) / t**2 for _, x, host, layers, _, _, t in mine)
-                den = sum(x * x / t**2 for _, x, _, _, _, _, t in mine)
+                rest = [(x, t - host - speed.T0_TOKEN - layers * t0_layer, t) for _, x, host, layers, _, _, t in mine]
+                num = sum(x * r / t**2 for x, r, t in rest)
+                den = sum(x * x / t**2 for x, _, t in rest)
                 out["ETA"][cls] = round(float(den / num), 3)
         need: dict[str, list[float]] = {}
         for r in (r for r in fit_rows if r.kind == "prefill"):

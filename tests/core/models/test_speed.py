@@ -108,7 +108,8 @@ def test_llama_bench_mode_leaves_out_sampling():
 def test_discrete_gpus_also_pay_for_moving_the_logits_row():
     spec = llama3_8b_spec()
     cuda = host_seconds(*plan_on(profile(gpus=[RTX_4090]), spec), sampling=False)
-    apple = host_seconds(*plan_on(apple_profile("Apple M2 Max", 64 * GiB, 48 * GiB, 60 * GiB, 400.0), spec), sampling=False)
+    mac = apple_profile("Apple M2 Max", 64 * GiB, 48 * GiB, 60 * GiB, 400.0)
+    apple = host_seconds(*plan_on(mac, spec), sampling=False)
     assert cuda - apple == pytest.approx(4 * spec.n_vocab / LOGITS_PCIE_BPS)
 
 
@@ -137,7 +138,12 @@ def test_speed_class_of_an_nvidia_gpu_from_the_profile(gpu, cls):
 
 @pytest.mark.parametrize(
     ("chip", "cls"),
-    [("Apple M1", "apple_base"), ("Apple M3 Pro", "apple_pro"), ("Apple M4 Max", "apple_max"), ("Apple M2 Ultra", "apple_ultra")],
+    [
+        ("Apple M1", "apple_base"),
+        ("Apple M3 Pro", "apple_pro"),
+        ("Apple M4 Max", "apple_max"),
+        ("Apple M2 Ultra", "apple_ultra"),
+    ],
 )
 def test_speed_class_of_an_apple_chip_from_the_profile(chip, cls):
     machine = machine_from_profile(apple_profile(chip, 64 * GiB, 48 * GiB, 60 * GiB, 400.0))
@@ -149,8 +155,8 @@ def test_speed_class_of_an_apple_chip_from_the_profile(chip, cls):
 def test_the_class_efficiency_is_the_one_applied():
     # Same bandwidth, different class: the decode time of the weights differs by the ratio of the ηs.
     spec = llama3_8b_spec()
-    s_cons, plan_c = plan_on(gpu_profile("NVIDIA GeForce RTX 4090", bw=2000), spec)
-    s_dc, plan_d = plan_on(gpu_profile("NVIDIA H100 PCIe", bw=2000), spec)
+    spec, plan_c = plan_on(gpu_profile("NVIDIA GeForce RTX 4090", bw=2000), spec)
+    spec, plan_d = plan_on(gpu_profile("NVIDIA H100 PCIe", bw=2000), spec)
     fixed = T0_TOKEN + spec.n_layers * T0_LAYER["cuda"] + host_seconds(spec, plan_c)
     t_cons = decode_seconds(spec, plan_c) - fixed
     t_dc = decode_seconds(spec, plan_d) - fixed
