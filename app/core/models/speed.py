@@ -1,9 +1,9 @@
 """Speed model: decode is memory-bound, prefill compute-bound (docs/speed-model.md has every constant's why).
 
-Decode, per token: t = Σ_devices bytes_read / (η_class × bandwidth) + t0_backend + t_host, where bytes read are
-the resident weights (active experts only) plus the KV cache up to the current position, η depends on the
-device class (consumer or datacenter NVIDIA, Apple base/Pro/Max/Ultra, CPU), and t_host is the logits copy
-and sampling over the vocabulary on the CPU.
+Decode, per token: t = Σ_devices bytes_read / (η_class × bandwidth) + T0_TOKEN + layers × T0_LAYER + t_host,
+where bytes read are the resident weights (active experts only) plus the KV cache up to the current position,
+η depends on the device class (consumer or datacenter NVIDIA, Apple base/Pro/Max/Ultra, CPU), and t_host is
+the logits copy and sampling over the vocabulary on the CPU.
 Prefill, per prompt token: (2 × active params + attention FLOPs at that prompt length) / (η_c × peak FLOPS).
 """
 
