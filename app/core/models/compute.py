@@ -32,7 +32,7 @@ SPEED_CLASSES: tuple[SpeedClass, ...] = (
     "apple_ultra",
     "vulkan",
 )
-_APPLE_TIER = {"pro": "apple_pro", "max": "apple_max", "ultra": "apple_ultra"}
+_APPLE_TIER: dict[str, SpeedClass] = {"pro": "apple_pro", "max": "apple_max", "ultra": "apple_ultra"}
 # Without a table figure: tensor-core GPUs sit near 120 FLOP per byte/s of bandwidth (RTX 3060 142,
 # RTX 4090 328, H100 SXM 295): a deliberately low guess, so an unknown card is not promised a fast prefill.
 GPU_FLOPS_PER_BW = 120.0
@@ -65,7 +65,7 @@ def speed_class(device: Device, backend: str) -> SpeedClass:
         words = _words(device.model)
         for word, cls in _APPLE_TIER.items():
             if word in words:
-                return cls  # type: ignore[return-value]
+                return cls
         return "apple_base"
     return "nvidia_datacenter" if is_hbm_gpu(device.model) else "nvidia_consumer"
 
