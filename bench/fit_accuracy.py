@@ -149,15 +149,18 @@ def run_child(path: Path, n_ctx: int, kv: str, mmap: bool, threads: int) -> tupl
 TYPE_CHILD = r"""
 import json, statistics, sys, time, llama_cpp
 args = json.loads(sys.argv[1])
-llm = llama_cpp.Llama(model_path=args["path"], n_ctx=512, n_threads=args["threads"], verbose=False)
-best = []
-for _ in range(args["rounds"]):
-    llm.reset(); llm.eval([1, 2, 3])
-    times = []
-    for i in range(40):
-        t0 = time.perf_counter(); llm.eval([(i * 7) % 400 + 50]); times.append(time.perf_counter() - t0)
-    best.append(statistics.median(times))
-print(json.dumps({"s_per_token": min(best)}))
+def load(p):
+    return llama_cpp.Llama(model_path=p, n_ctx=512, n_threads=args["threads"], verbose=False)
+llms = {ft: load(p) for ft, p in args["paths"].items()}
+best = {ft: [] for ft in llms}
+for _ in range(args["rounds"]):  # types alternate within each round, so a busy neighbour slows them alike
+    for ft, llm in llms.items():
+        llm.reset(); llm.eval([1, 2, 3])
+        times = []
+        for i in range(30):
+            t0 = time.perf_counter(); llm.eval([(i * 7) % 400 + 50]); times.append(time.perf_counter() - t0)
+        best[ft].append(statistics.median(times))
+print(json.dumps({ft: min(v) for ft, v in best.items()}))
 """
 
 
@@ -171,20 +174,21 @@ def type_speed(threads: int) -> int:
     if not base.exists():  # ~270 MB at F16: well past the last-level cache, so decode streams from RAM
         shape = {"n_embd": 1024, "n_layer": 8, "n_head": 8, "n_head_kv": 8, "n_ff": 4096, "vocab_size": 512}
         write_tiny_llama_gguf(base, dtype="F16", **shape)
-    rates = {}
+    paths, read = {}, {}
     for ft in ("Q4_K_M", "Q4_0", "Q4_1", "Q5_K_M", "Q8_0", "F16"):
         path = base if ft == "F16" else CACHE / f"types-{ft.lower()}.gguf"
         if not path.exists():
             quantize_gguf(base, path, ft)
-        spec = spec_from_gguf(read_gguf_header(path))
-        arg = json.dumps({"path": str(path), "threads": threads, "rounds": 5})
-        proc = subprocess.run([sys.executable, "-c", TYPE_CHILD, arg], capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise RuntimeError(proc.stderr[-2000:])
-        s = json.loads(proc.stdout.strip().splitlines()[-1])["s_per_token"]
-        rates[ft] = spec.bytes_per_token_read / s
-        mib = spec.bytes_per_token_read / MiB
-        print(f"{ft:<7} {mib:7.1f} MiB/token  {s * 1e3:7.2f} ms  {rates[ft] / 1e9:5.1f} GB/s")
+        paths[ft] = str(path)
+        read[ft] = spec_from_gguf(read_gguf_header(path)).bytes_per_token_read
+    arg = json.dumps({"paths": paths, "threads": threads, "rounds": 7})
+    proc = subprocess.run([sys.executable, "-c", TYPE_CHILD, arg], capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    secs = json.loads(proc.stdout.strip().splitlines()[-1])
+    rates = {ft: read[ft] / secs[ft] for ft in paths}
+    for ft in paths:
+        print(f"{ft:<7} {read[ft] / MiB:7.1f} MiB/token  {secs[ft] * 1e3:7.2f} ms  {rates[ft] / 1e9:5.1f} GB/s")
     for ft, rate in rates.items():
         print(f"{ft}: {rate / rates['Q4_K_M']:.2f} x Q4_K_M")
     return 0
