@@ -322,16 +322,15 @@ def measure_here() -> dict:
         write_tiny_llama_gguf(path, n_embd=512, n_layer=4, n_head=8, n_head_kv=8, n_ff=1536, n_ctx=8192, vocab_size=512)
     spec = spec_from_gguf(read_gguf_header(path))
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=4608, n_batch=512, n_ubatch=512, n_threads=2, verbose=False)
-    per_tok = {}
-    for n in (512, 4096):
-        toks = [(i * 7919) % 400 + 50 for i in range(n)]
-        runs = []
-        for _ in range(3):
+    prompts = {n: [(i * 7919) % 400 + 50 for i in range(n)] for n in (512, 4096)}
+    runs: dict[int, list[float]] = {n: [] for n in prompts}
+    for _ in range(5):  # the lengths alternate within each round, so a busy neighbour slows both alike
+        for n, toks in prompts.items():
             llm.reset()
             t0 = time.perf_counter()
             llm.eval(toks)
-            runs.append((time.perf_counter() - t0) / n)
-        per_tok[n] = min(runs)  # the least disturbed run: this VM's neighbours come and go
+            runs[n].append((time.perf_counter() - t0) / n)
+    per_tok = {n: min(v) for n, v in runs.items()}  # the least disturbed round of each
     r = per_tok[4096] / per_tok[512]
     a1, a2 = (speed.attention_flops_per_token(spec, n) for n in (512, 4096))
     p2 = 2 * spec.n_params

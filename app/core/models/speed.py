@@ -41,8 +41,8 @@ T_LAYER_CPU = 0.045e-3
 # Host work per vocabulary entry per token, on the CPU whatever the backend (s), measured on this project's
 # 2-core EPYC VM with bench/speed_scoreboard.py --measure-here: the sampler chain Hearth builds (top-k first,
 # then top-p, min-p, temperature, dist) plus llama-cpp-python's copy of the logits row.
-HOST_SAMPLE_S_PER_ENTRY = 0.78e-9
-HOST_COPY_S_PER_ENTRY = 0.04e-9
+HOST_SAMPLE_S_PER_ENTRY = 0.77e-9
+HOST_COPY_S_PER_ENTRY = 0.05e-9
 # Moving the logits row off a discrete GPU: 4 bytes per entry over PCIe (~12 GB/s for small transfers).
 LOGITS_PCIE_BPS = 12e9
 # On the CPU, how fast a weight type streams relative to 4-bit K/IQ quants: unquantized types need no
@@ -53,17 +53,17 @@ CPU_TYPE_SPEED = {"F32": 1.4, "F16": 1.4, "BF16": 1.4, "Q8_0": 1.1, "U8": 1.1, "
 # Prefill: share of peak FP16 FLOPS reached, per device class; fitted on the scoreboards' pp512 (median).
 ETA_COMPUTE: dict[SpeedClass, float] = {
     "cpu": 0.30,
-    "nvidia_consumer": 0.511,
-    "nvidia_datacenter": 0.289,
-    "apple_base": 0.706,
-    "apple_pro": 0.721,
-    "apple_max": 0.713,
-    "apple_ultra": 0.664,
+    "nvidia_consumer": 0.503,
+    "nvidia_datacenter": 0.285,
+    "apple_base": 0.695,
+    "apple_pro": 0.71,
+    "apple_max": 0.702,
+    "apple_ultra": 0.654,
     "vulkan": 0.3,
 }
 # Attention (QK^T, softmax, PV) runs this many times slower per FLOP than the weight matmuls: measured here
 # from prompt tok/s at two prompt lengths (bench/speed_scoreboard.py --measure-here).
-ATTN_SLOWDOWN = 4.4
+ATTN_SLOWDOWN = 2.8
 PREFILL_TOKENS = 512  # what a prefill figure means when nobody says (llama-bench's pp512)
 CPU_CLOCK_HZ = 2.8e9
 

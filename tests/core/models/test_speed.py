@@ -181,7 +181,7 @@ def test_apple_prefill_scales_with_probed_gpu_cores():
 
 def test_prefill_uses_the_class_compute_efficiency():
     spec, plan = plan_on(gpu_profile("NVIDIA H100 PCIe", bw=2000))
-    expected = (2 * spec.n_params + 4.4 * attention_flops_per_token(spec, 512)) / (
+    expected = (2 * spec.n_params + 2.8 * attention_flops_per_token(spec, 512)) / (
         peak_flops(plan.machine.gpus[0]) * ETA_COMPUTE["nvidia_datacenter"]
     )
     assert prefill_seconds_per_token(spec, plan, 512) == pytest.approx(expected, rel=1e-6)
