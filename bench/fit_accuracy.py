@@ -1,6 +1,7 @@
 """Predicted vs measured memory and decode speed for real llama.cpp loads on this machine.
 
     .venv/bin/python bench/fit_accuracy.py [--quick] [--no-1b]
+    .venv/bin/python bench/fit_accuracy.py --type-speed   # how fast each weight type streams here (CPU_TYPE_SPEED)
 
 Each case loads in a fresh child process; llama.cpp's own buffer report (parsed from its log) and the
 process RSS growth are compared with Hearth's prediction. Targets: memory within 5 % or 100 MiB;
@@ -145,13 +146,64 @@ def run_child(path: Path, n_ctx: int, kv: str, mmap: bool, threads: int) -> tupl
     return json.loads(proc.stdout.strip().splitlines()[-1]), bufs
 
 
+TYPE_CHILD = r"""
+import json, statistics, sys, time, llama_cpp
+args = json.loads(sys.argv[1])
+def load(p):
+    return llama_cpp.Llama(model_path=p, n_ctx=512, n_threads=args["threads"], verbose=False)
+llms = {ft: load(p) for ft, p in args["paths"].items()}
+best = {ft: [] for ft in llms}
+for _ in range(args["rounds"]):  # types alternate within each round, so a busy neighbour slows them alike
+    for ft, llm in llms.items():
+        llm.reset(); llm.eval([1, 2, 3])
+        times = []
+        for i in range(30):
+            t0 = time.perf_counter(); llm.eval([(i * 7) % 400 + 50]); times.append(time.perf_counter() - t0)
+        best[ft].append(statistics.median(times))
+print(json.dumps({ft: min(v) for ft, v in best.items()}))
+"""
+
+
+def type_speed(threads: int) -> int:
+    """Decode bytes/s of one generated model in each weight type, relative to Q4_K_M (CPU_TYPE_SPEED's 1.0):
+    types without llama.cpp's REPACK kernels (Q4_1, Q5_x) dequantise on the slow path."""
+    from tests.fixtures.tiny_gguf import quantize_gguf, write_tiny_llama_gguf
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    base = CACHE / "types-f16.gguf"
+    if not base.exists():  # ~270 MB at F16: well past the last-level cache, so decode streams from RAM
+        shape = {"n_embd": 1024, "n_layer": 8, "n_head": 8, "n_head_kv": 8, "n_ff": 4096, "vocab_size": 512}
+        write_tiny_llama_gguf(base, dtype="F16", **shape)
+    paths, read = {}, {}
+    for ft in ("Q4_K_M", "Q4_0", "Q4_1", "Q5_K_M", "Q8_0", "F16"):
+        path = base if ft == "F16" else CACHE / f"types-{ft.lower()}.gguf"
+        if not path.exists():
+            quantize_gguf(base, path, ft)
+        paths[ft] = str(path)
+        read[ft] = spec_from_gguf(read_gguf_header(path)).bytes_per_token_read
+    arg = json.dumps({"paths": paths, "threads": threads, "rounds": 7})
+    proc = subprocess.run([sys.executable, "-c", TYPE_CHILD, arg], capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    secs = json.loads(proc.stdout.strip().splitlines()[-1])
+    rates = {ft: read[ft] / secs[ft] for ft in paths}
+    for ft in paths:
+        print(f"{ft:<7} {read[ft] / MiB:7.1f} MiB/token  {secs[ft] * 1e3:7.2f} ms  {rates[ft] / 1e9:5.1f} GB/s")
+    for ft, rate in rates.items():
+        print(f"{ft}: {rate / rates['Q4_K_M']:.2f} x Q4_K_M")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--type-speed", action="store_true", help="measure CPU_TYPE_SPEED here and stop")
     ap.add_argument("--quick", action="store_true", help="fewer cases")
     ap.add_argument("--no-1b", action="store_true", help="skip the generated ~1B model")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "fit_accuracy.json"))
     a = ap.parse_args()
+    if a.type_speed:
+        return type_speed(a.threads)
 
     profile = probe_hardware(measure_bandwidth=True)
     machine = machine_from_profile(profile, prefer_gpu=False)

@@ -69,6 +69,12 @@ def _lookup(name: str, table: dict[str, float], kind: str) -> BandwidthLookup:
     return BandwidthLookup(float(table[best]), matched=best)
 
 
+def lookup_in_table(name: str, section: str, path: Path = TABLE_PATH) -> BandwidthLookup:
+    """Any name-keyed number in resources/hardware.json ("gpu_fp16_tflops", "apple_gpu_cores", ...),
+    matched the way bandwidths are: whole words, longest key, laptop variants refused."""
+    return _lookup(name, load_table(path).get(section, {}), section)
+
+
 def lookup_gpu_bandwidth(name: str, path: Path = TABLE_PATH) -> BandwidthLookup:
     """Peak GB/s of a discrete GPU from its NVML name ("NVIDIA GeForce RTX 4090", "NVIDIA H100 PCIe")."""
     return _lookup(name, load_table(path).get("gpus", {}), "GPU")

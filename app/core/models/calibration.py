@@ -16,6 +16,9 @@ logger = logging.getLogger(__name__)
 
 MAX_RUNS = 50  # per backend; old runs drop off so a driver update is learned again
 MIN_RUNS = 1
+# Which speed model made `predicted_decode`: a ratio against an older formula would mis-correct the new one,
+# so only runs predicted by this version count. 2: per-class η, host cost per vocab entry (issue 15).
+MODEL_VERSION = 2
 
 
 @dataclass
@@ -27,6 +30,7 @@ class SpeedRun:
     predicted_prefill: float = 0.0
     measured_prefill: float = 0.0
     at: float = 0.0
+    model_version: int = MODEL_VERSION
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ class CalibrationStore:
     def _load(self) -> list[SpeedRun]:
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
-            return [SpeedRun(**r) for r in raw.get("runs", [])]
+            # A run written before the field existed was predicted by version 1.
+            return [SpeedRun(**{"model_version": 1, **r}) for r in raw.get("runs", [])]
         except FileNotFoundError:
             return []
         except (OSError, ValueError, TypeError) as exc:
@@ -74,7 +79,7 @@ class CalibrationStore:
             atomic_write_text(self.path, json.dumps({"runs": [asdict(r) for r in others + mine]}, indent=1))
 
     def correction(self, backend: str) -> Correction:
-        runs = self.runs(backend)
+        runs = [r for r in self.runs(backend) if r.model_version == MODEL_VERSION]
         if len(runs) < MIN_RUNS:
             return Correction()
         decode = statistics.median(r.measured_decode / r.predicted_decode for r in runs)

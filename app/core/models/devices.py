@@ -27,6 +27,8 @@ class Device:
     bandwidth_gbps: float | None
     label: str = ""  # "RAM", "VRAM", "unified memory"
     bandwidth_measured: bool = False  # measured on this machine, not from the table
+    model: str = ""  # the hardware's own name ("NVIDIA GeForce RTX 4090", "Apple M2 Max"): picks the speed class
+    gpu_cores: int | None = None  # Apple: GPU cores as probed (prefill scales with them)
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,16 @@ def machine_from_profile(profile: HardwareProfile, *, prefer_gpu: bool = True) -
         a = profile.apple
         # Unified memory: Metal may keep at most the working set; both pools draw on the same free RAM.
         budget = min(a.gpu_working_set_bytes or mem.total_bytes, cpu.budget_bytes)
-        metal = Device("Metal", "metal", mem.available_bytes, budget, a.bandwidth_gbps or cpu_bw, "unified memory")
+        metal = Device(
+            "Metal",
+            "metal",
+            mem.available_bytes,
+            budget,
+            a.bandwidth_gbps or cpu_bw,
+            "unified memory",
+            model=a.chip,
+            gpu_cores=a.gpu_cores,
+        )
         cpu = Device("CPU", "cpu", mem.available_bytes, cpu.budget_bytes, a.bandwidth_gbps or cpu_bw, "RAM")
         return Machine("metal", cpu, (metal,), repack=repack, unified=True, cores=cores, simd=simd)
     if profile.gpus and prefer_gpu:
@@ -79,6 +90,7 @@ def machine_from_profile(profile: HardwareProfile, *, prefer_gpu: bool = True) -
                 max(0, g.memory_free_bytes - GPU_MARGIN),
                 g.bandwidth_gbps,
                 "VRAM",
+                model=g.name,
             )
             for g in profile.gpus
         )

@@ -1,7 +1,10 @@
-"""Speed model: decode is memory-bound, prefill compute-bound (fit-model.md "Decode speed").
+"""Speed model: decode is memory-bound, prefill compute-bound (docs/speed-model.md has every constant's why).
 
-t_token = Σ_devices bytes_read_on_device / (η × bandwidth) + t0, and bytes read per token are the
-resident weights (active experts only) plus the KV cache up to the current position.
+Decode, per token: t = Σ_devices bytes_read / (η_class × bandwidth) + T0_TOKEN + layers × T0_LAYER + t_host,
+where bytes read are the resident weights (active experts only) plus the KV cache up to the current position,
+η depends on the device class (consumer or datacenter NVIDIA, Apple base/Pro/Max/Ultra, CPU), and t_host is
+the logits copy and sampling over the vocabulary on the CPU.
+Prefill, per prompt token: (2 × active params + attention FLOPs at that prompt length) / (η_c × peak FLOPS).
 """
 
 from __future__ import annotations
@@ -9,28 +12,59 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.models.calibration import Correction
+from app.core.models.compute import SpeedClass, peak_flops, speed_class
 from app.core.models.memory import kv_bytes_per_layer, kv_cells
 from app.core.models.planner import Plan
 from app.core.models.spec import ModelSpec
 
-# η (share of peak bandwidth reached) and fixed per-token overhead t0 (s), per backend.
-# CUDA/Metal: fitted on llama.cpp scoreboards (Llama-2-7B Q4_0 tg128). CPU: relative to the measured
-# single-thread read bandwidth, which all cores together exceed (bench/fit_accuracy.py); 0.65 of a
-# rated (table) bandwidth when nothing was measured.
-ETA = {"cpu": 0.95, "cuda": 0.86, "metal": 0.84, "vulkan": 0.7}
+# Share of rated bandwidth a decode step reaches, per device class. GPU classes: fitted on llama.cpp
+# scoreboard rows (Llama-2-7B Q4_0 tg128) by bench/speed_scoreboard.py --fit. CPU: relative to the measured
+# read bandwidth (bench/fit_accuracy.py); ETA_CPU_RATED of a table figure when nothing was measured.
+ETA: dict[SpeedClass, float] = {
+    "cpu": 0.95,
+    "nvidia_consumer": 0.858,
+    "nvidia_datacenter": 0.615,
+    "apple_base": 0.888,
+    "apple_pro": 0.928,
+    "apple_max": 0.908,
+    "apple_ultra": 0.794,
+    "vulkan": 0.7,
+}
 ETA_CPU_RATED = 0.65
-T0 = {"cpu": 0.1e-3, "cuda": 0.84e-3, "metal": 3.7e-3, "vulkan": 1.5e-3}
+# Fixed time per decoded token on the host (graph build, llama_decode's bookkeeping), any backend (s).
+T0_TOKEN = 0.1e-3
+# Per GPU layer per decoded token (s): kernel launches, dispatch and synchronisation, which grow with the
+# number of ops, i.e. with layers. Fitted with ETA; vulkan: the old 1.5 ms per token over 32 layers.
+T0_LAYER = {"cuda": 0.0327e-3, "metal": 0.163e-3, "vulkan": 0.047e-3}
 # Per layer on the CPU: ~15 graph ops, each ending in a thread barrier (small models are bound by this).
 T_LAYER_CPU = 0.045e-3
-# Per vocabulary entry per token: reading the logits and sampling on the host (any backend).
-T_VOCAB = 80e-9
+# Host work per vocabulary entry per token, on the CPU whatever the backend (s), measured on this project's
+# 2-core EPYC VM with bench/speed_scoreboard.py --measure-here: the sampler chain Hearth builds (top-k first,
+# then top-p, min-p, temperature, dist) plus llama-cpp-python's copy of the logits row.
+HOST_SAMPLE_S_PER_ENTRY = 0.77e-9
+HOST_COPY_S_PER_ENTRY = 0.05e-9
+# Moving the logits row off a discrete GPU: 4 bytes per entry over PCIe (~12 GB/s for small transfers).
+LOGITS_PCIE_BPS = 12e9
 # On the CPU, how fast a weight type streams relative to 4-bit K/IQ quants: unquantized types need no
-# dequantisation and use all cores' bandwidth; Q8_0 is in between (fitted with bench/fit_accuracy.py).
-CPU_TYPE_SPEED = {"F32": 1.4, "F16": 1.4, "BF16": 1.4, "Q8_0": 1.1, "U8": 1.1}
-# Prefill: share of peak FLOPS reached (calibrated from measured prompt tok/s).
-ETA_COMPUTE = {"cpu": 0.30, "cuda": 0.45, "metal": 0.40, "vulkan": 0.3}
-# Peak FLOPS when the table has none: GPU ≈ 120 FLOP per byte/s of bandwidth (fp16 tensor cores).
-GPU_FLOPS_PER_BW = 120.0
+# dequantisation and use all cores' bandwidth; Q8_0 is in between (fitted with bench/fit_accuracy.py). Q4_1
+# has no REPACK kernel and dequantises on the slow path: 0.61-0.64 of Q4_K_M in two runs of
+# `bench/fit_accuracy.py --type-speed` here (the flat per-vocabulary charge used to hide this on SmolLM2).
+CPU_TYPE_SPEED = {"F32": 1.4, "F16": 1.4, "BF16": 1.4, "Q8_0": 1.1, "U8": 1.1, "Q4_1": 0.62}
+# Prefill: share of peak FP16 FLOPS reached, per device class; fitted on the scoreboards' pp512 (median).
+ETA_COMPUTE: dict[SpeedClass, float] = {
+    "cpu": 0.30,
+    "nvidia_consumer": 0.503,
+    "nvidia_datacenter": 0.285,
+    "apple_base": 0.695,
+    "apple_pro": 0.71,
+    "apple_max": 0.702,
+    "apple_ultra": 0.654,
+    "vulkan": 0.3,
+}
+# Attention (QK^T, softmax, PV) runs this many times slower per FLOP than the weight matmuls: measured here
+# from prompt tok/s at two prompt lengths (bench/speed_scoreboard.py --measure-here).
+ATTN_SLOWDOWN = 2.8
+PREFILL_TOKENS = 512  # what a prefill figure means when nobody says (llama-bench's pp512)
 CPU_CLOCK_HZ = 2.8e9
 
 
@@ -38,10 +72,11 @@ CPU_CLOCK_HZ = 2.8e9
 class SpeedPrediction:
     decode_tok_s: float  # at the start of a conversation
     decode_tok_s_full_ctx: float  # when the context is full (KV read grows with position)
-    prefill_tok_s: float
+    prefill_tok_s: float  # for a PREFILL_TOKENS prompt (or the one asked for)
     basis: str  # "table bandwidth, uncalibrated", "measured bandwidth, calibrated on 3 runs"
     bytes_per_token: int
     bound_by: str  # which device dominates
+    speed_class: str = ""  # the class whose η applied ("nvidia_consumer", "apple_max", "cpu", ...)
 
 
 def has_weights(spec: ModelSpec) -> bool:
@@ -74,59 +109,124 @@ def _layer_read_bytes(spec: ModelSpec, il: int) -> float:
     return (blk - exp) + exp * _active_share(spec)
 
 
-def predict_speed(spec: ModelSpec, plan: Plan, correction: Correction | None = None) -> SpeedPrediction:
+def host_seconds(spec: ModelSpec, plan: Plan, *, sampling: bool = True) -> float:
+    """Per token on the CPU: the logits row copied off the device, then (when sampling) the sampler over it.
+    Not scaled per CPU: the profile has no per-core speed (docs/speed-model.md); calibration absorbs it."""
     m = plan.machine
-    corr = correction or Correction()
+    per_entry = HOST_COPY_S_PER_ENTRY + (HOST_SAMPLE_S_PER_ENTRY if sampling else 0.0)
+    pcie = 4 * spec.n_vocab / LOGITS_PCIE_BPS if m.gpus and not m.unified and plan.layers_on_gpu else 0.0
+    return spec.n_vocab * per_entry + pcie
+
+
+@dataclass(frozen=True)
+class _Decode:
+    seconds: float
+    cpu_s: float
+    gpu_s: float
+
+
+def _gpu_first_layer(spec: ModelSpec, plan: Plan) -> int:
+    m = plan.machine
+    return spec.n_layers - min(plan.layers_on_gpu, spec.n_layers) if m.gpus else spec.n_layers
+
+
+def _decode(spec: ModelSpec, plan: Plan, position: float, sampling: bool) -> _Decode:
+    m = plan.machine
     opts = plan.options
     cells = kv_cells(opts.n_ctx)
-    gpu_first = spec.n_layers - min(plan.layers_on_gpu, spec.n_layers) if m.gpus else spec.n_layers
+    gpu_first = _gpu_first_layer(spec, plan)
     out_on_gpu = bool(m.gpus) and plan.layers_on_gpu > spec.n_layers
-
-    def per_device(position: int) -> dict[str, float]:
-        read = {"cpu": 0.0, "gpu": 0.0}
-        for il in range(spec.n_layers):
-            where = "gpu" if il >= gpu_first and m.gpus else "cpu"
-            kv_full = kv_bytes_per_layer(spec, il, cells, opts)
-            read[where] += _layer_read_bytes(spec, il) + kv_full * min(position, cells) / max(cells, 1)
-        read["gpu" if out_on_gpu else "cpu"] += spec.output_bytes + spec.other_bytes
-        return read
+    read = {"cpu": 0.0, "gpu": 0.0}
+    for il in range(spec.n_layers):
+        where = "gpu" if il >= gpu_first and m.gpus else "cpu"
+        kv_full = kv_bytes_per_layer(spec, il, cells, opts)
+        read[where] += _layer_read_bytes(spec, il) + kv_full * min(position, cells) / max(cells, 1)
+    read["gpu" if out_on_gpu else "cpu"] += spec.output_bytes + spec.other_bytes
 
     cpu_bw = (m.cpu.bandwidth_gbps or 20.0) * 1e9
-    gpu_bw = ((m.gpus[0].bandwidth_gbps if m.gpus else None) or cpu_bw / 1e9) * 1e9
     backend = m.backend if m.gpus else "cpu"
-
     eta_cpu = (ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED) * cpu_type_speed(spec)
-    cpu_layers = min(spec.n_layers, gpu_first)
-    fixed = T0[backend] + cpu_layers * T_LAYER_CPU + spec.n_vocab * T_VOCAB
+    t_cpu = read["cpu"] / (eta_cpu * cpu_bw)
+    t_gpu = 0.0
+    if read["gpu"]:
+        gpu = m.gpus[0]
+        gpu_bw = (gpu.bandwidth_gbps or cpu_bw / 1e9) * 1e9
+        t_gpu = read["gpu"] / (ETA[speed_class(gpu, backend)] * gpu_bw)
+    gpu_layers = spec.n_layers - min(spec.n_layers, gpu_first)
+    fixed = (
+        T0_TOKEN
+        + gpu_layers * T0_LAYER.get(backend, 0.0)
+        + min(spec.n_layers, gpu_first) * T_LAYER_CPU
+        + host_seconds(spec, plan, sampling=sampling)
+    )
+    return _Decode(t_cpu + t_gpu + fixed, t_cpu, t_gpu)
 
-    def t_token(position: int) -> tuple[float, float, float]:
-        read = per_device(position)
-        t_cpu = read["cpu"] / (eta_cpu * cpu_bw)
-        t_gpu = read["gpu"] / (ETA[backend] * gpu_bw) if read["gpu"] else 0.0
-        return t_cpu + t_gpu + fixed, t_cpu, t_gpu
 
-    t_start, t_cpu, t_gpu = t_token(1)
-    t_full, _, _ = t_token(cells)
+def decode_seconds(spec: ModelSpec, plan: Plan, position: float = 1, *, sampling: bool = True) -> float:
+    """Seconds for one decoded token with `position` tokens already in the KV cache (uncalibrated).
+    `sampling=False` is llama-bench's tg test: logits are computed and copied, nobody samples."""
+    return _decode(spec, plan, position, sampling).seconds
+
+
+def attention_flops_per_token(spec: ModelSpec, n_prompt: int) -> float:
+    """QK^T and PV for an average token of an `n_prompt` prompt read from an empty cache: each token
+    attends to the ones before it (n/2 on average), or to its sliding window."""
+    flops = 0.0
+    for il in range(spec.n_layers):
+        heads = spec.n_head if spec.kv_heads(il) else 0
+        span = n_prompt / 2
+        if spec.swa_layers and il < len(spec.swa_layers) and spec.swa_layers[il] and spec.sliding_window:
+            span = min(span, spec.sliding_window)
+        flops += 2 * heads * (spec.head_dim_k + spec.head_dim_v) * span
+    return flops
+
+
+def prefill_seconds_per_token(spec: ModelSpec, plan: Plan, n_prompt: int = PREFILL_TOKENS) -> float:
+    """Seconds per prompt token for an `n_prompt`-token prompt (uncalibrated)."""
+    m = plan.machine
     active_params = spec.n_params * (1.0 if not spec.is_moe else _moe_param_share(spec))
-    if m.gpus and plan.layers_on_gpu:
-        flops = gpu_bw * GPU_FLOPS_PER_BW
-        eta_c = ETA_COMPUTE[backend]
-        frac_gpu = min(1.0, plan.layers_on_gpu / max(1, spec.n_layers))
-    else:
-        flops, eta_c, frac_gpu = cpu_flops(m.cores, m.simd), ETA_COMPUTE["cpu"], 0.0
+    work = 2 * max(1, active_params) + ATTN_SLOWDOWN * attention_flops_per_token(spec, max(1, n_prompt))
     cpu_f = cpu_flops(m.cores, m.simd) * ETA_COMPUTE["cpu"]
-    gpu_f = flops * eta_c
-    per_token_flops = 2 * max(1, active_params)
-    t_prefill = per_token_flops * (frac_gpu / gpu_f + (1 - frac_gpu) / cpu_f) if frac_gpu else per_token_flops / cpu_f
+    if m.gpus and plan.layers_on_gpu:
+        gpu_f = peak_flops(m.gpus[0]) * ETA_COMPUTE[speed_class(m.gpus[0], m.backend)]
+        frac_gpu = min(1.0, plan.layers_on_gpu / max(1, spec.n_layers))
+        return work * (frac_gpu / gpu_f + (1 - frac_gpu) / cpu_f)
+    return work / cpu_f
+
+
+def predict_speed(
+    spec: ModelSpec,
+    plan: Plan,
+    correction: Correction | None = None,
+    *,
+    prompt_tokens: int = PREFILL_TOKENS,
+    sampling: bool = True,
+) -> SpeedPrediction:
+    m = plan.machine
+    corr = correction or Correction()
+    start = _decode(spec, plan, 1, sampling)
+    full = _decode(spec, plan, kv_cells(plan.options.n_ctx), sampling)
+    t_prefill = prefill_seconds_per_token(spec, plan, prompt_tokens)
+    backend = m.backend if m.gpus else "cpu"
+    cls = speed_class(m.gpus[0], backend) if m.gpus and plan.layers_on_gpu else "cpu"
     bw_basis = "measured bandwidth" if (m.cpu.bandwidth_measured and not m.gpus) else "table bandwidth"
     return SpeedPrediction(
-        decode_tok_s=corr.decode / t_start,
-        decode_tok_s_full_ctx=corr.decode / t_full,
+        decode_tok_s=corr.decode / start.seconds,
+        decode_tok_s_full_ctx=corr.decode / full.seconds,
         prefill_tok_s=corr.prefill / t_prefill,
         basis=f"{bw_basis}, {corr.basis}",
-        bytes_per_token=int(sum(per_device(1).values())),
-        bound_by="GPU" if t_gpu > t_cpu else "CPU",
+        bytes_per_token=int(_bytes_read(spec, plan)),
+        bound_by="GPU" if start.gpu_s > start.cpu_s else "CPU",
+        speed_class=cls,
     )
+
+
+def _bytes_read(spec: ModelSpec, plan: Plan) -> float:
+    opts = plan.options
+    cells = kv_cells(opts.n_ctx)
+    kv = sum(kv_bytes_per_layer(spec, il, cells, opts) for il in range(spec.n_layers)) / max(cells, 1)
+    weights = sum(_layer_read_bytes(spec, il) for il in range(spec.n_layers))
+    return weights + kv + spec.output_bytes + spec.other_bytes
 
 
 def _moe_param_share(spec: ModelSpec) -> float:

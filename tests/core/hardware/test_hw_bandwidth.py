@@ -16,6 +16,7 @@ from app.core.hardware.bandwidth import (
     lookup_apple_bandwidth,
     lookup_bandwidth,
     lookup_gpu_bandwidth,
+    lookup_in_table,
     measure_read_bandwidth,
 )
 
@@ -81,6 +82,14 @@ def test_table_holds_the_fit_model_figures():
     for key, gbps in gpus.items():
         assert table["gpus"][key] == gbps
     assert table["apple_chips"]["M3 Pro"] == 150 and table["apple_chips"]["M1 Ultra"] == 800
+
+
+def test_other_sections_are_looked_up_like_bandwidths(tmp_path):
+    assert lookup_in_table("NVIDIA GeForce RTX 4070 Ti SUPER", "gpu_fp16_tflops").gbps == 176.4  # longest key
+    assert lookup_in_table("Apple M2 Ultra", "apple_gpu_cores").gbps == 76
+    assert lookup_in_table("NVIDIA GeForce RTX 4090 Laptop GPU", "gpu_fp16_tflops").gbps is None
+    assert lookup_in_table("RTX 4090", "no_such_section").gbps is None
+    assert lookup_in_table("RTX 4090", "gpu_fp16_tflops", path=tmp_path / "absent.json").gbps is None
 
 
 def test_missing_table_gives_none(tmp_path):
