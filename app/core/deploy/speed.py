@@ -1,9 +1,10 @@
 """Decode speed of a deployment from the bandwidth model (fit-model.md "Decode speed"): every decode
 step reads each GPU's weight shard once and every active user's KV cache; tok/s per user = 1 / step.
 
-η and t0 are the fit view's own (app.core.models.speed), derated for datacenter GPUs and Apple Ultra
-chips, which the llama.cpp scoreboards put 20–40 % below consumer cards; tensor parallelism costs an
-all-reduce per layer, which a fast link hides better than PCIe.
+η per device class and the per-token and per-layer overheads are the fit view's own (app.core.models.speed,
+fitted on llama.cpp scoreboards: datacenter NVIDIA and Apple Ultra parts reach a smaller share of their
+rated bandwidth than consumer cards); tensor parallelism costs an all-reduce per layer, which a fast link
+hides better than PCIe.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from dataclasses import dataclass
 from app.core.deploy.shape import ModelShape
 from app.core.deploy.sizing import kv_bytes_per_sequence, weight_bytes
 from app.core.deploy.targets import Target
-from app.core.models.speed import ETA, ETA_COMPUTE, T0
+from app.core.models.compute import SpeedClass
+from app.core.models.speed import ETA, ETA_COMPUTE, T0_LAYER, T0_TOKEN
 
-# The middle of fit-model.md's "20–40 % below" for datacenter GPUs and Apple Ultra chips.
-CLASS_DERATE = {"consumer": 1.0, "datacenter": 0.7, "apple": 0.7}
 # Share of single-GPU bandwidth efficiency kept at each TP degree (our assumption, one all-reduce per layer).
 TP_EFFICIENCY = {
     True: {1: 1.0, 2: 0.95, 4: 0.9, 8: 0.85},  # NVLink / Infinity Fabric
@@ -34,9 +34,16 @@ class DecodeSpeed:
     basis: str
 
 
+def speed_class(target: Target) -> SpeedClass:
+    """The fit view's device class for a target. AMD's MI300X has no class of its own: it is rated like
+    the other HBM datacenter parts (the NVIDIA ones), which is the closest measured behaviour."""
+    if target.vendor == "apple":
+        return "apple_ultra" if "ultra" in target.id else "apple_max"
+    return "nvidia_datacenter" if target.cls == "datacenter" else "nvidia_consumer"
+
+
 def efficiency(target: Target, tp: int) -> float:
-    backend = "metal" if target.vendor == "apple" else "cuda"
-    return ETA[backend] * CLASS_DERATE[target.cls] * TP_EFFICIENCY[target.fast_link].get(tp, 0.5)
+    return ETA[speed_class(target)] * TP_EFFICIENCY[target.fast_link].get(tp, 0.5)
 
 
 def _step_seconds(
@@ -50,10 +57,11 @@ def _step_seconds(
     kv_seq = kv_bytes_per_sequence(shape, ctx) / (pp if shape.spec.kv_lora_rank else shards)
     stage_mem = (weights + users * kv_seq) / (eta * target.bandwidth_gbps * 1e9)
     stage_flops = 2 * shape.active_params * users / shards
-    stage_compute = stage_flops / (ETA_COMPUTE[backend] * target.bf16_tflops * 1e12)
+    stage_compute = stage_flops / (ETA_COMPUTE[speed_class(target)] * target.bf16_tflops * 1e12)
     bound = "compute" if stage_compute > stage_mem else "memory bandwidth"
     # One token passes every pipeline stage in turn.
-    return pp * max(stage_mem, stage_compute) + T0[backend], bound
+    overhead = T0_TOKEN + T0_LAYER[backend] * shape.spec.n_layers  # launches and syncs, every layer
+    return pp * max(stage_mem, stage_compute) + overhead, bound
 
 
 def predict_decode(
