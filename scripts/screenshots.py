@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,6 +220,27 @@ def render(out: Path, sizes=SIZES, themes=THEMES, pages=PAGES) -> list[Path]:
 
 
 def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    hub = demo_hub()
+    seed(home, hub.url)
+    with demo_remote(home):
+        return _render_seeded(home, out, sizes, themes, pages, hub)
+
+
+@contextmanager
+def demo_remote(home: Path):
+    """A second Hearth on loopback (over the fake engine) added as a remote server, so My Models lists one."""
+    from app.core.paths import app_paths
+    from app.core.remote.store import RemoteStore
+    from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
+
+    paths = app_paths({"HEARTH_HOME": str(home)}).ensure()
+    with upstream_server(home / "demo-remote") as up:
+        RemoteStore(paths.data / "remotes.json", keyring=None).add(up.url, name="gpu-box", api_key=UPSTREAM_KEY)
+        yield up
+
+
+def _render_seeded(home: Path, out: Path, sizes, themes, pages, hub) -> list[Path]:
     from PySide6.QtWidgets import QApplication
 
     from app.core.paths import app_paths
@@ -226,9 +248,6 @@ def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
     from app.main import build_shell
     from app.ui.theme import ThemeManager
 
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    hub = demo_hub()
-    seed(home, hub.url)
     app = QApplication.instance() or QApplication([])
     look = (app.styleSheet(), app.palette())  # put back afterwards: a test run shares the application
     themes_manager = ThemeManager(app)
