@@ -254,3 +254,26 @@ def test_a_check_box_is_visible_on_the_dark_theme_and_filled_when_checked(app, q
     box.setChecked(True)
     assert dark["accent"] in colours()
     themes.deleteLater()
+
+
+def test_a_disabled_destructive_button_does_not_look_like_an_action(app, qtbot):
+    from PySide6.QtWidgets import QPushButton
+
+    button = QPushButton("Delete…")
+    button.setProperty("role", "destructive")
+    qtbot.addWidget(button)
+    button.show()
+    themes = ThemeManager(app, "light")
+    themes.apply()
+    light = load_palettes()["light"]
+
+    def text_colour() -> str:
+        button.ensurePolished()
+        return button.palette().color(QPalette.ColorRole.ButtonText).name()
+
+    assert text_colour() == light["error"]
+    button.setEnabled(False)
+    button.style().unpolish(button)
+    button.style().polish(button)
+    assert text_colour() == light["text_muted"]
+    themes.deleteLater()
