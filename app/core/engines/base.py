@@ -92,6 +92,9 @@ class LoadSpec(BaseModel):
     embedding: bool = False
     seed: int | None = None
     chat_template: str | None = None  # override (from the library, never from a request)
+    # Sequences decoded together in one context (continuous batching; engines that cannot batch run one).
+    # The context's n_ctx cells are shared by them (a unified KV cache), so more slots cost no KV memory.
+    slots: int = Field(1, ge=1, le=64)
 
 
 class ChatMessage(BaseModel):
