@@ -93,8 +93,11 @@ class LoadSpec(BaseModel):
     seed: int | None = None
     chat_template: str | None = None  # override (from the library, never from a request)
     # Sequences decoded together in one context (continuous batching; engines that cannot batch run one).
-    # The context's n_ctx cells are shared by them (a unified KV cache), so more slots cost no KV memory.
     slots: int = Field(1, ge=1, le=64)
+    # With slots: False gives each slot its own n_ctx cells (KV memory × slots; a sequence's output is the
+    # same token for token whatever runs beside it); True shares n_ctx cells among them (one slot's
+    # memory; beside others, float rounding in attention may change a near-tie token).
+    kv_unified: bool = False
 
 
 class ChatMessage(BaseModel):

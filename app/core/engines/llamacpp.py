@@ -122,7 +122,7 @@ class LlamaCppEngine:
         self.info = ModelInfo(
             path=path,
             format="gguf",
-            n_ctx=self._batch_ctx.n_ctx() if self._batch_ctx is not None else self._llm.n_ctx(),
+            n_ctx=self._sequences.runner.n_ctx_seq if self._sequences is not None else self._llm.n_ctx(),
             n_vocab=self._llm.n_vocab(),
             chat_template=self._template,
             template_notice=notice,
@@ -137,25 +137,33 @@ class LlamaCppEngine:
         return self.info
 
     def _open_slots(self, spec: LoadSpec, kwargs: dict[str, Any]) -> None:
-        """The batched path's context: n_seq_max = slots over one unified KV cache of n_ctx cells."""
+        """The batched path's context: n_seq_max = slots, over one KV cache of n_ctx cells shared by all
+        (kv_unified) or one of n_ctx cells per slot."""
         internals = import_native("llama_cpp._internals")
         params = self._llm.context_params
         params = type(params).from_buffer_copy(params)  # the same threads, cache types, flash attention
-        params.n_ctx = spec.n_ctx
+        params.n_ctx = spec.n_ctx if spec.kv_unified else spec.n_ctx * spec.slots
         params.n_batch = min(spec.n_batch, spec.n_ctx)
         params.n_ubatch = min(spec.n_ubatch, params.n_batch)
         params.n_seq_max = spec.slots
-        params.kv_unified = True
+        params.kv_unified = spec.kv_unified
         try:
             self._batch_ctx = internals.LlamaContext(model=self._llm._model, params=params, verbose=False)
         except Exception as exc:  # ValueError("Failed to create llama_context"), usually memory
             self.unload()
             raise EngineError(f"llama.cpp could not open a {spec.slots}-slot context: {exc}") from exc
         seed = spec.seed
-        runner = BatchRunner(self._lib, self._llm, self._batch_ctx, spec.slots, int(params.n_batch), self._piece, seed)
+        runner = BatchRunner(
+            self._lib, self._llm, self._batch_ctx, spec.slots, int(params.n_batch), self._piece, seed, spec.kv_unified
+        )
         self._sequences = Sequences(runner, self._prepare)
         kwargs["n_batch"] = int(params.n_batch)
-        logger.info("opened %d slots over a unified %d-token KV cache", spec.slots, spec.n_ctx)
+        logger.info(
+            "opened %d slots of %d tokens (%s KV cache)",
+            spec.slots,
+            runner.n_ctx_seq,
+            "one shared" if spec.kv_unified else "one per slot",
+        )
 
     @property
     def sequences(self) -> Sequences | None:

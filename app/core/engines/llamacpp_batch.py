@@ -4,8 +4,9 @@ Each `step` builds one llama_batch: the next token of every sequence that is dec
 of the sequences still reading their prompt, oldest first, up to n_batch in all. So a new prompt joins
 at the next step and a long one is read one chunk per step while the others keep streaming. Every
 sequence has its own sampler chain (grammar and penalties included), stop-string scanner and stats.
-The KV cache is unified: the context's n_ctx cells are shared, and a free slot keeps its tokens (the
-prompt cache) until their cells are needed by a running sequence.
+The KV cache is either one stream per slot (each its own cells: a sequence computes exactly what it would
+alone) or unified (n_ctx cells shared; a free slot's cached tokens are dropped, least recently used first,
+when a running sequence needs their cells). Either way a free slot keeps its tokens as the prompt cache.
 """
 
 from __future__ import annotations
@@ -61,12 +62,16 @@ class BatchRunner:
         n_batch: int,
         piece: Callable[[Any, int, bool], bytes],
         seed: int | None,
+        unified: bool = False,
     ) -> None:
         self._lib = lib
         self._llm = llm
         self._ctx = ctx
         self._memory = lib.llama_get_memory(ctx.ctx)
-        self.n_ctx = int(lib.llama_n_ctx(ctx.ctx))
+        self.n_ctx = int(lib.llama_n_ctx(ctx.ctx))  # cells in all
+        self.unified = unified
+        # The most one sequence may hold: all the cells when shared, its own stream's otherwise.
+        self.n_ctx_seq = self.n_ctx if unified else int(lib.llama_n_ctx_seq(ctx.ctx))
         self.n_batch = max(1, n_batch)
         self.slots = [Slot(seq_id=i) for i in range(n_slots)]
         self._piece = piece
@@ -165,6 +170,9 @@ class BatchRunner:
         """Plan this step's batch as (sequence, tokens taken, wants logits), making room in the KV cache:
         idle slots' cached tokens go first (least recently used first), then the newest decoding
         sequences end with "length" when the shared context is full."""
+        if len(self._running) > 1:
+            for s in self._running:
+                s.shared = True
         decoding = [s for s in self._running if s.next_token is not None]
         reading = sorted((s for s in self._running if s.pending), key=lambda s: s.order)
         plan: list[tuple[Sequence, int, bool]] = [(s, 1, True) for s in decoding]
@@ -175,6 +183,8 @@ class BatchRunner:
             take = min(budget, len(seq.pending))
             plan.append((seq, take, take == len(seq.pending)))
             budget -= take
+        if not self.unified:
+            return plan  # each slot has its own n_ctx_seq cells: a sequence ends at its own limit (_sample)
         need = sum(n for _, n, _ in plan)
         free = self.n_ctx - sum(len(s.tokens) for s in self.slots)
         if need > free:
@@ -191,9 +201,6 @@ class BatchRunner:
                 self._end(seq, "error", "the context is full with other conversations; try again shortly")
             # else its chunk only waits for a decoding sequence to finish
             free += self._evict_idle(need - free) if need > free else 0
-        if len([s for s in self._running if not s.done]) > 1:
-            for s in self._running:
-                s.shared = True
         return plan
 
     def _evict_idle(self, cells: int) -> int:
@@ -255,7 +262,7 @@ class BatchRunner:
 
     def _sample(self, seq: Sequence) -> None:
         sp = seq.sampling
-        if len(seq.slot.tokens) >= self.n_ctx:
+        if len(seq.slot.tokens) >= self.n_ctx_seq:
             self._end(seq, "length")
             return
         if seq.stats.generated_tokens == 0 and seq.prefill_s > 0:

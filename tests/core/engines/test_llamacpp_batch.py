@@ -1,0 +1,205 @@
+"""The llama.cpp engine's batched path (slots > 1): sequences decoded together give what each gives alone,
+each keeps its own sampler, stops and stats, and a slot's cached tokens serve the next request."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from app.core.engines.base import GenerateRequest, SamplingParams
+from app.core.engines.slots import Slot, common_prefix, pick_slot
+from tests.core.engines.fixtures import chat_request, load_llamacpp
+
+PROMPTS = ["The quick brown fox", "Once upon a time", "In the beginning", "A B C D E F G"]
+
+
+def greedy(prompt: str, **sampling) -> GenerateRequest:
+    return GenerateRequest(prompt=prompt, sampling=SamplingParams(temperature=0.0, **sampling))
+
+
+def run_together(engine, requests, cancels=None):
+    """Admit every request, step until all end; per request: (token ids, final chunk)."""
+    seqs = engine.sequences
+    cancels = cancels or [threading.Event() for _ in requests]
+    keys = [seqs.admit(r, c) for r, c in zip(requests, cancels)]
+    tokens: dict[object, list[int]] = {k: [] for k in keys}
+    finals: dict[object, object] = {}
+    while seqs.active():
+        for key, chunk in seqs.step():
+            if chunk.token is not None:
+                tokens[key].append(chunk.token)
+            if chunk.finish_reason is not None:
+                finals[key] = chunk
+    return [(tokens[k], finals[k]) for k in keys]
+
+
+def alone(engine, request):
+    chunks = list(engine.generate(request, threading.Event()))
+    return [c.token for c in chunks if c.token is not None], chunks[-1]
+
+
+# -- slot choice (pure) ----------------------------------------------------------------------
+
+
+def test_the_slot_sharing_the_longest_prefix_wins_and_misses_go_to_the_least_recently_used():
+    a, b, c = Slot(0, [1, 2, 3, 4], last_used=3.0), Slot(1, [1, 2, 9], last_used=1.0), Slot(2, [], last_used=2.0)
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
+    assert pick_slot([a, b, c], [1, 2, 3, 7]) == (a, 3)
+    assert pick_slot([a, b, c], [5, 6]) == (b, 0)  # a miss: the least recently used, even if it holds tokens
+    b.busy = True
+    assert pick_slot([a, b, c], [1, 2, 9, 9]) == (a, 2)  # busy slots are never chosen
+    assert pick_slot([a, b, c], [8]) == (c, 0)
+    a.busy = c.busy = True
+    assert pick_slot([a, b, c], [1]) is None
+
+
+def test_ties_go_to_the_least_recently_used():
+    a, b = Slot(0, [1, 2, 5], last_used=5.0), Slot(1, [1, 2, 6], last_used=4.0)
+    assert pick_slot([a, b], [1, 2, 7]) == (b, 2)
+
+
+# -- tiny random model -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_engines(tiny_gguf_f16):
+    single = load_llamacpp(tiny_gguf_f16, n_ctx=512)
+    batched = load_llamacpp(tiny_gguf_f16, n_ctx=512, slots=4, n_batch=64)
+    yield single, batched
+    batched.unload()
+    single.unload()
+
+
+@pytest.fixture
+def tiny_pair(tiny_engines):
+    yield tiny_engines
+    runner = tiny_engines[1].sequences.runner
+    for seq in list(runner._running):  # a failed test must not leave sequences for the next
+        runner.abort(seq)
+
+
+def test_tiny_four_sequences_together_give_each_one_alone(tiny_pair):
+    single, batched = tiny_pair
+    requests = [greedy(p, max_tokens=20) for p in PROMPTS]
+    expected = [alone(single, r)[0] for r in requests]
+    got = run_together(batched, requests)
+    assert [t for t, _ in got] == expected
+    assert sum(len(t) for t in expected) > 20  # not all of them ended at once
+    assert batched.info.extra["slots"] == 4 and batched.info.n_ctx == 512  # each slot has the whole context
+
+
+def test_tiny_grammar_logprobs_and_stops_work_per_sequence(tiny_pair):
+    single, batched = tiny_pair
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    constrained = GenerateRequest(
+        prompt="JSON:", json_schema=schema, sampling=SamplingParams(temperature=0.0, max_tokens=12)
+    )
+    with_logprobs = greedy("Once upon a time", max_tokens=6, logprobs=3)
+    plain = greedy("In the beginning", max_tokens=16)
+    # A stop string made from the plain run's own text, so it surely occurs.
+    plain_text = "".join(c.text for c in single.generate(plain, threading.Event()))
+    stop = plain_text[len(plain_text) // 2 :][:3]
+    stopped = greedy("In the beginning", max_tokens=16, stop=[stop])
+    requests = [constrained, with_logprobs, stopped]
+    expected = [list(single.generate(r, threading.Event())) for r in requests]
+    seqs = batched.sequences
+    keys = [seqs.admit(r, threading.Event()) for r in requests]
+    got: dict[object, list] = {k: [] for k in keys}
+    while seqs.active():
+        for key, chunk in seqs.step():
+            got[key].append(chunk)
+    for key, want in zip(keys, expected):
+        chunks = got[key]
+        assert "".join(c.text for c in chunks) == "".join(c.text for c in want)
+        assert chunks[-1].finish_reason == want[-1].finish_reason
+    lp_got = [c.logprobs for c in got[keys[1]] if c.token is not None]
+    lp_want = [c.logprobs for c in expected[1] if c.token is not None]
+    assert [x.sampled.id for x in lp_got] == [x.sampled.id for x in lp_want]
+    assert [len(x.top) for x in lp_got] == [3] * len(lp_got)
+    assert [x.sampled.logprob for x in lp_got] == pytest.approx([x.sampled.logprob for x in lp_want], abs=1e-3)
+    assert got[keys[2]][-1].stop_sequence == stop and stop not in "".join(c.text for c in got[keys[2]])
+
+
+def test_tiny_a_cancelled_sequence_ends_and_frees_its_slot_while_the_others_go_on(tiny_pair):
+    single, batched = tiny_pair
+    seqs = batched.sequences
+    # Three prompts that none of them ends early on this random model, so a short one is the cancel's doing.
+    candidates = [greedy(f"{p} {n}", max_tokens=12) for n in range(6) for p in PROMPTS]
+    requests = [r for r in candidates if len(alone(single, r)[0]) == 12][:3]
+    assert len(requests) == 3
+    expected = [alone(single, r)[0] for r in requests]
+    cancels = [threading.Event() for _ in requests]
+    keys = [seqs.admit(r, c) for r, c in zip(requests, cancels)]
+    tokens: dict[object, list[int]] = {k: [] for k in keys}
+    finals = {}
+    while seqs.active():
+        for key, chunk in seqs.step():
+            if chunk.token is not None:
+                tokens[key].append(chunk.token)
+                if key is keys[1] and len(tokens[key]) == 3:
+                    cancels[1].set()
+            if chunk.finish_reason:
+                finals[key] = chunk.finish_reason
+        if finals.get(keys[1]) == "cancelled" and len(finals) == 1:
+            assert seqs.free_slots() == 2  # at once, while the other two still run
+    assert finals == {keys[0]: "length", keys[1]: "cancelled", keys[2]: "length"}
+    assert tokens[keys[0]] == expected[0] and tokens[keys[2]] == expected[2]
+    assert tokens[keys[1]] == expected[1][:3]
+
+
+def test_tiny_a_slot_keeps_its_tokens_for_the_next_turn(tiny_pair):
+    _, batched = tiny_pair
+    first = greedy("Alpha beta gamma delta epsilon", max_tokens=8)
+    (toks, final), *_ = run_together(batched, [first])
+    text = "".join(batched._piece(batched._llm._model.vocab, t, False).decode() for t in toks)
+    follow = greedy("Alpha beta gamma delta epsilon" + text + " zeta eta", max_tokens=4)
+    (_, again), *_ = run_together(batched, [follow])
+    cached = again.stats.prompt_tokens - again.stats.prompt_tokens_evaluated
+    assert cached >= final.stats.prompt_tokens  # the whole first prompt (and maybe the reply) was reused
+    assert again.stats.prompt_tokens_evaluated <= again.stats.prompt_tokens - final.stats.prompt_tokens
+
+
+def test_tiny_a_full_shared_context_ends_the_newest_sequence_first(tiny_gguf_f16):
+    engine = load_llamacpp(tiny_gguf_f16, n_ctx=256, slots=2, n_batch=32, kv_unified=True)
+    try:
+        assert engine.info.n_ctx == 256  # shared: a sequence alone may use all of it
+        (old_tokens, old), (new_tokens, new) = run_together(engine, [greedy("One two three"), greedy("Four five")])
+        assert old.finish_reason == "length" and new.finish_reason == "length"
+        assert len(old_tokens) > len(new_tokens)  # the older one kept going once the newer gave way
+        # The newer gave way when the two filled the cells; then the older took the cells it left.
+        assert new.stats.prompt_tokens + len(new_tokens) < 256 // 2 + 8
+        assert 250 <= old.stats.prompt_tokens + len(old_tokens) <= 256 + 1  # +1: the last sample is not stored
+        # Alone, a sequence takes every cell, the idle slot's cached tokens evicted for it.
+        (tokens, final), *_ = run_together(engine, [greedy("Seven eight")])
+        assert final.finish_reason == "length" and final.stats.prompt_tokens + len(tokens) >= 250
+    finally:
+        engine.unload()
+
+
+def test_tiny_generate_on_a_batched_engine_runs_one_request(tiny_pair):
+    single, batched = tiny_pair
+    request = greedy("The quick brown fox", max_tokens=10)
+    assert alone(batched, request)[0] == alone(single, request)[0]
+    # A caller that stops reading frees the slot.
+    stream = batched.generate(request, threading.Event())
+    next(stream)
+    stream.close()
+    assert batched.sequences.active() == 0 and batched.sequences.free_slots() == 4
+
+
+# -- SmolLM2 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_smollm2_four_chats_together_give_each_one_alone(smollm2_engine, smollm2_gguf):
+    questions = ["What is the capital of France?", "Name three colours.", "Count to five.", "Say hello."]
+    requests = [chat_request(q, max_tokens=24) for q in questions]
+    expected = [alone(smollm2_engine, r)[0] for r in requests]
+    batched = load_llamacpp(smollm2_gguf, n_ctx=2048, slots=4)
+    try:
+        got = run_together(batched, requests)
+    finally:
+        batched.unload()
+    assert [t for t, _ in got] == expected
+    assert all(f.stats.prompt_tokens_evaluated == f.stats.prompt_tokens for _, f in got)
