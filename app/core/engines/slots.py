@@ -34,17 +34,25 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+# A slot is reused for a request only if that keeps at least this share of what it caches: a shared
+# system prompt alone must not send a second conversation into the first one's slot, evicting it.
+MIN_REUSE = 0.5
+
+
 def pick_slot(slots: list[Slot], tokens: list[int]) -> tuple[Slot, int] | None:
-    """The free slot whose cached tokens share the longest prefix with `tokens`, and that prefix's length;
-    ties and misses go to the least recently used one. None when every slot is busy."""
+    """The free slot whose cached tokens share the longest prefix with `tokens` (among those it would
+    keep at least MIN_REUSE of), and that prefix's length; ties and misses go to the least recently used
+    one (an empty slot first). None when every slot is busy."""
     free = [s for s in slots if not s.busy]
     if not free:
         return None
-    best = max(free, key=lambda s: (common_prefix(s.tokens, tokens), -s.last_used))
-    shared = common_prefix(best.tokens, tokens)
-    if shared == 0:
-        best = min(free, key=lambda s: s.last_used)
-    return best, shared
+    scored = [(common_prefix(s.tokens, tokens), s) for s in free]
+    fits = [(n, s) for n, s in scored if n > 0 and n >= MIN_REUSE * len(s.tokens)]
+    if fits:
+        shared, best = max(fits, key=lambda p: (p[0], -p[1].last_used))
+        return best, shared
+    best = min(free, key=lambda s: (bool(s.tokens), s.last_used))
+    return best, common_prefix(best.tokens, tokens)
 
 
 class SequenceRunner(Protocol):

@@ -10,27 +10,43 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from app.core.engines.base import Chunk, Engine, Unsupported
 from app.core.engines.slots import SequenceRunner
 from app.core.errors import HearthError
+from app.core.runtime.job_queue import JobQueue
 from app.core.runtime.jobs import (
     ChunkEvent,
     CountJob,
     EmbedJob,
     GenerateJob,
     GenerateResult,
+    HostEvent,
     JobHandle,
+    LoadJob,
     Started,
     same_path,
 )
 
-if TYPE_CHECKING:
-    from app.core.runtime.host import EngineHost
-
 logger = logging.getLogger(__name__)
+
+
+class Host(Protocol):
+    """What the loop needs of the EngineHost that runs it (the host's own thread, its own queue)."""
+
+    _jobs: JobQueue
+    resolver: Callable[[str], LoadJob] | None
+
+    def _dispatch(self, handle: JobHandle, job: Any) -> None: ...
+    def _emit(self, handle: JobHandle, event: HostEvent) -> None: ...
+    def _finish(self, handle: JobHandle, result: Any = None) -> None: ...
+    def _fail(self, handle: JobHandle, message: str, code: str = ..., details: dict | None = None) -> None: ...
+    def _fail_with(self, handle: JobHandle, exc: BaseException) -> None: ...
+    def _set_state(self, **changes: Any) -> None: ...
+    def _calibrate(self, final: Chunk) -> None: ...
 
 
 @dataclass
@@ -42,7 +58,7 @@ class _Live:
 
 
 class BatchLoop:
-    def __init__(self, host: EngineHost, engine: Engine, runner: SequenceRunner) -> None:
+    def __init__(self, host: Host, engine: Engine, runner: SequenceRunner) -> None:
         self.host = host
         self.engine = engine
         self.runner = runner

@@ -42,16 +42,25 @@ def alone(engine, request):
 # -- slot choice (pure) ----------------------------------------------------------------------
 
 
-def test_the_slot_sharing_the_longest_prefix_wins_and_misses_go_to_the_least_recently_used():
+def test_the_slot_sharing_the_longest_prefix_wins_and_misses_go_to_an_empty_then_the_least_recently_used():
     a, b, c = Slot(0, [1, 2, 3, 4], last_used=3.0), Slot(1, [1, 2, 9], last_used=1.0), Slot(2, [], last_used=2.0)
     assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
     assert pick_slot([a, b, c], [1, 2, 3, 7]) == (a, 3)
-    assert pick_slot([a, b, c], [5, 6]) == (b, 0)  # a miss: the least recently used, even if it holds tokens
+    assert pick_slot([a, b, c], [5, 6]) == (c, 0)  # a miss: an empty slot, evicting nothing
+    c.tokens = [7]
+    assert pick_slot([a, b, c], [5, 6]) == (b, 0)  # then the least recently used
     b.busy = True
     assert pick_slot([a, b, c], [1, 2, 9, 9]) == (a, 2)  # busy slots are never chosen
-    assert pick_slot([a, b, c], [8]) == (c, 0)
     a.busy = c.busy = True
     assert pick_slot([a, b, c], [1]) is None
+
+
+def test_a_shared_system_prompt_alone_does_not_take_another_conversations_slot():
+    system = [1, 2, 3]
+    first = Slot(0, [*system, 10, 11, 12, 13, 14], last_used=2.0)  # conversation one, 8 tokens cached
+    empty = Slot(1, [], last_used=0.0)
+    assert pick_slot([first, empty], [*system, 20, 21]) == (empty, 0)  # 3 of 8 kept: below half, not reused
+    assert pick_slot([first, empty], [*system, 10, 11, 12, 30]) == (first, 6)  # its own next turn
 
 
 def test_ties_go_to_the_least_recently_used():
