@@ -158,6 +158,7 @@ class LlamaCppEngine:
         )
         self._sequences = Sequences(runner, self._prepare)
         kwargs["n_batch"] = int(params.n_batch)
+        self._llm._ctx.close()  # the token context Llama opened: its buffers are not needed
         logger.info(
             "opened %d slots of %d tokens (%s KV cache)",
             spec.slots,

@@ -3,6 +3,9 @@ each keeps its own sampler, stops and stats, and a slot's cached tokens serve th
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -212,3 +215,48 @@ def test_smollm2_four_chats_together_give_each_one_alone(smollm2_engine, smollm2
         batched.unload()
     assert [t for t, _ in got] == expected
     assert all(f.stats.prompt_tokens_evaluated == f.stats.prompt_tokens for _, f in got)
+
+
+# -- the planner's memory for N slots ---------------------------------------------------------
+
+_REPORT = re.compile(
+    r"llama_kv_cache: size =\s+([\d.]+) MiB|CPU\s+output buffer size =\s+([\d.]+) MiB|"
+    r"CPU compute buffer size =\s+([\d.]+) MiB"
+)
+
+
+def reported_slot_context(path, n_ctx: int, slots: int, unified: bool) -> dict[str, float]:
+    """Open a context the way the batched engine does, in a child process (llama.cpp logs from C), and
+    read llama.cpp's own buffer report, in MiB."""
+    code = (
+        "import llama_cpp\nfrom llama_cpp import _internals as I\n"
+        f"llm = llama_cpp.Llama(model_path={str(path)!r}, n_ctx=64, n_batch=64, n_ubatch=64, verbose=True)\n"
+        "p = type(llm.context_params).from_buffer_copy(llm.context_params)\n"
+        f"p.n_ctx = {n_ctx if unified else n_ctx * slots}; p.n_batch = 512; p.n_ubatch = 512\n"
+        f"p.n_seq_max = {slots}; p.kv_unified = {unified}\n"
+        "I.LlamaContext(model=llm._model, params=p, verbose=True).close()\n"
+    )
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stderr
+    out = {"kv": 0.0, "output": 0.0, "compute": 0.0}
+    for m in _REPORT.finditer(err):
+        key = "kv" if m.group(1) else "output" if m.group(2) else "compute"
+        out[key] = float(m.group(1) or m.group(2) or m.group(3))
+    assert out["kv"] > 0, err[-2000:]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unified", [False, True])
+def test_planner_memory_for_four_slots_matches_llama_cpp(smollm2_gguf, unified):
+    from app.core.models.gguf import read_gguf_header
+    from app.core.models.memory import LoadOptions, MiB, estimate_memory
+    from app.core.models.spec import spec_from_gguf
+
+    spec = spec_from_gguf(read_gguf_header(smollm2_gguf))
+    cpu = estimate_memory(spec, LoadOptions(n_ctx=2048, n_seq=4, kv_unified=unified)).devices[0]
+    real = reported_slot_context(smollm2_gguf, 2048, 4, unified)
+    assert cpu.kv == pytest.approx(real["kv"] * MiB, rel=0.01)  # 180 MiB per slot split, 45 shared
+    assert cpu.compute == pytest.approx(real["compute"] * MiB, rel=0.02)
+    assert cpu.output == pytest.approx(real["output"] * MiB, rel=0.05)
+    one = estimate_memory(spec, LoadOptions(n_ctx=2048)).devices[0]
+    assert cpu.kv == (one.kv if unified else 4 * one.kv)
