@@ -98,6 +98,8 @@ class LoadSpec(BaseModel):
     # same token for token whatever runs beside it); True shares n_ctx cells among them (one slot's
     # memory; beside others, float rounding in attention may change a near-tie token).
     kv_unified: bool = False
+    # With slots: RAM for the states of conversations evicted from a slot, restored when they come back.
+    prompt_cache_mib: int = Field(1024, ge=0)
 
 
 class ChatMessage(BaseModel):

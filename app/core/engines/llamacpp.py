@@ -154,7 +154,15 @@ class LlamaCppEngine:
             raise EngineError(f"llama.cpp could not open a {spec.slots}-slot context: {exc}") from exc
         seed = spec.seed
         runner = BatchRunner(
-            self._lib, self._llm, self._batch_ctx, spec.slots, int(params.n_batch), self._piece, seed, spec.kv_unified
+            self._lib,
+            self._llm,
+            self._batch_ctx,
+            spec.slots,
+            int(params.n_batch),
+            self._piece,
+            seed,
+            spec.kv_unified,
+            spec.prompt_cache_mib * 1024 * 1024,
         )
         self._sequences = Sequences(runner, self._prepare)
         kwargs["n_batch"] = int(params.n_batch)

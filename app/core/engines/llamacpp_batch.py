@@ -11,6 +11,7 @@ when a running sequence needs their cells). Either way a free slot keeps its tok
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerateRequest, GenerationStats, Logprobs, SamplingParams
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes
-from app.core.engines.slots import Slot, pick_slot
+from app.core.engines.slots import MIN_REUSE, PromptCache, Slot, pick_slot
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class BatchRunner:
         piece: Callable[[Any, int, bool], bytes],
         seed: int | None,
         unified: bool = False,
+        cache_bytes: int = 0,
     ) -> None:
         self._lib = lib
         self._llm = llm
@@ -77,12 +79,14 @@ class BatchRunner:
         self._piece = piece
         self._seed = seed
         self._vocab = llm._model.vocab
+        self._ctypes = ctypes
         self._n_vocab = int(llm.n_vocab())
         self._batch = import_native("llama_cpp._internals").LlamaBatch(
             n_tokens=self.n_batch, embd=0, n_seq_max=1, verbose=False
         )
         self._running: list[Sequence] = []
         self._order = 0
+        self.cache = PromptCache(cache_bytes)
 
     # -- the host's interface ---------------------------------------------------------------------
 
@@ -109,6 +113,7 @@ class BatchRunner:
         if picked is None:
             raise EngineError("every slot is busy")
         slot, shared = picked
+        shared = self._swap_in(slot, tokens, shared)
         if shared >= len(tokens):
             shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
         if shared < len(slot.tokens):
@@ -134,6 +139,42 @@ class BatchRunner:
         logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(tokens))
         self._running.append(seq)
         return seq
+
+    def _swap_in(self, slot: Slot, tokens: list[int], shared: int) -> int:
+        """Before `slot` is given to `tokens`: keep the conversation it holds in the RAM cache if this
+        request would evict it, and restore a cached state that shares more of `tokens` than the slot does.
+        Returns the prefix the slot now shares."""
+        if self.cache.budget <= 0:
+            return shared
+        evicting = len(slot.tokens) > 0 and shared < MIN_REUSE * len(slot.tokens)
+        found = self.cache.take(tokens, shared)
+        if evicting or found is not None:
+            self._save(slot)
+        if found is None:
+            return shared
+        entry, reused = found
+        self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
+        slot.tokens.clear()
+        buf = (self._ctypes.c_uint8 * entry.size).from_buffer(entry.data)
+        if self._lib.llama_state_seq_set_data(self._ctx.ctx, buf, entry.size, slot.seq_id) != entry.size:
+            logger.warning("could not restore a cached prompt of %d tokens", len(entry.tokens))
+            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
+            return 0
+        slot.tokens = list(entry.tokens)
+        logger.debug("slot %d: restored %d cached tokens from RAM", slot.seq_id, len(entry.tokens))
+        return reused
+
+    def _save(self, slot: Slot) -> None:
+        if not slot.tokens:
+            return
+        size = int(self._lib.llama_state_seq_get_size(self._ctx.ctx, slot.seq_id))
+        if not self.cache.fits(size):
+            return
+        data = bytearray(size)
+        buf = (self._ctypes.c_uint8 * size).from_buffer(data)
+        written = int(self._lib.llama_state_seq_get_data(self._ctx.ctx, buf, size, slot.seq_id))
+        if written == size:
+            self.cache.put(slot.tokens, data, size)
 
     def step(self) -> list[tuple[object, Chunk]]:
         """One decode for every running sequence; the chunks it produced, in order."""

@@ -74,3 +74,50 @@ class SequenceRunner(Protocol):
     def shared(self, key: object) -> bool:
         """Whether the sequence ran beside others at any step (its speed is not a single stream's)."""
         ...
+
+
+@dataclass
+class SavedState:
+    tokens: list[int]
+    data: Any  # the engine's saved sequence state (bytes-like)
+    size: int  # bytes
+
+
+class PromptCache:
+    """Sequence states evicted from slots, kept in RAM within a byte budget (oldest dropped first), so a
+    conversation that comes back after its slot went to another one is restored instead of re-read."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget = budget_bytes
+        self._entries: list[SavedState] = []  # oldest first
+
+    @property
+    def used(self) -> int:
+        return sum(e.size for e in self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def fits(self, size: int) -> bool:
+        return 0 < size <= self.budget
+
+    def put(self, tokens: list[int], data: Any, size: int) -> None:
+        """Keep a state; one holding the same tokens or a prefix of them is superseded."""
+        if not self.fits(size):
+            return
+        self._entries = [e for e in self._entries if e.tokens != tokens[: len(e.tokens)]]
+        while self._entries and self.used + size > self.budget:
+            self._entries.pop(0)
+        self._entries.append(SavedState(list(tokens), data, size))
+
+    def take(self, tokens: list[int], better_than: int) -> tuple[SavedState, int] | None:
+        """Remove and return the entry sharing the longest prefix with `tokens` if that beats `better_than`
+        tokens, with the prefix's length."""
+        best = max(self._entries, key=lambda e: common_prefix(e.tokens, tokens), default=None)
+        if best is None:
+            return None
+        shared = common_prefix(best.tokens, tokens)
+        if shared <= better_than:
+            return None
+        self._entries.remove(best)
+        return best, shared

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from app.core.engines.base import GenerateRequest, SamplingParams
-from app.core.engines.slots import Slot, common_prefix, pick_slot
+from app.core.engines.slots import PromptCache, Slot, common_prefix, pick_slot
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 
 PROMPTS = ["The quick brown fox", "Once upon a time", "In the beginning", "A B C D E F G"]
@@ -69,6 +69,21 @@ def test_a_shared_system_prompt_alone_does_not_take_another_conversations_slot()
 def test_ties_go_to_the_least_recently_used():
     a, b = Slot(0, [1, 2, 5], last_used=5.0), Slot(1, [1, 2, 6], last_used=4.0)
     assert pick_slot([a, b], [1, 2, 7]) == (b, 2)
+
+
+def test_the_prompt_cache_keeps_states_within_its_budget_and_gives_back_the_longest_prefix():
+    cache = PromptCache(budget_bytes=100)
+    cache.put([1, 2, 3], b"a", 40)
+    cache.put([4, 5], b"b", 40)
+    cache.put([1, 2, 3, 9], b"c", 40)  # supersedes [1, 2, 3] (its prefix); then 80 of 100 used
+    assert len(cache) == 2 and cache.used == 80
+    cache.put([7], b"d", 40)  # over budget: the oldest ([4, 5]) goes
+    assert cache.take([4, 5, 6], better_than=0) is None
+    assert cache.take([1, 2, 3, 9, 9], better_than=4) is None  # not better than what a slot has
+    entry, shared = cache.take([1, 2, 3, 9, 9], better_than=2)
+    assert (entry.data, shared) == (b"c", 4) and len(cache) == 1  # taken out: now it lives in a slot
+    cache.put([8], b"e", 101)  # larger than the whole budget: not kept
+    assert len(cache) == 1
 
 
 # -- tiny random model -----------------------------------------------------------------------
@@ -170,6 +185,25 @@ def test_tiny_a_slot_keeps_its_tokens_for_the_next_turn(tiny_pair):
     cached = again.stats.prompt_tokens - again.stats.prompt_tokens_evaluated
     assert cached >= final.stats.prompt_tokens  # the whole first prompt (and maybe the reply) was reused
     assert again.stats.prompt_tokens_evaluated <= again.stats.prompt_tokens - final.stats.prompt_tokens
+
+
+@pytest.mark.parametrize("unified", [False, True])
+def test_tiny_a_conversation_evicted_from_its_slot_comes_back_from_ram(tiny_gguf_f16, unified):
+    engine = load_llamacpp(tiny_gguf_f16, n_ctx=512, slots=2, n_batch=64, kv_unified=unified)
+    single = load_llamacpp(tiny_gguf_f16, n_ctx=512)
+    try:
+        prompts = {c: f"{c} {c} conversation number {i} says hello" for i, c in enumerate("xyz")}
+        firsts = {c: run_together(engine, [greedy(p, max_tokens=6)])[0][1] for c, p in prompts.items()}
+        assert all(f.stats.prompt_tokens_evaluated >= f.stats.prompt_tokens - 1 for f in firsts.values())
+        assert len(engine.sequences.runner.cache) == 1  # x was evicted for z, and kept in RAM
+        for c, p in prompts.items():  # each comes back: from a slot, or restored from RAM
+            follow = greedy(p + " and goodbye", max_tokens=6)
+            (tokens, again), *_ = run_together(engine, [follow])
+            assert again.stats.prompt_tokens - again.stats.prompt_tokens_evaluated >= firsts[c].stats.prompt_tokens - 1
+            assert tokens == alone(single, follow)[0]  # a restored state computes what a fresh one does
+    finally:
+        engine.unload()
+        single.unload()
 
 
 def test_tiny_a_full_shared_context_ends_the_newest_sequence_first(tiny_gguf_f16):

@@ -239,15 +239,20 @@ def test_smollm2_a_request_joining_mid_stream_pauses_the_others_one_chunk_at_mos
 
 
 @pytest.mark.slow
-def test_smollm2_two_alternating_conversations_evaluate_only_their_new_tokens(smollm2_gguf):
+@pytest.mark.parametrize("conversations", [2, 3])
+def test_smollm2_alternating_conversations_evaluate_only_their_new_tokens(smollm2_gguf, conversations):
+    """Two conversations on two slots keep a slot each; three on two (slot-starved) come back from RAM."""
     from app.core.engines.base import ChatMessage
 
+    three = conversations == 3
     host = make_host(smollm2_gguf, n_ctx=2048, slots=2)
     try:
         convs = {
             "a": [ChatMessage(role="user", content="My name is Ada. What is 2 + 2?")],
             "b": [ChatMessage(role="user", content="Tell me one fact about the Moon.")],
         }
+        if three:
+            convs["c"] = [ChatMessage(role="user", content="Which colour is the sky on a clear day?")]
         first: dict = {}
         for turn in range(2):
             for name, messages in convs.items():
