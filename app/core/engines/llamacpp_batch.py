@@ -21,7 +21,7 @@ from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerateRequest, GenerationStats, Logprobs, SamplingParams
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes
-from app.core.engines.slots import MIN_REUSE, PromptCache, Slot, pick_slot
+from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, pick_slot
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ class BatchRunner:
             raise EngineError("every slot is busy")
         slot, shared = picked
         shared = self._swap_in(slot, tokens, shared)
+        shared = self._copy_prefix(slot, tokens, shared)
         if shared >= len(tokens):
             shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
         if shared < len(slot.tokens):
@@ -163,6 +164,30 @@ class BatchRunner:
         slot.tokens = list(entry.tokens)
         logger.debug("slot %d: restored %d cached tokens from RAM", slot.seq_id, len(entry.tokens))
         return reused
+
+    def _copy_prefix(self, slot: Slot, tokens: list[int], shared: int) -> int:
+        """Start `slot` from another slot's cells when that one shares a longer prefix with `tokens` (a
+        system prompt or a document two conversations share, whose own slot was kept for its owner)."""
+        others = [s for s in self.slots if s is not slot and s.tokens]
+        donor = max(others, key=lambda s: common_prefix(s.tokens, tokens), default=None)
+        if donor is None:
+            return shared
+        prefix = common_prefix(donor.tokens, tokens)
+        if prefix - shared < MIN_COPY_GAIN:
+            return shared
+        if slot.tokens:
+            self._save(slot)
+        mem, dst = self._memory, slot.seq_id
+        self._lib.llama_memory_seq_rm(mem, dst, 0, -1)
+        if self.unified:
+            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, 0, prefix)  # the cells are shared, not copied
+        else:
+            # Across KV streams llama.cpp copies a whole stream (at the next decode); the rest is then dropped.
+            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, -1, -1)
+            self._lib.llama_memory_seq_rm(mem, dst, prefix, -1)
+        slot.tokens = list(donor.tokens[:prefix])
+        logger.debug("slot %d: %d prompt tokens copied from slot %d", dst, prefix, donor.seq_id)
+        return prefix
 
     def _save(self, slot: Slot) -> None:
         if not slot.tokens:

@@ -37,17 +37,26 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 # A slot is reused for a request only if that keeps at least this share of what it caches: a shared
 # system prompt alone must not send a second conversation into the first one's slot, evicting it.
 MIN_REUSE = 0.5
+# A prefix another slot holds is copied into the chosen one only when that saves this many tokens of
+# prompt evaluation (between per-slot KV streams llama.cpp copies a whole stream). And with an empty slot
+# free, a slot is reused only if that drops at most this many of its cached tokens: else the request goes
+# to the empty slot (with the prefix copied), and the other conversation keeps its cache whole.
+MIN_COPY_GAIN = 16
 
 
 def pick_slot(slots: list[Slot], tokens: list[int]) -> tuple[Slot, int] | None:
     """The free slot whose cached tokens share the longest prefix with `tokens` (among those it would
-    keep at least MIN_REUSE of), and that prefix's length; ties and misses go to the least recently used
-    one (an empty slot first). None when every slot is busy."""
+    keep at least MIN_REUSE of, and, while an empty slot is free, drop at most MIN_COPY_GAIN of), and that
+    prefix's length; ties and misses go to the least recently used one (an empty slot first). None when
+    every slot is busy."""
     free = [s for s in slots if not s.busy]
     if not free:
         return None
+    empty = any(not s.tokens for s in free)
     scored = [(common_prefix(s.tokens, tokens), s) for s in free]
     fits = [(n, s) for n, s in scored if n > 0 and n >= MIN_REUSE * len(s.tokens)]
+    if empty:
+        fits = [(n, s) for n, s in fits if len(s.tokens) - n <= MIN_COPY_GAIN]
     if fits:
         shared, best = max(fits, key=lambda p: (p[0], -p[1].last_used))
         return best, shared

@@ -66,6 +66,15 @@ def test_a_shared_system_prompt_alone_does_not_take_another_conversations_slot()
     assert pick_slot([first, empty], [*system, 10, 11, 12, 30]) == (first, 6)  # its own next turn
 
 
+def test_with_an_empty_slot_free_a_slot_is_reused_only_if_it_loses_little():
+    document = list(range(100))
+    held = Slot(0, [*document, 500, 501, 502, *range(600, 630)], last_used=1.0)  # 133 cached
+    empty = Slot(1, [], last_used=0.0)
+    assert pick_slot([held, empty], [*document, 700]) == (empty, 0)  # would drop 33: the empty one (and a copy)
+    assert pick_slot([held, empty], [*document, 500, 501, 502, *range(600, 620), 9]) == (held, 123)  # drops 10
+    assert pick_slot([held], [*document, 700]) == (held, 100)  # no empty slot: reuse what is shared
+
+
 def test_ties_go_to_the_least_recently_used():
     a, b = Slot(0, [1, 2, 5], last_used=5.0), Slot(1, [1, 2, 6], last_used=4.0)
     assert pick_slot([a, b], [1, 2, 7]) == (b, 2)
@@ -92,7 +101,7 @@ def test_the_prompt_cache_keeps_states_within_its_budget_and_gives_back_the_long
 @pytest.fixture(scope="module")
 def tiny_engines(tiny_gguf_f16):
     single = load_llamacpp(tiny_gguf_f16, n_ctx=512)
-    batched = load_llamacpp(tiny_gguf_f16, n_ctx=512, slots=4, n_batch=64)
+    batched = load_llamacpp(tiny_gguf_f16, n_ctx=512, slots=4, n_batch=64, kv_unified=False)
     yield single, batched
     batched.unload()
     single.unload()
@@ -242,7 +251,7 @@ def test_smollm2_four_chats_together_give_each_one_alone(smollm2_engine, smollm2
     questions = ["What is the capital of France?", "Name three colours.", "Count to five.", "Say hello."]
     requests = [chat_request(q, max_tokens=24) for q in questions]
     expected = [alone(smollm2_engine, r)[0] for r in requests]
-    batched = load_llamacpp(smollm2_gguf, n_ctx=2048, slots=4)
+    batched = load_llamacpp(smollm2_gguf, n_ctx=2048, slots=4, kv_unified=False)
     try:
         got = run_together(batched, requests)
     finally:
@@ -294,3 +303,37 @@ def test_planner_memory_for_four_slots_matches_llama_cpp(smollm2_gguf, unified):
     assert cpu.output == pytest.approx(real["output"] * MiB, rel=0.05)
     one = estimate_memory(spec, LoadOptions(n_ctx=2048)).devices[0]
     assert cpu.kv == (one.kv if unified else 4 * one.kv)
+
+
+def test_tiny_a_long_prompt_is_read_one_chunk_a_step_and_a_cancel_stops_it_within_one(tiny_pair):
+    _, batched = tiny_pair
+    seqs = batched.sequences
+    cancel = threading.Event()
+    long_prompt = " ".join(f"w{i}" for i in range(80))
+    key = seqs.admit(greedy(long_prompt, max_tokens=4), cancel)
+    assert key.stats.prompt_tokens > 3 * 64
+    assert seqs.step() == []  # one chunk read, no token yet
+    assert key.stats.prompt_tokens_evaluated == 64
+    cancel.set()
+    ((got, final),) = seqs.step()
+    assert got is key and final.finish_reason == "cancelled"
+    assert final.stats.prompt_tokens_evaluated == 64 and seqs.active() == 0
+
+
+@pytest.mark.parametrize("unified", [False, True])
+def test_tiny_a_prefix_another_slot_holds_is_copied_not_read_again(tiny_gguf_f16, unified):
+    engine = load_llamacpp(tiny_gguf_f16, n_ctx=512, slots=2, n_batch=64, kv_unified=unified)
+    single = load_llamacpp(tiny_gguf_f16, n_ctx=512)
+    try:
+        document = " ".join(f"line {i}." for i in range(20))  # a long shared prefix, then different questions
+        run_together(engine, [greedy(document + " First question about it", max_tokens=12)])
+        other = greedy(document + " A second and different question", max_tokens=8)
+        (tokens, second), *_ = run_together(engine, [other])
+        shared = second.stats.prompt_tokens - second.stats.prompt_tokens_evaluated
+        assert shared >= 40  # the document's tokens came from the first slot
+        runner = engine.sequences.runner
+        assert all(len(s.tokens) > 40 for s in runner.slots)  # and the first conversation kept its slot
+        assert tokens == alone(single, other)[0]
+    finally:
+        engine.unload()
+        single.unload()

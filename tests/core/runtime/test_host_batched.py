@@ -80,14 +80,14 @@ def endless(prompt: str, max_tokens: int) -> GenerateRequest:
 
 @pytest.fixture(scope="module")
 def tiny_host(tiny_gguf_f16):
-    host = make_host(tiny_gguf_f16, n_ctx=1024, slots=4, n_batch=32)
+    host = make_host(tiny_gguf_f16, n_ctx=1024, slots=4, n_batch=32, kv_unified=False)
     yield host
     assert host.shutdown(30)
 
 
 def test_tiny_four_concurrent_jobs_give_each_one_alone(tiny_host, tiny_gguf_f16):
     requests = {f"j{i}": endless(p, 16) for i, p in enumerate(["Alpha", "Beta gamma", "Delta", "Epsilon"])}
-    single = load_llamacpp(tiny_gguf_f16, n_ctx=1024)
+    single = load_llamacpp(tiny_gguf_f16, n_ctx=1024, slots=1)
     try:
         expected = {n: [c.token for c in single.generate(r, threading.Event()) if c.token] for n, r in requests.items()}
     finally:
@@ -163,7 +163,7 @@ def test_tiny_a_count_job_runs_between_steps_and_a_load_waits_for_the_sequences(
 
 @pytest.fixture(scope="module")
 def smol_host(smollm2_gguf):
-    host = make_host(smollm2_gguf, n_ctx=2048, slots=4, n_batch=64)
+    host = make_host(smollm2_gguf, n_ctx=2048, slots=4, n_batch=64, kv_unified=False)
     host.generate_sync(chat_request("Hi", max_tokens=2), source="warm-up")
     yield host
     assert host.shutdown(30)
