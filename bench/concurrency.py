@@ -9,6 +9,8 @@ runs every server once, alternating, after a warm-up; the clients live in a sepa
 ones do), each with a warm keep-alive connection, each asking its own question. Printed per server:
 TTFT p50/p95/p99, time per output token p50/p95/p99 and aggregate tok/s (content deltas ÷ wall time),
 medians over the rounds, and Hearth ÷ llama-server for the aggregate (target ≥ 1.00).
+On a 2-core machine try `--threads 1` too: Hearth's HTTP server and the clients are Python and need the
+other core, while llama-server's are C++ threads.
 """
 
 from __future__ import annotations
