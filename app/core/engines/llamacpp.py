@@ -31,7 +31,6 @@ from app.core.engines.base import (
     Unsupported,
     check_logit_bias,
 )
-from app.core.engines.llamacpp_batch import BatchRunner, Prepared, Sequences
 from app.core.engines.llamacpp_embed import Embedder, pooling_for
 from app.core.engines.llamacpp_options import (
     TextStream,
@@ -40,6 +39,7 @@ from app.core.engines.llamacpp_options import (
     llama_kwargs,
     peak_memory_bytes,
 )
+from app.core.engines.llamacpp_slots import Prepared, Sequences, open_slots
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
 from app.core.hardware.engines import LLAMACPP
 from app.core.models.errors import ModelFileError
@@ -137,42 +137,14 @@ class LlamaCppEngine:
         return self.info
 
     def _open_slots(self, spec: LoadSpec, kwargs: dict[str, Any]) -> None:
-        """The batched path's context: n_seq_max = slots, over one KV cache of n_ctx cells shared by all
-        (kv_unified) or one of n_ctx cells per slot."""
-        internals = import_native("llama_cpp._internals")
-        params = self._llm.context_params
-        params = type(params).from_buffer_copy(params)  # the same threads, cache types, flash attention
-        params.n_ctx = spec.n_ctx if spec.kv_unified else spec.n_ctx * spec.slots
-        params.n_batch = min(spec.n_batch, spec.n_ctx)
-        params.n_ubatch = min(spec.n_ubatch, params.n_batch)
-        params.n_seq_max = spec.slots
-        params.kv_unified = spec.kv_unified
         try:
-            self._batch_ctx = internals.LlamaContext(model=self._llm._model, params=params, verbose=False)
-        except Exception as exc:  # ValueError("Failed to create llama_context"), usually memory
+            self._batch_ctx, runner = open_slots(self._lib, self._llm, spec, self._piece)
+        except EngineError:
             self.unload()
-            raise EngineError(f"llama.cpp could not open a {spec.slots}-slot context: {exc}") from exc
-        seed = spec.seed
-        runner = BatchRunner(
-            self._lib,
-            self._llm,
-            self._batch_ctx,
-            spec.slots,
-            int(params.n_batch),
-            self._piece,
-            seed,
-            spec.kv_unified,
-            spec.prompt_cache_mib * 1024 * 1024,
-        )
+            raise
         self._sequences = Sequences(runner, self._prepare)
-        kwargs["n_batch"] = int(params.n_batch)
+        kwargs["n_batch"] = runner.n_batch
         self._llm._ctx.close()  # the token context Llama opened: its buffers are not needed
-        logger.info(
-            "opened %d slots of %d tokens (%s KV cache)",
-            spec.slots,
-            runner.n_ctx_seq,
-            "one shared" if spec.kv_unified else "one per slot",
-        )
 
     @property
     def sequences(self) -> Sequences | None:

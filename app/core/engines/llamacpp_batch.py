@@ -15,11 +15,11 @@ import ctypes
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.engines.base import Chunk, EngineError, GenerateRequest, GenerationStats, Logprobs, SamplingParams
+from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes
 from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, pick_slot
 from app.core.native import import_native
@@ -385,50 +385,3 @@ class BatchRunner:
         seq.sampler.close()
         seq.slot.busy = False
         seq.slot.touch()
-
-
-# A request checked and tokenized by the engine: (tokens, sampling, grammar, visible token ids).
-Prepared = tuple[list[int], SamplingParams, Any, frozenset[int]]
-
-
-class Sequences:
-    """The SequenceRunner the host drives: requests checked by the engine, then run by the BatchRunner."""
-
-    def __init__(self, runner: BatchRunner, prepare: Callable[[GenerateRequest], Prepared]) -> None:
-        self.runner = runner
-        self._prepare = prepare
-
-    def free_slots(self) -> int:
-        return self.runner.free_slots()
-
-    def active(self) -> int:
-        return self.runner.active()
-
-    def shared(self, key: object) -> bool:
-        return self.runner.shared(key)
-
-    def admit(self, request: GenerateRequest, cancel: Any) -> object:
-        start = time.perf_counter()
-        tokens, sampling, grammar, visible = self._prepare(request)
-        return self.runner.admit(tokens, sampling, grammar, visible, cancel, start)
-
-    def step(self) -> list[tuple[object, Chunk]]:
-        return self.runner.step()
-
-    def run_one(self, request: GenerateRequest, cancel: Any) -> Iterator[Chunk]:
-        """`Engine.generate` on a batched engine: this request alone (the host batches; direct callers,
-        like the benchmark's runner, run one at a time)."""
-        key = self.admit(request, cancel)
-        return self._drain(key)
-
-    def _drain(self, key: object) -> Iterator[Chunk]:
-        finished = False
-        try:
-            while not finished:
-                for k, chunk in self.step():
-                    if k is key:
-                        finished = chunk.finish_reason is not None
-                        yield chunk
-        finally:
-            if not finished:  # the caller stopped reading: free the slot
-                self.runner.abort(key)
