@@ -92,6 +92,16 @@ class LoadSpec(BaseModel):
     embedding: bool = False
     seed: int | None = None
     chat_template: str | None = None  # override (from the library, never from a request)
+    # Sequences decoded together in one context (continuous batching; engines that cannot batch run one).
+    # 1 keeps the single-stream path: callers opt in until the planner's context choice plans for slots.
+    slots: int = Field(1, ge=1, le=64)
+    # With slots: False gives each slot its own n_ctx cells (KV memory × slots; a sequence's output is the
+    # same token for token whatever runs beside it or sits in the other slots); True shares n_ctx cells
+    # among them (one slot's memory, llama-server's default; beside others, float rounding in attention
+    # may flip a near-tie token, so one prompt can get two answers at temperature 0).
+    kv_unified: bool = False
+    # With slots: RAM for the states of conversations evicted from a slot, restored when they come back.
+    prompt_cache_mib: int = Field(1024, ge=0)
 
 
 class ChatMessage(BaseModel):

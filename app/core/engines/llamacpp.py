@@ -39,12 +39,16 @@ from app.core.engines.llamacpp_options import (
     llama_kwargs,
     peak_memory_bytes,
 )
+from app.core.engines.llamacpp_slots import Prepared, Sequences, open_slots
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
 from app.core.hardware.engines import LLAMACPP
 from app.core.models.errors import ModelFileError
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
+
+# The context Llama opens when ours (multi-sequence) replaces it: as small as llama.cpp allows.
+TOKEN_CONTEXT = 64
 
 
 class LlamaCppEngine:
@@ -63,6 +67,8 @@ class LlamaCppEngine:
         self._embedder: Embedder | None = None
         self._pooling = 0
         self._marker_ids: dict[tuple[str, ...], frozenset[int]] = {}
+        self._sequences: Sequences | None = None  # slots > 1: the batched path
+        self._batch_ctx: Any = None
 
     # -- loading -------------------------------------------------------------------------
 
@@ -92,6 +98,10 @@ class LlamaCppEngine:
             kwargs["pooling_type"] = self._pooling
             # A whole input in one micro-batch: non-causal (BERT-like) models cannot split one.
             kwargs["n_batch"] = kwargs["n_ubatch"] = spec.n_ctx
+        batched = spec.slots > 1 and not spec.embedding
+        if batched:
+            # Llama cannot open a multi-sequence context: it gets a token one, and ours is opened below.
+            kwargs["n_ctx"] = kwargs["n_batch"] = kwargs["n_ubatch"] = TOKEN_CONTEXT
         try:
             self._llm = self._lib.Llama(**kwargs)
         except Exception as exc:  # llama-cpp-python raises ValueError("Failed to load model from file: …")
@@ -99,6 +109,8 @@ class LlamaCppEngine:
             raise EngineError(f"llama.cpp could not load {path.name}: {exc}") from exc
 
         self._spec = spec
+        if batched:
+            self._open_slots(spec, kwargs)
         model = self._llm._model
         self._bos_text = model.token_get_text(model.token_bos()) if model.token_bos() >= 0 else ""
         self._eos_text = model.token_get_text(model.token_eos()) if model.token_eos() >= 0 else ""
@@ -110,7 +122,7 @@ class LlamaCppEngine:
         self.info = ModelInfo(
             path=path,
             format="gguf",
-            n_ctx=self._llm.n_ctx(),
+            n_ctx=self._sequences.runner.n_ctx_seq if self._sequences is not None else self._llm.n_ctx(),
             n_vocab=self._llm.n_vocab(),
             chat_template=self._template,
             template_notice=notice,
@@ -119,14 +131,36 @@ class LlamaCppEngine:
                 "n_batch": kwargs["n_batch"],
                 "architecture": header.architecture,
                 "add_bos": self._add_bos(),
+                "slots": spec.slots if batched else 1,
             },
         )
         return self.info
+
+    def _open_slots(self, spec: LoadSpec, kwargs: dict[str, Any]) -> None:
+        try:
+            self._batch_ctx, runner = open_slots(self._lib, self._llm, spec, self._piece)
+        except EngineError:
+            self.unload()
+            raise
+        self._sequences = Sequences(runner, self._prepare)
+        kwargs["n_batch"] = runner.n_batch
+        self._llm._ctx.close()  # the token context Llama opened: its buffers are not needed
+
+    @property
+    def sequences(self) -> Sequences | None:
+        """The batched path (a SequenceRunner) when loaded with slots > 1, else None."""
+        return self._sequences
 
     def unload(self) -> None:
         embedder, self._embedder = self._embedder, None
         if embedder is not None:
             embedder.close()  # its context lives on the model's weights: freed first
+        sequences, self._sequences = self._sequences, None
+        if sequences is not None:
+            sequences.runner.close()
+        ctx, self._batch_ctx = self._batch_ctx, None
+        if ctx is not None:
+            ctx.close()
         llm, self._llm = self._llm, None
         self._marker_ids = {}
         self.info = None
@@ -172,9 +206,13 @@ class LlamaCppEngine:
 
     @property
     def cached_tokens(self) -> list[int]:
-        """Token ids whose keys/values are in the KV cache now (the reusable prefix)."""
+        """Token ids whose keys/values are in the KV cache now (the reusable prefix; the most recently
+        used slot's on the batched path)."""
         if self._llm is None:
             return []
+        if self._sequences is not None:
+            slots = self._sequences.runner.slots
+            return list(max(slots, key=lambda s: s.last_used).tokens)
         return [int(t) for t in self._llm._input_ids.tolist()]
 
     # -- generation ------------------------------------------------------------------------
@@ -187,19 +225,26 @@ class LlamaCppEngine:
         with a chunk whose finish_reason is "error".
         """
         start = time.perf_counter()
+        if self._sequences is not None:
+            return self._sequences.run_one(request, cancel)
+        llm = self._require()
+        tokens, _, grammar, visible = self._prepare(request)
+        return self._run(llm, tokens, request, grammar, cancel, start, visible)
+
+    def _prepare(self, request: GenerateRequest) -> Prepared:
+        """Check a request and tokenize it; raises EngineError before anything runs."""
         llm = self._require()
         if not self.capabilities.chat:
             raise Unsupported("this model was loaded for embeddings; load it again without embeddings to chat")
         tokens = self.prompt_tokens(request)
         if not tokens:
             raise EngineError("the prompt is empty")
-        n_ctx = llm.n_ctx()
+        n_ctx = self.info.n_ctx if self.info is not None else llm.n_ctx()
         if len(tokens) >= n_ctx:
             raise ContextLengthExceeded(len(tokens), n_ctx)
         check_logit_bias(request.sampling.logit_bias, llm.n_vocab())
         grammar = build_grammar(self._lib, request, llm._model.vocab)
-        visible = self._token_ids(request.visible_tokens)
-        return self._run(llm, tokens, request, grammar, cancel, start, visible)
+        return tokens, request.sampling, grammar, self._token_ids(request.visible_tokens)
 
     def _run(
         self,

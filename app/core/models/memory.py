@@ -52,7 +52,9 @@ class LoadOptions(BaseModel):
     flash_attn: bool = False
     use_mmap: bool = True
     n_gpu_layers: int = 0  # -1: every layer (and the output) on the GPU
-    n_seq: int = Field(1, ge=1)
+    n_seq: int = Field(1, ge=1)  # slots: sequences decoded together
+    # With n_seq > 1: one KV cache of n_ctx cells shared by the sequences (True), or n_ctx cells for each.
+    kv_unified: bool = True
     swa_full: bool = True  # llama_context_default_params: full-size cache for sliding-window layers
     embeddings: bool = False
 
@@ -98,9 +100,10 @@ class MemoryEstimate:
         return next((d for d in self.devices if d.device == name), None)
 
 
-def kv_cells(n_ctx: int, n_seq: int = 1) -> int:
-    del n_seq  # the unified cache holds n_ctx cells shared by all sequences
-    return -(-n_ctx // KV_CELL_PAD) * KV_CELL_PAD
+def kv_cells(n_ctx: int, n_seq: int = 1, unified: bool = True) -> int:
+    """KV cells in all: a unified cache holds n_ctx shared by every sequence, a split one n_ctx per sequence."""
+    per_stream = -(-n_ctx // KV_CELL_PAD) * KV_CELL_PAD
+    return per_stream if unified else per_stream * n_seq
 
 
 def kv_bytes_per_layer(spec: ModelSpec, layer: int, cells: int, opts: LoadOptions) -> int:
@@ -115,7 +118,7 @@ def kv_bytes_per_layer(spec: ModelSpec, layer: int, cells: int, opts: LoadOption
 
 
 def kv_cache_bytes(spec: ModelSpec, opts: LoadOptions) -> int:
-    cells = kv_cells(opts.n_ctx, opts.n_seq)
+    cells = kv_cells(opts.n_ctx, opts.n_seq, opts.kv_unified)
     return sum(kv_bytes_per_layer(spec, il, cells, opts) for il in range(spec.n_layers))
 
 
@@ -159,7 +162,7 @@ def estimate_memory(
     block onto the GPU only when every block is there. `repack`: this CPU has the REPACK kernels
     (x86 AVX2 or Arm dotprod), which copy some weight types once more.
     """
-    cells = kv_cells(opts.n_ctx, opts.n_seq)
+    cells = kv_cells(opts.n_ctx, opts.n_seq, opts.kv_unified)
     n_layers = spec.n_layers
     gpus = gpu_names or ([] if backend == "cpu" else ["GPU0"])
     if layer_split is None:
@@ -205,7 +208,7 @@ def estimate_memory(
         # Without mmap the repacked tensors are read straight into the REPACK buffer, not twice.
         cpu.weights -= min(cpu.weights, cpu.repack)
 
-    compute = compute_buffer_bytes(spec, opts, cells)
+    compute = compute_buffer_bytes(spec, opts, kv_cells(opts.n_ctx))  # attention spans one stream's cells
     for dev in devices:
         if dev.layers:
             dev.compute = compute

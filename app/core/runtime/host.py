@@ -6,6 +6,9 @@ re-post to its own thread (Qt: emit a queued signal). `state_changed` is emitted
 Chat and API share this one host and its one bounded FIFO queue. A job may name the model it is for:
 the host checks that model when the job starts and loads it first when another (or none) is loaded and
 JIT loading is on, so a job never runs on a model that was swapped in while it waited.
+
+An engine loaded with slots runs several generations at once (app.core.runtime.batching): jobs for the
+loaded model join the running ones between decode steps, and the queue holds only what exceeds the slots.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from app.core.engines.registry import EngineRegistry
 from app.core.errors import HearthError
 from app.core.events import Event
 from app.core.models.calibration import CalibrationStore, SpeedRun
+from app.core.runtime.batching import BatchLoop
 from app.core.runtime.job_queue import JobQueue
 from app.core.runtime.jobs import (
     ChunkEvent,
@@ -42,6 +46,7 @@ from app.core.runtime.jobs import (
     TokenCount,
     UnloadJob,
     failure_code,
+    same_path,
 )
 from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightResult, format_for_path
 
@@ -191,7 +196,7 @@ class EngineHost:
         self._fail(handle, message, failure_code(exc), getattr(exc, "details", None))
 
     def _ended(self, handle: JobHandle) -> None:
-        self._jobs.ended()
+        self._jobs.ended(handle)
         self._last_job_end = time.monotonic()
         handle.done.set()
 
@@ -263,7 +268,7 @@ class EngineHost:
             raise ModelNotFound(f"{model!r}: this host runs only the model loaded in it")
         target = self.resolver(model)
         loaded = self._engine.info if self._engine is not None else None
-        if loaded is not None and _same_path(loaded.path, target.spec.path):
+        if loaded is not None and same_path(loaded.path, target.spec.path):
             return self._require_engine()
         if not self.jit:
             raise ModelNotFound(f"{model} is not loaded; load it in Hearth, or turn on JIT loading in Settings")
@@ -316,6 +321,10 @@ class EngineHost:
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
         engine = self._engine_for(job.model, handle)
+        runner = getattr(engine, "sequences", None)  # a batched engine (llama.cpp with slots > 1)
+        if runner is not None:
+            BatchLoop(self, engine, runner).run(handle, job)
+            return
         self._set_state(status="generating", source=job.source)
         parts: list[str] = []
         final: Chunk | None = None
@@ -375,10 +384,3 @@ class EngineHost:
 
     def __repr__(self) -> str:
         return f"EngineHost({self._thread.name!r}, {self._state.status})"
-
-
-def _same_path(a: Path | str, b: Path | str) -> bool:
-    try:
-        return Path(a).resolve() == Path(b).resolve()
-    except OSError:
-        return Path(a) == Path(b)

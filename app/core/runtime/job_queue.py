@@ -3,6 +3,7 @@
 Any thread puts; only the host thread takes. A job cancelled while it waits keeps its place in the
 deque (the host skips it) but no longer counts against the bound, so a client that gives up frees its
 slot at once. A full queue says how long to wait, from a moving average of how long jobs take.
+Several jobs may run at once (a batched engine's sequences): the queue holds only those beyond them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class JobQueue:
         self._jobs: collections.deque[JobHandle] = collections.deque()
         self._cond = threading.Condition()
         self._closed = False
-        self._current: JobHandle | None = None
+        self._running: set[JobHandle] = set()
         self._job_s = FIRST_JOB_ESTIMATE_S
 
     def waiting(self) -> int:
@@ -54,8 +55,8 @@ class JobQueue:
             self._closed = True
             for handle in self._jobs:
                 handle.cancel()
-            if self._current is not None:
-                self._current.cancel()
+            for handle in self._running:
+                handle.cancel()
             self._jobs.append(marker)
             self._cond.notify()
 
@@ -68,13 +69,26 @@ class JobQueue:
                 if not self._cond.wait(timeout) and timeout is not None and not self._jobs:
                     return None
             handle = self._jobs.popleft()
-            self._current = handle
+            self._running.add(handle)
             return handle
 
-    def ended(self) -> None:
-        """Host thread: the current job is over."""
+    def take_if(self, accept: Callable[[JobHandle], bool]) -> JobHandle | None:
+        """Host thread, without waiting: the first job if `accept` takes it (or it was cancelled while it
+        waited), now running beside the others; None otherwise. Only the first: FIFO, nothing jumps it."""
         with self._cond:
-            self._current = None
+            if not self._jobs:
+                return None
+            handle = self._jobs[0]
+            if not handle.cancelled and not accept(handle):
+                return None
+            self._jobs.popleft()
+            self._running.add(handle)
+            return handle
+
+    def ended(self, handle: JobHandle) -> None:
+        """Host thread: that running job is over."""
+        with self._cond:
+            self._running.discard(handle)
 
     def took(self, seconds: float) -> None:
         """Host thread: how long the last job ran, for the wait a full queue announces."""

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from app.core.engines.base import Capabilities, Chunk, GenerateRequest, LoadSpec, ModelInfo
@@ -52,6 +53,14 @@ class ModelNotFound(HearthError):
 
 def failure_code(exc: BaseException) -> str:
     return getattr(exc, "code", None) or "engine_error"
+
+
+def same_path(a: Path | str, b: Path | str) -> bool:
+    """Whether two model paths name the same file (a job's model against the loaded one)."""
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return Path(a) == Path(b)
 
 
 @dataclass

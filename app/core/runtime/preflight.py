@@ -174,6 +174,8 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
         flash_attn=spec.flash_attn,
         use_mmap=spec.use_mmap,
         embeddings=spec.embedding,
+        n_seq=1 if spec.embedding else spec.slots,
+        kv_unified=spec.kv_unified,
     )
     planned = plan_model(model, machine, spec.n_ctx, options, exact=True, label=label)
     plan = planned.plan

@@ -37,6 +37,8 @@ def load_llamacpp(path: Path, **spec):
     from app.core.engines.llamacpp_options import physical_cores
 
     spec.setdefault("n_threads", physical_cores())
+    # The single-stream path unless a test asks for slots (test_llamacpp_batch.py covers the batched one).
+    spec.setdefault("slots", 1)
     engine = LlamaCppEngine()
     engine.load(LoadSpec(path=path, **spec))
     return engine

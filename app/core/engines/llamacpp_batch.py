@@ -1,0 +1,387 @@
+"""Continuous batching for the llama.cpp engine: one context holding `slots` sequences, advanced together.
+
+Each `step` builds one llama_batch: the next token of every sequence that is decoding, then prompt tokens
+of the sequences still reading their prompt, oldest first, up to n_batch in all. So a new prompt joins
+at the next step and a long one is read one chunk per step while the others keep streaming. Every
+sequence has its own sampler chain (grammar and penalties included), stop-string scanner and stats.
+The KV cache is either one stream per slot (each its own cells: a sequence computes exactly what it would
+alone) or unified (n_ctx cells shared; a free slot's cached tokens are dropped, least recently used first,
+when a running sequence needs their cells). Either way a free slot keeps its tokens as the prompt cache.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
+from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes
+from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, pick_slot
+from app.core.native import import_native
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One generation in a slot; the host keys its chunks by this object."""
+
+    slot: Slot
+    sampling: SamplingParams
+    cancel: threading.Event
+    start: float
+    sampler: Any
+    stream: TextStream
+    visible: frozenset[int]
+    pending: list[int]  # prompt tokens not yet evaluated
+    stats: GenerationStats
+    order: int  # admission order: prompt chunks go to the oldest first
+    next_token: int | None = None  # sampled, to be decoded at the next step
+    logits_at: int = -1  # this step's batch index of its output, -1: none
+    first_token_at: float = 0.0
+    last_token_at: float = 0.0
+    prefill_s: float = 0.0
+    shared: bool = False
+    done: bool = False
+    out: list[Chunk] = field(default_factory=list)
+
+
+class BatchRunner:
+    """Owned by the engine host's thread, like the engine that made it."""
+
+    def __init__(
+        self,
+        lib: Any,
+        llm: Any,
+        ctx: Any,
+        n_slots: int,
+        n_batch: int,
+        piece: Callable[[Any, int, bool], bytes],
+        seed: int | None,
+        unified: bool = False,
+        cache_bytes: int = 0,
+    ) -> None:
+        self._lib = lib
+        self._llm = llm
+        self._ctx = ctx
+        self._memory = lib.llama_get_memory(ctx.ctx)
+        self.n_ctx = int(lib.llama_n_ctx(ctx.ctx))  # cells in all
+        self.unified = unified
+        # The most one sequence may hold: all the cells when shared, its own stream's otherwise.
+        self.n_ctx_seq = self.n_ctx if unified else int(lib.llama_n_ctx_seq(ctx.ctx))
+        self.n_batch = max(1, n_batch)
+        self.slots = [Slot(seq_id=i) for i in range(n_slots)]
+        self._piece = piece
+        self._seed = seed
+        self._vocab = llm._model.vocab
+        self._ctypes = ctypes
+        self._n_vocab = int(llm.n_vocab())
+        self._batch = import_native("llama_cpp._internals").LlamaBatch(
+            n_tokens=self.n_batch, embd=0, n_seq_max=1, verbose=False
+        )
+        self._running: list[Sequence] = []
+        self._order = 0
+        self.cache = PromptCache(cache_bytes)
+
+    # -- the host's interface ---------------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        return sum(1 for s in self.slots if not s.busy)
+
+    def active(self) -> int:
+        return len(self._running)
+
+    def shared(self, key: object) -> bool:
+        return bool(getattr(key, "shared", False))
+
+    def admit(
+        self,
+        tokens: list[int],
+        sampling: SamplingParams,
+        grammar: Any,
+        visible: frozenset[int],
+        cancel: Any,
+        start: float,
+    ) -> Sequence:
+        """Take a free slot for an already checked prompt; its cached prefix is kept, the rest dropped."""
+        picked = pick_slot(self.slots, tokens)
+        if picked is None:
+            raise EngineError("every slot is busy")
+        slot, shared = picked
+        shared = self._swap_in(slot, tokens, shared)
+        shared = self._copy_prefix(slot, tokens, shared)
+        if shared >= len(tokens):
+            shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
+        if shared < len(slot.tokens):
+            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, shared, -1)
+            del slot.tokens[shared:]
+        seed = sampling.seed if sampling.seed is not None else self._seed
+        seed = seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED
+        sampler = build_sampler(self._lib, self._llm, sampling, grammar, seed)
+        slot.busy = True
+        self._order += 1
+        seq = Sequence(
+            slot=slot,
+            sampling=sampling,
+            cancel=cancel,
+            start=start,
+            sampler=sampler,
+            stream=TextStream(sampling.stop),
+            visible=visible,
+            pending=list(tokens[shared:]),
+            stats=GenerationStats(prompt_tokens=len(tokens)),
+            order=self._order,
+        )
+        logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(tokens))
+        self._running.append(seq)
+        return seq
+
+    def _swap_in(self, slot: Slot, tokens: list[int], shared: int) -> int:
+        """Before `slot` is given to `tokens`: keep the conversation it holds in the RAM cache if this
+        request would evict it, and restore a cached state that shares more of `tokens` than the slot does.
+        Returns the prefix the slot now shares."""
+        if self.cache.budget <= 0:
+            return shared
+        evicting = len(slot.tokens) > 0 and shared < MIN_REUSE * len(slot.tokens)
+        found = self.cache.take(tokens, shared)
+        if evicting or found is not None:
+            self._save(slot)
+        if found is None:
+            return shared
+        entry, reused = found
+        self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
+        slot.tokens.clear()
+        buf = (self._ctypes.c_uint8 * entry.size).from_buffer(entry.data)
+        if self._lib.llama_state_seq_set_data(self._ctx.ctx, buf, entry.size, slot.seq_id) != entry.size:
+            logger.warning("could not restore a cached prompt of %d tokens", len(entry.tokens))
+            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
+            return 0
+        slot.tokens = list(entry.tokens)
+        logger.debug("slot %d: restored %d cached tokens from RAM", slot.seq_id, len(entry.tokens))
+        return reused
+
+    def _copy_prefix(self, slot: Slot, tokens: list[int], shared: int) -> int:
+        """Start `slot` from another slot's cells when that one shares a longer prefix with `tokens` (a
+        system prompt or a document two conversations share, whose own slot was kept for its owner)."""
+        others = [s for s in self.slots if s is not slot and s.tokens]
+        donor = max(others, key=lambda s: common_prefix(s.tokens, tokens), default=None)
+        if donor is None:
+            return shared
+        prefix = common_prefix(donor.tokens, tokens)
+        if prefix - shared < MIN_COPY_GAIN:
+            return shared
+        if slot.tokens:
+            self._save(slot)
+        mem, dst = self._memory, slot.seq_id
+        self._lib.llama_memory_seq_rm(mem, dst, 0, -1)
+        if self.unified:
+            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, 0, prefix)  # the cells are shared, not copied
+        else:
+            # Across KV streams llama.cpp copies a whole stream (at the next decode); the rest is then dropped.
+            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, -1, -1)
+            self._lib.llama_memory_seq_rm(mem, dst, prefix, -1)
+        slot.tokens = list(donor.tokens[:prefix])
+        logger.debug("slot %d: %d prompt tokens copied from slot %d", dst, prefix, donor.seq_id)
+        return prefix
+
+    def _save(self, slot: Slot) -> None:
+        if not slot.tokens:
+            return
+        size = int(self._lib.llama_state_seq_get_size(self._ctx.ctx, slot.seq_id))
+        if not self.cache.fits(size):
+            return
+        data = bytearray(size)
+        buf = (self._ctypes.c_uint8 * size).from_buffer(data)
+        written = int(self._lib.llama_state_seq_get_data(self._ctx.ctx, buf, size, slot.seq_id))
+        if written == size:
+            self.cache.put(slot.tokens, data, size)
+
+    def step(self) -> list[tuple[object, Chunk]]:
+        """One decode for every running sequence; the chunks it produced, in order."""
+        for seq in list(self._running):
+            if seq.cancel.is_set():
+                self._end(seq, "cancelled")
+        if self._running:
+            batch = self._fill()
+            if batch:
+                self._decode(batch)
+        out: list[tuple[object, Chunk]] = []
+        for seq in self._running:
+            out.extend((seq, c) for c in seq.out)
+            seq.out.clear()
+        self._running = [s for s in self._running if not s.done]
+        return out
+
+    def abort(self, key: object) -> None:
+        """End a sequence now, its chunks unread (a direct caller that stopped reading)."""
+        for seq in self._running:
+            if seq is key:
+                self._end(seq, "cancelled")
+        self._running = [s for s in self._running if not s.done]
+
+    def close(self) -> None:
+        for seq in self._running:
+            seq.sampler.close()
+        self._running = []
+        self._batch.close()
+
+    # -- one step ---------------------------------------------------------------------------------
+
+    def _fill(self) -> list[tuple[Sequence, int, bool]]:
+        """Plan this step's batch as (sequence, tokens taken, wants logits), making room in the KV cache:
+        idle slots' cached tokens go first (least recently used first), then the newest decoding
+        sequences end with "length" when the shared context is full."""
+        if len(self._running) > 1:
+            for s in self._running:
+                s.shared = True
+        decoding = [s for s in self._running if s.next_token is not None]
+        reading = sorted((s for s in self._running if s.pending), key=lambda s: s.order)
+        plan: list[tuple[Sequence, int, bool]] = [(s, 1, True) for s in decoding]
+        budget = self.n_batch - len(plan)
+        for seq in reading:
+            if budget <= 0:
+                break
+            take = min(budget, len(seq.pending))
+            plan.append((seq, take, take == len(seq.pending)))
+            budget -= take
+        if not self.unified:
+            return plan  # each slot has its own n_ctx_seq cells: a sequence ends at its own limit (_sample)
+        need = sum(n for _, n, _ in plan)
+        free = self.n_ctx - sum(len(s.tokens) for s in self.slots)
+        if need > free:
+            free += self._evict_idle(need - free)
+        while need > free and plan:
+            # The newest gives way first: the oldest keep going, so none starves.
+            seq, n, _ = max(plan, key=lambda p: p[0].order)
+            plan = [p for p in plan if p[0] is not seq]
+            need -= n
+            if seq.next_token is not None:
+                self._end(seq, "length")
+            elif not any(s.next_token is not None for s in self._running if not s.done and s is not seq):
+                # Nothing running will finish and free cells: this prompt cannot be read now.
+                self._end(seq, "error", "the context is full with other conversations; try again shortly")
+            # else its chunk only waits for a decoding sequence to finish
+            free += self._evict_idle(need - free) if need > free else 0
+        return plan
+
+    def _evict_idle(self, cells: int) -> int:
+        freed = 0
+        for slot in sorted((s for s in self.slots if not s.busy and s.tokens), key=lambda s: s.last_used):
+            if freed >= cells:
+                break
+            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
+            freed += len(slot.tokens)
+            slot.tokens.clear()
+        return freed
+
+    def _decode(self, plan: list[tuple[Sequence, int, bool]]) -> None:
+        b = self._batch.batch
+        i = 0
+        for seq, n, logits in plan:
+            slot = seq.slot
+            if seq.next_token is not None:
+                toks = [seq.next_token]
+            else:
+                toks = seq.pending[:n]
+            pos = len(slot.tokens)
+            for k, tok in enumerate(toks):
+                b.token[i] = tok
+                b.pos[i] = pos + k
+                b.n_seq_id[i] = 1
+                b.seq_id[i][0] = slot.seq_id
+                b.logits[i] = False
+                i += 1
+            b.logits[i - 1] = logits
+            seq.logits_at = i - 1 if logits else -1
+        b.n_tokens = i
+        began = time.perf_counter()
+        rc = self._lib.llama_decode(self._ctx.ctx, b)
+        took = time.perf_counter() - began
+        if rc != 0:
+            logger.warning("llama_decode returned %d for a batch of %d tokens", rc, i)
+            for seq, _, _ in plan:
+                # Whatever part of the batch llama.cpp kept is dropped, so the slot matches its tokens.
+                self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
+                self._end(seq, "error", f"generation failed: llama_decode returned {rc}")
+            return
+        for seq, n, _ in plan:
+            if seq.next_token is not None:
+                seq.slot.tokens.append(seq.next_token)
+                seq.next_token = None
+            else:
+                seq.slot.tokens.extend(seq.pending[:n])
+                del seq.pending[:n]
+                seq.stats.prompt_tokens_evaluated += n
+                seq.prefill_s += took
+        for seq, _, _ in plan:
+            if seq.logits_at >= 0 and not seq.done:
+                try:
+                    self._sample(seq)
+                except Exception as exc:  # a sampler failure ends that stream, not the others
+                    logger.exception("sampling failed")
+                    self._end(seq, "error", f"generation failed: {exc}")
+
+    def _sample(self, seq: Sequence) -> None:
+        sp = seq.sampling
+        if len(seq.slot.tokens) >= self.n_ctx_seq:
+            self._end(seq, "length")
+            return
+        if seq.stats.generated_tokens == 0 and seq.prefill_s > 0:
+            seq.stats.prompt_tok_s = seq.stats.prompt_tokens_evaluated / seq.prefill_s
+        token = int(self._lib.llama_sampler_sample(seq.sampler.sampler, self._ctx.ctx, seq.logits_at))
+        now = time.perf_counter()
+        if not seq.first_token_at:
+            seq.first_token_at = now
+            seq.stats.time_to_first_token_s = now - seq.start
+        seq.last_token_at = now
+        if self._lib.llama_vocab_is_eog(self._vocab, token):
+            self._end(seq, "stop")
+            return
+        seq.stats.generated_tokens += 1
+        piece = self._piece(self._vocab, token, token in seq.visible)
+        text = seq.stream.push(piece)
+        if sp.logprobs is None:
+            seq.out.append(Chunk(text=text, token=token))
+        else:
+            seq.out.append(Chunk(text=text, token=token, logprobs=self._logprobs(seq, token, piece, sp.logprobs)))
+        if seq.stream.stopped:
+            self._end(seq, "stop")
+        elif sp.max_tokens is not None and seq.stats.generated_tokens >= sp.max_tokens:
+            self._end(seq, "length")
+        else:
+            seq.next_token = token
+
+    def _logprobs(self, seq: Sequence, token: int, piece: bytes, n_top: int) -> Logprobs:
+        from app.core.engines.logprobs import from_logits
+
+        np = import_native("numpy")
+        pointer = self._lib.llama_get_logits_ith(self._ctx.ctx, seq.logits_at)
+        if not pointer:
+            raise EngineError("llama.cpp kept no logits for the last token")
+        array = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
+        return from_logits(array, token, piece, n_top, lambda i: self._piece(self._vocab, i, True))
+
+    def _end(self, seq: Sequence, reason: str, error: str | None = None) -> None:
+        if seq.done:
+            return
+        seq.done = True
+        stats = seq.stats
+        now = time.perf_counter()
+        if not seq.first_token_at:
+            stats.time_to_first_token_s = now - seq.start
+        if stats.generated_tokens > 1 and seq.last_token_at > seq.first_token_at:
+            stats.decode_tok_s = (stats.generated_tokens - 1) / (seq.last_token_at - seq.first_token_at)
+        stats.peak_memory_bytes = peak_memory_bytes()
+        text = seq.stream.flush()
+        hit = seq.stream.hit if reason == "stop" else None
+        seq.out.append(Chunk(text=text, finish_reason=reason, stats=stats, error=error, stop_sequence=hit))  # type: ignore[arg-type]
+        seq.next_token = None
+        seq.pending = []
+        seq.sampler.close()
+        seq.slot.busy = False
+        seq.slot.touch()

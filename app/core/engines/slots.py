@@ -1,0 +1,132 @@
+"""Slots: the per-sequence KV bookkeeping of a batched engine, and the prompt-cache choice of a slot.
+
+A slot is one llama.cpp sequence id in a shared context. It remembers which tokens its sequence holds in
+the KV cache after a generation ends, so the next request that starts with those tokens (the same
+conversation's next turn, or a shared system prompt) evaluates only the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.core.engines.base import Chunk, GenerateRequest
+
+
+@dataclass
+class Slot:
+    seq_id: int
+    tokens: list[int] = field(default_factory=list)  # what this sequence holds in the KV cache, in order
+    last_used: float = 0.0  # monotonic time its last generation ended (LRU order among the free ones)
+    busy: bool = False
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+# A slot is reused for a request only if that keeps at least this share of what it caches: a shared
+# system prompt alone must not send a second conversation into the first one's slot, evicting it.
+MIN_REUSE = 0.5
+# A prefix another slot holds is copied into the chosen one only when that saves this many tokens of
+# prompt evaluation (between per-slot KV streams llama.cpp copies a whole stream). And with an empty slot
+# free, a slot is reused only if that drops at most this many of its cached tokens: else the request goes
+# to the empty slot (with the prefix copied), and the other conversation keeps its cache whole.
+MIN_COPY_GAIN = 16
+
+
+def pick_slot(slots: list[Slot], tokens: list[int]) -> tuple[Slot, int] | None:
+    """The free slot whose cached tokens share the longest prefix with `tokens` (among those it would
+    keep at least MIN_REUSE of, and, while an empty slot is free, drop at most MIN_COPY_GAIN of), and that
+    prefix's length; ties and misses go to the least recently used one (an empty slot first). None when
+    every slot is busy."""
+    free = [s for s in slots if not s.busy]
+    if not free:
+        return None
+    empty = any(not s.tokens for s in free)
+    scored = [(common_prefix(s.tokens, tokens), s) for s in free]
+    fits = [(n, s) for n, s in scored if n > 0 and n >= MIN_REUSE * len(s.tokens)]
+    if empty:
+        fits = [(n, s) for n, s in fits if len(s.tokens) - n <= MIN_COPY_GAIN]
+    if fits:
+        shared, best = max(fits, key=lambda p: (p[0], -p[1].last_used))
+        return best, shared
+    best = min(free, key=lambda s: (bool(s.tokens), s.last_used))
+    return best, common_prefix(best.tokens, tokens)
+
+
+class SequenceRunner(Protocol):
+    """What a batched engine gives the host: sequences admitted into free slots, all advanced together.
+
+    Owned by the host thread like the engine. `admit` raises EngineError for a bad request before
+    anything runs; `step` decodes one batch and returns the chunks it produced, keyed by the value
+    `admit` returned; a key's last chunk has `finish_reason`, after which its slot is free.
+    """
+
+    def free_slots(self) -> int: ...
+
+    def active(self) -> int: ...
+
+    def admit(self, request: GenerateRequest, cancel: Any) -> object: ...
+
+    def step(self) -> list[tuple[object, Chunk]]: ...
+
+    def shared(self, key: object) -> bool:
+        """Whether the sequence ran beside others at any step (its speed is not a single stream's)."""
+        ...
+
+
+@dataclass
+class SavedState:
+    tokens: list[int]
+    data: Any  # the engine's saved sequence state (bytes-like)
+    size: int  # bytes
+
+
+class PromptCache:
+    """Sequence states evicted from slots, kept in RAM within a byte budget (oldest dropped first), so a
+    conversation that comes back after its slot went to another one is restored instead of re-read."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget = budget_bytes
+        self._entries: list[SavedState] = []  # oldest first
+
+    @property
+    def used(self) -> int:
+        return sum(e.size for e in self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def fits(self, size: int) -> bool:
+        return 0 < size <= self.budget
+
+    def put(self, tokens: list[int], data: Any, size: int) -> None:
+        """Keep a state; one holding the same tokens or a prefix of them is superseded."""
+        if not self.fits(size):
+            return
+        self._entries = [e for e in self._entries if e.tokens != tokens[: len(e.tokens)]]
+        while self._entries and self.used + size > self.budget:
+            self._entries.pop(0)
+        self._entries.append(SavedState(list(tokens), data, size))
+
+    def take(self, tokens: list[int], better_than: int) -> tuple[SavedState, int] | None:
+        """Remove and return the entry sharing the longest prefix with `tokens` if that beats `better_than`
+        tokens, with the prefix's length."""
+        best = max(self._entries, key=lambda e: common_prefix(e.tokens, tokens), default=None)
+        if best is None:
+            return None
+        shared = common_prefix(best.tokens, tokens)
+        if shared <= better_than:
+            return None
+        self._entries.remove(best)
+        return best, shared

@@ -1,0 +1,229 @@
+"""Concurrent streaming clients: Hearth's endpoint over the batched engine vs `llama-server -np N`.
+
+    bash bench/build_peers.sh          # once (cached): llama-server from the same llama.cpp
+    .venv/bin/python bench/concurrency.py [--clients 4] [--rounds 2] [--unified] [--no-peer]
+
+Same GGUF (SmolLM2), threads, batch sizes and context per slot (Hearth: slots = clients, n_ctx per slot;
+llama-server: -np N -c N × n_ctx, which it splits per slot), flash attention off on both. Each round
+runs every server once, alternating, after a warm-up; the clients live in a separate process (as real
+ones do), each with a warm keep-alive connection, each asking its own question. Printed per server:
+TTFT p50/p95/p99, time per output token p50/p95/p99 and aggregate tok/s (content deltas ÷ wall time),
+medians over the rounds, and Hearth ÷ llama-server for the aggregate (target ≥ 1.00).
+On a 2-core machine try `--threads 1` too: Hearth's HTTP server and the clients are Python and need the
+other core, while llama-server's are C++ threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from engine import free_port, models  # noqa: E402
+
+from app.core.engines import default_registry  # noqa: E402
+from app.core.engines.base import LoadSpec  # noqa: E402
+from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
+from app.core.runtime.host import EngineHost  # noqa: E402
+from app.server.app import create_app  # noqa: E402
+from app.server.context import ServerContext  # noqa: E402
+from app.server.runner import ServerThread  # noqa: E402
+
+N_PREDICT = 128
+N_CTX = 4096  # per slot
+N_BATCH = 512
+SYSTEM = "You are a helpful assistant."
+QUESTIONS = [
+    "Tell me a long story about a lighthouse keeper and the sea.",
+    "Explain in detail how a steam engine works.",
+    "Describe a walk through a busy market in the morning.",
+    "Write a long letter from a traveller to a friend at home.",
+    "Tell me about the history of bread, step by step.",
+    "Describe how to plan a vegetable garden for a year.",
+    "Tell me a story about a robot who learns to paint.",
+    "Explain how rivers shape the land over a long time.",
+]
+
+CLIENT = r"""
+import json, sys, threading, time
+import httpx
+url, model, clients, max_tokens, system = sys.argv[1:6]
+questions = json.loads(sys.argv[6])
+def once(i, out, ready):
+    body = {"model": model, "stream": True, "temperature": 0, "max_tokens": int(max_tokens), "seed": 1,
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": questions[i % len(questions)]}]}
+    arrivals = []
+    with httpx.Client(timeout=600) as c:
+        c.get(url + "/health")  # connected and warm before the clock starts
+        ready.wait()
+        t0 = time.perf_counter()
+        with c.stream("POST", url + "/v1/chat/completions", json=body) as r:
+            r.raise_for_status()
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    ch = json.loads(line[6:]).get("choices") or []
+                    if ch and (ch[0].get("delta") or {}).get("content"):
+                        arrivals.append(time.perf_counter() - t0)
+    out.append(arrivals)
+results = []
+ready = threading.Barrier(int(clients) + 1)
+threads = [threading.Thread(target=once, args=(i, results, ready)) for i in range(int(clients))]
+[t.start() for t in threads]
+ready.wait()
+t0 = time.perf_counter()
+[t.join() for t in threads]
+print(json.dumps({"wall": time.perf_counter() - t0, "streams": results}), flush=True)
+"""
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    k = (len(values) - 1) * p
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def load_round(url: str, model: str, clients: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", CLIENT, url, model, str(clients), str(N_PREDICT), SYSTEM, json.dumps(QUESTIONS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    streams = [a for a in run["streams"] if a]
+    ttfts = [a[0] for a in streams]
+    tpots = [(a[-1] - a[0]) / (len(a) - 1) for a in streams if len(a) > 1]
+    return {
+        "ttft_p50": pct(ttfts, 0.5),
+        "ttft_p95": pct(ttfts, 0.95),
+        "ttft_p99": pct(ttfts, 0.99),
+        "tpot_p50": pct(tpots, 0.5),
+        "tpot_p95": pct(tpots, 0.95),
+        "tpot_p99": pct(tpots, 0.99),
+        "tokens": float(sum(len(a) for a in streams)),
+        "aggregate_tok_s": sum(len(a) for a in streams) / run["wall"],
+    }
+
+
+class Hearth:
+    def __init__(self, model_path: Path, threads: int, slots: int, unified: bool) -> None:
+        self.host = EngineHost(default_registry(), queue_size=64, name="bench-host")
+        spec = LoadSpec(
+            path=model_path,
+            n_ctx=N_CTX,
+            n_threads=threads,
+            n_batch=N_BATCH,
+            n_ubatch=N_BATCH,
+            slots=slots,
+            kv_unified=unified,
+        )
+        self.host.load_sync(spec, "gguf", plan_check=False)
+        context = ServerContext(self.host)
+        self.runner = ServerThread(create_app(context), "127.0.0.1", 0, context.cancel_streams)
+        self.runner.start()
+        self.url = self.runner.url
+
+    def close(self) -> None:
+        self.runner.stop()
+        self.host.shutdown(10)
+
+
+class LlamaServer:
+    def __init__(self, binary: Path, model: Path, threads: int, slots: int) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        args = [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX * slots)]
+        args += ["-np", str(slots), "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "off"]
+        args += ["--host", "127.0.0.1", "--port", str(port)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        self.close()
+        raise RuntimeError("llama-server did not start")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
+    parser.add_argument("--unified", action="store_true", help="Hearth: one shared KV cache for the slots")
+    parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args()
+    os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
+    model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
+    model = model_path.name
+    threads = args.threads or physical_cores()
+    servers: list[tuple[str, object]] = [
+        ("Hearth", lambda: Hearth(model_path, threads, args.clients, args.unified)),
+    ]
+    if not args.no_peer:
+        bins = Path(
+            subprocess.run(
+                ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
+        servers.append(
+            (
+                f"llama-server -np {args.clients}",
+                lambda: LlamaServer(bins / "llama-server", model_path, threads, args.clients),
+            )
+        )
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name, _ in servers}
+    for _ in range(args.rounds):  # alternating, so drift on a shared machine hits both alike
+        for name, start in servers:
+            server = start()  # type: ignore[operator]
+            try:
+                load_round(server.url, model, args.clients)  # warm-up (and the prompt caches, as in use)
+                rows[name].append(load_round(server.url, model, args.clients))
+            finally:
+                server.close()
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in rows[name])
+
+    kv = "one shared KV cache" if args.unified else "a KV stream per slot"
+    print(f"model {model}, {threads} threads, {N_CTX} tokens per slot, {args.clients} clients x {N_PREDICT} tokens,")
+    print(f"{args.rounds} rounds alternating (medians); Hearth with {args.clients} slots, {kv}")
+    print(f"{'server':<20} {'TTFT p50/p95/p99 (s)':<24} {'TPOT p50/p95/p99 (ms)':<24} aggregate tok/s")
+    for name in rows:
+        ttft = f"{med(name, 'ttft_p50'):.2f}/{med(name, 'ttft_p95'):.2f}/{med(name, 'ttft_p99'):.2f}"
+        tpot = "/".join(f"{med(name, k) * 1000:.1f}" for k in ("tpot_p50", "tpot_p95", "tpot_p99"))
+        print(f"{name:<20} {ttft:<24} {tpot:<24} {med(name, 'aggregate_tok_s'):.1f}")
+    if len(rows) > 1:
+        peer = next(n for n in rows if n != "Hearth")
+        ratio = med("Hearth", "aggregate_tok_s") / med(peer, "aggregate_tok_s")
+        print(f"aggregate tok/s Hearth ÷ {peer} = {ratio:.3f} (target >= 1.00)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
