@@ -235,7 +235,32 @@ class Bench:
     full_timeout_s: int = 3600
 
 
+# The quick ones first: under --quick's budget, a slow machine loses the long benches last.
 BENCHES = [
+    Bench(
+        "download",
+        "download.py",
+        "our downloader vs curl on loopback; bytes re-fetched after a drop",
+        quick=("--size-mb", "256", "--reps", "2", "--no-hf"),
+        quick_timeout_s=90,
+    ),
+    Bench(
+        "ui_latency",
+        "ui_latency.py",
+        "Qt event-loop stalls, chat open and scroll times, memory growth",
+        quick=(
+            "--seconds",
+            "5",
+            "--real-seconds",
+            "5",
+            "--long-seconds",
+            "3",
+            "--screenshot",
+            str(OUT / "ui_latency.png"),
+        ),
+        full=("--screenshot", str(OUT / "ui_latency.png")),
+        quick_timeout_s=150,
+    ),
     Bench(
         "fit_accuracy",
         "fit_accuracy.py",
@@ -260,30 +285,6 @@ BENCHES = [
         quick=("--runs", "2", "--clients", "4"),
         peer="optional",
         quick_timeout_s=180,
-    ),
-    Bench(
-        "download",
-        "download.py",
-        "our downloader vs curl on loopback; bytes re-fetched after a drop",
-        quick=("--size-mb", "256", "--reps", "2", "--no-hf"),
-        quick_timeout_s=90,
-    ),
-    Bench(
-        "ui_latency",
-        "ui_latency.py",
-        "Qt event-loop stalls, chat open and scroll times, memory growth",
-        quick=(
-            "--seconds",
-            "5",
-            "--real-seconds",
-            "5",
-            "--long-seconds",
-            "3",
-            "--screenshot",
-            str(OUT / "ui_latency.png"),
-        ),
-        full=("--screenshot", str(OUT / "ui_latency.png")),
-        quick_timeout_s=150,
     ),
     Bench(
         "speed_scoreboard",
