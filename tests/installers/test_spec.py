@@ -76,8 +76,8 @@ def test_every_resource_the_app_loads_is_in_the_bundle():
                 break
             literal.append(part)
         target = str(Path(*literal))
-        if len(literal) == len(parts):  # a whole literal path: that file is shipped
-            assert target in files, f"{where} loads {target}, which the bundle lacks"
+        if len(literal) == len(parts):  # a whole literal path: that file, or that folder (styles/controls), is shipped
+            assert target in files or target in folders, f"{where} loads {target}, which the bundle lacks"
         else:  # a name built at run time (icons/<page>.svg): its folder is shipped
             assert target in folders, f"{where} loads from {target}/, which the bundle lacks"
     # The bandwidth table is read by path, not through resource_path.
@@ -238,7 +238,7 @@ def test_package_without_rendered_icons_says_so(tmp_path):
 def test_a_built_bundle_holds_the_resources_and_llama_cpp_and_no_web_engine():
     internal = BUNDLE / "_internal"
     for rel in resource_files():
-        assert (internal / rel).is_file(), f"{rel} missing from the built bundle"
+        assert (internal / rel).is_file(), f"{rel} missing from the built bundle (stale? run make bundle)"
     assert list((internal / "llama_cpp" / "lib").glob("libllama*"))
     assert not list(internal.rglob("*WebEngine*"))
     plugins = internal / "PySide6" / "Qt" / "plugins"
