@@ -142,9 +142,10 @@ def check_serve(exe: Path, env: dict[str, str], model: Path) -> str:
         except subprocess.TimeoutExpired:
             proc.kill()
             raise CheckFailed("serve did not stop within 30 s of SIGTERM") from None
-    if code != 0:
+    # Windows has no SIGTERM: send_signal terminates the process outright, so its exit status says nothing.
+    if code != 0 and sys.platform != "win32":
         raise CheckFailed(f"serve exited {code} after SIGTERM: {proc.stderr.read()[-1500:]}")
-    return f"/health 200 on port {port}; a chat completion of {tokens} tokens; SIGTERM → exit 0"
+    return f"/health 200 on port {port}; a chat completion of {tokens} tokens; SIGTERM → exit {code}"
 
 
 def check_gui(exe: Path, env: dict[str, str], home: Path) -> str:
