@@ -32,7 +32,7 @@ bundle: system-deps $(VENV)/.installed-bundle
 	$(PY) -m PyInstaller --noconfirm --distpath dist --workpath build/pyinstaller installers/hearth.spec
 	@if [ "$$(uname -s)" = Linux ]; then $(PY) installers/linux/package.py --dist dist --icons build/icons; fi
 
-# Runs the bundled binary headless: --version, hw, fit, serve, the GUI offscreen (about 30 s). Not in `make test`.
+# Runs the bundled binary headless: --version, hw, fit, serve, bench, the GUI offscreen (~40 s). Not in `make test`.
 bundle-check: system-deps $(VENV)/.installed-test
 	$(PY) installers/bundle_check.py --bundle dist/hearth
 
@@ -71,4 +71,4 @@ format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format $(LINTED)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache
