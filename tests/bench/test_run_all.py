@@ -223,3 +223,27 @@ def test_main_prints_one_table_writes_the_report_and_keeps_the_quick_budget(tmp_
 def test_an_unknown_bench_name_is_a_clear_error():
     with pytest.raises(SystemExit, match="unknown bench nope"):
         run_all.main(["--only", "nope"])
+
+
+SCOREBOARD_LOG = """constants: {}
+Apple, prefill: 28 rows, median |error| 6.9 %, max 47.0 %
+
+targets on held-out rows: decode median 4.5 % (≤ 10), max 78.9 % (≤ 25); prefill median 10.2 % (≤ 30): NOT all met
+"""
+
+
+def test_the_speed_scoreboard_is_read_from_its_closing_line():
+    median, worst, prefill = run_all.speed_scoreboard_metrics(SCOREBOARD_LOG)
+    assert (median.value, median.target, median.met()) == (4.5, 10.0, True)
+    assert (worst.name, worst.value, worst.target, worst.met()) == ("held-out decode, worst row", 78.9, 25.0, False)
+    assert (prefill.value, prefill.target, prefill.met()) == (10.2, 30.0, True)
+    with pytest.raises(ValueError, match="targets on held-out rows"):
+        run_all.speed_scoreboard_metrics("constants: {}\n")
+
+
+def test_a_bench_without_json_is_read_from_its_log(tmp_path, monkeypatch):
+    script = "print(" + repr(SCOREBOARD_LOG) + ")\n"
+    fake_bench_dir(tmp_path, monkeypatch, {"board.py": script})
+    bench = Bench("board", "board.py", "", optional=True, log_reader=run_all.speed_scoreboard_metrics)
+    result = run_all.run_bench(bench, True, tmp_path, 30, None, help_of=lambda _p: "usage: [--fit]")
+    assert not result.not_run and [m.value for m in result.metrics] == [4.5, 78.9, 10.2]
