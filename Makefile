@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: run test install install-test lint format clean system-deps screenshots
+.PHONY: run test install install-test lint format clean system-deps screenshots bench bundle bundle-check
 
 run: system-deps $(VENV)/.installed
 	$(PY) -m app
@@ -20,6 +20,22 @@ test: system-deps lint
 screenshots: system-deps $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) scripts/screenshots.py
 
+# Every bench in bench/ as a subprocess, then one table: each ratio beside its target, met or not. The figures
+# are written to bench/out/run_all.json. `make bench QUICK=1`: fewer runs, smaller files, no 1B model (< 10 min).
+bench: system-deps $(VENV)/.installed-test
+	QT_QPA_PLATFORM=offscreen $(PY) bench/run_all.py $(if $(filter-out 0,$(QUICK)),--quick)
+
+# A one-folder PyInstaller bundle in dist/hearth/; on Linux also its desktop entry and icons, and
+# dist/hearth-<version>-linux-<arch>.tar.gz. See installers/README.md (macOS and Windows scripts too).
+bundle: system-deps $(VENV)/.installed-bundle
+	QT_QPA_PLATFORM=offscreen $(PY) installers/icons/render_icons.py --out build/icons
+	$(PY) -m PyInstaller --noconfirm --distpath dist --workpath build/pyinstaller installers/hearth.spec
+	@if [ "$$(uname -s)" = Linux ]; then $(PY) installers/linux/package.py --dist dist --icons build/icons; fi
+
+# Runs the bundled binary headless: --version, hw, fit, serve, bench, the GUI offscreen (~40 s). Not in `make test`.
+bundle-check: system-deps $(VENV)/.installed-test
+	$(PY) installers/bundle_check.py --bundle dist/hearth
+
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
@@ -29,6 +45,10 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e '.[test]'
+	touch $(VENV)/.installed $@
+
+$(VENV)/.installed-bundle: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[bundle]'
 	touch $(VENV)/.installed $@
 
 # Qt's offscreen platform needs a few shared libraries; installs them only when missing and root.

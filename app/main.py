@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,8 @@ from app.core.services import Services
 from app.core.settings import Settings, SettingsStore
 
 logger = logging.getLogger(__name__)
+
+QUIT_AFTER_ENV = "HEARTH_QUIT_AFTER_MS"  # quit this long after the window shows: how bundle-check runs the GUI
 
 
 @dataclass
@@ -203,6 +206,23 @@ def _quit_on_signals(app) -> None:
     timer.start(250)
 
 
+def _quit_after(app) -> None:
+    """With HEARTH_QUIT_AFTER_MS=N, quit N ms after the event loop starts, the way Quit does (the same
+    shutdown path), so a packaged build can prove headless that its window opens and closes cleanly."""
+    raw = os.environ.get(QUIT_AFTER_ENV, "").strip()
+    if not raw:
+        return
+    try:
+        ms = int(raw)
+    except ValueError:
+        logger.warning("%s=%r is not a whole number of milliseconds; ignored", QUIT_AFTER_ENV, raw)
+        return
+    from PySide6.QtCore import QTimer
+
+    logger.info("quitting after %d ms (%s)", ms, QUIT_AFTER_ENV)
+    QTimer.singleShot(max(0, ms), app.quit)
+
+
 def main(argv: list[str] | None = None) -> int:
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
@@ -238,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
     if settings.server.start_with_app:
         shell.tasks.run(shell.api.start)  # binding and starting uvicorn stay off the UI thread
+    _quit_after(app)
     try:
         return app.exec()
     finally:

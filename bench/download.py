@@ -120,12 +120,54 @@ def resume_test(hub, f, out_dir: Path) -> dict:
     }
 
 
+def metrics_json(summary: dict, med: dict[str, float]) -> dict[str, dict]:
+    """The ratios with their targets, {metric: {value, target, op}}, as bench/run_all.py reads them."""
+    size = f"{summary['size_bytes'] >> 20} MiB over loopback"
+    resume = summary["resume"]
+    metrics: dict[str, dict] = {
+        "throughput vs curl": {
+            "value": summary.get("ratio_ours_curl"),
+            "target": 0.9,
+            "op": ">=",
+            "compares": f"MB/s, our downloader (hashing, fsync) ÷ curl, {size}",
+        }
+    }
+    if "curl" in med:
+        metrics["throughput vs curl"]["compares"] += f" ({med['ours'] / 1e6:.0f} vs {med['curl'] / 1e6:.0f})"
+    else:
+        metrics["throughput vs curl"]["note"] = "curl not found"
+    if "ratio_hf_curl" in summary:
+        metrics["hf_hub_download vs curl"] = {
+            "value": summary["ratio_hf_curl"],
+            "target": None,
+            "op": None,
+            "compares": f"MB/s, huggingface_hub's hf_hub_download ÷ curl, {size}",
+        }
+    metrics["resume re-fetch, same call"] = {
+        "value": resume["same_call_extra_pct"],
+        "target": 1.0,
+        "op": "<",
+        "unit": "%",
+        "compares": "extra bytes fetched after a drop at 50 %, resumed in the same call",
+    }
+    metrics["resume re-fetch, after restart"] = {
+        "value": resume["restart_extra_pct"],
+        "target": 1.0,
+        "op": "<",
+        "unit": "%",
+        "compares": "extra bytes fetched after a drop at 50 %, resumed by a new downloader",
+    }
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-hf", action="store_true", help="skip huggingface_hub's hf_hub_download")
-    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument(
+        "--json", type=Path, help="also write the results here (their ratios under metrics: {value, target, op})"
+    )
     args = ap.parse_args(argv)
 
     src = source_file(args.size_mb)
@@ -188,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["ratio_ours_curl"] = round(med["ours"] / med["curl"], 3)
         if "hf_hub_download" in med:
             summary["ratio_hf_curl"] = round(med["hf_hub_download"] / med["curl"], 3)
+    summary["metrics"] = metrics_json(summary, med)
     print("\nmedians (MB/s):", ", ".join(f"{k} {v / 1e6:.0f}" for k, v in med.items()))
     if "ratio_ours_curl" in summary:
         print(f"ours / curl = {summary['ratio_ours_curl']:.2f} (target >= 0.9)")

@@ -195,6 +195,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--bin", default=os.environ.get("LLAMA_BIN"))
     ap.add_argument("--flash-attn", choices=["on", "off"], default="off", help="for both sides (default off)")
+    ap.add_argument("--json", type=Path, help="also write the ratios here, as {metric: {value, target, op}}")
     a = ap.parse_args()
     bin_dir = Path(
         a.bin
@@ -268,7 +269,42 @@ def main() -> int:
             f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.0f} | {r[6]:.0f} | "
             f"{r[7]:.2f} | {r[8]:.2f} | {r[9] * 1000:.0f} ms | {r[10] * 1000:.0f} ms | {r[11]:.3f} |"
         )
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(ratios_json(rows), indent=1))
     return 0
+
+
+def ratios_json(rows: list[tuple]) -> dict[str, dict]:
+    """The table's ratios per model, each with its target (None: reported, no target) for bench/run_all.py."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        name = r[0]
+        out[f"{name}: decode"] = {
+            "value": r[4],
+            "target": 1.0,
+            "op": ">=",
+            "compares": f"decode tok/s, Hearth ÷ llama-server ({r[1]:.1f} vs {r[2]:.1f})",
+        }
+        out[f"{name}: prefill"] = {
+            "value": r[7],
+            "target": None,
+            "op": None,
+            "compares": f"prefill tok/s, Hearth ÷ llama-server ({r[5]:.0f} vs {r[6]:.0f})",
+        }
+        out[f"{name}: bandwidth use"] = {
+            "value": r[8],
+            "target": None,
+            "op": None,
+            "compares": "decode bytes/s ÷ measured read bandwidth",
+        }
+        out[f"{name}: turn-2 TTFT"] = {
+            "value": r[11],
+            "target": 0.15,
+            "op": "<=",
+            "compares": f"TTFT with a 2,000-token history, turn 2 ÷ cold ({r[10] * 1000:.0f} vs {r[9] * 1000:.0f} ms)",
+        }
+    return out
 
 
 if __name__ == "__main__":
