@@ -58,7 +58,7 @@ system-deps:
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-LINTED := app tests bench scripts
+LINTED := app tests bench scripts installers
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/lint-imports
