@@ -234,7 +234,10 @@ class ChatPage(QWidget):
             self.replies.stop()
         deleting = self.chats.delete_conversation(conv_id)
         self._show_without(conv_id)
-        self.writes.watch(deleting, None, lambda exc: self._delete_failed(conv_id, exc), owner=self)
+        # Listed again once written: a listing that raced the deletion's overlay must not stay on screen.
+        self.writes.watch(
+            deleting, lambda _r: self.refresh_conversations(), lambda exc: self._delete_failed(conv_id, exc), owner=self
+        )
 
     def _show_without(self, conv_id: int) -> None:
         if conv_id == self.conv_id:
