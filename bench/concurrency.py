@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from endpoint import pct  # noqa: E402  (the same percentiles as the endpoint bench)
 from engine import free_port, models  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
@@ -85,15 +86,6 @@ t0 = time.perf_counter()
 [t.join() for t in threads]
 print(json.dumps({"wall": time.perf_counter() - t0, "streams": results}), flush=True)
 """
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    k = (len(values) - 1) * p
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 def load_round(url: str, model: str, clients: int) -> dict[str, float]:

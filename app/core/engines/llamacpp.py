@@ -31,6 +31,7 @@ from app.core.engines.base import (
     Unsupported,
     check_logit_bias,
 )
+from app.core.engines.llamacpp_cache import decode_one, reuse_prefix
 from app.core.engines.llamacpp_embed import Embedder, pooling_for
 from app.core.engines.llamacpp_options import (
     TextStream,
@@ -277,7 +278,7 @@ class LlamaCppEngine:
             # No seed: a fresh random one, so an earlier request's seed does not stick.
             seed = seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED
             llm._sampler = build_sampler(self._lib, llm, sp, grammar, seed)
-            reused = self._reuse_prefix(llm, tokens)
+            reused = reuse_prefix(llm, tokens)
             pending = tokens[reused:]
             prefill_start = time.perf_counter()
             n_batch = max(1, llm.n_batch)
@@ -325,7 +326,7 @@ class LlamaCppEngine:
                     yield final("stop")
                     return
                 if sp.max_tokens is None or stats.generated_tokens < sp.max_tokens:
-                    self._decode_one(llm, token)
+                    decode_one(llm, token)
         except Exception as exc:  # native or sampler failure: end this stream, keep the engine usable
             logger.exception("generation failed")
             yield final("error", error=f"generation failed: {exc}")
@@ -345,32 +346,6 @@ class LlamaCppEngine:
         array = np.ctypeslib.as_array(pointer, shape=(llm.n_vocab(),))
         # Alternatives show control tokens by name ("<|im_end|>"): an empty string would say nothing.
         return from_logits(array, token, piece, n_top, lambda i: self._piece(vocab, i, True))
-
-    @staticmethod
-    def _decode_one(llm: Any, token: int) -> None:
-        """`Llama.eval([token])` without its per-call KV sweep (the cache past n_tokens is already clear
-        while decoding): the decode loop runs this once a token, so it stays as thin as llama-server's."""
-        n_past = llm.n_tokens
-        llm._batch.set_batch(batch=[token], n_past=n_past, logits_all=False)
-        llm._ctx.decode(llm._batch)
-        llm.input_ids[n_past] = token
-        llm.n_tokens = n_past + 1
-
-    def _reuse_prefix(self, llm: Any, tokens: list[int]) -> int:
-        """Keep the cached prefix shared with `tokens` and drop the rest; returns how many are kept."""
-        common = 0
-        for a, b in zip(llm._input_ids.tolist(), tokens):
-            if a != b:
-                break
-            common += 1
-        if common == len(tokens):
-            common -= 1  # re-evaluate the last prompt token so fresh logits exist to sample from
-        if common > 0 and llm._ctx.kv_cache_seq_rm(-1, common, -1):
-            llm.n_tokens = common
-            return common
-        llm.reset()
-        llm._ctx.kv_cache_clear()
-        return 0
 
     def _token_ids(self, texts: list[str] | None) -> frozenset[int]:
         """The ids of those strings that are one token each in this vocabulary (cached per load: the API

@@ -7,7 +7,7 @@ the FLOPS figure, from resources/hardware.json, bounds prefill.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from app.core.hardware.bandwidth import load_table, lookup_in_table
 from app.core.models.devices import Device
@@ -22,16 +22,7 @@ SpeedClass = Literal[
     "apple_ultra",
     "vulkan",
 ]
-SPEED_CLASSES: tuple[SpeedClass, ...] = (
-    "cpu",
-    "nvidia_consumer",
-    "nvidia_datacenter",
-    "apple_base",
-    "apple_pro",
-    "apple_max",
-    "apple_ultra",
-    "vulkan",
-)
+SPEED_CLASSES: tuple[SpeedClass, ...] = get_args(SpeedClass)  # the same names, in order, to iterate
 _APPLE_TIER: dict[str, SpeedClass] = {"pro": "apple_pro", "max": "apple_max", "ultra": "apple_ultra"}
 # Without a table figure: tensor-core GPUs sit near 120 FLOP per byte/s of bandwidth (RTX 3060 142,
 # RTX 4090 328, H100 SXM 295): a deliberately low guess, so an unknown card is not promised a fast prefill.
