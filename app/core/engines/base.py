@@ -176,6 +176,15 @@ class GenerationStats:
     generated_tokens: int = 0
     decode_tok_s: float = 0.0
     peak_memory_bytes: int = 0
+    # Speculative decoding: tokens proposed by a draft (n-gram lookup or a draft model), and how many of
+    # them the model's own sampling kept.
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Share of drafted tokens kept; None when nothing was drafted."""
+        return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
 
 
 @dataclass(frozen=True, slots=True)
