@@ -113,11 +113,11 @@ def load_round(url: str, model: str, clients: int) -> dict[str, float]:
 
 
 class Hearth:
-    def __init__(self, model_path: Path, threads: int, slots: int, unified: bool) -> None:
+    def __init__(self, model_path: Path, threads: int, slots: int, unified: bool, n_ctx: int = N_CTX) -> None:
         self.host = EngineHost(default_registry(), queue_size=64, name="bench-host")
         spec = LoadSpec(
             path=model_path,
-            n_ctx=N_CTX,
+            n_ctx=n_ctx,
             n_threads=threads,
             n_batch=N_BATCH,
             n_ubatch=N_BATCH,
@@ -136,10 +136,10 @@ class Hearth:
 
 
 class LlamaServer:
-    def __init__(self, binary: Path, model: Path, threads: int, slots: int) -> None:
+    def __init__(self, binary: Path, model: Path, threads: int, slots: int, n_ctx: int = N_CTX) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        args = [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX * slots)]
+        args = [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx * slots)]
         args += ["-np", str(slots), "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "off"]
         args += ["--host", "127.0.0.1", "--port", str(port)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -4,8 +4,11 @@
     .venv/bin/python bench/engine.py [--runs 5] [--no-1b]
 
 Same GGUF, same threads and context, alternating in the same run, warm-up first, medians of the runs.
-Reports: decode tok/s ratio (target ≥ 1.00, ≥ 0.97 acceptable), prefill tok/s ratio, decode bytes/s ÷
-measured read bandwidth, and turn-2 TTFT with a ~2,000-token history ÷ cold TTFT (target ≤ 0.15).
+Reports: decode tok/s ratio (target ≥ 1.00, ≥ 0.97 acceptable), single-stream decode ÷ llama-bench's tg at
+the same depth (the prompt's tokens), threads and flash-attention setting (target ≥ 0.95; llama-bench sizes
+its context to the test, which decode does not feel: attention reads only the cells in use), prefill tok/s
+ratio, decode bytes/s ÷ measured read bandwidth, and turn-2 TTFT with a ~2,000-token history ÷ cold TTFT
+(target ≤ 0.15).
 """
 
 from __future__ import annotations
@@ -132,7 +135,7 @@ def hearth_run(engine: LlamaCppEngine, prompt: str, n_predict: int) -> tuple[flo
 
 def cold_prompt(engine: LlamaCppEngine) -> None:
     """Make the next prompt evaluate from scratch (like the server's cache_prompt=false)."""
-    engine._llm.reset()
+    engine.forget_cache()
 
 
 def ttft_ratio(engine: LlamaCppEngine, runs: int) -> tuple[float, float]:
@@ -158,7 +161,8 @@ def ttft_ratio(engine: LlamaCppEngine, runs: int) -> tuple[float, float]:
     return statistics.median(colds), statistics.median(warms)
 
 
-def llama_bench(binary: Path, model: Path, threads: int, flash_attn: bool) -> dict[str, float]:
+def llama_bench(binary: Path, model: Path, threads: int, flash_attn: bool, depth: int) -> dict[str, float]:
+    """pp512 at depth 0, and tg at depth 0 ("tg0") and at `depth` ("tg")."""
     out = subprocess.run(
         [
             str(binary),
@@ -170,6 +174,8 @@ def llama_bench(binary: Path, model: Path, threads: int, flash_attn: bool) -> di
             "512",
             "-n",
             str(N_PREDICT),
+            "-d",
+            f"0,{depth}",
             "-r",
             "3",
             "-fa",
@@ -183,8 +189,12 @@ def llama_bench(binary: Path, model: Path, threads: int, flash_attn: bool) -> di
     )
     res = {}
     for row in json.loads(out.stdout or "[]"):
-        key = "pp" if row.get("n_prompt") else "tg"
-        res[key] = row.get("avg_ts", 0.0)
+        deep = bool(row.get("n_depth"))
+        if row.get("n_prompt"):
+            if not deep:
+                res["pp"] = row.get("avg_ts", 0.0)
+        else:
+            res["tg" if deep else "tg0"] = row.get("avg_ts", 0.0)
     return res
 
 
@@ -217,6 +227,7 @@ def main() -> int:
         server = Server(bin_dir / "llama-server", path, a.threads, fa)
         try:
             prompt_long = STORY * 20  # ~500 tokens of prefill
+            depth = engine.count_tokens(GenerateRequest(prompt=prompt_long))
             for _ in range(2):  # warm-up both
                 cold_prompt(engine)
                 hearth_run(engine, STORY, 16)
@@ -234,7 +245,7 @@ def main() -> int:
             server.close()
         cold, warm = ttft_ratio(engine, max(3, a.runs // 2))
         engine.unload()
-        bench = llama_bench(bin_dir / "llama-bench", path, a.threads, fa)
+        bench = llama_bench(bin_dir / "llama-bench", path, a.threads, fa, depth)
         md, mp = statistics.median(ours_d), statistics.median(ours_p)
         sd, sp = statistics.median(theirs_d), statistics.median(theirs_p)
         bytes_s = spec.bytes_per_token_read * md
@@ -252,22 +263,28 @@ def main() -> int:
                 cold,
                 warm,
                 warm / cold,
+                bench.get("tg", 0.0),
+                md / bench["tg"] if bench.get("tg") else float("nan"),
+                depth,
             )
         )
         print(
-            f"{name}: decode {md:.1f} vs server {sd:.1f} (llama-bench {bench.get('tg', 0):.1f}); prefill "
+            f"{name}: decode {md:.1f} vs server {sd:.1f} (llama-bench tg {bench.get('tg0', 0):.1f} at depth 0, "
+            f"{bench.get('tg', 0):.1f} at {depth}); prefill "
             f"{mp:.0f} vs {sp:.0f}; TTFT cold {cold * 1000:.0f} ms, turn 2 {warm * 1000:.0f} ms",
             flush=True,
         )
     print(
-        "\n| model | decode Hearth | decode llama-server | llama-bench tg | ratio (≥ 1.00) | prefill Hearth | "
-        "prefill server | ratio | decode bytes/s ÷ read BW | TTFT cold | TTFT turn 2 | ratio (≤ 0.15) |"
+        "\n| model | decode Hearth | decode llama-server | ratio (≥ 1.00) | llama-bench tg at the prompt's depth | "
+        "ratio (≥ 0.95) | prefill Hearth | prefill server | ratio | decode bytes/s ÷ read BW | TTFT cold | "
+        "TTFT turn 2 | ratio (≤ 0.15) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.0f} | {r[6]:.0f} | "
-            f"{r[7]:.2f} | {r[8]:.2f} | {r[9] * 1000:.0f} ms | {r[10] * 1000:.0f} ms | {r[11]:.3f} |"
+            f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[4]:.2f} | {r[12]:.1f} (depth {r[14]}) | {r[13]:.2f} | "
+            f"{r[5]:.0f} | {r[6]:.0f} | {r[7]:.2f} | {r[8]:.2f} | {r[9] * 1000:.0f} ms | {r[10] * 1000:.0f} ms | "
+            f"{r[11]:.3f} |"
         )
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
@@ -285,6 +302,13 @@ def ratios_json(rows: list[tuple]) -> dict[str, dict]:
             "target": 1.0,
             "op": ">=",
             "compares": f"decode tok/s, Hearth ÷ llama-server ({r[1]:.1f} vs {r[2]:.1f})",
+        }
+        out[f"{name}: decode vs llama-bench"] = {
+            "value": r[13],
+            "target": 0.95,
+            "op": ">=",
+            "compares": f"single-stream decode tok/s, Hearth ÷ llama-bench tg at depth {r[14]} "
+            f"({r[1]:.1f} vs {r[12]:.1f})",
         }
         out[f"{name}: prefill"] = {
             "value": r[7],

@@ -333,6 +333,15 @@ BENCHES = [
         optional=True,
         quick_timeout_s=180,
     ),
+    Bench(
+        "agent_turns",
+        "agent_turns.py",
+        "two agents alternating turns on a shared 6 k-token prompt: TTFT vs llama-server's slot cache",
+        quick=("--turns", "4"),
+        peer="required",
+        optional=True,
+        quick_timeout_s=240,
+    ),
 ]
 
 

@@ -12,7 +12,6 @@ import ctypes
 import gc
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,21 +23,15 @@ from app.core.engines.base import (
     Embeddings,
     EngineError,
     GenerateRequest,
-    GenerationStats,
     LoadSpec,
-    Logprobs,
     ModelInfo,
     Unsupported,
     check_logit_bias,
 )
-from app.core.engines.llamacpp_cache import decode_one, reuse_prefix
 from app.core.engines.llamacpp_embed import Embedder, pooling_for
 from app.core.engines.llamacpp_options import (
-    TextStream,
     build_grammar,
-    build_sampler,
     llama_kwargs,
-    peak_memory_bytes,
 )
 from app.core.engines.llamacpp_slots import Prepared, Sequences, open_slots
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
@@ -99,9 +92,10 @@ class LlamaCppEngine:
             kwargs["pooling_type"] = self._pooling
             # A whole input in one micro-batch: non-causal (BERT-like) models cannot split one.
             kwargs["n_batch"] = kwargs["n_ubatch"] = spec.n_ctx
-        batched = spec.slots > 1 and not spec.embedding
+        # Generation always runs on our own slots context (one slot: a single stream), so one decode loop
+        # serves both; Llama itself only gets a token context, for its weights and tokenizer.
+        batched = not spec.embedding
         if batched:
-            # Llama cannot open a multi-sequence context: it gets a token one, and ours is opened below.
             kwargs["n_ctx"] = kwargs["n_batch"] = kwargs["n_ubatch"] = TOKEN_CONTEXT
         try:
             self._llm = self._lib.Llama(**kwargs)
@@ -132,7 +126,7 @@ class LlamaCppEngine:
                 "n_batch": kwargs["n_batch"],
                 "architecture": header.architecture,
                 "add_bos": self._add_bos(),
-                "slots": spec.slots if batched else 1,
+                "slots": spec.slots if batched else 0,
             },
         )
         return self.info
@@ -149,7 +143,7 @@ class LlamaCppEngine:
 
     @property
     def sequences(self) -> Sequences | None:
-        """The batched path (a SequenceRunner) when loaded with slots > 1, else None."""
+        """The batched path (a SequenceRunner) of a model loaded for chat (None for embeddings)."""
         return self._sequences
 
     def unload(self) -> None:
@@ -208,13 +202,16 @@ class LlamaCppEngine:
     @property
     def cached_tokens(self) -> list[int]:
         """Token ids whose keys/values are in the KV cache now (the reusable prefix; the most recently
-        used slot's on the batched path)."""
-        if self._llm is None:
+        used slot's)."""
+        if self._sequences is None:
             return []
+        slots = self._sequences.runner.slots
+        return list(max(slots, key=lambda s: s.last_used).tokens)
+
+    def forget_cache(self) -> None:
+        """Drop every cached prompt, so the next one is evaluated from scratch (the benchmark's cold runs)."""
         if self._sequences is not None:
-            slots = self._sequences.runner.slots
-            return list(max(slots, key=lambda s: s.last_used).tokens)
-        return [int(t) for t in self._llm._input_ids.tolist()]
+            self._sequences.forget()
 
     # -- generation ------------------------------------------------------------------------
 
@@ -225,12 +222,10 @@ class LlamaCppEngine:
         raise EngineError here, before anything runs; failures while running end the stream
         with a chunk whose finish_reason is "error".
         """
-        start = time.perf_counter()
-        if self._sequences is not None:
-            return self._sequences.run_one(request, cancel)
-        llm = self._require()
-        tokens, _, grammar, visible = self._prepare(request)
-        return self._run(llm, tokens, request, grammar, cancel, start, visible)
+        if self._sequences is None:
+            self._require()
+            raise Unsupported("this model was loaded for embeddings; load it again without embeddings to chat")
+        return self._sequences.run_one(request, cancel)
 
     def _prepare(self, request: GenerateRequest) -> Prepared:
         """Check a request and tokenize it; raises EngineError before anything runs."""
@@ -246,106 +241,6 @@ class LlamaCppEngine:
         check_logit_bias(request.sampling.logit_bias, llm.n_vocab())
         grammar = build_grammar(self._lib, request, llm._model.vocab)
         return tokens, request.sampling, grammar, self._token_ids(request.visible_tokens)
-
-    def _run(
-        self,
-        llm: Any,
-        tokens: list[int],
-        request: GenerateRequest,
-        grammar: Any,
-        cancel: threading.Event,
-        start: float,
-        visible: frozenset[int] = frozenset(),
-    ) -> Iterator[Chunk]:
-        sp = request.sampling
-        stats = GenerationStats(prompt_tokens=len(tokens))
-        stream = TextStream(sp.stop)
-        first_token_at = last_token_at = 0.0
-
-        def final(reason: str, error: str | None = None) -> Chunk:
-            now = time.perf_counter()
-            if not first_token_at:
-                stats.time_to_first_token_s = now - start
-            if stats.generated_tokens > 1 and last_token_at > first_token_at:
-                stats.decode_tok_s = (stats.generated_tokens - 1) / (last_token_at - first_token_at)
-            stats.peak_memory_bytes = peak_memory_bytes()
-            text = stream.flush()  # empty after a stop string; otherwise the held-back tail
-            hit = stream.hit if reason == "stop" else None
-            return Chunk(text=text, finish_reason=reason, stats=stats, error=error, stop_sequence=hit)  # type: ignore[arg-type]
-
-        try:
-            seed = sp.seed if sp.seed is not None else (self._spec.seed if self._spec else None)
-            # No seed: a fresh random one, so an earlier request's seed does not stick.
-            seed = seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED
-            llm._sampler = build_sampler(self._lib, llm, sp, grammar, seed)
-            reused = reuse_prefix(llm, tokens)
-            pending = tokens[reused:]
-            prefill_start = time.perf_counter()
-            n_batch = max(1, llm.n_batch)
-            for i in range(0, len(pending), n_batch):
-                if cancel.is_set():
-                    yield final("cancelled")
-                    return
-                batch = pending[i : i + n_batch]
-                llm.eval(batch)
-                stats.prompt_tokens_evaluated += len(batch)
-            prefill_s = time.perf_counter() - prefill_start
-            if stats.prompt_tokens_evaluated and prefill_s > 0:
-                stats.prompt_tok_s = stats.prompt_tokens_evaluated / prefill_s
-
-            vocab = llm._model.vocab
-            n_ctx = llm.n_ctx()
-            n_top = sp.logprobs  # None: off, and the loop below does no extra work
-            while True:
-                if cancel.is_set():
-                    yield final("cancelled")
-                    return
-                if sp.max_tokens is not None and stats.generated_tokens >= sp.max_tokens:
-                    yield final("length")
-                    return
-                if llm.n_tokens >= n_ctx:
-                    yield final("length")
-                    return
-                token = int(llm.sample())
-                now = time.perf_counter()
-                if not first_token_at:
-                    first_token_at = now
-                    stats.time_to_first_token_s = now - start
-                last_token_at = now
-                if self._lib.llama_vocab_is_eog(vocab, token):
-                    yield final("stop")
-                    return
-                stats.generated_tokens += 1
-                piece = self._piece(vocab, token, token in visible)
-                text = stream.push(piece)
-                if n_top is None:
-                    yield Chunk(text=text, token=token)
-                else:
-                    yield Chunk(text=text, token=token, logprobs=self._logprobs(llm, token, piece, n_top))
-                if stream.stopped:
-                    yield final("stop")
-                    return
-                if sp.max_tokens is None or stats.generated_tokens < sp.max_tokens:
-                    decode_one(llm, token)
-        except Exception as exc:  # native or sampler failure: end this stream, keep the engine usable
-            logger.exception("generation failed")
-            yield final("error", error=f"generation failed: {exc}")
-        finally:
-            llm._sampler = None
-
-    def _logprobs(self, llm: Any, token: int, piece: bytes, n_top: int) -> Logprobs:
-        """The sampled token's logprob and the `n_top` likeliest, from the raw logits the sampler read
-        (the sampler works on a copy, so they are the model's, before bias and penalties)."""
-        from app.core.engines.logprobs import from_logits
-
-        np = import_native("numpy")
-        vocab = llm._model.vocab
-        pointer = self._lib.llama_get_logits_ith(llm._ctx.ctx, -1)
-        if not pointer:
-            raise EngineError("llama.cpp kept no logits for the last token")
-        array = np.ctypeslib.as_array(pointer, shape=(llm.n_vocab(),))
-        # Alternatives show control tokens by name ("<|im_end|>"): an empty string would say nothing.
-        return from_logits(array, token, piece, n_top, lambda i: self._piece(vocab, i, True))
 
     def _token_ids(self, texts: list[str] | None) -> frozenset[int]:
         """The ids of those strings that are one token each in this vocabulary (cached per load: the API

@@ -107,6 +107,9 @@ class PromptCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def clear(self) -> None:
+        self._entries.clear()
+
     def fits(self, size: int) -> bool:
         return 0 < size <= self.budget
 

@@ -185,7 +185,8 @@ def test_native_load_failure_is_an_engine_error(tmp_path, tiny_gguf_f16):
 def test_sampler_failure_mid_generation_ends_with_error_chunk(tiny_gguf_f16, monkeypatch):
     engine = load_llamacpp(tiny_gguf_f16, n_ctx=256)
     try:
-        real_sample = engine._llm.sample
+        lib = engine.sequences.runner._lib
+        real_sample = lib.llama_sampler_sample
         calls = {"n": 0}
 
         def flaky_sample(*args, **kwargs):
@@ -194,11 +195,11 @@ def test_sampler_failure_mid_generation_ends_with_error_chunk(tiny_gguf_f16, mon
                 raise RuntimeError("sampler exploded")
             return real_sample(*args, **kwargs)
 
-        monkeypatch.setattr(engine._llm, "sample", flaky_sample)
+        monkeypatch.setattr(lib, "llama_sampler_sample", flaky_sample)
         chunks = list(engine.generate(greedy("Hello world", max_tokens=20), threading.Event()))
-        assert len(token_chunks(chunks)) <= 2
+        assert len(token_chunks(chunks)) == 2
         assert chunks[-1].finish_reason == "error" and "sampler exploded" in chunks[-1].error
-        monkeypatch.setattr(engine._llm, "sample", real_sample)
+        monkeypatch.setattr(lib, "llama_sampler_sample", real_sample)
         _text, final = generate_all(engine, greedy("Hello world", max_tokens=5))
         assert final.finish_reason in ("length", "stop") and final.stats.generated_tokens >= 1
     finally:
@@ -430,21 +431,23 @@ def test_smollm2_cancel_during_long_prefill(smollm2_small_batches, monkeypatch):
     n_prompt = engine.count_tokens(req)
     assert 1000 < n_prompt < 2000
     cancel = threading.Event()
-    real_eval = engine._llm.eval
+    lib = engine.sequences.runner._lib
+    real_decode = lib.llama_decode
     batches = []
 
-    def counting_eval(tokens):
-        batches.append(len(tokens))
-        real_eval(tokens)
+    def counting_decode(ctx, batch):
+        batches.append(batch.n_tokens)
+        rc = real_decode(ctx, batch)
         if len(batches) == 2:
             cancel.set()  # as if the client left during the second batch
+        return rc
 
-    monkeypatch.setattr(engine._llm, "eval", counting_eval)
+    monkeypatch.setattr(lib, "llama_decode", counting_decode)
     chunks = list(engine.generate(req, cancel))
     assert batches == [64, 64]
     assert len(chunks) == 1 and chunks[0].finish_reason == "cancelled"
     assert chunks[0].stats.prompt_tokens_evaluated == 128 < n_prompt
-    monkeypatch.setattr(engine._llm, "eval", real_eval)
+    monkeypatch.setattr(lib, "llama_decode", real_decode)
     # The next job runs at once and reuses the 128 tokens already evaluated.
     _text, final = generate_all(engine, req)
     assert final.finish_reason == "length" and final.stats.generated_tokens == 3
