@@ -25,3 +25,27 @@ def test_jit_context_setting(tmp_path):
         assert tight.context_length(model) < 65536  # the planner lowers it to what fits
     finally:
         library.close()
+
+
+def test_loads_plan_parallel_slots_beside_the_context(tmp_path):
+    from app.core.models.memory import LoadOptions
+    from app.core.models.planner import plan_load
+    from app.core.runtime.preflight import check_model
+
+    path = write_tiny_llama_gguf(tmp_path / "slots.gguf", n_ctx=8192)
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    model = import_path(library, path).imported[0]
+    spec = check_model(path, "gguf")
+    one = plan_load(spec, machine(64 * GiB), n_ctx=8192, options=LoadOptions(n_ctx=8192))
+    two = plan_load(spec, machine(64 * GiB), n_ctx=8192, options=LoadOptions(n_ctx=8192, n_seq=2, kv_unified=False))
+    room_for_two = two.estimate.total + (two.estimate.total - one.estimate.total) // 2  # not for a third
+    try:
+        roomy = ModelResolver(library, lambda: machine(64 * GiB))
+        load = roomy.load_spec(model)
+        assert (load.slots, load.kv_unified, load.n_ctx) == (4, False, 8192)  # the default: 4, each its own cells
+        roomy.max_slots = 1  # Parallel requests 1: the single-stream path, planned anew
+        assert roomy.load_spec(model).slots == 1
+        tight = ModelResolver(library, lambda: machine(room_for_two)).load_spec(model)
+        assert (tight.slots, tight.n_ctx) == (2, 8192)  # fewer slots, the same context
+    finally:
+        library.close()
