@@ -107,7 +107,10 @@ def engine_text(state: HostState, jit: bool) -> str:
     """What the one engine is doing: the chat and the API share it, so a chat reply makes API requests wait."""
     model = Path(state.model.path).name if state.model is not None else ""
     waiting = f" · {state.queue_depth} waiting" if state.queue_depth else ""
+    free = state.slots_total - state.slots_busy
     if state.status == "generating" and state.source == "chat":
+        if free > 0:  # slots: an API request runs beside the chat's reply
+            return f"Engine: writing a chat reply — {free} of {state.slots_total} slots free for API requests{waiting}"
         return f"Engine: busy with a chat reply — API requests wait their turn{waiting}"
     if state.status == "generating":
         who = "an API request" if state.source == "api" else f"a {state.source or 'job'} request"

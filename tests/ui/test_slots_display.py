@@ -82,3 +82,15 @@ def test_settings_offer_parallel_requests_and_save_it(qtbot, tmp_path):
     box.setValue(1)  # one at a time: the single-stream path
     dialog.accept()
     assert store.load().parallel_requests == 1
+
+
+def test_with_a_free_slot_nothing_waits_for_the_running_reply():
+    from app.ui.server_model import engine_text
+
+    model = ModelInfo(path=Path("m.gguf"), format="gguf", n_ctx=8192)
+    chat = HostState(status="generating", model=model, source="chat", slots_total=4, slots_busy=1)
+    assert engine_text(chat, True) == "Engine: writing a chat reply — 3 of 4 slots free for API requests"
+    full = HostState(status="generating", model=model, source="chat", slots_total=4, slots_busy=4, queue_depth=2)
+    assert engine_text(full, True) == "Engine: busy with a chat reply — API requests wait their turn · 2 waiting"
+    one = HostState(status="generating", model=model, source="chat", slots_total=1, slots_busy=1)
+    assert "API requests wait their turn" in engine_text(one, True)

@@ -102,7 +102,9 @@ class ModelResolver:
         machine = self.machine()
         if spec is None or machine is None:
             return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
-        plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=self.max_slots).plan
+        # Only llama.cpp batches here: another engine's load plans (and is checked for) one sequence.
+        slots = self.max_slots if model.format == "gguf" else 1
+        plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=slots).plan
         return spec_from_plan(path, plan)
 
     def _asked(self, spec: ModelSpec) -> int:

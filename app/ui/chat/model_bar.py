@@ -65,14 +65,15 @@ def plan_defaults(
     machine = machine_source()
     if model is None or machine is None:
         return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
-    planned = plan_model(model, machine, default_context(model), label=path.name, max_slots=max_slots)
+    slots = max_slots if fmt == "gguf" else 1  # only llama.cpp batches here
+    planned = plan_model(model, machine, default_context(model), label=path.name, max_slots=slots)
     plan, opts = planned.plan, planned.plan.options
     return LoadPlanDefaults(
         n_ctx=opts.n_ctx,
         n_gpu_layers=opts.n_gpu_layers,
         kv_type=opts.cache_type_k,
         flash_attn=opts.flash_attn,
-        slots=plan.slots if fmt == "gguf" else 1,  # MLX runs one generation at a time here
+        slots=plan.slots,
         predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
         note="" if plan.fits else plan.explanation,
@@ -344,9 +345,11 @@ class ModelBar(QWidget):
     @property
     def busy_text(self) -> str:
         s = self.state
-        if s.status == "generating" and s.source == "api":
-            return "busy: API request"
-        return ""
+        if s.status != "generating":
+            return ""
+        if s.slots_total > 1:  # a message joins the running replies while a slot is free
+            return f"busy: all {s.slots_total} slots in use" if s.slots_busy >= s.slots_total else ""
+        return "busy: API request" if s.source == "api" else ""
 
     def _render(self) -> None:
         s = self.state

@@ -49,3 +49,14 @@ def test_loads_plan_parallel_slots_beside_the_context(tmp_path):
         assert (tight.slots, tight.n_ctx) == (2, 8192)  # fewer slots, the same context
     finally:
         library.close()
+
+
+def test_an_mlx_load_plans_one_sequence(tmp_path, tiny_mlx_model):
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    model = import_path(library, tiny_mlx_model).imported[0]
+    try:
+        assert model.format == "mlx"
+        load = ModelResolver(library, lambda: machine(64 * GiB)).load_spec(model)
+        assert load.slots == 1  # only llama.cpp batches: no KV memory planned (or checked) for idle slots
+    finally:
+        library.close()
