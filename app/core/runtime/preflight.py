@@ -150,8 +150,21 @@ def plan_model(
     return PlannedLoad(plan, predicted)
 
 
+PROMPT_CACHE_MIB = LoadSpec.model_fields["prompt_cache_mib"].default  # the most a load keeps in RAM
+
+
+def prompt_cache_mib(plan: Plan) -> int:
+    """RAM for sequence states evicted from slots: the usual budget, or what the plan leaves free in RAM
+    if that is less (the planner's budget holds the model; the cache must not push it out)."""
+    m = plan.machine
+    cpu = plan.estimate.device("CPU")
+    used = plan.estimate.total if m.unified else (cpu.total if cpu is not None else 0)
+    return int(min(PROMPT_CACHE_MIB, max(0, m.cpu.budget_bytes - used) // (1024 * 1024)))
+
+
 def spec_from_plan(path: Path, plan: Plan) -> LoadSpec:
-    """The load a plan describes: its context, offload, KV cache and slots (each with its own cells)."""
+    """The load a plan describes: its context, offload, KV cache and slots (each with its own cells),
+    and a prompt cache that fits beside them."""
     opts = plan.options
     return LoadSpec(
         path=path,
@@ -162,6 +175,7 @@ def spec_from_plan(path: Path, plan: Plan) -> LoadSpec:
         cache_type_v=opts.cache_type_v,
         slots=opts.n_seq,
         kv_unified=opts.kv_unified if opts.n_seq > 1 else False,
+        prompt_cache_mib=prompt_cache_mib(plan) if opts.n_seq > 1 else PROMPT_CACHE_MIB,
     )
 
 

@@ -32,7 +32,14 @@ from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
-from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, plan_model
+from app.core.runtime.preflight import (
+    FALLBACK_CTX,
+    PROMPT_CACHE_MIB,
+    check_model,
+    default_context,
+    plan_model,
+    prompt_cache_mib,
+)
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS, MAX_PARALLEL_REQUESTS
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
@@ -47,6 +54,7 @@ class LoadPlanDefaults:
     kv_type: str = "f16"
     flash_attn: bool = False
     slots: int = 1  # parallel slots, each with its own n_ctx of KV cache
+    prompt_cache_mib: int = PROMPT_CACHE_MIB  # RAM for conversations evicted from a slot
     predicted_tok_s: float = 0.0
     offload: str = ""  # "Full GPU offload (31/31 layers)"
     note: str = ""  # why there is no plan, when there is none
@@ -74,6 +82,7 @@ def plan_defaults(
         kv_type=opts.cache_type_k,
         flash_attn=opts.flash_attn,
         slots=plan.slots,
+        prompt_cache_mib=prompt_cache_mib(plan) if plan.fits else PROMPT_CACHE_MIB,
         predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
         note="" if plan.fits else plan.explanation,
@@ -287,6 +296,7 @@ class ModelBar(QWidget):
             cache_type_k=a.kv_type.currentText(),
             cache_type_v=a.kv_type.currentText(),
             slots=a.slots.value(),
+            prompt_cache_mib=self.defaults.prompt_cache_mib,
         )
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None and model.source != "remote":

@@ -45,8 +45,11 @@ def test_loads_plan_parallel_slots_beside_the_context(tmp_path):
         assert (load.slots, load.kv_unified, load.n_ctx) == (4, False, 8192)  # the default: 4, each its own cells
         roomy.max_slots = 1  # Parallel requests 1: the single-stream path, planned anew
         assert roomy.load_spec(model).slots == 1
+        assert load.prompt_cache_mib == 1024  # RAM to spare: the whole prompt cache budget
         tight = ModelResolver(library, lambda: machine(room_for_two)).load_spec(model)
         assert (tight.slots, tight.n_ctx) == (2, 8192)  # fewer slots, the same context
+        # The RAM cache of evicted conversations gets only what the two slots leave free.
+        assert tight.prompt_cache_mib == (room_for_two - two.estimate.total) // (1024 * 1024) < 1024
     finally:
         library.close()
 
