@@ -117,6 +117,7 @@ def build_shell(
             library.remotes_panel.add_clicked(url)
 
     discover = DiscoverPage(tasks, hub=services.hub, add_remote=add_remote)
+    discover.set_parallel(services.settings.parallel_requests)
     hardware.profile_ready.connect(discover.set_profile)
     library = LibraryPage(services.library, tasks, remotes=services.remotes)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
@@ -132,6 +133,7 @@ def build_shell(
         tasks,
         machine_source=lambda: machine.get("now"),
         remote_models=remote_models(services.remotes),
+        parallel=lambda: services.settings.parallel_requests,
     )
     if library.remotes_panel is not None:  # a server added or removed on My Models: the picker lists it
         library.remotes_panel.changed.connect(chat.model_bar.refresh_models)
@@ -173,6 +175,16 @@ def build_shell(
     # (the Server page, the key the server makes for LAN mode), or closing would write them back stale.
     saved = EventBridge(store.changed, window)
     saved.fired.connect(lambda s: setattr(window, "settings", s.model_copy(update={"window": window.settings.window})))
+    parallel = {"now": services.settings.parallel_requests}
+
+    def parallel_changed(s: Settings) -> None:
+        """Main thread: a new Parallel requests setting re-plans the chat's next load and the fit view."""
+        if s.parallel_requests != parallel["now"]:
+            parallel["now"] = s.parallel_requests
+            discover.set_parallel(s.parallel_requests)
+            chat.model_bar.replan()
+
+    saved.fired.connect(parallel_changed)
     if themes is not None:
         saved.fired.connect(lambda s: themes.apply(s.theme))  # a new Appearance applies at once
 

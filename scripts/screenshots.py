@@ -176,7 +176,16 @@ def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
         conv = chats.create_conversation("Reverse a string in Python", model_id="Tiny Llama")
         user = chats.add_user_message(conv.id, "How do I reverse a string in Python?")
         reply = chats.begin_assistant(conv.id, user)
-        stats = GenerationStats(prompt_tokens=24, prompt_tok_s=410.0, generated_tokens=58, decode_tok_s=31.5)
+        # A system prompt reused from the slot's cache, and prompt-lookup drafts: the stats line shows both.
+        stats = GenerationStats(
+            prompt_tokens=536,
+            prompt_tokens_evaluated=24,
+            prompt_tok_s=410.0,
+            generated_tokens=58,
+            decode_tok_s=31.5,
+            draft_tokens=40,
+            draft_accepted=25,
+        )
         chats.finish_assistant(reply, CODE_REPLY, stats=stats, finish_reason="stop")
     finally:
         chats.close()

@@ -68,3 +68,20 @@ class CliContext:
         sys.stderr.write(("\n" if new_line else "") + f"hearth {self.command}: {message}\n")
         sys.stderr.flush()
         return code
+
+
+def parallel_count(text: str) -> int:
+    """argparse type of `--parallel N`: generations at once, 1 (one at a time) to the settings' maximum."""
+    import argparse
+
+    from app.core.settings import MAX_PARALLEL_REQUESTS
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= n <= MAX_PARALLEL_REQUESTS:
+        raise argparse.ArgumentTypeError(
+            f"{n} is out of range: give 1 (one request at a time) to {MAX_PARALLEL_REQUESTS} parallel requests"
+        )
+    return n

@@ -41,11 +41,21 @@ def add_engine_commands(subparsers: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from app.cli.context import parallel_count
+
     p.add_argument("--system", help="a system prompt")
     p.add_argument("--temp", type=float, default=0.7, help="temperature (0 = greedy)")
     p.add_argument("--ctx", type=int, default=4096, help="context length (default 4096)")
     p.add_argument("--seed", type=int, help="sampling seed")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+    # A terminal holds one conversation: slots (each with its own context's KV memory) are opt-in here.
+    p.add_argument(
+        "--parallel",
+        type=parallel_count,
+        default=1,
+        metavar="N",
+        help="load with N parallel slots of --ctx tokens each (default 1: the single-stream path)",
+    )
 
 
 def _err(text: str) -> None:
@@ -98,7 +108,10 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
 
         threads = physical_cores()
     try:
-        info = host.load_sync(LoadSpec(path=path, n_ctx=args.ctx, n_threads=threads, seed=args.seed), fmt)
+        spec = LoadSpec(
+            path=path, n_ctx=args.ctx, n_threads=threads, seed=args.seed, slots=getattr(args, "parallel", 1)
+        )
+        info = host.load_sync(spec, fmt)
     except BaseException:
         host.shutdown(10)
         raise

@@ -18,6 +18,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def add_serve_command(subparsers: Any) -> None:
+    from app.cli.context import parallel_count
     from app.core.settings import DEFAULT_SERVER_PORT
 
     serve = subparsers.add_parser("serve", help="serve the local API: OpenAI and Anthropic routes (no window)")
@@ -35,6 +36,13 @@ def add_serve_command(subparsers: Any) -> None:
         help=f"unload an idle model after this many minutes; 0 never (default {SERVE_IDLE_MINUTES})",
     )
     serve.add_argument("--no-jit", action="store_true", help="never load a model a request asks for")
+    serve.add_argument(
+        "--parallel",
+        type=parallel_count,
+        metavar="N",
+        help="requests a model runs at once, fewer where memory is short; 1: one at a time "
+        "(default: Settings → Parallel requests)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -71,7 +79,8 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     idle = SERVE_IDLE_MINUTES if args.idle_minutes is None else max(0, args.idle_minutes)
     library = ctx.open_library()
     remotes = open_remotes(ctx.paths)  # remote models the user chose to expose are served here too
-    resolver = ModelResolver(library, max_context=server.jit_context, remotes=remotes)
+    slots = args.parallel or ctx.settings.parallel_requests
+    resolver = ModelResolver(library, max_context=server.jit_context, remotes=remotes, max_slots=slots)
     host = EngineHost(
         default_registry(),
         calibration=ctx.calibration,
@@ -88,7 +97,9 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         if args.model:
             name = _library_name(library, args.model)
             _err(f"loading {name} …")
-            host.load_sync(resolver(name).spec, resolver.find(name).format)
+            spec = resolver(name).spec
+            info = host.load_sync(spec, resolver.find(name).format)
+            _err(f"{name}: {info.n_ctx:,}-token context, {_slots_text(host.state.slots_total, slots)}")
         runner.start()
         _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))
         _err("Press Ctrl-C to stop.")
@@ -102,6 +113,11 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         if context.remotes is not None:
             context.remotes.close()
         library.close()
+
+
+def _slots_text(loaded: int, asked: int) -> str:
+    text = f"{loaded} parallel slot{'s' if loaded != 1 else ''}"
+    return text + (f" ({asked} asked; fewer fit in memory)" if loaded < asked else "")
 
 
 def _library_name(library: Any, model: str) -> str:

@@ -53,7 +53,9 @@ class Services:
             endpoint=hub.endpoint,
         )
         remotes = open_remotes(paths)
-        resolver = ModelResolver(library, max_context=settings.server.jit_context, remotes=remotes)
+        resolver = ModelResolver(
+            library, max_context=settings.server.jit_context, remotes=remotes, max_slots=settings.parallel_requests
+        )
         host = EngineHost(
             register_remote(default_registry(), remotes),
             calibration=calibration,
@@ -80,6 +82,7 @@ class Services:
         self.downloads.set_max_parallel(settings.parallel_downloads)
         self.host.jit = settings.server.jit_load
         self.resolver.max_context = settings.server.jit_context
+        self.resolver.max_slots = settings.parallel_requests  # the next load plans for it
         self.host.queue_size = settings.server.queue_size
         self.host.idle_ttl_s = settings.server.idle_ttl_minutes * 60 or None
 

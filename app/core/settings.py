@@ -28,6 +28,9 @@ class WindowState(BaseModel):
 
 # Collides with none of LM Studio (1234), Ollama (11434), llama-server (8080), vLLM (8000), Jan (1337).
 DEFAULT_SERVER_PORT = 8487
+# Generations the engine runs at once (chat and API together); the planner gives fewer where memory is short.
+DEFAULT_PARALLEL_REQUESTS = 4
+MAX_PARALLEL_REQUESTS = 16
 
 
 class ServerSettings(BaseModel):
@@ -87,6 +90,8 @@ class Settings(BaseModel):
     hf_endpoint: str = ""  # empty: HF_ENDPOINT, else the public Hub
     hf_token: str = ""  # empty: HF_TOKEN, else anonymous
     parallel_downloads: int = Field(default=2, ge=1, le=8)
+    # Parallel slots a model loads with (each with its own KV cache for one conversation's context).
+    parallel_requests: int = Field(default=DEFAULT_PARALLEL_REQUESTS, ge=1, le=MAX_PARALLEL_REQUESTS)
     server: ServerSettings = Field(default_factory=ServerSettings)
 
     @field_validator("hf_endpoint")

@@ -63,8 +63,9 @@ class ChatLauncher(QObject):
         # Picking resets the bar's Advanced form to safe defaults while it plans on the pool; loading now
         # would load with those (no GPU layers). Plan here too and load with the plan once it is known.
         ticket, path, fmt, source = self._ticket, Path(model.path), model.format, self._machine_source
+        slots = bar.parallel()
         self._tasks.run(
-            lambda: plan_defaults(path, fmt, source),
+            lambda: plan_defaults(path, fmt, source, slots),
             lambda d: self._load(ticket, model, d),
             lambda exc: self._plan_failed(ticket, model, exc),
             owner=self,

@@ -66,6 +66,9 @@ class StatusCard(Card):
         self.error.setVisible(False)
         self.engine = QLabel()
         self.engine.setWordWrap(True)
+        self.slots = QLabel()
+        self.slots.setObjectName("serverSlots")
+        self.slots.setVisible(False)
         self.context_warning = QLabel()
         self.context_warning.setWordWrap(True)
         set_status(self.context_warning, "warning")
@@ -73,8 +76,14 @@ class StatusCard(Card):
         self.body.addLayout(row)
         self.body.addWidget(self.error)
         self.body.addWidget(self.engine)
+        self.body.addWidget(self.slots)
         self.body.addWidget(self.context_warning)
         self.set_state("Stopped", running=False)
+
+    def set_slots(self, text: str) -> None:
+        """'Slots: 2 of 4 busy · queue 0'; hidden with "" (no model loaded)."""
+        self.slots.setText(text)
+        self.slots.setVisible(bool(text))
 
     def set_state(self, text: str, *, running: bool) -> None:
         self.state_label.setText(text)

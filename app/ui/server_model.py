@@ -8,9 +8,11 @@ import shlex
 import time
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from app.core.connect import KEY_PLACEHOLDER, MODEL_PLACEHOLDER
 from app.core.runtime.jobs import HostState
-from app.core.settings import ServerSettings
+from app.core.settings import ServerSettings, Settings
 
 # A running server must be restarted for these to apply; JIT (and its context), idle unload and queue
 # size reach the engine host through Services.apply_settings without one.
@@ -32,10 +34,25 @@ def needs_restart(old: ServerSettings, new: ServerSettings) -> bool:
     return any(getattr(old, name) != getattr(new, name) for name in RESTART_FIELDS)
 
 
+PARALLEL_HINT = (
+    "Replies the engine generates at once, chat and API together. Each keeps a whole context's KV cache, "
+    "so the planner loads fewer where memory is short; 1 runs one at a time. Applies from the next model load."
+)
+
+
 def bounds(name: str) -> tuple[int, int]:
     """The (ge, le) a ServerSettings int field allows, so a spin box offers exactly what validation takes."""
+    return _bounds(ServerSettings, name)
+
+
+def settings_bounds(name: str) -> tuple[int, int]:
+    """The same for a field of the top-level Settings."""
+    return _bounds(Settings, name)
+
+
+def _bounds(model: type[BaseModel], name: str) -> tuple[int, int]:
     low, high = 0, 2**31 - 1
-    for rule in ServerSettings.model_fields[name].metadata:
+    for rule in model.model_fields[name].metadata:
         low = getattr(rule, "ge", low)
         high = getattr(rule, "le", high)
     return low, high
@@ -90,7 +107,10 @@ def engine_text(state: HostState, jit: bool) -> str:
     """What the one engine is doing: the chat and the API share it, so a chat reply makes API requests wait."""
     model = Path(state.model.path).name if state.model is not None else ""
     waiting = f" · {state.queue_depth} waiting" if state.queue_depth else ""
+    free = state.slots_total - state.slots_busy
     if state.status == "generating" and state.source == "chat":
+        if free > 0:  # slots: an API request runs beside the chat's reply
+            return f"Engine: writing a chat reply — {free} of {state.slots_total} slots free for API requests{waiting}"
         return f"Engine: busy with a chat reply — API requests wait their turn{waiting}"
     if state.status == "generating":
         who = "an API request" if state.source == "api" else f"a {state.source or 'job'} request"
@@ -103,6 +123,13 @@ def engine_text(state: HostState, jit: bool) -> str:
         return "Engine: no model loaded" + (" — a request loads the model it names" if jit else "")
     # One context serves every route: say it, since an agent's prompt must fit in it.
     return f"Engine: ready · {model} · {state.model.n_ctx:,}-token context for every route (chat, Responses, Messages)"
+
+
+def slots_text(state: HostState) -> str:
+    """'Slots: 2 of 4 busy · queue 0' while a model is loaded; "" without one."""
+    if state.model is None or state.slots_total <= 0:
+        return ""
+    return f"Slots: {state.slots_busy} of {state.slots_total} busy · queue {state.queue_depth}"
 
 
 def key_note(settings: ServerSettings) -> str:

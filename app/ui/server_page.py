@@ -33,6 +33,7 @@ from app.ui.server_model import (
     mask_key,
     needs_restart,
     python_snippet,
+    slots_text,
 )
 from app.ui.server_settings import ServerSettingsForm, validation_text
 from app.ui.tasks import TaskRunner
@@ -85,7 +86,7 @@ class ServerPage(QWidget):
         self.status_card = StatusCard()
         self.status_card.start_button.clicked.connect(self.start)
         self.status_card.stop_button.clicked.connect(self.stop)
-        self.form = ServerSettingsForm(settings().server)
+        self.form = ServerSettingsForm(settings().server, parallel=settings().parallel_requests)
         self.form.save_button.clicked.connect(self.save_settings)
         self.key_card = KeyCard()
         self.key_card.show_button.toggled.connect(lambda _: self._show_snippets())
@@ -238,7 +239,7 @@ class ServerPage(QWidget):
             self.save_failed.emit(text)
             return
         self.form.show_error("")
-        new = current.model_copy(update={"server": server})
+        new = current.model_copy(update={"server": server, "parallel_requests": self.form.parallel.value()})
         self._save(new, needs_restart(current.server, server), "Saved.", reload_form=True)
 
     def _save(self, new: Settings, restart: bool, note: str, *, reload_form: bool) -> None:
@@ -253,7 +254,7 @@ class ServerPage(QWidget):
         def saved(restarted: object) -> None:
             """Main thread."""
             if reload_form:
-                self.form.load(new.server)
+                self.form.load(new.server, new.parallel_requests)
             self._show_key(new.server)
             self.form.note.setText(note + (" The server restarted with them." if restarted else ""))
             QTimer.singleShot(NOTE_MS, self.form.note, lambda: self.form.note.setText(""))
@@ -266,7 +267,7 @@ class ServerPage(QWidget):
         """Main thread: Settings were saved, here or elsewhere; unsaved edits in the form are kept."""
         self._show_key(settings.server)
         if not self.form.dirty and not self.busy:
-            self.form.load(settings.server)
+            self.form.load(settings.server, settings.parallel_requests)
         self._show_status(self.api.status)
 
     # ---- key ----
@@ -360,6 +361,7 @@ class ServerPage(QWidget):
     def _show_engine(self, state: HostState) -> None:
         """Main thread (HostWatcher re-posts the host's state)."""
         self.status_card.engine.setText(engine_text(state, self._settings().server.jit_load))
+        self.status_card.set_slots(slots_text(state))
         self.status_card.set_context_warning(context_warning(state.model.n_ctx if state.model else None))
         loaded = _loaded_key(state)
         if loaded != self._loaded:

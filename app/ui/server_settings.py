@@ -20,8 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.settings import ServerSettings
-from app.ui.server_model import bounds
+from app.core.settings import DEFAULT_PARALLEL_REQUESTS, ServerSettings
+from app.ui.server_model import PARALLEL_HINT, bounds, settings_bounds
 from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
@@ -44,10 +44,14 @@ def _spin(name: str, suffix: str = "") -> QSpinBox:
 
 
 class ServerSettingsForm(QFrame):
-    def __init__(self, settings: ServerSettings, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: ServerSettings, parent: QWidget | None = None, parallel: int = DEFAULT_PARALLEL_REQUESTS
+    ) -> None:
+        """`parallel`: Settings → Parallel requests, shown here too (it is the app's, not only the server's)."""
         super().__init__(parent)
         self.setObjectName("card")
         self._loaded = settings  # what the form last showed: Revert returns to it, `dirty` compares with it
+        self._loaded_parallel = parallel
         self._loopback_require = settings.require_api_key
         title = QLabel("Settings")
         title.setObjectName("cardTitle")
@@ -71,6 +75,10 @@ class ServerSettingsForm(QFrame):
         self.idle = _spin("idle_ttl_minutes", " min")
         self.idle.setSpecialValueText("never")  # shown at the minimum, 0
         self.queue = _spin("queue_size", " requests")
+        self.parallel = QSpinBox()
+        self.parallel.setRange(*settings_bounds("parallel_requests"))
+        self.parallel.setSuffix(" at once")
+        self.parallel.setToolTip(PARALLEL_HINT)
         self.jit_context = _spin("jit_context", " tokens")
         self.jit_context.setSingleStep(4096)
         self.jit_context.setSpecialValueText("the largest that fits")  # 0: up to the model's trained length
@@ -90,6 +98,7 @@ class ServerSettingsForm(QFrame):
         form.addRow(self.jit)
         form.addRow("Context for JIT loads", self.jit_context)
         form.addRow("Unload an idle model after", self.idle)
+        form.addRow("Parallel requests", self.parallel)
         form.addRow("Queue size", self.queue)
         form.addRow(self.keep_responses)
 
@@ -100,7 +109,7 @@ class ServerSettingsForm(QFrame):
         self.note.setWordWrap(True)
         self.save_button = QPushButton("Save")
         self.revert_button = QPushButton("Revert")
-        self.revert_button.clicked.connect(lambda: self.load(self._loaded))
+        self.revert_button.clicked.connect(lambda: self.load(self._loaded, self._loaded_parallel))
         buttons = QHBoxLayout()
         buttons.addWidget(self.save_button)
         buttons.addWidget(self.revert_button)
@@ -112,11 +121,15 @@ class ServerSettingsForm(QFrame):
         layout.addWidget(self.error)
         layout.addLayout(buttons)
         layout.addStretch(1)
-        self.load(settings)
+        self.load(settings, parallel)
 
-    def load(self, settings: ServerSettings) -> None:
-        """Show `settings` (after a save, or when they changed elsewhere and nothing here is edited)."""
+    def load(self, settings: ServerSettings, parallel: int | None = None) -> None:
+        """Show `settings` (after a save, or when they changed elsewhere and nothing here is edited);
+        `parallel` None keeps the Parallel requests last loaded."""
         self._loaded = settings
+        if parallel is not None:
+            self._loaded_parallel = parallel
+        self.parallel.setValue(self._loaded_parallel)
         self._loopback_require = settings.require_api_key
         self.port.setValue(settings.port)
         self.bind.setCurrentIndex(max(0, self.bind.findData(settings.bind)))
@@ -167,7 +180,8 @@ class ServerSettingsForm(QFrame):
     def dirty(self) -> bool:
         """Whether the form differs from what it last loaded."""
         loaded = self._loaded.model_dump()
-        return any(loaded[name] != value for name, value in self.values().items())
+        edited = any(loaded[name] != value for name, value in self.values().items())
+        return edited or self.parallel.value() != self._loaded_parallel
 
     def show_error(self, text: str) -> None:
         self.error.setText(text)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.core.hub.urls import DEFAULT_ENDPOINT
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
+from app.ui.server_model import PARALLEL_HINT, settings_bounds
 from app.ui.theme import set_status
 
 
@@ -97,6 +98,12 @@ class SettingsDialog(QDialog):
         self.measure_bw = QCheckBox("Measure memory bandwidth on first start (about 0.2 s, cached)")
         self.measure_bw.setChecked(settings.measure_bandwidth_on_start)
         hform.addRow(self.measure_bw)
+        self.parallel_requests = QSpinBox()
+        self.parallel_requests.setRange(*settings_bounds("parallel_requests"))
+        self.parallel_requests.setValue(settings.parallel_requests)
+        self.parallel_requests.setSuffix(" at once")
+        hform.addRow("Parallel requests", self.parallel_requests)
+        hform.addRow(_hint(PARALLEL_HINT))
 
         hub = QGroupBox("Hugging Face Hub")
         hub_form = QFormLayout(hub)
@@ -156,6 +163,7 @@ class SettingsDialog(QDialog):
                 "hf_token": self.hf_token.text(),
                 "hf_endpoint": self.hf_endpoint.text(),
                 "parallel_downloads": self.parallel_downloads.value(),
+                "parallel_requests": self.parallel_requests.value(),
             }
         )
 

@@ -162,3 +162,24 @@ def test_run_by_library_name(smollm2_path):
         assert library.get(model.id).last_used_at is not None
     finally:
         library.close()
+
+
+def test_run_with_parallel_slots_answers_as_the_single_stream_path(smollm2_path):
+    outs = []
+    for n in ("1", "2"):
+        args = ("run", smollm2_path, "Name three colours.", "--system", SYSTEM, "--temp", "0", "--max-tokens", "24")
+        proc = subprocess.run(hearth(*args, "--parallel", n), cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] and outs[0].strip()  # each slot has its own cells: the same tokens
+
+
+@pytest.mark.parametrize("command", [("run", "model", "hi"), ("chat", "model"), ("serve",)])
+@pytest.mark.parametrize("value", ["0", "17", "four"])
+def test_parallel_out_of_range_is_a_usage_error(command, value):
+    proc = subprocess.run(hearth(*command, "--parallel", value), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "argument --parallel" in proc.stderr
+    want = (
+        "is not a whole number" if value == "four" else f"{value} is out of range: give 1 (one request at a time) to 16"
+    )
+    assert want in proc.stderr

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _start(args: list[str], home: Path) -> tuple[subprocess.Popen, str, str]:
-    """Run `hearth serve ARGS`; returns the process, its base URL and the line that announced it."""
+    """Run `hearth serve ARGS`; returns the process, its base URL and what it printed up to announcing it."""
     env = dict(os.environ, HEARTH_HOME=str(home), NO_PROXY="127.0.0.1,localhost")
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", *args],
@@ -39,7 +39,7 @@ def _start(args: list[str], home: Path) -> tuple[subprocess.Popen, str, str]:
             break
         lines.append(line)
         if m := re.search(r"Hearth API on (http://\S+)/v1", line):
-            return proc, m.group(1), line
+            return proc, m.group(1), "".join(lines)
     proc.kill()
     raise AssertionError("hearth serve did not start:\n" + "".join(lines))
 
@@ -49,9 +49,11 @@ def test_serve_a_model_file_answer_with_openai_stop_on_sigterm(smollm2_gguf, tmp
     with socket.socket() as s:  # a free port to ask for
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc, url, _ = _start(["--model", str(smollm2_gguf), "--port", str(port)], tmp_path / "home")
+    args = ["--model", str(smollm2_gguf), "--port", str(port), "--parallel", "2"]
+    proc, url, printed = _start(args, tmp_path / "home")
     try:
         assert url == f"http://127.0.0.1:{port}"
+        assert "8,192-token context, 2 parallel slots" in printed  # --parallel over the setting's 4
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
         (model,) = client.models.list().data
         reply = client.chat.completions.create(

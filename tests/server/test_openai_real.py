@@ -296,3 +296,18 @@ def test_bad_logit_bias_is_a_400_the_client_raises_with_param_logit_bias(client,
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model=model_id, messages=ask("hi"), max_tokens=2, logit_bias=bias)
     assert err.value.param == "logit_bias"
+
+
+def test_the_planned_load_is_batched_and_both_apis_report_the_cached_prompt(smol_server, client, model_id):
+    # The resolver plans Parallel requests' default (4 slots) beside SmolLM2's context: the batched path.
+    assert smol_server.host.state.slots_total == 4 and smol_server.host.state.model.extra["slots"] == 4
+    messages = ask("Spell the word cat.")
+    client.chat.completions.create(model=model_id, messages=messages, temperature=0, max_tokens=4)
+    again = client.chat.completions.create(model=model_id, messages=messages, temperature=0, max_tokens=4)
+    # All but the last prompt token come from the slot (that one is read again for fresh logits).
+    assert again.usage.prompt_tokens_details.cached_tokens == again.usage.prompt_tokens - 1
+    body = {"model": model_id, "max_tokens": 4, "temperature": 0, "system": SYSTEM_PROMPT}
+    body["messages"] = [{"role": "user", "content": "Spell the word dog."}]
+    smol_server.client.post("/v1/messages", json=body).raise_for_status()
+    used = smol_server.client.post("/v1/messages", json=body).json()["usage"]
+    assert used["cache_read_input_tokens"] > 0 and used["input_tokens"] == 1

@@ -58,3 +58,38 @@ def test_the_model_is_loaded_with_the_planners_defaults(qtbot, chat, tiny_gguf_f
     qtbot.waitUntil(lambda: loads != [], timeout=10_000)
     assert loads == [(planned.n_ctx, model.id)]
     assert launcher.waiting_for == tiny_gguf_f16
+
+
+def test_the_load_carries_the_slots_planned_for_the_parallel_setting(qtbot, tmp_path, tiny_gguf_f16, monkeypatch):
+    (tmp_path / "models").mkdir()
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-chat-slots")
+    pool = ThreadPoolExecutor(2)
+    tasks = TaskRunner(pool)
+    page = ChatPage(host, store, library, tasks, machine_source=lambda: ROOMY, parallel=lambda: 3)
+    qtbot.addWidget(page)
+    try:
+        model = library.add(
+            name="tiny",
+            format="gguf",
+            path=tiny_gguf_f16,
+            files=[ModelFile(tiny_gguf_f16, tiny_gguf_f16.stat().st_size)],
+        )
+        bar = page.model_bar
+        specs = []
+        monkeypatch.setattr(bar, "load_spec", lambda spec, fmt, name=None: specs.append(spec) or True)
+        launcher = ChatLauncher(page, tasks, lambda: None, machine_source=lambda: ROOMY)
+        assert launcher.chat_with(model)
+        qtbot.waitUntil(lambda: specs != [], timeout=10_000)
+        # Parallel requests 3 on a roomy machine: three slots, each with the whole planned context.
+        assert (specs[0].slots, specs[0].kv_unified) == (3, False)
+        assert specs[0].n_ctx == plan_defaults(tiny_gguf_f16, "gguf", lambda: ROOMY, 3).n_ctx
+        assert bar.advanced.slots.value() == 3
+    finally:
+        page.shutdown()
+        tasks.close()
+        store.close()
+        assert host.shutdown(5.0)
+        pool.shutdown(wait=True)
+        library.close()

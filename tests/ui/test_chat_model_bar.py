@@ -20,3 +20,21 @@ def test_load_defaults_show_the_preflights_plan_and_speed(tiny_gguf_f16):
     waiting = plan_defaults(tiny_gguf_f16, "gguf", lambda: None)
     assert waiting.n_ctx == FALLBACK_CTX and "not probed" in waiting.note
     assert "no planner" in plan_defaults(tiny_gguf_f16, "fake", lambda: roomy).note
+
+
+def test_load_defaults_plan_slots_up_to_the_setting_never_a_smaller_context(tiny_gguf_f16):
+    from app.core.models.memory import LoadOptions
+    from app.core.models.planner import plan_load
+
+    roomy = Machine("cpu", Device("CPU", "cpu", 16 * GiB, 16 * GiB, 20.0, "RAM"), cores=2, simd=("avx2",))
+    model = check_model(tiny_gguf_f16, "gguf")
+    ctx = default_context(model)
+    four = plan_defaults(tiny_gguf_f16, "gguf", lambda: roomy, 4)
+    assert four.slots == 4 and four.n_ctx == plan_defaults(tiny_gguf_f16, "gguf", lambda: roomy).n_ctx
+    # A machine with room for the load and one more slot's KV, not two more: two slots, the same context.
+    one = plan_load(model, roomy, n_ctx=ctx, options=LoadOptions(n_ctx=ctx)).estimate
+    two = plan_load(model, roomy, n_ctx=ctx, options=LoadOptions(n_ctx=ctx, n_seq=2, kv_unified=False)).estimate
+    budget = two.total + (two.total - one.total) // 2
+    tight = Machine("cpu", Device("CPU", "cpu", budget, budget, 20.0, "RAM"), cores=2, simd=("avx2",))
+    assert (plan_defaults(tiny_gguf_f16, "gguf", lambda: tight, 4).slots, four.n_ctx) == (2, ctx)
+    assert plan_defaults(tiny_gguf_f16, "gguf", lambda: tight, 4).n_ctx == ctx

@@ -566,3 +566,35 @@ def test_a_narrow_window_stacks_the_cards_instead_of_scrolling_sideways(make_env
         page.key_card.mapTo(page, page.key_card.rect().topLeft()).x()
         > page.form.mapTo(page, page.form.rect().topLeft()).x()
     )
+
+
+def test_the_page_shows_slots_in_use_and_the_queue(make_env, qtbot):
+    env = make_env(tok_s=50)
+    slots = env.page.status_card.slots
+    assert slots.isVisibleTo(env.page) and slots.text() == "Slots: 0 of 1 busy · queue 0"  # the fake runs one
+    request = GenerateRequest(prompt="hello there", sampling=SamplingParams(max_tokens=500))
+    handle = env.host.submit(GenerateJob(request=request, source="api"))
+    try:
+        qtbot.waitUntil(lambda: slots.text() == "Slots: 1 of 1 busy · queue 0", timeout=WAIT_MS)
+    finally:
+        handle.cancel()
+    qtbot.waitUntil(lambda: slots.text() == "Slots: 0 of 1 busy · queue 0", timeout=WAIT_MS)
+    assert env.host.submit(UnloadJob()).wait(5)
+    qtbot.waitUntil(lambda: not slots.isVisibleTo(env.page), timeout=WAIT_MS)  # nothing loaded
+
+
+def test_parallel_requests_is_edited_here_and_saved_to_settings_without_a_restart(make_env, qtbot):
+    env = make_env()
+    env.started(qtbot)
+    form = env.page.form
+    assert (form.parallel.minimum(), form.parallel.maximum()) == (1, 16) and form.parallel.value() == 4
+    form.parallel.setValue(2)
+    assert form.dirty
+    with qtbot.waitSignal(env.page.settings_saved, timeout=WAIT_MS):
+        form.save_button.click()
+    assert env.store.load().parallel_requests == 2 and env.settings.parallel_requests == 2
+    assert env.threads["restart"] == [] and env.api.status.running  # it applies to the next load
+    assert not form.dirty
+    form.parallel.setValue(7)
+    form.revert_button.click()
+    assert form.parallel.value() == 2

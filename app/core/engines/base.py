@@ -93,7 +93,7 @@ class LoadSpec(BaseModel):
     seed: int | None = None
     chat_template: str | None = None  # override (from the library, never from a request)
     # Sequences decoded together in one context (continuous batching; engines that cannot batch run one).
-    # 1 keeps the single-stream path: callers opt in until the planner's context choice plans for slots.
+    # 1 is the single-stream path; the planner (preflight.plan_model with max_slots) says how many fit.
     slots: int = Field(1, ge=1, le=64)
     # With slots: False gives each slot its own n_ctx cells (KV memory × slots; a sequence's output is the
     # same token for token whatever runs beside it or sits in the other slots); True shares n_ctx cells

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from app.core.models.devices import Device, Machine
@@ -32,6 +32,12 @@ class Plan:
     layers_on_gpu: int = 0
     n_layers: int = 0
     notes: list[str] = field(default_factory=list)
+    slots_requested: int = 1  # the parallel sequences asked for; `slots` says how many fit
+
+    @property
+    def slots(self) -> int:
+        """Sequences decoded together, each with its own n_ctx cells (1: the single-stream path)."""
+        return self.options.n_seq
 
     @property
     def fits(self) -> bool:
@@ -98,9 +104,19 @@ def plan_load(
     n_ctx: int | None = None,
     options: LoadOptions | None = None,
     min_ctx: int = MIN_CONTEXT,
+    max_slots: int | None = None,
 ) -> Plan:
-    """Plan a load: full GPU > partial > CPU at the largest context ≤ the requested one that fits."""
+    """Plan a load: full GPU > partial > CPU at the largest context ≤ the requested one that fits.
+
+    `max_slots`: plan the context and offload for one conversation, then give it as many parallel slots
+    (each with its own n_ctx KV cells) as fit beside it, at most `max_slots` and at least one: fewer slots,
+    never a smaller context. None keeps `options.n_seq` as given (a load checked as asked)."""
     base = options or LoadOptions()
+    if max_slots is not None:
+        if max_slots < 1:
+            raise ValueError(f"max_slots must be at least 1, not {max_slots}")
+        single = plan_load(spec, machine, n_ctx=n_ctx, options=base.model_copy(update={"n_seq": 1}), min_ctx=min_ctx)
+        return add_slots(single, spec, max_slots)
     requested = n_ctx or base.n_ctx
     if spec.n_ctx_train:
         requested = min(requested, spec.n_ctx_train)
@@ -131,9 +147,40 @@ def plan_load(
     return plan
 
 
+def add_slots(single: Plan, spec: ModelSpec, max_slots: int) -> Plan:
+    """`single` (a one-sequence plan) with the most slots ≤ `max_slots` that fit at its context and
+    offload, each slot with its own KV cells (kv_unified off: a reply is the same whatever runs beside it)."""
+    if not single.fits or max_slots <= 1:
+        single.slots_requested = max_slots
+        single.explanation = explain(single, spec)
+        return single
+    n_gpu = single.layers_on_gpu if single.machine.gpus else 0
+    for n in range(max_slots, 1, -1):
+        opts = single.options.model_copy(update={"n_seq": n, "kv_unified": False})
+        est = _estimate(spec, opts, single.machine, n_gpu)
+        if _fits(est, single.machine):
+            break
+    else:
+        n, opts, est = 1, single.options, single.estimate
+    plan = replace(single, options=opts, estimate=est, slots_requested=max_slots)
+    plan.explanation = explain(plan, spec)
+    return plan
+
+
+def slots_line(plan: Plan) -> str:
+    """ "4 parallel slots × 8,192 tokens: KV 720 MiB", and why there are fewer than asked."""
+    kv = sum(u.kv for u in plan.estimate.devices)
+    n = plan.slots
+    head = f"{n} parallel slot{'s' if n != 1 else ''} × {plan.options.n_ctx:,} tokens: KV {fmt_bytes(kv, 2)}"
+    if n < plan.slots_requested:
+        head += f" (room for {n} of the {plan.slots_requested} asked)"
+    return head
+
+
 def _sum_line(use: DeviceUse, opts: LoadOptions) -> str:
     parts = use.parts()
-    kv_label = f"KV {fmt_bytes(parts['kv'], 2)} ({opts.n_ctx:,} ctx, {opts.cache_type_k})"
+    per = f"{opts.n_seq} × {opts.n_ctx:,}" if opts.n_seq > 1 and not opts.kv_unified else f"{opts.n_ctx:,}"
+    kv_label = f"KV {fmt_bytes(parts['kv'], 2)} ({per} ctx, {opts.cache_type_k})"
     pieces = [f"weights {fmt_bytes(parts['weights'], 2)}"]
     if parts["kv"]:
         pieces.append(kv_label)
@@ -175,4 +222,6 @@ def explain(plan: Plan, spec: ModelSpec) -> str:
         )
     if plan.ctx_reduced:
         lines.append(f"context lowered from {plan.requested_ctx:,} to {opts.n_ctx:,} to fit")
+    if plan.fits and (plan.slots > 1 or plan.slots_requested > 1):
+        lines.append(slots_line(plan))
     return "\n".join(lines + plan.notes)

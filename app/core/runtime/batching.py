@@ -70,6 +70,7 @@ class BatchLoop:
         self._admit(first, job)
         while self.live:
             self._take_joiners()
+            self.host._set_state()  # the queue's depth, as jobs arrive during the stream
             try:
                 produced = self.runner.step()
             except Exception as exc:  # a native failure: end every live sequence, keep the host
@@ -80,7 +81,7 @@ class BatchLoop:
                 break
             for key, chunk in produced:
                 self._deliver(key, chunk)
-        self.host._set_state(status="ready", source=None)
+        self.host._set_state(status="ready", source=None, slots_busy=0)
 
     # -- joining ---------------------------------------------------------------------------------
 
@@ -144,7 +145,7 @@ class BatchLoop:
             host._fail_with(handle, exc)
             return
         self.live[key] = _Live(handle, job.source)
-        host._set_state(status="generating", source=job.source)
+        host._set_state(status="generating", source=job.source, slots_busy=len(self.live))
         if engine.info is not None:
             host._emit(handle, Started(engine.info))
 
@@ -161,6 +162,7 @@ class BatchLoop:
         if chunk.finish_reason is None:
             return
         del self.live[key]
+        self.host._set_state(slots_busy=len(self.live))
         if not self.runner.shared(key):
             self.host._calibrate(chunk)  # only a stream that ran alone measures single-stream speed
         if live.handle is not self._first:

@@ -58,6 +58,14 @@ MIN_CALIBRATION_TOKENS = 4
 Resolver = Callable[[str], LoadJob]
 
 
+def loaded_slots(engine: Engine) -> int:
+    """Generations `engine` runs at once: its batched runner's slots, else one."""
+    runner = getattr(engine, "sequences", None)
+    if runner is not None:
+        return max(1, runner.free_slots() + runner.active())
+    return 1
+
+
 class EngineHost:
     def __init__(
         self,
@@ -234,7 +242,7 @@ class EngineHost:
             self._load(handle, job)
         elif isinstance(job, UnloadJob):
             self._unload()
-            self._set_state(status="idle", model=None, source=None, error=None)
+            self._set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
             self._finish(handle)
         elif isinstance(job, GenerateJob):
             self._generate(handle, job)
@@ -252,7 +260,7 @@ class EngineHost:
         if self._engine is not None:
             logger.info("no job for %.0f s: unloading the model", self.idle_ttl_s or 0)
             self._unload()
-            self._set_state(status="idle", model=None, source=None, error=None)
+            self._set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
 
     def _require_engine(self) -> Engine:
         if self._engine is None:
@@ -290,7 +298,7 @@ class EngineHost:
     def _load_model(self, job: LoadJob, handle: JobHandle) -> ModelInfo:
         """Unload, check and load; raises HearthError (the host state says what went wrong)."""
         self._unload()  # loading another model is an unload + load; frees memory before the fit check
-        self._set_state(status="loading", model=None, source=None, error=None)
+        self._set_state(status="loading", model=None, source=None, error=None, slots_total=0, slots_busy=0)
         path = Path(job.spec.path)
         try:
             pre = self.preflight(job.spec, job.format, job.plan_check)
@@ -316,7 +324,7 @@ class EngineHost:
             raise HearthError(message) from exc
         self._engine, self._preflight = engine, pre
         logger.info("loaded %s with %s", path.name, engine.name)
-        self._set_state(status="ready", model=info, error=None)
+        self._set_state(status="ready", model=info, error=None, slots_total=loaded_slots(engine))
         return info
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
@@ -325,7 +333,7 @@ class EngineHost:
         if runner is not None:
             BatchLoop(self, engine, runner).run(handle, job)
             return
-        self._set_state(status="generating", source=job.source)
+        self._set_state(status="generating", source=job.source, slots_busy=1)
         parts: list[str] = []
         final: Chunk | None = None
         try:
@@ -347,12 +355,12 @@ class EngineHost:
         except Exception as exc:
             if not isinstance(exc, HearthError):
                 logger.exception("generation failed in %s", engine.name)
-            self._set_state(status="ready", source=None)
+            self._set_state(status="ready", source=None, slots_busy=0)
             self._fail_with(handle, exc)
             return
         if final is None:
             final = Chunk(finish_reason="cancelled" if handle.cancelled else "stop")
-        self._set_state(status="ready", source=None)
+        self._set_state(status="ready", source=None, slots_busy=0)
         self._calibrate(final)
         self._finish(handle, GenerateResult(text="".join(parts), final=final))
 

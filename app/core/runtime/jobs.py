@@ -231,3 +231,6 @@ class HostState:
     source: str | None = None  # who is generating, while status is "generating"
     error: str | None = None
     queue_depth: int = 0
+    # Generations the loaded model can run at once (0: none loaded), and how many run now.
+    slots_total: int = 0
+    slots_busy: int = 0

@@ -126,9 +126,11 @@ def plan_model(
     *,
     exact: bool = False,
     label: str = "",
+    max_slots: int | None = None,
 ) -> PlannedLoad:
     """Plan `model` on `machine` at up to `n_ctx` (exactly `n_ctx` with `exact`: the planner must
-    not quietly plan a smaller context than is loaded), and predict its decode speed."""
+    not quietly plan a smaller context than is loaded), and predict its decode speed. `max_slots`: as
+    many parallel slots as fit beside that context, up to this many (None: `options.n_seq` as given)."""
     from app.core.models.planner import MIN_CONTEXT, plan_load
     from app.core.models.speed import predict_speed
 
@@ -138,6 +140,7 @@ def plan_model(
         n_ctx=n_ctx,
         options=options or LoadOptions(n_ctx=n_ctx),
         min_ctx=n_ctx if exact else MIN_CONTEXT,
+        max_slots=max_slots,
     )
     try:
         predicted = predict_speed(model, plan).decode_tok_s
@@ -145,6 +148,35 @@ def plan_model(
         logger.debug("no speed prediction for %s: %s", label or "the model", exc)
         predicted = 0.0
     return PlannedLoad(plan, predicted)
+
+
+PROMPT_CACHE_MIB = LoadSpec.model_fields["prompt_cache_mib"].default  # the most a load keeps in RAM
+
+
+def prompt_cache_mib(plan: Plan) -> int:
+    """RAM for sequence states evicted from slots: the usual budget, or what the plan leaves free in RAM
+    if that is less (the planner's budget holds the model; the cache must not push it out)."""
+    m = plan.machine
+    cpu = plan.estimate.device("CPU")
+    used = plan.estimate.total if m.unified else (cpu.total if cpu is not None else 0)
+    return int(min(PROMPT_CACHE_MIB, max(0, m.cpu.budget_bytes - used) // (1024 * 1024)))
+
+
+def spec_from_plan(path: Path, plan: Plan) -> LoadSpec:
+    """The load a plan describes: its context, offload, KV cache and slots (each with its own cells),
+    and a prompt cache that fits beside them."""
+    opts = plan.options
+    return LoadSpec(
+        path=path,
+        n_ctx=opts.n_ctx,
+        n_gpu_layers=opts.n_gpu_layers,
+        flash_attn=opts.flash_attn,
+        cache_type_k=opts.cache_type_k,
+        cache_type_v=opts.cache_type_v,
+        slots=opts.n_seq,
+        kv_unified=opts.kv_unified if opts.n_seq > 1 else False,
+        prompt_cache_mib=prompt_cache_mib(plan) if opts.n_seq > 1 else PROMPT_CACHE_MIB,
+    )
 
 
 class DefaultPreflight:

@@ -2,7 +2,8 @@
 
 A job that names a model is resolved when it starts (see host.py); a JIT load uses the planner's
 plan on this machine: the largest context up to `max_context` that fits (0: up to the model's trained
-length, what agents need), GPU layers and KV cache type as planned.
+length, what agents need), GPU layers and KV cache type as planned, and as many parallel slots (up to
+`max_slots`) as fit beside that context.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from app.core.models.spec import ModelSpec
 from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.remote import RemoteStore
 from app.core.runtime.jobs import LoadJob, ModelNotFound
-from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, live_machine, plan_model
+from app.core.runtime.preflight import (
+    FALLBACK_CTX,
+    check_model,
+    default_context,
+    live_machine,
+    plan_model,
+    spec_from_plan,
+)
+from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 
 logger = logging.getLogger(__name__)
 
@@ -35,15 +44,19 @@ class ModelResolver:
         machine: Callable[[], Machine | None] = live_machine,
         max_context: int | None = None,
         remotes: RemoteStore | None = None,
+        max_slots: int = DEFAULT_PARALLEL_REQUESTS,
     ) -> None:
         """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default);
-        `remotes`: where `remote-name/model-id` names resolve when the library has no such model."""
+        `remotes`: where `remote-name/model-id` names resolve when the library has no such model;
+        `max_slots`: the parallel requests a load plans for (Settings → Parallel requests; 1: one at a time)."""
         self.library = library
         self.remotes = remotes
         self.machine = machine
         self.max_context = max_context
+        self.max_slots = max_slots  # any thread may change it: the next plan uses it
         self._lock = threading.Lock()
-        self._planned: dict[tuple[str, int, int, int | None], LoadSpec] = {}  # (path, size, mtime, ask) -> spec
+        # (path, size, mtime, context asked, slots asked) -> spec
+        self._planned: dict[tuple[str, int, int, int | None, int], LoadSpec] = {}
 
     def find(self, name: str) -> LocalModel:
         """The ready library model `name` means (its name, id, `repo:QUANT` or path); else ModelNotFound."""
@@ -67,7 +80,7 @@ class ModelResolver:
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
-        key = (*_file_key(model.path), self.max_context)
+        key = (*_file_key(model.path), self.max_context, self.max_slots)
         with self._lock:
             cached = self._planned.get(key)
         if cached is not None:
@@ -89,16 +102,10 @@ class ModelResolver:
         machine = self.machine()
         if spec is None or machine is None:
             return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
-        plan = plan_model(spec, machine, self._asked(spec), label=path.name).plan
-        opts = plan.options
-        return LoadSpec(
-            path=path,
-            n_ctx=opts.n_ctx,
-            n_gpu_layers=opts.n_gpu_layers,
-            flash_attn=opts.flash_attn,
-            cache_type_k=opts.cache_type_k,
-            cache_type_v=opts.cache_type_v,
-        )
+        # Only llama.cpp batches here: another engine's load plans (and is checked for) one sequence.
+        slots = self.max_slots if model.format == "gguf" else 1
+        plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=slots).plan
+        return spec_from_plan(path, plan)
 
     def _asked(self, spec: ModelSpec) -> int:
         trained = spec.n_ctx_train or FALLBACK_CTX

@@ -56,6 +56,7 @@ class ChatPage(QWidget):
         machine_source: Callable[[], Machine | None] | None = None,
         parent: QWidget | None = None,
         remote_models: Callable[[], list[LocalModel]] | None = None,
+        parallel: Callable[[], int] | None = None,
     ) -> None:
         """`remote_models()`: the remote servers' models, listed in the picker beside the library's."""
         super().__init__(parent)
@@ -71,7 +72,9 @@ class ChatPage(QWidget):
         self.watcher.changed.connect(self._on_host_state)
 
         self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
-        self.model_bar = ModelBar(host, library, tasks, machine_source, self, remote_models=remote_models)
+        self.model_bar = ModelBar(
+            host, library, tasks, machine_source, self, remote_models=remote_models, parallel=parallel
+        )
         self.header = ChatHeader()
         self.thread_view = ThreadView(store, self.chats, self.writes)
         self.notice = QLabel(wordWrap=True)

@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 from app.core.chat.models import Message
+from app.core.engines.base import GenerationStats
 from app.ui.chat.render import Rendered, look, look_generation, plain_html, render_message
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,15 @@ def stats_line(stats: dict[str, Any] | None, finish_reason: str | None) -> str:
         parts.append(f"{tps:.1f} tok/s")
     if s.get("generated_tokens"):
         parts.append(f"{int(s['generated_tokens'])} tokens")
+    # Prompt tokens reused from the engine's cache (a slot's or the RAM cache's), not evaluated again.
+    cached = int(s.get("prompt_tokens") or 0) - int(s.get("prompt_tokens_evaluated") or 0)
+    if s.get("prompt_tokens_evaluated") is not None and cached > 0:
+        parts.append(f"{cached:,} cached")
+    drafts = GenerationStats(
+        draft_tokens=int(s.get("draft_tokens") or 0), draft_accepted=int(s.get("draft_accepted") or 0)
+    )
+    if (rate := drafts.acceptance_rate) is not None:  # speculative decoding drafted tokens
+        parts.append(f"drafts {100 * rate:.0f} % accepted")
     if finish_reason:
         parts.append(f"finish: {finish_reason}")
     return " · ".join(parts)

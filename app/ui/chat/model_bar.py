@@ -32,7 +32,15 @@ from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
-from app.core.runtime.preflight import FALLBACK_CTX, check_model, default_context, plan_model
+from app.core.runtime.preflight import (
+    FALLBACK_CTX,
+    PROMPT_CACHE_MIB,
+    check_model,
+    default_context,
+    plan_model,
+    prompt_cache_mib,
+)
+from app.core.settings import DEFAULT_PARALLEL_REQUESTS, MAX_PARALLEL_REQUESTS
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
 
@@ -45,13 +53,18 @@ class LoadPlanDefaults:
     n_gpu_layers: int = 0
     kv_type: str = "f16"
     flash_attn: bool = False
+    slots: int = 1  # parallel slots, each with its own n_ctx of KV cache
+    prompt_cache_mib: int = PROMPT_CACHE_MIB  # RAM for conversations evicted from a slot
     predicted_tok_s: float = 0.0
     offload: str = ""  # "Full GPU offload (31/31 layers)"
     note: str = ""  # why there is no plan, when there is none
 
 
-def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], Machine | None] | None) -> LoadPlanDefaults:
-    """Background thread: the planner's context, GPU layers and KV type for this model here."""
+def plan_defaults(
+    path: Path, fmt: str, machine_source: Callable[[], Machine | None] | None, max_slots: int = 1
+) -> LoadPlanDefaults:
+    """Background thread: the planner's context, GPU layers, KV type and slots (up to `max_slots`, as
+    many as fit beside that context) for this model here."""
     if fmt == "remote":
         return LoadPlanDefaults(note="runs on a remote server: nothing to plan on this machine")
     if machine_source is None or fmt not in ("gguf", "mlx"):
@@ -60,13 +73,16 @@ def plan_defaults(path: Path, fmt: str, machine_source: Callable[[], Machine | N
     machine = machine_source()
     if model is None or machine is None:
         return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
-    planned = plan_model(model, machine, default_context(model), label=path.name)
+    slots = max_slots if fmt == "gguf" else 1  # only llama.cpp batches here
+    planned = plan_model(model, machine, default_context(model), label=path.name, max_slots=slots)
     plan, opts = planned.plan, planned.plan.options
     return LoadPlanDefaults(
         n_ctx=opts.n_ctx,
         n_gpu_layers=opts.n_gpu_layers,
         kv_type=opts.cache_type_k,
         flash_attn=opts.flash_attn,
+        slots=plan.slots,
+        prompt_cache_mib=prompt_cache_mib(plan) if plan.fits else PROMPT_CACHE_MIB,
         predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
         note="" if plan.fits else plan.explanation,
@@ -118,10 +134,14 @@ class AdvancedForm(QWidget):
         self.kv_type = QComboBox()
         self.kv_type.addItems(KV_CACHE_TYPES)
         self.flash_attn = QCheckBox("Flash attention")
+        self.slots = QSpinBox()
+        self.slots.setRange(1, MAX_PARALLEL_REQUESTS)
+        self.slots.setToolTip("Replies generated at once (chat and API); each slot holds a whole context's KV cache")
         self.reset = QPushButton("Planner defaults")
         form.addRow("Context length", self.n_ctx)
         form.addRow("GPU layers", self.gpu_layers)
         form.addRow("KV cache type", self.kv_type)
+        form.addRow("Parallel slots", self.slots)
         form.addRow("", self.flash_attn)
         form.addRow("", self.reset)
 
@@ -130,6 +150,7 @@ class AdvancedForm(QWidget):
         self.gpu_layers.setValue(d.n_gpu_layers)
         self.kv_type.setCurrentText(d.kv_type if d.kv_type in KV_CACHE_TYPES else "f16")
         self.flash_attn.setChecked(d.flash_attn)
+        self.slots.setValue(d.slots)
 
 
 class ModelBar(QWidget):
@@ -143,11 +164,14 @@ class ModelBar(QWidget):
         machine_source: Callable[[], Machine | None] | None = None,
         parent: QWidget | None = None,
         remote_models: Callable[[], list[LocalModel]] | None = None,
+        parallel: Callable[[], int] | None = None,
     ) -> None:
-        """`remote_models()` lists the remote servers' models beside the library's (main thread)."""
+        """`remote_models()` lists the remote servers' models beside the library's; `parallel()` is the
+        Parallel requests setting, the most slots a load plans for (both main thread)."""
         super().__init__(parent)
         self.host, self.library, self.tasks = host, library, tasks
         self.machine_source = machine_source
+        self.parallel: Callable[[], int] = parallel or (lambda: DEFAULT_PARALLEL_REQUESTS)
         self.remote_models = remote_models
         self.defaults = LoadPlanDefaults()
         self.state = HostState()
@@ -240,8 +264,8 @@ class ModelBar(QWidget):
             self._clear_error()  # the failure was the other model's
         self.defaults = LoadPlanDefaults()
         self.advanced.set_values(self.defaults)
-        path, fmt, source = Path(model.path), model.format, self.machine_source
-        self.tasks.run(lambda: plan_defaults(path, fmt, source), self._planned, self._plan_failed, owner=self)
+        path, fmt, source, slots = Path(model.path), model.format, self.machine_source, self.parallel()
+        self.tasks.run(lambda: plan_defaults(path, fmt, source, slots), self._planned, self._plan_failed, owner=self)
 
     def replan(self) -> None:
         """UI thread: the machine is known (or changed): plan the picked model again. A model picked
@@ -271,6 +295,8 @@ class ModelBar(QWidget):
             flash_attn=a.flash_attn.isChecked(),
             cache_type_k=a.kv_type.currentText(),
             cache_type_v=a.kv_type.currentText(),
+            slots=a.slots.value(),
+            prompt_cache_mib=self.defaults.prompt_cache_mib,
         )
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None and model.source != "remote":
@@ -329,9 +355,11 @@ class ModelBar(QWidget):
     @property
     def busy_text(self) -> str:
         s = self.state
-        if s.status == "generating" and s.source == "api":
-            return "busy: API request"
-        return ""
+        if s.status != "generating":
+            return ""
+        if s.slots_total > 1:  # a message joins the running replies while a slot is free
+            return f"busy: all {s.slots_total} slots in use" if s.slots_busy >= s.slots_total else ""
+        return "busy: API request" if s.source == "api" else ""
 
     def _render(self) -> None:
         s = self.state
@@ -346,6 +374,8 @@ class ModelBar(QWidget):
             return
         info = s.model
         parts = [f"{Path(info.path).name}", self.host.registry.name(info.format), f"ctx {info.n_ctx}"]
+        if s.slots_total > 1:
+            parts.append(f"{s.slots_total} parallel slots")
         if self.defaults.offload:
             parts.append(self.defaults.offload)
         speed = []

@@ -93,6 +93,10 @@ class DiscoverPage(QWidget):
         for w in (self.recommended, self.model_view.table, self.start_here):
             w.set_feed(feed)
 
+    def set_parallel(self, slots: int) -> None:
+        """Main thread: Settings → Parallel requests; the next model page's fit view plans for them."""
+        self.model_view.slots = slots
+
     def set_profile(self, profile: HardwareProfile) -> None:
         """Main thread: re-rank for a new hardware profile (the ranking runs on the pool)."""
         machine = machine_from_profile(profile)

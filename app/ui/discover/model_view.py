@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QSizePolicy, QVB
 from app.core.models.devices import Machine
 from app.core.models.planner import Plan
 from app.core.models.recommend import Assessment, Recommendation, assess
+from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 from app.ui.discover.model_page import CardBrowser
 from app.ui.discover.variants_table import VariantsTable
 from app.ui.widgets.fit_view import FitView
@@ -24,6 +25,7 @@ class ModelView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.machine: Machine | None = None
+        self.slots = DEFAULT_PARALLEL_REQUESTS  # Settings → Parallel requests: the fit view plans for them
         self.recommendation: Recommendation | None = None
         self.fit_view: FitView | None = None
         self.back_button = back = QPushButton("← Back")
@@ -187,6 +189,8 @@ class ModelView(QWidget):
         self.cannot_run.setText(f"{a.variant.label} cannot run on this machine: {a.reason}." if not a.runnable else "")
         if not a.runnable or a.plan is None or a.spec is None or self.machine is None:
             return
-        self.fit_view = FitView(a.spec, self.machine, n_ctx=a.plan.requested_ctx, options=a.plan.options)
+        self.fit_view = FitView(
+            a.spec, self.machine, n_ctx=a.plan.requested_ctx, options=a.plan.options, slots=self.slots
+        )
         self.fit_view.plan_changed.connect(self._replanned)
         self._fit_host.addWidget(self.fit_view)

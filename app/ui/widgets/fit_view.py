@@ -78,11 +78,14 @@ class FitView(QWidget):
         n_ctx: int = 8192,
         options: LoadOptions | None = None,
         correction: Correction | None = None,
+        slots: int = 1,
         parent: QWidget | None = None,
     ) -> None:
+        """`slots`: the parallel requests a load plans for (as many as fit beside the context, up to this)."""
         super().__init__(parent)
         self.spec = spec
         self.machine = machine
+        self.slots = slots
         self.correction = correction
         self._base = options or LoadOptions()
         self.plan: Plan | None = None
@@ -192,6 +195,7 @@ class FitView(QWidget):
                 "cache_type_k": kv,
                 "cache_type_v": kv,
                 "flash_attn": flash,
+                "n_seq": 1,  # one conversation's plan; the slots beside it come from `slots`
             }
         )
 
@@ -224,7 +228,9 @@ class FitView(QWidget):
 
     def _replan(self) -> None:
         self._timer.stop()
-        plan = plan_load(self.spec, self.machine, n_ctx=self.requested_ctx, options=self.current_options())
+        plan = plan_load(
+            self.spec, self.machine, n_ctx=self.requested_ctx, options=self.current_options(), max_slots=self.slots
+        )
         self.plan = plan
         self.speed = predict_speed(self.spec, plan, self.correction) if plan.fits and has_weights(self.spec) else None
         self._show(plan)

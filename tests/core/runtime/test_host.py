@@ -58,6 +58,9 @@ def test_jobs_run_in_order_and_states_follow(make_host):
     assert statuses(states) == ["loading", "ready", "generating", "ready", "generating", "ready", "generating", "ready"]
     generating = [s for s in states if s.status == "generating"]
     assert [s.source for s in generating] == ["s0", "s1", "s2"]
+    # An engine that cannot batch has one slot, busy while it generates.
+    assert {(s.slots_total, s.slots_busy) for s in generating} == {(1, 1)}
+    assert (host.state.slots_total, host.state.slots_busy) == (1, 0)
     assert host.state.status == "ready" and host.state.model is not None
     assert host.state.model.format == "fake"
 
@@ -86,6 +89,7 @@ def test_generate_sync_and_unload(make_host):
     h = host.submit(UnloadJob())
     assert h.wait(5) and h.error is None
     assert host.state.status == "idle" and host.state.model is None
+    assert (host.state.slots_total, host.state.slots_busy) == (0, 0)
     assert engines[0].unloads == 1
     with pytest.raises(HearthError, match="no model is loaded"):
         host.generate_sync(req())

@@ -93,9 +93,18 @@ def test_tiny_four_concurrent_jobs_give_each_one_alone(tiny_host, tiny_gguf_f16)
     finally:
         single.unload()
     log = Log()
-    handles = submit_all(tiny_host, requests, log)
-    wait_all(handles)
+    states = []  # the host's states, on the host thread as they change
+    off = tiny_host.state_changed.connect(states.append)
+    try:
+        handles = submit_all(tiny_host, requests, log)
+        wait_all(handles)
+    finally:
+        off()
     assert {n: log.tokens(n) for n in requests} == expected
+    # The stats a Server page shows: all four slots were busy at once, and each freed as its job ended.
+    assert {s.slots_total for s in states} == {4}
+    busy = [s.slots_busy for s in states]
+    assert max(busy) == 4 and busy[-1] == 0 and tiny_host.state.slots_busy == 0
     for name, handle in handles.items():
         assert handle.result.final.finish_reason in ("stop", "length")
         assert "".join(e.chunk.text for n, e in log.events if n == name and isinstance(e, ChunkEvent)) == (

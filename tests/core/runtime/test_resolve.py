@@ -25,3 +25,41 @@ def test_jit_context_setting(tmp_path):
         assert tight.context_length(model) < 65536  # the planner lowers it to what fits
     finally:
         library.close()
+
+
+def test_loads_plan_parallel_slots_beside_the_context(tmp_path):
+    from app.core.models.memory import LoadOptions
+    from app.core.models.planner import plan_load
+    from app.core.runtime.preflight import check_model
+
+    path = write_tiny_llama_gguf(tmp_path / "slots.gguf", n_ctx=8192)
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    model = import_path(library, path).imported[0]
+    spec = check_model(path, "gguf")
+    one = plan_load(spec, machine(64 * GiB), n_ctx=8192, options=LoadOptions(n_ctx=8192))
+    two = plan_load(spec, machine(64 * GiB), n_ctx=8192, options=LoadOptions(n_ctx=8192, n_seq=2, kv_unified=False))
+    room_for_two = two.estimate.total + (two.estimate.total - one.estimate.total) // 2  # not for a third
+    try:
+        roomy = ModelResolver(library, lambda: machine(64 * GiB))
+        load = roomy.load_spec(model)
+        assert (load.slots, load.kv_unified, load.n_ctx) == (4, False, 8192)  # the default: 4, each its own cells
+        roomy.max_slots = 1  # Parallel requests 1: the single-stream path, planned anew
+        assert roomy.load_spec(model).slots == 1
+        assert load.prompt_cache_mib == 1024  # RAM to spare: the whole prompt cache budget
+        tight = ModelResolver(library, lambda: machine(room_for_two)).load_spec(model)
+        assert (tight.slots, tight.n_ctx) == (2, 8192)  # fewer slots, the same context
+        # The RAM cache of evicted conversations gets only what the two slots leave free.
+        assert tight.prompt_cache_mib == (room_for_two - two.estimate.total) // (1024 * 1024) < 1024
+    finally:
+        library.close()
+
+
+def test_an_mlx_load_plans_one_sequence(tmp_path, tiny_mlx_model):
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    model = import_path(library, tiny_mlx_model).imported[0]
+    try:
+        assert model.format == "mlx"
+        load = ModelResolver(library, lambda: machine(64 * GiB)).load_spec(model)
+        assert load.slots == 1  # only llama.cpp batches: no KV memory planned (or checked) for idle slots
+    finally:
+        library.close()
