@@ -239,6 +239,7 @@ def check(rows: list[Row], models: dict) -> int:
         "Llama-2-7B Q4_0 on devices not fitted": lambda r: r.model == "llama2-7b" and r.quant == "Q4_0",
         "datacenter NVIDIA (HBM)": lambda r: r.backend == "cuda" and is_hbm_gpu(r.device),
         "Apple": lambda r: r.backend == "metal",
+        "sources paying a per-source overhead": lambda r: over.get(source_group(r), 0.0) > 0,
     }
     for name, pick in groups.items():
         summarize(name, [(r, e) for r, e in held if pick(r)])
