@@ -4,9 +4,12 @@
     .venv/bin/python bench/speed_scoreboard.py --fit           # refit η, t0, η_c on the fit rows only
     .venv/bin/python bench/speed_scoreboard.py --measure-here  # host cost per vocab entry, attention slowdown
 
-Rows and their sources: bench/data/speed_rows.csv (split = fit / held / held-long); model shapes:
-bench/data/speed_models.json. The constants are fitted on Llama-2-7B Q4_0 rows only (llama.cpp discussions
-#4167 and #15013); everything else is held out. llama-bench's tg test never samples, so rows are predicted
+Rows and their sources: bench/data/speed_rows.csv (split = fit / fit-source / held / held-long); model
+shapes: bench/data/speed_models.json. The constants are fitted on Llama-2-7B Q4_0 rows only (llama.cpp
+discussions #4167 and #15013); everything else is held out. A source measured on another build and host
+(older llama.cpp, cloud servers) pays a per-token overhead the model's constants do not contain: it is fitted
+per source and device group on that source's own Llama-2-7B Q4_0 rows (split fit-source) and added to its
+other rows (docs/speed-model.md, "Per-source overhead"). llama-bench's tg test never samples, so rows are predicted
 with sampling off; tgN is read as the mean of positions 0..N, ppN as an N-token prompt from an empty cache.
 Targets (issue 15): held-out decode median ≤ 10 % and every row within 25 %, prefill median ≤ 30 %.
 """
@@ -131,29 +134,55 @@ def plan_for(spec: ModelSpec, machine: Machine, row: Row) -> Plan:
     return plan
 
 
-def predict(row: Row, models: dict) -> float | None:
+def predict(row: Row, models: dict, overheads: dict[tuple[str, str], float] | None = None) -> float | None:
+    """Predicted tok/s; a decode row also pays its source's fitted per-token overhead (0 when none)."""
     machine = machine_for(row)
     if machine is None:
         return None
     spec = model_spec(models, row.model, row.quant)
     plan = plan_for(spec, machine, row)
     if row.kind == "decode":
-        return 1 / speed.decode_seconds(spec, plan, row.n / 2, sampling=False)
+        extra = (overheads or {}).get(source_group(row), 0.0)
+        return 1 / (speed.decode_seconds(spec, plan, row.n / 2, sampling=False) + extra)
     return 1 / speed.prefill_seconds_per_token(spec, plan, row.n)
+
+
+def source_group(row: Row) -> tuple[str, str]:
+    """(source, device group) whose overhead a row shares: the source without its commit, and the CUDA
+    class (consumer or HBM datacenter cards) or the backend."""
+    repo = row.source.split("/blob/")[0]
+    if row.backend == "cuda":
+        return repo, "nvidia_datacenter" if is_hbm_gpu(row.device) else "nvidia_consumer"
+    return repo, row.backend
+
+
+def source_overheads(rows: list[Row], models: dict) -> dict[tuple[str, str], float]:
+    """Per (source, group): the median of 1/measured − 1/predicted over that source's Llama-2-7B Q4_0
+    decode rows (split fit-source), floored at 0: an overhead cannot speed a token up, and a negative median
+    only says the fitted η already covers those chips."""
+    gaps: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r.split == "fit-source" and r.kind == "decode":
+            p = predict(r, models)
+            if p is not None:
+                gaps.setdefault(source_group(r), []).append(1 / r.tok_s - 1 / p)
+    return {k: max(0.0, statistics.median(v)) for k, v in gaps.items()}
 
 
 def _err(pred: float, meas: float) -> float:
     return 100 * (pred - meas) / meas
 
 
-def report(rows: list[Row], models: dict, split: str, title: str) -> list[tuple[Row, float]]:
+def report(
+    rows: list[Row], models: dict, split: str, title: str, overheads: dict[tuple[str, str], float] | None = None
+) -> list[tuple[Row, float]]:
     print(f"\n## {title}\n")
     print("| device | class | model | quant | test | predicted | measured | error | note |")
     print("|---|---|---|---|---|---:|---:|---:|---|")
     out: list[tuple[Row, float]] = []
     skipped = []
     for r in (r for r in rows if r.split == split):
-        p = predict(r, models)
+        p = predict(r, models, overheads)
         machine = machine_for(r)
         if p is None or machine is None:
             skipped.append(r.device)
@@ -193,8 +222,16 @@ def check(rows: list[Row], models: dict) -> int:
     }
     print("constants: " + json.dumps(consts))
     report(rows, models, "fit", "Fitted rows (Llama-2-7B Q4_0)")
-    held = report(rows, models, "held", "Held-out rows")
-    report(rows, models, "held-long", "Held-out, long context (tg8192 / pp8192; not in the issue's targets)")
+    report(rows, models, "fit-source", "Per-source overhead fit rows (Llama-2-7B Q4_0 of other sources), no overhead")
+    over = source_overheads(rows, models)
+    print(
+        "\nper-source overhead per token (ms): "
+        + ", ".join(f"{k[0].split('/')[-2]} {k[1]} {v * 1e3:.2f}" for k, v in sorted(over.items()))
+    )
+    bare = [(r, _err(p, r.tok_s)) for r in rows if r.split == "held" and (p := predict(r, models)) is not None]
+    summarize("Held-out rows without the per-source overhead", bare)
+    held = report(rows, models, "held", "Held-out rows", over)
+    report(rows, models, "held-long", "Held-out, long context (tg8192 / pp8192; not in the issue's targets)", over)
     print("\n## Held-out subsets\n")
     groups = {
         "128k-vocabulary models (Llama 3.x)": lambda r: models[r.model]["n_vocab"] > 100_000,
@@ -202,6 +239,7 @@ def check(rows: list[Row], models: dict) -> int:
         "Llama-2-7B Q4_0 on devices not fitted": lambda r: r.model == "llama2-7b" and r.quant == "Q4_0",
         "datacenter NVIDIA (HBM)": lambda r: r.backend == "cuda" and is_hbm_gpu(r.device),
         "Apple": lambda r: r.backend == "metal",
+        "sources paying a per-source overhead": lambda r: over.get(source_group(r), 0.0) > 0,
     }
     for name, pick in groups.items():
         summarize(name, [(r, e) for r, e in held if pick(r)])

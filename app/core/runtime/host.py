@@ -54,6 +54,9 @@ logger = logging.getLogger(__name__)
 
 # Tiny runs measure noise, not speed: only longer generations go to the calibration store.
 MIN_CALIBRATION_TOKENS = 4
+# A prompt this short (or mostly reused from the cache) measures the fixed cost of one batch, not prefill
+# throughput: its prefill speed is not recorded, so it cannot drag the prefill correction down.
+MIN_CALIBRATION_PROMPT_TOKENS = 64
 # Resolves a job's model name to the load that provides it; raises ModelNotFound.
 Resolver = Callable[[str], LoadJob]
 
@@ -374,6 +377,10 @@ class EngineHost:
             return
         info = self._engine.info
         model = Path(info.path).name if info is not None else "?"
+        predicted_prefill = measured_prefill = 0.0
+        if stats.prompt_tokens_evaluated >= MIN_CALIBRATION_PROMPT_TOKENS and stats.prompt_tok_s > 0:
+            predicted_prefill = pre.prefill_tok_s_at(stats.prompt_tokens_evaluated)
+            measured_prefill = stats.prompt_tok_s if predicted_prefill > 0 else 0.0
         try:
             self.calibration.record(
                 SpeedRun(
@@ -381,13 +388,19 @@ class EngineHost:
                     model=model,
                     predicted_decode=pre.predicted_decode_tok_s,
                     measured_decode=stats.decode_tok_s,
-                    measured_prefill=stats.prompt_tok_s,
+                    predicted_prefill=predicted_prefill,
+                    measured_prefill=measured_prefill,
                 )
             )
         except OSError as exc:  # a read-only cache dir costs calibration, not the reply
             logger.warning("could not record the speed run: %s", exc)
         logger.debug(
-            "calibration: %s predicted %.1f tok/s, measured %.1f", model, pre.predicted_decode_tok_s, stats.decode_tok_s
+            "calibration: %s decode predicted %.1f tok/s, measured %.1f; prefill predicted %.1f, measured %.1f",
+            model,
+            pre.predicted_decode_tok_s,
+            stats.decode_tok_s,
+            predicted_prefill,
+            measured_prefill,
         )
 
     def __repr__(self) -> str:

@@ -36,12 +36,27 @@ class PreflightResult:
     plan: Plan | None = None
     predicted_decode_tok_s: float = 0.0  # uncalibrated, as the calibration store wants it
     backend: str = "cpu"
+    predicted_prefill_tok_s: float = 0.0  # uncalibrated, for a PREFILL_TOKENS prompt
+
+    def prefill_tok_s_at(self, n_prompt: int) -> float:
+        """Uncalibrated prefill tok/s for an `n_prompt`-token prompt: the attention term grows with the
+        prompt, so a run is compared with the prediction for its own length. 0.0 when nothing predicts."""
+        if self.spec is None or self.plan is None or n_prompt <= 0:
+            return self.predicted_prefill_tok_s
+        from app.core.models.speed import prefill_seconds_per_token
+
+        try:
+            return 1.0 / prefill_seconds_per_token(self.spec, self.plan, n_prompt)
+        except (ValueError, ZeroDivisionError) as exc:  # a spec too sparse to predict from
+            logger.debug("no prefill prediction: %s", exc)
+            return 0.0
 
 
 @dataclass(frozen=True)
 class PlannedLoad:
     plan: Plan
     predicted_decode_tok_s: float  # 0.0 when the spec is too sparse to predict from
+    predicted_prefill_tok_s: float = 0.0  # uncalibrated, for a PREFILL_TOKENS prompt
 
 
 class Preflight(Protocol):
@@ -143,11 +158,11 @@ def plan_model(
         max_slots=max_slots,
     )
     try:
-        predicted = predict_speed(model, plan).decode_tok_s
+        predicted = predict_speed(model, plan)
     except (ValueError, ZeroDivisionError) as exc:  # a spec too sparse to predict from
         logger.debug("no speed prediction for %s: %s", label or "the model", exc)
-        predicted = 0.0
-    return PlannedLoad(plan, predicted)
+        return PlannedLoad(plan, 0.0)
+    return PlannedLoad(plan, predicted.decode_tok_s, predicted.prefill_tok_s)
 
 
 PROMPT_CACHE_MIB = LoadSpec.model_fields["prompt_cache_mib"].default  # the most a load keeps in RAM
@@ -216,5 +231,9 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
         raise LoadRefused(f"{label} will not fit in free memory:\n{plan.explanation}")
     backend = "cpu" if plan.verdict == "cpu" else machine.backend
     return PreflightResult(
-        spec=model, plan=plan, predicted_decode_tok_s=planned.predicted_decode_tok_s, backend=backend
+        spec=model,
+        plan=plan,
+        predicted_decode_tok_s=planned.predicted_decode_tok_s,
+        backend=backend,
+        predicted_prefill_tok_s=planned.predicted_prefill_tok_s,
     )

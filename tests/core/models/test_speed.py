@@ -228,6 +228,34 @@ def test_calibration_ignores_runs_predicted_by_the_old_model(tmp_path):
     assert store.runs("cuda")[-1].model_version == MODEL_VERSION
 
 
+def test_a_measured_prefill_twice_the_prediction_moves_only_the_prefill_factor(tmp_path):
+    store = CalibrationStore(tmp_path / "calibration.json")
+    run = SpeedRun(backend="cuda", model="m", predicted_decode=50.0, measured_decode=50.0)
+    run.predicted_prefill, run.measured_prefill = 400.0, 800.0
+    store.record(run)
+    # A run recorded without a prefill prediction (a short prompt) says nothing about prefill.
+    store.record(SpeedRun(backend="cuda", model="m", predicted_decode=50.0, measured_decode=50.0, measured_prefill=90))
+    corr = store.correction("cuda")
+    assert corr.prefill == pytest.approx(2.0) and corr.decode == pytest.approx(1.0) and corr.runs == 2
+    prof = profile(gpus=[RTX_4090])
+    plain, corrected = speed(prof)[0], speed(prof, correction=corr)[0]
+    assert corrected.prefill_tok_s == pytest.approx(2.0 * plain.prefill_tok_s)
+    assert corrected.decode_tok_s == pytest.approx(plain.decode_tok_s)
+
+
+def test_the_preflight_predicts_prefill_at_the_prompt_length_it_ran():
+    from app.core.runtime.preflight import PreflightResult, plan_model
+
+    spec = llama3_8b_spec()
+    machine = machine_from_profile(profile(gpus=[RTX_4090]))
+    planned = plan_model(spec, machine, 8192)
+    pre = PreflightResult(spec=spec, plan=planned.plan, predicted_prefill_tok_s=planned.predicted_prefill_tok_s)
+    assert planned.predicted_prefill_tok_s == pytest.approx(predict_speed(spec, planned.plan).prefill_tok_s)
+    assert pre.prefill_tok_s_at(512) == pytest.approx(planned.predicted_prefill_tok_s)
+    assert pre.prefill_tok_s_at(8000) < pre.prefill_tok_s_at(512)  # attention grows with the prompt
+    assert PreflightResult(predicted_prefill_tok_s=300.0).prefill_tok_s_at(100) == 300.0  # no plan: as given
+
+
 def test_every_gpu_and_apple_chip_has_a_flops_figure():
     table = load_table()
     assert set(table["gpu_fp16_tflops"]) == set(table["gpus"])

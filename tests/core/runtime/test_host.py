@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 
@@ -10,6 +11,7 @@ import pytest
 from app.core.engines.base import GenerateRequest, SamplingParams
 from app.core.errors import HearthError
 from app.core.models.calibration import CalibrationStore
+from app.core.runtime.host import MIN_CALIBRATION_PROMPT_TOKENS
 from app.core.runtime.jobs import (
     ChunkEvent,
     EmbedJob,
@@ -272,6 +274,26 @@ def test_calibration_records_measured_vs_predicted(make_host, tmp_path):
     assert len(runs) == 1
     assert runs[0].model == "speedy.fake" and runs[0].predicted_decode == 123.0
     assert runs[0].measured_decode > 0
+
+
+def test_calibration_records_predicted_prefill_beside_decode(make_host, tmp_path):
+    store = CalibrationStore(tmp_path / "calibration.json")
+
+    def preflight(spec, fmt, plan_check):
+        return PreflightResult(predicted_decode_tok_s=123.0, backend="cpu", predicted_prefill_tok_s=400.0)
+
+    host = make_host(preflight=preflight, calibration=store, tok_s=0)
+    host.load_sync(fake_spec("speedy.fake"), "fake")
+    long_prompt = " ".join(f"w{i}" for i in range(MIN_CALIBRATION_PROMPT_TOKENS + 10))
+    _, result = host.generate_sync(req(long_prompt, max_tokens=20))
+    host.generate_sync(req("a short prompt", max_tokens=20))  # decode counts, a few prompt tokens do not
+    first, second = store.runs("cpu")
+    assert first.predicted_prefill == 400.0 and first.measured_prefill == pytest.approx(result.stats.prompt_tok_s)
+    assert first.measured_prefill > 0 and first.predicted_decode == 123.0
+    assert second.predicted_prefill == 0.0 and second.measured_prefill == 0.0 and second.measured_decode > 0
+    corr = store.correction("cpu")
+    assert corr.prefill == pytest.approx(first.measured_prefill / 400.0)
+    assert corr.decode == pytest.approx(statistics.median(r.measured_decode / 123.0 for r in (first, second)))
 
 
 def test_prefix_reuse_is_reported(make_host):
