@@ -166,9 +166,9 @@ class MlxSequences:
         for seq in list(self._running.values()):
             if seq.cancel.is_set():
                 self._end(seq, "cancelled")
-        self._collect()
+        ended = self._collect()  # the cancelled ones' last chunks
         if not self._running:
-            return []
+            return ended
         if len(self._running) > 1:
             for seq in self._running.values():
                 seq.shared = True
@@ -180,7 +180,7 @@ class MlxSequences:
             for seq in list(self._running.values()):
                 self._end(seq, "error", f"MLX generation failed: {type(exc).__name__}: {exc}", gone=True)
             self._reset()
-            return self._collect()
+            return ended + self._collect()
         took = time.perf_counter() - began
         for seq in self._running.values():
             if not seq.first_token_at:
@@ -193,13 +193,14 @@ class MlxSequences:
             found = self._running.get(r.uid)
             if found is not None and not found.done:
                 self._token(found, r)
-        return self._collect()
+        return ended + self._collect()
 
     def abort(self, key: object) -> None:
         """End a sequence now, its chunks unread (a direct caller that stopped reading)."""
         if isinstance(key, Sequence) and not key.done:
             self._end(key, "cancelled")
-            self._collect()
+            key.out.clear()
+            self._running.pop(key.uid, None)
 
     def close(self) -> None:
         self._running.clear()
@@ -231,14 +232,16 @@ class MlxSequences:
         one. A cache set aside on the way goes to the RAM cache."""
         cache = self._caches.pop(slot.seq_id, None)
         held = list(slot.tokens) if cache is not None else []
-        if cache is not None and shared < MIN_REUSE * len(held):  # another conversation's: set aside
-            self._stash(cache, held)
-            cache, held, shared = None, [], 0
-        found = self.cache.take(ids, shared)
+        found = self.cache.take(ids, shared)  # a conversation that comes back, or a longer prefix
         if found is not None:
             self._stash(cache, held)
             entry, shared = found
             cache, held = entry.data, entry.tokens
+        elif cache is not None and shared < MIN_REUSE * len(held):
+            # Another conversation's: it goes to the RAM cache whole, this request starts from a copy of
+            # the prefix they share when that saves enough to be worth the copy.
+            self._stash(cache, held)
+            cache = copy.deepcopy(cache) if shared >= MIN_COPY_GAIN else None
         donor = max(
             (s for s in self.slots if s is not slot and not s.busy and s.seq_id in self._caches),
             key=lambda s: common_prefix(s.tokens, ids),
