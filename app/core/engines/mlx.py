@@ -142,9 +142,10 @@ class MlxEngine:
             extra={"model_type": config.get("model_type"), "quantization": config.get("quantization")},
         )
         if spec.slots > 1:
-            from app.core.engines.mlx_batch import open_batch
+            from app.core.engines.mlx_batch import Loaded, open_batch
 
-            self._sequences = open_batch(self, spec.slots, spec.prompt_cache_mib * 1024 * 1024)
+            loaded = Loaded(model, tokenizer, n_ctx, self.prefill_step, self.check, self.token_bytes)
+            self._sequences = open_batch(loaded, spec.slots, spec.prompt_cache_mib * 1024 * 1024)
         self.info.extra["slots"] = spec.slots if self._sequences is not None else 1
         logger.info("MLX model %s loaded (ctx %d)", folder.name, n_ctx)
         return self.info

@@ -29,9 +29,9 @@ import copy
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats, SamplingParams
 from app.core.engines.llamacpp_options import peak_memory_bytes
@@ -40,15 +40,24 @@ from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, 
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native
 
-if TYPE_CHECKING:
-    from app.core.engines.mlx import MlxEngine
-
 logger = logging.getLogger(__name__)
 
 
 def runs_alone(request: GenerateRequest) -> bool:
     """Whether a request must run with no other sequence beside it (see the module docstring)."""
     return request.sampling.seed is not None
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the batched path needs of the loaded MLX engine."""
+
+    model: Any
+    tokenizer: Any  # mlx-lm's TokenizerWrapper
+    n_ctx: int
+    prefill_step: int
+    check: Callable[[GenerateRequest], list[int]]  # a request's prompt tokens, or it raises
+    token_bytes: Callable[[], Callable[[int], bytes]]  # for logprobs
 
 
 @dataclass(eq=False)
@@ -76,21 +85,16 @@ class Sequence:
 class MlxSequences:
     """The SequenceRunner the MLX engine gives the host. Owned by the host thread, like the engine."""
 
-    def __init__(self, engine: MlxEngine, n_slots: int, cache_bytes: int) -> None:
+    def __init__(self, loaded: Loaded, n_slots: int, cache_bytes: int) -> None:
         gen_mod = import_native("mlx_lm.generate")
-        self._engine = engine
+        self._loaded = loaded
         self._cache_mod = import_native("mlx_lm.models.cache")
-        self._gen = gen_mod.BatchGenerator(
-            engine._model,
-            completion_batch_size=n_slots,
-            prefill_batch_size=n_slots,
-            prefill_step_size=engine.prefill_step,
-        )
-        eos = sorted(set(getattr(engine._tok, "eos_token_ids", None) or []))
+        self.slots = [Slot(seq_id=i) for i in range(n_slots)]
+        self._gen = self._new_generator()
+        eos = sorted(set(getattr(loaded.tokenizer, "eos_token_ids", None) or []))
         self._eos = frozenset(eos)
         # BatchGenerator drops a sequence at its end-of-generation token itself (one step sooner).
         self._stop_tokens = gen_mod.StopSequences([[t] for t in eos] or None)
-        self.slots = [Slot(seq_id=i) for i in range(n_slots)]
         self._caches: dict[int, list[Any]] = {}  # a free slot's KV cache, holding exactly slot.tokens
         self._running: dict[int, Sequence] = {}  # by BatchGenerator uid
         self.cache = PromptCache(cache_bytes)
@@ -114,9 +118,7 @@ class MlxSequences:
     def admit(self, request: GenerateRequest, cancel: Any) -> Sequence:
         """Check and start a request in a free slot; raises EngineError before anything runs."""
         start = time.perf_counter()
-        engine = self._engine
-        info = engine._require()
-        ids = engine.check(request)
+        ids = self._loaded.check(request)
         if not self.can_admit(request):
             raise EngineError("every slot is busy" if self.free_slots() == 0 else "this request must run alone")
         picked = pick_slot(self.slots, ids)
@@ -129,7 +131,7 @@ class MlxSequences:
             import_native("mlx.core").random.seed(s.seed)
         raw: deque[Any] | None = deque() if s.logprobs is not None else None
         sampler, processors = build_sampling(s, raw)
-        limit = info.n_ctx - len(ids)
+        limit = self._loaded.n_ctx - len(ids)
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
         (uid,) = self._gen.insert(
@@ -143,7 +145,7 @@ class MlxSequences:
         )
         slot.busy = True
         slot.tokens = list(ids[:shared])
-        detok = engine._tok.detokenizer
+        detok = self._loaded.tokenizer.detokenizer
         detok.reset()
         seq = Sequence(
             uid=uid,
@@ -254,11 +256,11 @@ class MlxSequences:
             logger.debug("slot %d: %d prompt tokens copied from slot %d", slot.seq_id, shared, donor.seq_id)
         shared = min(shared, len(ids) - 1)  # the last prompt token is fed again for the first logits
         if cache is None or shared <= 0 or not self._cache_mod.can_trim_prompt_cache(cache):
-            return self._cache_mod.make_prompt_cache(self._engine._model), 0
+            return self._cache_mod.make_prompt_cache(self._loaded.model), 0
         if len(held) > shared:
             self._cache_mod.trim_prompt_cache(cache, len(held) - shared)
         if _offset(cache) not in (None, shared):  # a cache that would not trim as asked: start afresh
-            return self._cache_mod.make_prompt_cache(self._engine._model), 0
+            return self._cache_mod.make_prompt_cache(self._loaded.model), 0
         return cache, shared
 
     def _stash(self, cache: list[Any] | None, tokens: list[int]) -> None:
@@ -274,15 +276,18 @@ class MlxSequences:
         else:
             slot.tokens = []
 
-    def _reset(self) -> None:
-        gen_mod = import_native("mlx_lm.generate")
-        self._gen.close()
-        self._gen = gen_mod.BatchGenerator(
-            self._engine._model,
-            completion_batch_size=len(self.slots),
-            prefill_batch_size=len(self.slots),
-            prefill_step_size=self._engine.prefill_step,
+    def _new_generator(self) -> Any:
+        n = len(self.slots)
+        return import_native("mlx_lm.generate").BatchGenerator(
+            self._loaded.model,
+            completion_batch_size=n,
+            prefill_batch_size=n,  # every prompt that joins is read beside the others, chunk by chunk
+            prefill_step_size=self._loaded.prefill_step,
         )
+
+    def _reset(self) -> None:
+        self._gen.close()
+        self._gen = self._new_generator()
         self._caches.clear()
         for slot in self.slots:
             slot.tokens = []
@@ -312,7 +317,7 @@ class MlxSequences:
         if seq.sampling.logprobs is None or logits is None:
             seq.out.append(Chunk(text=text, token=token))
         else:
-            lp = logprobs_of(logits, token, seq.sampling.logprobs, self._engine.token_bytes())
+            lp = logprobs_of(logits, token, seq.sampling.logprobs, self._loaded.token_bytes())
             seq.out.append(Chunk(text=text, token=token, logprobs=lp))
         if seq.stops.hit is not None:
             self._end(seq, "stop", gone=gone)
@@ -368,11 +373,11 @@ def _nbytes(cache: list[Any]) -> int:
         return 0
 
 
-def open_batch(engine: MlxEngine, slots: int, cache_bytes: int) -> MlxSequences | None:
-    """The batched path for a loaded engine, or None when mlx-lm cannot batch this model's KV cache."""
+def open_batch(loaded: Loaded, slots: int, cache_bytes: int) -> MlxSequences | None:
+    """The batched path for a loaded model, or None when mlx-lm cannot batch this model's KV cache."""
     cache_mod = import_native("mlx_lm.models.cache")
-    if not all(hasattr(c, "merge") for c in cache_mod.make_prompt_cache(engine._model)):
+    if not all(hasattr(c, "merge") for c in cache_mod.make_prompt_cache(loaded.model)):
         logger.warning("mlx-lm cannot batch this model's KV cache; it runs one request at a time")
         return None
     logger.info("MLX: %d sequences decode together", slots)
-    return MlxSequences(engine, slots, cache_bytes)
+    return MlxSequences(loaded, slots, cache_bytes)
