@@ -3,6 +3,8 @@
 MLX streams are thread-bound: load and generate must run on the same thread, never a pool.
 Prompts are rendered by Hearth's sandboxed templates; message content is tokenized with
 special-token parsing off (T4). The KV cache is kept across turns and trimmed to the common prefix.
+Loaded with slots > 1 it generates through `sequences` (app.core.engines.mlx_batch, continuous batching
+over mlx-lm's BatchGenerator), which the host drives; `generate` then runs one request through it.
 """
 
 from __future__ import annotations

@@ -247,3 +247,23 @@ def test_a_prefix_another_free_slot_holds_is_copied_and_that_slot_keeps_its_own(
         assert tokens == alone(single, follow)[0]
     finally:
         engine.unload()
+
+
+def test_a_failed_step_ends_every_sequence_with_an_error_and_the_next_request_runs(single, model, monkeypatch):
+    engine = _load(model, slots=2)
+    try:
+        seqs = engine.sequences
+        keys = [seqs.admit(greedy(p, max_tokens=8), threading.Event()) for p in PROMPTS[:2]]
+        seqs.step()
+
+        def broken():
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(seqs._gen, "next", broken)
+        finals = {k: c for k, c in seqs.step() if c.finish_reason}
+        assert set(finals) == set(keys) and all(c.finish_reason == "error" and "boom" in c.error for c in finals.values())
+        assert seqs.active() == 0 and seqs.free_slots() == 2 and not any(s.tokens for s in seqs.slots)
+        again = greedy(PROMPTS[0], max_tokens=8)
+        assert alone(engine, again)[0] == alone(single, again)[0]  # a fresh BatchGenerator took over
+    finally:
+        engine.unload()
