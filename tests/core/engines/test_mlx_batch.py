@@ -261,7 +261,8 @@ def test_a_failed_step_ends_every_sequence_with_an_error_and_the_next_request_ru
 
         monkeypatch.setattr(seqs._gen, "next", broken)
         finals = {k: c for k, c in seqs.step() if c.finish_reason}
-        assert set(finals) == set(keys) and all(c.finish_reason == "error" and "boom" in c.error for c in finals.values())
+        assert set(finals) == set(keys)
+        assert all(c.finish_reason == "error" and "boom" in c.error for c in finals.values())
         assert seqs.active() == 0 and seqs.free_slots() == 2 and not any(s.tokens for s in seqs.slots)
         again = greedy(PROMPTS[0], max_tokens=8)
         assert alone(engine, again)[0] == alone(single, again)[0]  # a fresh BatchGenerator took over
