@@ -268,3 +268,17 @@ def test_a_failed_step_ends_every_sequence_with_an_error_and_the_next_request_ru
         assert alone(engine, again)[0] == alone(single, again)[0]  # a fresh BatchGenerator took over
     finally:
         engine.unload()
+
+
+def test_float16_weights_batched_give_each_one_alone_too(tmp_path_factory):
+    pytest.importorskip("mlx_lm", reason="mlx-lm runs the MLX engine")
+    from tests.fixtures.tiny_mlx import write_tiny_mlx_model
+
+    path = write_tiny_mlx_model(tmp_path_factory.mktemp("f16") / "tiny-f16", dtype="float16", std=0.2)
+    one, many = _load(path), _load(path, slots=4)
+    try:
+        requests = [greedy(p, max_tokens=32) for p in PROMPTS]
+        assert [t for t, _ in run_together(many, requests)] == [alone(one, r)[0] for r in requests]
+    finally:
+        one.unload()
+        many.unload()
