@@ -282,3 +282,40 @@ def test_float16_weights_batched_give_each_one_alone_too(tmp_path_factory):
     finally:
         one.unload()
         many.unload()
+
+
+@pytest.mark.parametrize("missing", ["merge", "batch_generator"])
+def test_without_a_batchable_cache_or_batch_generator_the_engine_runs_one_request_at_a_time(
+    single, model, monkeypatch, missing
+):
+    import importlib
+
+    gen_mod = importlib.import_module("mlx_lm.generate")  # `mlx_lm.generate` the attribute is a function
+    cache_mod = importlib.import_module("mlx_lm.models.cache")
+
+    if missing == "merge":
+
+        class Unmergeable:  # a cache type mlx-lm cannot batch
+            pass
+
+        real = cache_mod.make_prompt_cache
+        monkeypatch.setattr(cache_mod, "make_prompt_cache", lambda m, *a, **k: [Unmergeable()] * len(real(m)))
+        from app.core.engines.mlx import MlxEngine
+
+        engine = MlxEngine()
+        engine.load(LoadSpec(path=model, n_ctx=512, slots=4))
+        monkeypatch.setattr(cache_mod, "make_prompt_cache", real)
+    else:
+
+        class OldBatchGenerator:
+            def insert(self, prompts, max_tokens=None):  # before per-sequence samplers and caches
+                raise AssertionError("not used")
+
+        monkeypatch.setattr(gen_mod, "BatchGenerator", OldBatchGenerator)
+        engine = _load(model, slots=4)
+    try:
+        assert engine.sequences is None and engine.info.extra["slots"] == 1
+        request = greedy(PROMPTS[1], max_tokens=8)
+        assert alone(engine, request)[0] == alone(single, request)[0]
+    finally:
+        engine.unload()
