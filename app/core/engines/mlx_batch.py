@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats, SamplingParams
-from app.core.engines.llamacpp_options import peak_memory_bytes
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
 from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, pick_slot
 from app.core.engines.stops import StopScanner
@@ -345,7 +344,7 @@ class MlxSequences:
         if n > 1 and seq.last_token_at > seq.first_token_at:
             stats.decode_tok_s = (n - 1) / (seq.last_token_at - seq.first_token_at)
         mx = import_native("mlx.core")
-        stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", peak_memory_bytes)())
+        stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
         tail = ""
         if reason != "cancelled" or n:
             seq.detok.finalize()
