@@ -100,6 +100,7 @@ class MlxSequences:
         self._stop_tokens = gen_mod.StopSequences([[t] for t in eos] or None)
         self._caches: dict[int, list[Any]] = {}  # a free slot's KV cache, holding exactly slot.tokens
         self._running: dict[int, Sequence] = {}  # by BatchGenerator uid
+        self._samplers: dict[tuple[float, float, int, float], Any] = {}
         self.cache = PromptCache(cache_bytes)
 
     # -- the host's interface ---------------------------------------------------------------------
@@ -134,6 +135,9 @@ class MlxSequences:
             import_native("mlx.core").random.seed(s.seed)
         raw: deque[Any] | None = deque() if s.logprobs is not None else None
         sampler, processors = build_sampling(s, raw)
+        # mlx-lm's samplers are stateless: sequences with the same settings share one, which
+        # BatchGenerator then calls once for the whole batch instead of once a sequence.
+        sampler = self._samplers.setdefault((s.temperature, s.top_p, s.top_k, s.min_p), sampler)
         limit = self._loaded.n_ctx - len(ids)
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
