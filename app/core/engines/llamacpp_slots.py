@@ -33,6 +33,9 @@ class Sequences:
     def active(self) -> int:
         return self.runner.active()
 
+    def can_admit(self, request: GenerateRequest) -> bool:
+        return self.runner.free_slots() > 0  # every llama.cpp feature runs batched
+
     def shared(self, key: object) -> bool:
         return self.runner.shared(key)
 

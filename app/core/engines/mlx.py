@@ -3,6 +3,8 @@
 MLX streams are thread-bound: load and generate must run on the same thread, never a pool.
 Prompts are rendered by Hearth's sandboxed templates; message content is tokenized with
 special-token parsing off (T4). The KV cache is kept across turns and trimmed to the common prefix.
+Loaded with slots > 1 it generates through `sequences` (app.core.engines.mlx_batch, continuous batching
+over mlx-lm's BatchGenerator), which the host drives; `generate` then runs one request through it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.engines.base import (
     Capabilities,
@@ -27,14 +29,17 @@ from app.core.engines.base import (
     GenerateRequest,
     GenerationStats,
     LoadSpec,
-    Logprobs,
     ModelInfo,
     Unsupported,
     check_logit_bias,
 )
+from app.core.engines.mlx_sampling import build_sampling, logprobs_of, token_bytes_fn
 from app.core.engines.stops import StopScanner
 from app.core.errors import HearthError
 from app.core.native import import_native
+
+if TYPE_CHECKING:
+    from app.core.engines.mlx_batch import MlxSequences
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +98,7 @@ class MlxEngine:
         self._cache: list[Any] | None = None
         self._cache_tokens: list[int] = []  # what the KV cache holds, in order
         self._token_bytes: dict[int, bytes] = {}  # for logprobs: each token's bytes, filled as they are shown
+        self._sequences: MlxSequences | None = None  # slots > 1: the batched path
 
     # -- lifecycle -------------------------------------------------------------------------------
     def load(self, spec: LoadSpec) -> ModelInfo:
@@ -137,11 +143,25 @@ class MlxEngine:
             template_notice=notice,
             extra={"model_type": config.get("model_type"), "quantization": config.get("quantization")},
         )
+        if spec.slots > 1:
+            from app.core.engines.mlx_batch import Loaded, open_batch
+
+            loaded = Loaded(model, tokenizer, n_ctx, self.prefill_step, self.check, self.token_bytes)
+            self._sequences = open_batch(loaded, spec.slots, spec.prompt_cache_mib * 1024 * 1024)
+        self.info.extra["slots"] = spec.slots if self._sequences is not None else 1
         logger.info("MLX model %s loaded (ctx %d)", folder.name, n_ctx)
         return self.info
 
+    @property
+    def sequences(self) -> MlxSequences | None:
+        """The batched path (a SequenceRunner) when loaded with slots > 1, else None."""
+        return self._sequences
+
     def unload(self) -> None:
         was_loaded = self._model is not None
+        sequences, self._sequences = self._sequences, None
+        if sequences is not None:
+            sequences.close()
         self._model = self._tok = self._hf = None
         self._cache, self._cache_tokens = None, []
         self._token_bytes = {}
@@ -219,6 +239,13 @@ class MlxEngine:
     def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
         """Stream chunks. Request problems (no model, an empty or too long prompt, a grammar) raise
         here, before anything runs; the returned iterator does the work."""
+        if self._sequences is not None:
+            return self._sequences.run_one(request, cancel)
+        info = self._require()
+        return self._stream(request, cancel, info, self.check(request))
+
+    def check(self, request: GenerateRequest) -> list[int]:
+        """A request's prompt tokens, once it is known to be one this engine can run (else it raises)."""
         info = self._require()
         ids, _notice = self._prompt_ids(request)
         if len(ids) >= info.n_ctx:
@@ -226,7 +253,7 @@ class MlxEngine:
         if request.json_schema is not None or request.grammar is not None:
             raise Unsupported("the MLX engine does not support grammars or JSON-schema output")
         check_logit_bias(request.sampling.logit_bias, self._vocab_size())
-        return self._stream(request, cancel, info, ids)
+        return ids
 
     def _vocab_size(self) -> int:
         """The logits' width: config.json's vocab_size (it may pad past the tokenizer), else the tokenizer's."""
@@ -237,27 +264,13 @@ class MlxEngine:
     ) -> Iterator[Chunk]:
         mx = import_native("mlx.core")
         gen_mod = import_native("mlx_lm.generate")
-        sample_utils = import_native("mlx_lm.sample_utils")
         s = request.sampling
         if s.seed is not None:
             mx.random.seed(s.seed)
-        sampler = sample_utils.make_sampler(
-            temp=s.temperature,
-            top_p=s.top_p if s.top_p < 1.0 else 0.0,
-            min_p=s.min_p,
-            top_k=s.top_k,
-        )
-        processors = sample_utils.make_logits_processors(
-            logit_bias=s.logit_bias or None,
-            repetition_penalty=s.repeat_penalty if s.repeat_penalty != 1.0 else None,
-            presence_penalty=s.presence_penalty or None,
-            frequency_penalty=s.frequency_penalty or None,
-        )
         raw: deque[Any] = deque()  # each step's raw logits, oldest first (for logprobs)
-        if s.logprobs is not None:
-            # generate_step's own logprobs come after the processors (bias, penalties); the model's own
-            # distribution is what OpenAI reports, so the first processor keeps the logits it is handed.
-            processors = [_keep_logits(raw), *processors]
+        # generate_step's own logprobs come after the processors (bias, penalties); the model's own
+        # distribution is what OpenAI reports, so a first processor keeps the logits it is handed.
+        sampler, processors = build_sampling(s, raw if s.logprobs is not None else None)
         limit = info.n_ctx - len(ids)
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
@@ -289,7 +302,7 @@ class MlxEngine:
         fed: list[int] = []  # every token generate_step yielded (it feeds each one before yielding)
         finish: FinishReason = "length"
         t_first = t0
-        token_bytes = self._token_bytes_fn() if s.logprobs is not None else None
+        token_bytes = self.token_bytes() if s.logprobs is not None else None
         try:
             for token, _logprobs in steps:
                 token = int(token)
@@ -308,7 +321,7 @@ class MlxEngine:
                 if token_bytes is None:
                     yield Chunk(text=text, token=token)
                 else:
-                    logprobs = self._logprobs(mx, logits, token, s.logprobs, token_bytes)
+                    logprobs = logprobs_of(logits, token, s.logprobs, token_bytes)
                     yield Chunk(text=text, token=token, logprobs=logprobs)
                 if stops.hit is not None:
                     finish = "stop"
@@ -343,54 +356,6 @@ class MlxEngine:
         stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
         yield Chunk(text=tail, finish_reason=finish, stats=stats, stop_sequence=stops.hit)
 
-    # -- logprobs --------------------------------------------------------------------------------
-    @staticmethod
-    def _logprobs(mx: Any, logits: Any, token: int, n_top: int | None, token_bytes: Callable[[int], bytes]) -> Logprobs:
-        from app.core.engines.logprobs import from_logits
-
-        np = import_native("numpy")
-        vector = np.array(logits.astype(mx.float32)).reshape(-1)
-        return from_logits(vector, token, token_bytes(token), n_top or 0, token_bytes)
-
-    def _token_bytes_fn(self) -> Callable[[int], bytes]:
-        """A token's bytes, from the tables mlx-lm's streaming detokenizer decodes with: SentencePiece
-        pieces (▁ for a space, <0xNN> bytes) or byte-level BPE symbols; any other tokenizer decodes the
-        token alone (exact except for a character split across tokens)."""
-        table = getattr(self._tok.detokenizer, "tokenmap", None)
-        byte_decoder = None
-        if table is not None and table and isinstance(table[0], str):
-            utils = import_native("mlx_lm.tokenizer_utils")
-            make = getattr(utils, "_byte_decoder", None)
-            byte_decoder = make() if make is not None else None
-            if byte_decoder is None:
-                table = None
-        cache = self._token_bytes
-
-        def token_bytes(token: int) -> bytes:
-            found = cache.get(token)
-            if found is not None:
-                return found
-            if table is not None and 0 <= token < len(table):
-                entry = table[token]
-                if isinstance(entry, bytes):
-                    found = entry.replace("\u2581".encode(), b" ")
-                else:
-                    assert byte_decoder is not None
-                    # Added tokens (<|im_end|>) are not byte symbols: their characters stand for themselves.
-                    found = b"".join(bytes([byte_decoder[c]]) if c in byte_decoder else c.encode() for c in entry)
-            else:
-                found = self._hf.decode([token]).encode()
-            cache[token] = found
-            return found
-
-        return token_bytes
-
-
-def _keep_logits(raw: deque[Any]) -> Callable[[Any, Any], Any]:
-    """A logits processor that changes nothing and keeps each step's logits in `raw`."""
-
-    def keep(_tokens: Any, logits: Any) -> Any:
-        raw.append(logits)
-        return logits
-
-    return keep
+    def token_bytes(self) -> Callable[[int], bytes]:
+        """A token's bytes (for logprobs), from the detokenizer's own tables."""
+        return token_bytes_fn(self._tok, self._hf, self._token_bytes)

@@ -1,7 +1,8 @@
 """The host's loop for a batched engine: generation jobs as sequences that share each decode step.
 
 Runs on the host thread while at least one sequence is live. Between steps it takes the next queued job
-when it can run now: a generation for the loaded model while a slot is free, or a token count or an
+when it can run now: a generation for the loaded model that the runner can admit (a slot is free, and it
+is not a job the engine runs alone while others run), or a token count or an
 embedding (quick, and on the same model). Anything else (a load, another model's job) waits at the head
 of the queue, and nothing jumps it, until the running sequences have finished: FIFO with no starvation.
 """
@@ -112,7 +113,7 @@ class BatchLoop:
     def _can_join(self, handle: JobHandle) -> bool:
         job = handle.job
         if isinstance(job, GenerateJob):
-            return self.runner.free_slots() > 0 and self._same_model(job.model)
+            return self.runner.can_admit(job.request) and self._same_model(job.model)
         if isinstance(job, CountJob | EmbedJob):
             return self._same_model(job.model)
         return False

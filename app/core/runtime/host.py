@@ -332,7 +332,7 @@ class EngineHost:
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
         engine = self._engine_for(job.model, handle)
-        runner = getattr(engine, "sequences", None)  # a batched engine (llama.cpp with slots > 1)
+        runner = getattr(engine, "sequences", None)  # a batched engine (llama.cpp or MLX, slots > 1)
         if runner is not None:
             BatchLoop(self, engine, runner).run(handle, job)
             return

@@ -1,0 +1,403 @@
+"""Continuous batching for the MLX engine over mlx-lm's BatchGenerator, on the host thread.
+
+`slots` sequences decode together: each `step` is one BatchGenerator step, which decodes one token for
+every sequence past its prompt and then reads one prefill chunk (the engine's prefill step) of the
+prompts that joined, so a new request joins at the next step and a long prompt never stalls the
+others by more than a chunk. Each sequence has its own sampler (temperature, top-p/k, min-p) and logits
+processors (logit bias, repetition/presence/frequency penalties, and a keeper of the raw logits when it
+asks for logprobs), its own detokenizer, stop-string scanner, token limit and stats.
+
+Runs alone: a request with a `seed`. mlx samples from one global random state, so a seeded stream is
+only reproducible when nothing else draws from it; such a request waits until the running ones end,
+and nothing joins it (`can_admit`). Grammars and JSON-schema output are refused as on the single
+path (MLX has no constrained decoding). A model whose KV cache cannot be batched (a cache type without
+`merge` in mlx-lm), or an mlx-lm older than the per-sequence BatchGenerator (samplers, logits processors,
+stop sequences and caches per sequence; 0.32 has them), gets no batched path at all (`open_batch`
+returns None; the engine runs one request at a time).
+
+Prompt cache: a finished sequence's KV cache stays with its slot (BatchGenerator hands it back per
+sequence), so the next request sharing its prefix reads only the rest: its trimmed cache is passed to
+BatchGenerator.insert. A free slot's cache is copied for a request that shares a longer prefix with it
+than its own slot, and caches evicted from slots are kept in a byte-budgeted RAM cache (slots.PromptCache).
+
+At temperature 0 a batched sequence gives the tokens it gives alone on the single path (logprobs too):
+padded positions are masked out and each row of a matrix product is computed as it is alone (the tests
+check it on float32 and float16 weights on mlx's CPU backend; other backends are not checked here). On
+that CPU backend a product over 4 rows costs about 4 times one row's, so batching gains little there.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats, SamplingParams
+from app.core.engines.mlx_sampling import build_sampling, logprobs_of
+from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, pick_slot
+from app.core.engines.stops import StopScanner
+from app.core.native import import_native
+
+logger = logging.getLogger(__name__)
+
+
+def runs_alone(request: GenerateRequest) -> bool:
+    """Whether a request must run with no other sequence beside it (see the module docstring)."""
+    return request.sampling.seed is not None
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the batched path needs of the loaded MLX engine."""
+
+    model: Any
+    tokenizer: Any  # mlx-lm's TokenizerWrapper
+    n_ctx: int
+    prefill_step: int
+    check: Callable[[GenerateRequest], list[int]]  # a request's prompt tokens, or it raises
+    token_bytes: Callable[[], Callable[[int], bytes]]  # for logprobs
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One generation in a slot; the host keys its chunks by this object."""
+
+    uid: int
+    slot: Slot
+    sampling: SamplingParams
+    cancel: Any
+    start: float
+    stats: GenerationStats
+    detok: Any
+    stops: StopScanner
+    alone: bool
+    raw: deque[Any] | None  # each step's raw logits, oldest first, when it asks for logprobs
+    first_token_at: float = 0.0
+    last_token_at: float = 0.0
+    prefill_s: float = 0.0
+    shared: bool = False
+    done: bool = False
+    out: list[Chunk] = field(default_factory=list)
+
+
+class MlxSequences:
+    """The SequenceRunner the MLX engine gives the host. Owned by the host thread, like the engine."""
+
+    def __init__(self, loaded: Loaded, n_slots: int, cache_bytes: int) -> None:
+        gen_mod = import_native("mlx_lm.generate")
+        self._loaded = loaded
+        self._cache_mod = import_native("mlx_lm.models.cache")
+        self.slots = [Slot(seq_id=i) for i in range(n_slots)]
+        self._gen = self._new_generator()
+        eos = sorted(set(getattr(loaded.tokenizer, "eos_token_ids", None) or []))
+        self._eos = frozenset(eos)
+        # BatchGenerator drops a sequence at its end-of-generation token itself (one step sooner).
+        self._stop_tokens = gen_mod.StopSequences([[t] for t in eos] or None)
+        self._caches: dict[int, list[Any]] = {}  # a free slot's KV cache, holding exactly slot.tokens
+        self._running: dict[int, Sequence] = {}  # by BatchGenerator uid
+        self._samplers: dict[tuple[float, float, int, float], Any] = {}
+        self.cache = PromptCache(cache_bytes)
+
+    # -- the host's interface ---------------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        if any(s.alone for s in self._running.values()):
+            return 0
+        return sum(1 for s in self.slots if not s.busy)
+
+    def active(self) -> int:
+        return len(self._running)
+
+    def can_admit(self, request: GenerateRequest) -> bool:
+        return self.free_slots() > 0 and not (self._running and runs_alone(request))
+
+    def shared(self, key: object) -> bool:
+        return bool(getattr(key, "shared", False))
+
+    def admit(self, request: GenerateRequest, cancel: Any) -> Sequence:
+        """Check and start a request in a free slot; raises EngineError before anything runs."""
+        start = time.perf_counter()
+        ids = self._loaded.check(request)
+        if not self.can_admit(request):
+            raise EngineError("every slot is busy" if self.free_slots() == 0 else "this request must run alone")
+        picked = pick_slot(self.slots, ids)
+        assert picked is not None  # free_slots() > 0
+        slot, shared = picked
+        cache, shared = self._cache_for(slot, ids, shared)
+        s = request.sampling
+        alone = runs_alone(request)
+        if alone:
+            import_native("mlx.core").random.seed(s.seed)
+        raw: deque[Any] | None = deque() if s.logprobs is not None else None
+        sampler, processors = build_sampling(s, raw)
+        # mlx-lm's samplers are stateless: sequences with the same settings share one, which
+        # BatchGenerator then calls once for the whole batch instead of once a sequence.
+        sampler = self._samplers.setdefault((s.temperature, s.top_p, s.top_k, s.min_p), sampler)
+        limit = self._loaded.n_ctx - len(ids)
+        if s.max_tokens is not None:
+            limit = min(limit, s.max_tokens)
+        (uid,) = self._gen.insert(
+            [ids[shared:]],
+            max_tokens=[limit],
+            caches=[cache],
+            all_tokens=[list(ids[:shared])],
+            samplers=[sampler],
+            logits_processors=[processors],
+            stop_sequences=[self._stop_tokens],
+        )
+        slot.busy = True
+        slot.tokens = list(ids[:shared])
+        detok = copy.copy(self._loaded.tokenizer.detokenizer)  # older mlx-lm hands out one shared instance
+        detok.reset()
+        seq = Sequence(
+            uid=uid,
+            slot=slot,
+            sampling=s,
+            cancel=cancel,
+            start=start,
+            stats=GenerationStats(prompt_tokens=len(ids)),
+            detok=detok,
+            stops=StopScanner(s.stop),
+            alone=alone,
+            raw=raw,
+        )
+        logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(ids))
+        self._running[uid] = seq
+        return seq
+
+    def step(self) -> list[tuple[object, Chunk]]:
+        """One BatchGenerator step; the chunks it produced, in order."""
+        for seq in list(self._running.values()):
+            if seq.cancel.is_set():
+                self._end(seq, "cancelled")
+        ended = self._collect()  # the cancelled ones' last chunks
+        if not self._running:
+            return ended
+        if len(self._running) > 1:
+            for seq in self._running.values():
+                seq.shared = True
+        began = time.perf_counter()
+        try:
+            prompt_responses, responses = self._gen.next()
+        except Exception as exc:  # the batch's state is unknown now: end every sequence, drop every cache
+            logger.exception("MLX batched step failed")
+            for seq in list(self._running.values()):
+                self._end(seq, "error", f"MLX generation failed: {type(exc).__name__}: {exc}", gone=True)
+            self._reset()
+            return ended + self._collect()
+        took = time.perf_counter() - began
+        for seq in self._running.values():
+            if not seq.first_token_at:
+                seq.prefill_s += took
+        for p in prompt_responses:
+            found = self._running.get(p.uid)
+            if found is not None:
+                found.stats.prompt_tokens_evaluated = int(p.progress[0])
+        for r in responses:
+            found = self._running.get(r.uid)
+            if found is not None and not found.done:
+                self._token(found, r)
+        return ended + self._collect()
+
+    def abort(self, key: object) -> None:
+        """End a sequence now, its chunks unread (a direct caller that stopped reading)."""
+        if isinstance(key, Sequence) and not key.done:
+            self._end(key, "cancelled")
+            key.out.clear()
+            self._running.pop(key.uid, None)
+
+    def close(self) -> None:
+        self._running.clear()
+        self._caches.clear()
+        self._gen.close()
+
+    def run_one(self, request: GenerateRequest, cancel: Any) -> Iterator[Chunk]:
+        """`Engine.generate` on a batched engine: this request alone (the host batches)."""
+        key = self.admit(request, cancel)
+        return self._drain(key)
+
+    def _drain(self, key: Sequence) -> Iterator[Chunk]:
+        finished = False
+        try:
+            while not finished:
+                for k, chunk in self.step():
+                    if k is key:
+                        finished = chunk.finish_reason is not None
+                        yield chunk
+        finally:
+            if not finished:
+                self.abort(key)
+
+    # -- the prompt cache -------------------------------------------------------------------------
+
+    def _cache_for(self, slot: Slot, ids: list[int], shared: int) -> tuple[list[Any], int]:
+        """The KV cache a request in `slot` starts from and how many of `ids` it holds: the slot's own, a
+        RAM cache entry's or a copy of another free slot's, whichever shares most, trimmed; else a fresh
+        one. A cache set aside on the way goes to the RAM cache."""
+        cache = self._caches.pop(slot.seq_id, None)
+        held = list(slot.tokens) if cache is not None else []
+        found = self.cache.take(ids, shared)  # a conversation that comes back, or a longer prefix
+        if found is not None:
+            self._stash(cache, held)
+            entry, shared = found
+            cache, held = entry.data, entry.tokens
+        elif cache is not None and shared < MIN_REUSE * len(held):
+            # Another conversation's: it goes to the RAM cache whole, this request starts from a copy of
+            # the prefix they share when that saves enough to be worth the copy.
+            self._stash(cache, held)
+            cache = copy.deepcopy(cache) if shared >= MIN_COPY_GAIN else None
+        donor = max(
+            (s for s in self.slots if s is not slot and not s.busy and s.seq_id in self._caches),
+            key=lambda s: common_prefix(s.tokens, ids),
+            default=None,
+        )
+        if donor is not None and common_prefix(donor.tokens, ids) - shared >= MIN_COPY_GAIN:
+            self._stash(cache, held)
+            shared = common_prefix(donor.tokens, ids)
+            cache, held = copy.deepcopy(self._caches[donor.seq_id]), list(donor.tokens)
+            logger.debug("slot %d: %d prompt tokens copied from slot %d", slot.seq_id, shared, donor.seq_id)
+        shared = min(shared, len(ids) - 1)  # the last prompt token is fed again for the first logits
+        if cache is None or shared <= 0 or not self._cache_mod.can_trim_prompt_cache(cache):
+            return self._cache_mod.make_prompt_cache(self._loaded.model), 0
+        if len(held) > shared:
+            self._cache_mod.trim_prompt_cache(cache, len(held) - shared)
+        if _offset(cache) not in (None, shared):  # a cache that would not trim as asked: start afresh
+            return self._cache_mod.make_prompt_cache(self._loaded.model), 0
+        return cache, shared
+
+    def _stash(self, cache: list[Any] | None, tokens: list[int]) -> None:
+        if cache is not None and tokens:
+            self.cache.put(tokens, cache, _nbytes(cache))
+
+    def _keep(self, seq: Sequence, cache: list[Any] | None, tokens: list[int] | None) -> None:
+        """A finished sequence's cache stays with its slot when it holds exactly its tokens."""
+        slot = seq.slot
+        if cache is not None and tokens is not None and _offset(cache) in (None, len(tokens)):
+            self._caches[slot.seq_id] = cache
+            slot.tokens = list(tokens)
+        else:
+            slot.tokens = []
+
+    def _new_generator(self) -> Any:
+        n = len(self.slots)
+        return import_native("mlx_lm.generate").BatchGenerator(
+            self._loaded.model,
+            completion_batch_size=n,
+            prefill_batch_size=n,  # every prompt that joins is read beside the others, chunk by chunk
+            prefill_step_size=self._loaded.prefill_step,
+        )
+
+    def _reset(self) -> None:
+        self._gen.close()
+        self._gen = self._new_generator()
+        self._caches.clear()
+        for slot in self.slots:
+            slot.tokens = []
+
+    # -- one token --------------------------------------------------------------------------------
+
+    def _token(self, seq: Sequence, r: Any) -> None:
+        token = int(r.token)
+        logits = seq.raw.popleft() if seq.raw else None  # the keeper runs once per sampled token, in order
+        now = time.perf_counter()
+        stats = seq.stats
+        if not seq.first_token_at:
+            seq.first_token_at = now
+            stats.time_to_first_token_s = now - seq.start
+            if seq.prefill_s > 0:
+                stats.prompt_tok_s = stats.prompt_tokens_evaluated / seq.prefill_s
+        seq.last_token_at = now
+        gone = r.finish_reason is not None  # BatchGenerator has dropped it and handed back its cache
+        if gone:
+            self._keep(seq, r.prompt_cache, r.all_tokens)
+        if token in self._eos:
+            self._end(seq, "stop", gone=gone)
+            return
+        stats.generated_tokens += 1
+        seq.detok.add_token(token)
+        text = seq.stops.feed(seq.detok.last_segment)
+        if seq.sampling.logprobs is None or logits is None:
+            seq.out.append(Chunk(text=text, token=token))
+        else:
+            lp = logprobs_of(logits, token, seq.sampling.logprobs, self._loaded.token_bytes())
+            seq.out.append(Chunk(text=text, token=token, logprobs=lp))
+        if seq.stops.hit is not None:
+            self._end(seq, "stop", gone=gone)
+        elif gone:
+            self._end(seq, "length", gone=True)
+
+    def _end(self, seq: Sequence, reason: FinishReason, error: str | None = None, *, gone: bool = False) -> None:
+        if seq.done:
+            return
+        seq.done = True
+        if not gone:
+            # Its cache is worth keeping only once its prompt is read (mid-prompt it may be padded).
+            caches = self._gen.remove([seq.uid], return_prompt_caches=bool(seq.first_token_at))
+            cache, tokens = caches.get(seq.uid, (None, None))
+            self._keep(seq, cache, tokens)
+        stats = seq.stats
+        now = time.perf_counter()
+        if not seq.first_token_at:
+            stats.time_to_first_token_s = now - seq.start
+        n = stats.generated_tokens
+        if n > 1 and seq.last_token_at > seq.first_token_at:
+            stats.decode_tok_s = (n - 1) / (seq.last_token_at - seq.first_token_at)
+        mx = import_native("mlx.core")
+        stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
+        tail = ""
+        if reason != "cancelled" or n:
+            seq.detok.finalize()
+            tail = seq.stops.feed(seq.detok.last_segment) if seq.stops.hit is None else ""
+        tail += seq.stops.flush()
+        hit = seq.stops.hit if reason == "stop" else None
+        seq.out.append(Chunk(text=tail, finish_reason=reason, stats=stats, error=error, stop_sequence=hit))
+        seq.slot.busy = False
+        seq.slot.touch()
+
+    def _collect(self) -> list[tuple[object, Chunk]]:
+        out: list[tuple[object, Chunk]] = []
+        for seq in self._running.values():
+            out.extend((seq, c) for c in seq.out)
+            seq.out.clear()
+        self._running = {uid: s for uid, s in self._running.items() if not s.done}
+        return out
+
+
+def _offset(cache: list[Any]) -> int | None:
+    offset = getattr(cache[0], "offset", None) if cache else 0
+    return int(offset) if isinstance(offset, int) else None
+
+
+def _parameters(fn: Any) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _nbytes(cache: list[Any]) -> int:
+    try:
+        return int(sum(c.nbytes for c in cache))
+    except Exception:  # a cache type that cannot say: not kept
+        return 0
+
+
+def open_batch(loaded: Loaded, slots: int, cache_bytes: int) -> MlxSequences | None:
+    """The batched path for a loaded model, or None when mlx-lm cannot batch this model's KV cache."""
+    gen_mod = import_native("mlx_lm.generate")
+    cache_mod = import_native("mlx_lm.models.cache")
+    batcher = getattr(gen_mod, "BatchGenerator", None)
+    wanted = {"caches", "all_tokens", "samplers", "logits_processors", "stop_sequences"}
+    if batcher is None or not hasattr(gen_mod, "StopSequences") or not wanted <= _parameters(batcher.insert):
+        logger.warning("this mlx-lm has no per-sequence BatchGenerator (0.32 has); it runs one request at a time")
+        return None
+    if not all(hasattr(c, "merge") for c in cache_mod.make_prompt_cache(loaded.model)):
+        logger.warning("mlx-lm cannot batch this model's KV cache; it runs one request at a time")
+        return None
+    logger.info("MLX: %d sequences decode together", slots)
+    return MlxSequences(loaded, slots, cache_bytes)
