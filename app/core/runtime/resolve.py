@@ -102,8 +102,8 @@ class ModelResolver:
         machine = self.machine()
         if spec is None or machine is None:
             return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
-        # Only llama.cpp batches here: another engine's load plans (and is checked for) one sequence.
-        slots = self.max_slots if model.format == "gguf" else 1
+        # llama.cpp and MLX batch: another engine's load plans (and is checked for) one sequence.
+        slots = self.max_slots if model.format in ("gguf", "mlx") else 1
         plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=slots).plan
         return spec_from_plan(path, plan)
 

@@ -73,7 +73,7 @@ def plan_defaults(
     machine = machine_source()
     if model is None or machine is None:
         return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
-    slots = max_slots if fmt == "gguf" else 1  # only llama.cpp batches here
+    slots = max_slots  # llama.cpp and MLX both batch (their engines' `sequences`)
     planned = plan_model(model, machine, default_context(model), label=path.name, max_slots=slots)
     plan, opts = planned.plan, planned.plan.options
     return LoadPlanDefaults(

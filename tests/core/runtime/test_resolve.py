@@ -54,12 +54,14 @@ def test_loads_plan_parallel_slots_beside_the_context(tmp_path):
         library.close()
 
 
-def test_an_mlx_load_plans_one_sequence(tmp_path, tiny_mlx_model):
+def test_an_mlx_load_plans_slots_too(tmp_path, tiny_mlx_model):
     library = Library(tmp_path / "models", tmp_path / "library.db")
     model = import_path(library, tiny_mlx_model).imported[0]
     try:
         assert model.format == "mlx"
-        load = ModelResolver(library, lambda: machine(64 * GiB)).load_spec(model)
-        assert load.slots == 1  # only llama.cpp batches: no KV memory planned (or checked) for idle slots
+        resolver = ModelResolver(library, lambda: machine(64 * GiB))
+        assert resolver.load_spec(model).slots == 4  # mlx-lm's BatchGenerator runs them (app.core.engines.mlx_batch)
+        resolver.max_slots = 1
+        assert resolver.load_spec(model).slots == 1
     finally:
         library.close()
