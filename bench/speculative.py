@@ -1,0 +1,269 @@
+"""Speculative decoding on a code-editing workload: Hearth with n-gram drafts vs without, vs llama-server's.
+
+    bash bench/build_peers.sh          # once (cached): llama-server from the same llama.cpp
+    .venv/bin/python bench/speculative.py [--rounds 3] [--max-tokens 400] [--1b] [--flash-attn] [--no-peer]
+
+The model gets a ~60-line Python file and is asked for it back with one small change (what an agent's
+edit asks for), at temperature 0. Hearth's batched engine (slots 2) runs it with `speculative="off"` and
+with n-gram drafting (`--mode`, default "auto"); llama-server with `--spec-type ngram-simple` (its n-gram
+speculation) gets the same prompt tokens on /completion. Same GGUF, threads, context and flash-attention
+setting; each round runs every configuration once, alternating, after a warm-up; medians over the rounds.
+Printed: decode tok/s of each, Hearth n-gram ÷ Hearth off (target ≥ 1.5), Hearth n-gram ÷ llama-server
+n-gram (target ≥ 1.00), draft acceptance, and whether the drafted output equals the plain one token for
+token (at temperature 0 it should; past 256 positions CPU rounding can flip a near-tie, see
+tests/core/engines/test_llamacpp_spec.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from engine import free_port, models  # noqa: E402
+
+from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
+from app.core.engines.llamacpp import LlamaCppEngine  # noqa: E402
+from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
+
+N_CTX = 4096
+N_BATCH = 512
+
+
+def source_file() -> str:
+    """A plain ~60-line module: the file the model is asked to hand back."""
+    lines = [
+        '"""Read a CSV of orders and sum them per customer."""',
+        "",
+        "import csv",
+        "from collections import defaultdict",
+        "from pathlib import Path",
+        "",
+        "",
+        "def parse_line(row):",
+        '    """One order: (customer, amount)."""',
+        '    customer = row["customer"].strip()',
+        '    amount = float(row["amount"])',
+        "    return customer, amount",
+        "",
+        "",
+        "def read_orders(path):",
+        "    orders = []",
+        "    with open(path, newline='') as handle:",
+        "        for row in csv.DictReader(handle):",
+        "            orders.append(parse_line(row))",
+        "    return orders",
+        "",
+        "",
+        "def totals(orders):",
+        "    sums = defaultdict(float)",
+        "    for customer, amount in orders:",
+        "        sums[customer] += amount",
+        "    return dict(sums)",
+        "",
+        "",
+        "def largest(sums, n=3):",
+        "    ranked = sorted(sums.items(), key=lambda item: item[1], reverse=True)",
+        "    return ranked[:n]",
+        "",
+        "",
+        "def report(sums):",
+        "    lines = []",
+        "    for customer, total in sorted(sums.items()):",
+        '        lines.append(f"{customer}: {total:.2f}")',
+        '    return "\\n".join(lines)',
+        "",
+        "",
+        "def write_report(sums, path):",
+        "    Path(path).write_text(report(sums))",
+        "",
+        "",
+        "def main(argv):",
+        "    if len(argv) != 3:",
+        '        print("usage: orders.py IN.csv OUT.txt")',
+        "        return 2",
+        "    orders = read_orders(argv[1])",
+        "    sums = totals(orders)",
+        "    write_report(sums, argv[2])",
+        "    for customer, total in largest(sums):",
+        '        print(f"top: {customer} {total:.2f}")',
+        "    return 0",
+        "",
+        "",
+        'if __name__ == "__main__":',
+        "    import sys",
+        "",
+        "    raise SystemExit(main(sys.argv))",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def edit_request(max_tokens: int) -> GenerateRequest:
+    ask = (
+        "Here is a Python file:\n\n```python\n" + source_file() + "```\n\n"
+        "Return the whole file with one change: rename the function parse_line to parse_order "
+        "(and its call). Reply with the file only, in one code block."
+    )
+    return GenerateRequest(
+        messages=[
+            ChatMessage(role="system", content="You are a helpful coding assistant."),
+            ChatMessage(role="user", content=ask),
+        ],
+        sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens),
+    )
+
+
+def load(path: Path, threads: int, flash: bool, mode: str) -> LlamaCppEngine:
+    engine = LlamaCppEngine()
+    engine.load(
+        LoadSpec(
+            path=path,
+            n_ctx=N_CTX,
+            n_threads=threads,
+            n_batch=N_BATCH,
+            n_ubatch=N_BATCH,
+            flash_attn=flash,
+            slots=2,
+            speculative=mode,  # type: ignore[arg-type]
+        )
+    )
+    return engine
+
+
+def hearth_run(engine: LlamaCppEngine, request: GenerateRequest) -> dict:
+    chunks = list(engine.generate(request, threading.Event()))
+    stats = chunks[-1].stats
+    assert stats is not None
+    return {
+        "tok_s": stats.decode_tok_s,
+        "tokens": [c.token for c in chunks if c.token is not None],
+        "drafted": stats.draft_tokens,
+        "accepted": stats.draft_accepted,
+    }
+
+
+class LlamaServer:
+    def __init__(self, binary: Path, model: Path, threads: int, flash: bool, spec_args: list[str]) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        args = [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX)]
+        args += ["-np", "1", "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "on" if flash else "off"]
+        args += ["--host", "127.0.0.1", "--port", str(port), *spec_args]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        self.close()
+        raise RuntimeError("llama-server did not start")
+
+    def run(self, tokens: list[int], max_tokens: int) -> dict:
+        body = {"prompt": tokens, "n_predict": max_tokens, "temperature": 0, "cache_prompt": False}
+        body.update({"return_tokens": True, "stream": False})
+        req = urllib.request.Request(
+            self.url + "/completion", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=600) as r:
+            out = json.loads(r.read())
+        timings = out.get("timings", {})
+        return {
+            "tok_s": float(timings.get("predicted_per_second", 0.0)),
+            "tokens": list(out.get("tokens") or []),
+            "drafted": int(timings.get("draft_n", 0)),
+            "accepted": int(timings.get("draft_n_accepted", 0)),
+        }
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=400)
+    parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
+    parser.add_argument("--mode", default="auto", choices=["auto", "ngram"], help="Hearth's drafting")
+    parser.add_argument("--flash-attn", action="store_true", help="flash attention on, both engines")
+    parser.add_argument("--1b", dest="one_b", action="store_true", help="also the random 1B Q4_K_M")
+    parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
+    parser.add_argument("--spec-type", default="ngram-simple", help="llama-server's --spec-type")
+    args = parser.parse_args()
+    threads = args.threads or physical_cores()
+    request = edit_request(args.max_tokens)
+    bins = None
+    if not args.no_peer:
+        out = subprocess.run(
+            ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
+        )
+        bins = Path(out.stdout.strip().splitlines()[-1])
+    for label, path in models(include_1b=args.one_b).items():
+        plain = load(path, threads, args.flash_attn, "off")
+        drafted = load(path, threads, args.flash_attn, args.mode)
+        configs: dict[str, object] = {
+            "Hearth off": lambda e=plain: hearth_run(e, request),
+            f"Hearth {args.mode}": lambda e=drafted: hearth_run(e, request),
+        }
+        prompt = plain.prompt_tokens(request)
+        server = None
+        if bins is not None:
+            server = LlamaServer(bins / "llama-server", path, threads, args.flash_attn, ["--spec-type", args.spec_type])
+            configs[f"llama-server {args.spec_type}"] = lambda s=server, p=prompt: s.run(p, args.max_tokens)
+        rows: dict[str, list[dict]] = {name: [] for name in configs}
+        try:
+            for run in configs.values():
+                run()  # type: ignore[operator]  # warm-up
+            for _ in range(args.rounds):  # alternating, so drift on a shared machine hits all alike
+                for name, run in configs.items():
+                    rows[name].append(run())  # type: ignore[operator]
+        finally:
+            if server is not None:
+                server.close()
+            drafted.unload()
+            plain.unload()
+        print(
+            f"\n{label}: {len(prompt)} prompt tokens, threads {threads}, "
+            f"flash attention {'on' if args.flash_attn else 'off'}, {args.rounds} rounds"
+        )
+        med = {name: statistics.median(r["tok_s"] for r in rs) for name, rs in rows.items()}
+        for name, rs in rows.items():
+            last = rs[-1]
+            rate = f", {last['accepted']}/{last['drafted']} drafts kept" if last["drafted"] else ""
+            print(f"  {name:28s} {med[name]:7.1f} tok/s  ({len(last['tokens'])} tokens{rate})")
+        names = list(rows)
+        base, ours = rows[names[0]], rows[names[1]]
+        same = all(r["tokens"] == base[0]["tokens"] for r in base + ours)
+        if not same:
+            a, b = base[0]["tokens"], ours[-1]["tokens"]
+            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            print(f"  (drafted output first differs at token {at} of {len(a)}: a near-tie flipped by rounding)")
+        print(
+            f"  Hearth {args.mode} ÷ off: {med[names[1]] / med[names[0]]:.2f}  (target ≥ 1.5); "
+            f"outputs identical: {same}"
+        )
+        if server is not None:
+            peer = rows[names[2]]
+            print(
+                f"  Hearth {args.mode} ÷ llama-server {args.spec_type}: {med[names[1]] / med[names[2]]:.2f}  "
+                f"(target ≥ 1.00); llama-server's output equal to Hearth's plain one: "
+                f"{peer[-1]['tokens'] == base[0]['tokens']}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
