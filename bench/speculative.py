@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ def edit_request(max_tokens: int) -> GenerateRequest:
     )
 
 
-def load(path: Path, threads: int, flash: bool, mode: str) -> LlamaCppEngine:
+def load(path: Path, threads: int, flash: bool, mode: str, draft_max: int = 6) -> LlamaCppEngine:
     engine = LlamaCppEngine()
     engine.load(
         LoadSpec(
@@ -135,6 +136,7 @@ def load(path: Path, threads: int, flash: bool, mode: str) -> LlamaCppEngine:
             flash_attn=flash,
             slots=2,
             speculative=mode,  # type: ignore[arg-type]
+            draft_max=draft_max,
         )
     )
     return engine
@@ -197,72 +199,71 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=400)
     parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
-    parser.add_argument("--mode", default="auto", choices=["auto", "ngram"], help="Hearth's drafting")
+    parser.add_argument("--modes", default="auto,ngram", help="Hearth's drafting modes beside off")
+    parser.add_argument("--draft-max", type=int, default=LoadSpec.model_fields["draft_max"].default)
     parser.add_argument("--flash-attn", action="store_true", help="flash attention on, both engines")
     parser.add_argument("--1b", dest="one_b", action="store_true", help="also the random 1B Q4_K_M")
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
-    parser.add_argument("--spec-type", default="ngram-simple", help="llama-server's --spec-type")
+    parser.add_argument("--spec-types", default="none,ngram-simple,ngram-mod", help="llama-server's --spec-type runs")
     args = parser.parse_args()
     threads = args.threads or physical_cores()
     request = edit_request(args.max_tokens)
+    modes = [m for m in args.modes.split(",") if m]
+    kinds = [] if args.no_peer else [k for k in args.spec_types.split(",") if k]
     bins = None
-    if not args.no_peer:
+    if kinds:
         out = subprocess.run(
             ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
         )
         bins = Path(out.stdout.strip().splitlines()[-1])
     for label, path in models(include_1b=args.one_b).items():
-        plain = load(path, threads, args.flash_attn, "off")
-        drafted = load(path, threads, args.flash_attn, args.mode)
-        configs: dict[str, object] = {
-            "Hearth off": lambda e=plain: hearth_run(e, request),
-            f"Hearth {args.mode}": lambda e=drafted: hearth_run(e, request),
+        engines = {"off": load(path, threads, args.flash_attn, "off")}
+        engines.update({m: load(path, threads, args.flash_attn, m, args.draft_max) for m in modes})
+        configs: dict[str, Callable[[], dict]] = {
+            f"Hearth {m}": (lambda e=e: hearth_run(e, request)) for m, e in engines.items()
         }
-        prompt = plain.prompt_tokens(request)
-        server = None
-        if bins is not None:
-            server = LlamaServer(bins / "llama-server", path, threads, args.flash_attn, ["--spec-type", args.spec_type])
-            configs[f"llama-server {args.spec_type}"] = lambda s=server, p=prompt: s.run(p, args.max_tokens)
+        prompt = engines["off"].prompt_tokens(request)
+        servers = []
+        for kind in kinds:
+            assert bins is not None
+            server = LlamaServer(bins / "llama-server", path, threads, args.flash_attn, ["--spec-type", kind])
+            servers.append(server)
+            configs[f"llama-server {kind}"] = lambda s=server, p=prompt: s.run(p, args.max_tokens)
         rows: dict[str, list[dict]] = {name: [] for name in configs}
         try:
             for run in configs.values():
-                run()  # type: ignore[operator]  # warm-up
+                run()  # warm-up
             for _ in range(args.rounds):  # alternating, so drift on a shared machine hits all alike
                 for name, run in configs.items():
-                    rows[name].append(run())  # type: ignore[operator]
+                    rows[name].append(run())
         finally:
-            if server is not None:
+            for server in servers:
                 server.close()
-            drafted.unload()
-            plain.unload()
+            for engine in engines.values():
+                engine.unload()
         print(
-            f"\n{label}: {len(prompt)} prompt tokens, threads {threads}, "
-            f"flash attention {'on' if args.flash_attn else 'off'}, {args.rounds} rounds"
+            f"\n{label}: {len(prompt)} prompt tokens, {args.max_tokens} tokens asked, threads {threads}, "
+            f"flash attention {'on' if args.flash_attn else 'off'}, draft_max {args.draft_max}, {args.rounds} rounds"
         )
         med = {name: statistics.median(r["tok_s"] for r in rs) for name, rs in rows.items()}
+        plain = rows["Hearth off"][0]["tokens"]
         for name, rs in rows.items():
             last = rs[-1]
             rate = f", {last['accepted']}/{last['drafted']} drafts kept" if last["drafted"] else ""
-            print(f"  {name:28s} {med[name]:7.1f} tok/s  ({len(last['tokens'])} tokens{rate})")
-        names = list(rows)
-        base, ours = rows[names[0]], rows[names[1]]
-        same = all(r["tokens"] == base[0]["tokens"] for r in base + ours)
-        if not same:
-            a, b = base[0]["tokens"], ours[-1]["tokens"]
-            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            print(f"  (drafted output first differs at token {at} of {len(a)}: a near-tie flipped by rounding)")
-        print(
-            f"  Hearth {args.mode} ÷ off: {med[names[1]] / med[names[0]]:.2f}  (target ≥ 1.5); "
-            f"outputs identical: {same}"
-        )
-        if server is not None:
-            peer = rows[names[2]]
+            same = last["tokens"] == plain
+            where = "" if same else f", first differs at {first_difference(plain, last['tokens'])}"
             print(
-                f"  Hearth {args.mode} ÷ llama-server {args.spec_type}: {med[names[1]] / med[names[2]]:.2f}  "
-                f"(target ≥ 1.00); llama-server's output equal to Hearth's plain one: "
-                f"{peer[-1]['tokens'] == base[0]['tokens']}"
+                f"  {name:26s} {med[name]:7.1f} tok/s  ÷ Hearth off {med[name] / med['Hearth off']:4.2f}  "
+                f"({len(last['tokens'])} tokens{rate}; same as Hearth off: {same}{where})"
             )
+        for m in modes:
+            for kind in kinds:
+                print(f"  Hearth {m} ÷ llama-server {kind}: {med[f'Hearth {m}'] / med[f'llama-server {kind}']:.2f}")
     return 0
+
+
+def first_difference(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 if __name__ == "__main__":

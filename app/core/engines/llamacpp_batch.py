@@ -152,14 +152,20 @@ class BatchRunner(SlotStates):
         for seq in list(self._running):
             if seq.cancel.is_set():
                 self._end(seq, "cancelled")
-        if self._running:
-            batch = self._fill()
-            if batch:
-                self._decode(batch)
+        began = time.perf_counter()
+        batch = self._fill() if self._running else []
+        decoding_only = all(s.next_token is not None for s, _, _ in batch)
+        if batch:
+            self._decode(batch)
         out: list[tuple[object, Chunk]] = []
         for seq in self._running:
             out.extend((seq, c) for c in seq.out)
             seq.out.clear()
+        if self.speculator is not None and batch and decoding_only and not any(s.done for s, _, _ in batch):
+            # A decoding-only step: what a token cost, with drafts or without ("auto" picks the cheaper).
+            drafted = any(n > 1 for _, n, _ in batch)
+            emitted = sum(1 for _, c in out if c.token is not None)
+            self.speculator.record(drafted, time.perf_counter() - began, emitted)
         self._running = [s for s in self._running if not s.done]
         return out
 
@@ -190,7 +196,7 @@ class BatchRunner(SlotStates):
         decoding = [s for s in self._running if s.next_token is not None]
         reading = sorted((s for s in self._running if s.pending), key=lambda s: s.order)
         budget = self.n_batch - len(decoding)
-        if self.speculator is not None and decoding:
+        if self.speculator is not None and decoding and self.speculator.want():
             # Drafts get what the next tokens leave, half of it while a prompt is read (its chunk, the rest).
             room = budget // 2 if reading else budget
             budget -= self.speculator.plan([(s.drafts, self._draft_cap(s)) for s in decoding if s.drafts], room)

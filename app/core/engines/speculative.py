@@ -120,6 +120,40 @@ class NgramDrafter:
         pass
 
 
+class CostGate:
+    """ "auto": whether drafting pays on this machine. Verifying k drafts costs about k tokens' compute where
+    decoding is compute-bound (a small model on a few CPU cores) and little where it is bound by memory
+    bandwidth (a GPU, a large model): so the seconds per emitted token of decoding steps with drafts and
+    without are both measured as they run, the cheaper is used, and the other tried now and then."""
+
+    def __init__(self) -> None:
+        self.plain: float | None = None  # moving averages, seconds per emitted token
+        self.drafted: float | None = None
+        self.steps = 0
+
+    def want(self) -> bool:
+        self.steps += 1
+        if self.plain is None or self.drafted is None:
+            return self.plain is not None  # one plain measurement first, then one with drafts
+        better = self.drafted < self.plain
+        return not better if self.steps % PROBE_EVERY == 0 else better
+
+    def record(self, drafted: bool, seconds: float, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        per = seconds / tokens
+        if drafted:
+            self.drafted = per if self.drafted is None else self.drafted + COST_EMA * (per - self.drafted)
+        else:
+            self.plain = per if self.plain is None else self.plain + COST_EMA * (per - self.plain)
+
+
+# CostGate: a step in this many tries the choice not taken (the measurements stay fresh), and the weight
+# of a new measurement in the moving averages.
+PROBE_EVERY = 16
+COST_EMA = 0.2
+
+
 class Speculator:
     """The runner's drafting: a sequence's state at admission, and each step's drafts within a budget."""
 
@@ -127,6 +161,16 @@ class Speculator:
         self.drafter = drafter
         self.draft_max = draft_max
         self.adaptive = adaptive
+        self.gate = CostGate() if adaptive else None
+
+    def want(self) -> bool:
+        """Whether this step drafts at all ("auto" asks its CostGate)."""
+        return self.gate is None or self.gate.want()
+
+    def record(self, drafted: bool, seconds: float, tokens: int) -> None:
+        """A decoding step's time and emitted tokens (no prompt read in it)."""
+        if self.gate is not None:
+            self.gate.record(drafted, seconds, tokens)
 
     def start(self, seq_id: int, tokens: list[int]) -> SeqDrafts:
         index = NgramIndex()
