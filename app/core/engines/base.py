@@ -108,7 +108,7 @@ class LoadSpec(BaseModel):
     # draft model when one is set); "off" decodes one token per step.
     speculative: Literal["auto", "off", "ngram", "draft"] = "auto"
     draft_model: Path | None = None  # a GGUF file
-    draft_max: int = Field(6, ge=1, le=32)  # tokens drafted per sequence and step, at most
+    draft_max: int = Field(16, ge=1, le=64)  # tokens drafted per sequence and step, at most
 
     @model_validator(mode="after")
     def _draft_needs_a_model(self) -> LoadSpec:

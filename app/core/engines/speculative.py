@@ -21,8 +21,11 @@ from typing import Any, Protocol
 logger = logging.getLogger(__name__)
 
 # Longest and shortest n-gram looked up: a longer match predicts better, a 1-gram still often does in code.
-NGRAM_MAX = 4
-NGRAM_MIN = 1
+NGRAM_MAX = 12
+NGRAM_MIN = 2
+# "auto" drafts only after a match this long: a verbatim stretch (code handed back, a quote) goes on for a
+# while, a short match is often a coincidence whose verification costs more than it saves.
+AUTO_MIN_MATCH = 8
 # "auto": after this many rounds in a row without one accepted draft, a sequence stops drafting for PAUSE
 # steps (then tries again), so prose that never repeats pays for no wasted verification.
 MISSES_BEFORE_PAUSE = 3
@@ -48,13 +51,14 @@ class NgramIndex:
                 after[tuple(seq[i - n : i])] = i  # this n-gram is followed by `token`, at i
             seq.append(token)
 
-    def propose(self, k: int) -> list[int]:
-        """Up to k tokens that followed the latest earlier occurrence of the longest matching suffix."""
+    def propose(self, k: int, n_min: int = 0) -> list[int]:
+        """Up to k tokens that followed the latest earlier occurrence of the longest matching suffix (of at
+        least `n_min` tokens, the index's own minimum by default)."""
         seq = self.tokens
         if k <= 0:
             return []
         end = len(seq)
-        for n in range(min(self.n_max, end), self.n_min - 1, -1):
+        for n in range(min(self.n_max, end), max(self.n_min, n_min) - 1, -1):
             at = self._after.get(tuple(seq[end - n :]))
             if at is not None:
                 return seq[at : at + k]
@@ -113,8 +117,11 @@ class Drafter(Protocol):
 
 
 class NgramDrafter:
+    def __init__(self, n_min: int = NGRAM_MIN) -> None:
+        self.n_min = n_min
+
     def propose(self, wanted: list[tuple[SeqDrafts, int]]) -> list[list[int]]:
-        return [state.index.propose(k) for state, k in wanted]
+        return [state.index.propose(k, self.n_min) for state, k in wanted]
 
     def close(self) -> None:
         pass
@@ -210,4 +217,6 @@ def make_speculator(mode: str, draft_max: int, model_drafter: Any = None) -> Spe
         return None
     if model_drafter is not None:
         return Speculator(model_drafter, draft_max, adaptive=False)
-    return Speculator(NgramDrafter(), draft_max, adaptive=mode == "auto")
+    if mode == "auto":
+        return Speculator(NgramDrafter(AUTO_MIN_MATCH), draft_max, adaptive=True)
+    return Speculator(NgramDrafter(), draft_max, adaptive=False)

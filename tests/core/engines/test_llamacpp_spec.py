@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.speculative import DraftPolicy, NgramIndex
+from app.core.engines.speculative import PROBE_EVERY, CostGate, DraftPolicy, NgramIndex
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.core.engines.test_llamacpp_batch import run_together
 
@@ -73,6 +73,19 @@ def test_the_auto_policy_shrinks_after_misses_pauses_then_grows_back_after_hits(
     assert fixed.length() == 5
 
 
+def test_the_cost_gate_keeps_the_cheaper_way_and_tries_the_other_now_and_then():
+    gate = CostGate()
+    assert gate.want() is False  # a plain step measured first
+    gate.record(False, 0.10, 10)
+    assert gate.want() is True  # then one with drafts
+    gate.record(True, 0.30, 10)  # three times the cost per token: drafts do not pay here
+    choices = [gate.want() for _ in range(2 * PROBE_EVERY)]
+    assert choices.count(True) == 2  # only the probes
+    for _ in range(10):
+        gate.record(True, 0.02, 10)  # now they do (a memory-bound machine, a long verbatim copy)
+    assert [gate.want() for _ in range(PROBE_EVERY)].count(True) == PROBE_EVERY - 1
+
+
 def test_a_draft_mode_without_a_draft_model_is_refused(tmp_path):
     with pytest.raises(ValidationError, match="draft_model"):
         LoadSpec(path=tmp_path / "m.gguf", speculative="draft")
@@ -114,7 +127,8 @@ def test_smollm2_drafted_greedy_output_is_plain_decoding_token_for_token(smol, m
         assert stats.draft_accepted <= stats.draft_tokens
         accepted.append(stats.draft_accepted)
     assert want[-1].stats.draft_tokens == 0  # "off" drafts nothing
-    assert accepted[0] > 10  # the repetitive code: many drafts kept
+    if mode != "auto":  # (auto drafts only where it measures faster: on a 2-core CPU, rarely)
+        assert accepted[0] > 10  # the repetitive code: many drafts kept
     if mode == "draft":
         assert all(a > 10 for a in accepted)  # a model drafting for itself is right nearly always
 
