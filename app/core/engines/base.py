@@ -104,8 +104,9 @@ class LoadSpec(BaseModel):
     prompt_cache_mib: int = Field(1024, ge=0)
     # With slots: speculative decoding (lossless: the output is what plain decoding gives). "ngram" drafts
     # from earlier occurrences of the last few tokens (the prompt and the reply); "draft" from a small model
-    # with the same vocabulary; "auto" is n-gram drafting that backs off where drafts keep missing (or the
-    # draft model when one is set); "off" decodes one token per step.
+    # with the same vocabulary; "auto" (or the draft model when one is set) drafts only after a long
+    # verbatim match, backs off where drafts miss, and only while steps with drafts measure cheaper per
+    # token than steps without (on a compute-bound CPU they rarely do); "off" decodes one token per step.
     speculative: Literal["auto", "off", "ngram", "draft"] = "auto"
     draft_model: Path | None = None  # a GGUF file
     draft_max: int = Field(16, ge=1, le=64)  # tokens drafted per sequence and step, at most
