@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.errors import HearthError
 from app.core.tools.types import ToolCall
@@ -102,6 +102,20 @@ class LoadSpec(BaseModel):
     kv_unified: bool = False
     # With slots: RAM for the states of conversations evicted from a slot, restored when they come back.
     prompt_cache_mib: int = Field(1024, ge=0)
+    # With slots: speculative decoding (lossless: the output is what plain decoding gives). "ngram" drafts
+    # from earlier occurrences of the last few tokens (the prompt and the reply); "draft" from a small model
+    # with the same vocabulary; "auto" (or the draft model when one is set) drafts only after a long
+    # verbatim match, backs off where drafts miss, and only while steps with drafts measure cheaper per
+    # token than steps without (on a compute-bound CPU they rarely do); "off" decodes one token per step.
+    speculative: Literal["auto", "off", "ngram", "draft"] = "auto"
+    draft_model: Path | None = None  # a GGUF file
+    draft_max: int = Field(16, ge=1, le=64)  # tokens drafted per sequence and step, at most
+
+    @model_validator(mode="after")
+    def _draft_needs_a_model(self) -> LoadSpec:
+        if self.speculative == "draft" and self.draft_model is None:
+            raise ValueError('speculative="draft" needs a draft_model')
+        return self
 
 
 class ChatMessage(BaseModel):

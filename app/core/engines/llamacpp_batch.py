@@ -21,7 +21,9 @@ from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes
-from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, pick_slot
+from app.core.engines.llamacpp_slotstates import SlotStates
+from app.core.engines.slots import PromptCache, Slot, pick_slot
+from app.core.engines.speculative import SeqDrafts, Speculator
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -48,10 +50,11 @@ class Sequence:
     prefill_s: float = 0.0
     shared: bool = False
     done: bool = False
+    drafts: SeqDrafts | None = None  # with speculative decoding
     out: list[Chunk] = field(default_factory=list)
 
 
-class BatchRunner:
+class BatchRunner(SlotStates):
     """Owned by the engine host's thread, like the engine that made it."""
 
     def __init__(
@@ -65,6 +68,7 @@ class BatchRunner:
         seed: int | None,
         unified: bool = False,
         cache_bytes: int = 0,
+        speculator: Speculator | None = None,
     ) -> None:
         self._lib = lib
         self._llm = llm
@@ -87,6 +91,7 @@ class BatchRunner:
         self._running: list[Sequence] = []
         self._order = 0
         self.cache = PromptCache(cache_bytes)
+        self.speculator = speculator
 
     # -- the host's interface ---------------------------------------------------------------------
 
@@ -136,84 +141,31 @@ class BatchRunner:
             pending=list(tokens[shared:]),
             stats=GenerationStats(prompt_tokens=len(tokens)),
             order=self._order,
+            drafts=self.speculator.start(slot.seq_id, tokens) if self.speculator is not None else None,
         )
         logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(tokens))
         self._running.append(seq)
         return seq
-
-    def _swap_in(self, slot: Slot, tokens: list[int], shared: int) -> int:
-        """Before `slot` is given to `tokens`: keep the conversation it holds in the RAM cache if this
-        request would evict it, and restore a cached state that shares more of `tokens` than the slot does.
-        Returns the prefix the slot now shares."""
-        if self.cache.budget <= 0:
-            return shared
-        evicting = len(slot.tokens) > 0 and shared < MIN_REUSE * len(slot.tokens)
-        found = self.cache.take(tokens, shared)
-        if evicting or found is not None:
-            self._save(slot)
-        if found is None:
-            return shared
-        entry, reused = found
-        self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
-        slot.tokens.clear()
-        buf = (self._ctypes.c_uint8 * entry.size).from_buffer(entry.data)
-        if self._lib.llama_state_seq_set_data(self._ctx.ctx, buf, entry.size, slot.seq_id) != entry.size:
-            logger.warning("could not restore a cached prompt of %d tokens", len(entry.tokens))
-            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
-            return 0
-        slot.tokens = list(entry.tokens)
-        logger.debug("slot %d: restored %d cached tokens from RAM", slot.seq_id, len(entry.tokens))
-        return reused
-
-    def _copy_prefix(self, slot: Slot, tokens: list[int], shared: int) -> int:
-        """Start `slot` from another slot's cells when that one shares a longer prefix with `tokens` (a
-        system prompt or a document two conversations share, whose own slot was kept for its owner)."""
-        others = [s for s in self.slots if s is not slot and s.tokens]
-        donor = max(others, key=lambda s: common_prefix(s.tokens, tokens), default=None)
-        if donor is None:
-            return shared
-        prefix = common_prefix(donor.tokens, tokens)
-        if prefix - shared < MIN_COPY_GAIN:
-            return shared
-        if slot.tokens:
-            self._save(slot)
-        mem, dst = self._memory, slot.seq_id
-        self._lib.llama_memory_seq_rm(mem, dst, 0, -1)
-        if self.unified:
-            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, 0, prefix)  # the cells are shared, not copied
-        else:
-            # Across KV streams llama.cpp copies a whole stream (at the next decode); the rest is then dropped.
-            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, -1, -1)
-            self._lib.llama_memory_seq_rm(mem, dst, prefix, -1)
-        slot.tokens = list(donor.tokens[:prefix])
-        logger.debug("slot %d: %d prompt tokens copied from slot %d", dst, prefix, donor.seq_id)
-        return prefix
-
-    def _save(self, slot: Slot) -> None:
-        if not slot.tokens:
-            return
-        size = int(self._lib.llama_state_seq_get_size(self._ctx.ctx, slot.seq_id))
-        if not self.cache.fits(size):
-            return
-        data = bytearray(size)
-        buf = (self._ctypes.c_uint8 * size).from_buffer(data)
-        written = int(self._lib.llama_state_seq_get_data(self._ctx.ctx, buf, size, slot.seq_id))
-        if written == size:
-            self.cache.put(slot.tokens, data, size)
 
     def step(self) -> list[tuple[object, Chunk]]:
         """One decode for every running sequence; the chunks it produced, in order."""
         for seq in list(self._running):
             if seq.cancel.is_set():
                 self._end(seq, "cancelled")
-        if self._running:
-            batch = self._fill()
-            if batch:
-                self._decode(batch)
+        began = time.perf_counter()
+        batch = self._fill() if self._running else []
+        decoding_only = all(s.next_token is not None for s, _, _ in batch)
+        if batch:
+            self._decode(batch)
         out: list[tuple[object, Chunk]] = []
         for seq in self._running:
             out.extend((seq, c) for c in seq.out)
             seq.out.clear()
+        if self.speculator is not None and batch and decoding_only and not any(s.done for s, _, _ in batch):
+            # A decoding-only step: what a token cost, with drafts or without ("auto" picks the cheaper).
+            drafted = any(n > 1 for _, n, _ in batch)
+            emitted = sum(1 for _, c in out if c.token is not None)
+            self.speculator.record(drafted, time.perf_counter() - began, emitted)
         self._running = [s for s in self._running if not s.done]
         return out
 
@@ -229,6 +181,8 @@ class BatchRunner:
             seq.sampler.close()
         self._running = []
         self._batch.close()
+        if self.speculator is not None:
+            self.speculator.close()
 
     # -- one step ---------------------------------------------------------------------------------
 
@@ -241,8 +195,14 @@ class BatchRunner:
                 s.shared = True
         decoding = [s for s in self._running if s.next_token is not None]
         reading = sorted((s for s in self._running if s.pending), key=lambda s: s.order)
-        plan: list[tuple[Sequence, int, bool]] = [(s, 1, True) for s in decoding]
-        budget = self.n_batch - len(plan)
+        budget = self.n_batch - len(decoding)
+        if self.speculator is not None and decoding and self.speculator.want():
+            # Drafts get what the next tokens leave, half of it while a prompt is read (its chunk, the rest).
+            room = budget // 2 if reading else budget
+            budget -= self.speculator.plan([(s.drafts, self._draft_cap(s)) for s in decoding if s.drafts], room)
+        plan: list[tuple[Sequence, int, bool]] = [
+            (s, 1 + len(s.drafts.draft if s.drafts else ()), True) for s in decoding
+        ]
         for seq in reading:
             if budget <= 0:
                 break
@@ -255,6 +215,12 @@ class BatchRunner:
         free = self.n_ctx - sum(len(s.tokens) for s in self.slots)
         if need > free:
             free += self._evict_idle(need - free)
+        if need > free and self.speculator is not None:  # no drafts before anyone has to give way
+            for s in decoding:
+                if s.drafts:
+                    s.drafts.draft = []
+            plan = [(s, 1 if s.next_token is not None else n, lg) for s, n, lg in plan]
+            need = sum(n for _, n, _ in plan)
         while need > free and plan:
             # The newest gives way first: the oldest keep going, so none starves.
             seq, n, _ = max(plan, key=lambda p: p[0].order)
@@ -269,23 +235,21 @@ class BatchRunner:
             free += self._evict_idle(need - free) if need > free else 0
         return plan
 
-    def _evict_idle(self, cells: int) -> int:
-        freed = 0
-        for slot in sorted((s for s in self.slots if not s.busy and s.tokens), key=lambda s: s.last_used):
-            if freed >= cells:
-                break
-            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
-            freed += len(slot.tokens)
-            slot.tokens.clear()
-        return freed
+    def _draft_cap(self, seq: Sequence) -> int:
+        """Drafts that could all be kept: within the sequence's context and its max_tokens."""
+        cap = self.n_ctx_seq - len(seq.slot.tokens) - 2
+        if seq.sampling.max_tokens is not None:
+            cap = min(cap, seq.sampling.max_tokens - seq.stats.generated_tokens - 1)
+        return cap
 
     def _decode(self, plan: list[tuple[Sequence, int, bool]]) -> None:
         b = self._batch.batch
         i = 0
         for seq, n, logits in plan:
             slot = seq.slot
-            if seq.next_token is not None:
-                toks = [seq.next_token]
+            every = seq.next_token is not None  # the next token and its drafts: logits at each
+            if every:
+                toks = [seq.next_token, *(seq.drafts.draft if seq.drafts else ())]
             else:
                 toks = seq.pending[:n]
             pos = len(slot.tokens)
@@ -294,10 +258,10 @@ class BatchRunner:
                 b.pos[i] = pos + k
                 b.n_seq_id[i] = 1
                 b.seq_id[i][0] = slot.seq_id
-                b.logits[i] = False
+                b.logits[i] = every
                 i += 1
             b.logits[i - 1] = logits
-            seq.logits_at = i - 1 if logits else -1
+            seq.logits_at = i - len(toks) if every else (i - 1 if logits else -1)
         b.n_tokens = i
         began = time.perf_counter()
         rc = self._lib.llama_decode(self._ctx.ctx, b)
@@ -327,13 +291,40 @@ class BatchRunner:
                     self._end(seq, "error", f"generation failed: {exc}")
 
     def _sample(self, seq: Sequence) -> None:
+        """The next token, or with drafts in the batch, tokens while they equal the drafts (speculative.py)."""
+        draft = seq.drafts.draft if seq.drafts else []
+        if not draft:
+            self._sample_at(seq, seq.logits_at)
+            return
+        assert seq.drafts is not None
+        accepted = 0
+        try:
+            for i in range(len(draft) + 1):
+                token = self._sample_at(seq, seq.logits_at + i)
+                if i == len(draft) or token != draft[i]:
+                    break
+                accepted += 1
+                if seq.done:
+                    break
+                seq.slot.tokens.append(token)  # the draft's cell holds it: context for the next one
+                seq.next_token = None
+        finally:
+            # The cells of the drafts not kept go, so the sequence holds exactly its tokens.
+            self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
+        seq.stats.draft_tokens += len(draft)
+        seq.stats.draft_accepted += accepted
+        seq.drafts.policy.update(len(draft), accepted)
+        seq.drafts.draft = []
+
+    def _sample_at(self, seq: Sequence, at: int) -> int | None:
+        """Sample at batch index `at` and emit the token; None when the sequence ended without one."""
         sp = seq.sampling
         if len(seq.slot.tokens) >= self.n_ctx_seq:
             self._end(seq, "length")
-            return
+            return None
         if seq.stats.generated_tokens == 0 and seq.prefill_s > 0:
             seq.stats.prompt_tok_s = seq.stats.prompt_tokens_evaluated / seq.prefill_s
-        token = int(self._lib.llama_sampler_sample(seq.sampler.sampler, self._ctx.ctx, seq.logits_at))
+        token = int(self._lib.llama_sampler_sample(seq.sampler.sampler, self._ctx.ctx, at))
         now = time.perf_counter()
         if not seq.first_token_at:
             seq.first_token_at = now
@@ -341,26 +332,29 @@ class BatchRunner:
         seq.last_token_at = now
         if self._lib.llama_vocab_is_eog(self._vocab, token):
             self._end(seq, "stop")
-            return
+            return None
         seq.stats.generated_tokens += 1
+        if seq.drafts is not None:
+            seq.drafts.index.extend([token])
         piece = self._piece(self._vocab, token, token in seq.visible)
         text = seq.stream.push(piece)
         if sp.logprobs is None:
             seq.out.append(Chunk(text=text, token=token))
         else:
-            seq.out.append(Chunk(text=text, token=token, logprobs=self._logprobs(seq, token, piece, sp.logprobs)))
+            seq.out.append(Chunk(text=text, token=token, logprobs=self._logprobs(at, token, piece, sp.logprobs)))
         if seq.stream.stopped:
             self._end(seq, "stop")
         elif sp.max_tokens is not None and seq.stats.generated_tokens >= sp.max_tokens:
             self._end(seq, "length")
         else:
             seq.next_token = token
+        return token
 
-    def _logprobs(self, seq: Sequence, token: int, piece: bytes, n_top: int) -> Logprobs:
+    def _logprobs(self, at: int, token: int, piece: bytes, n_top: int) -> Logprobs:
         from app.core.engines.logprobs import from_logits
 
         np = import_native("numpy")
-        pointer = self._lib.llama_get_logits_ith(self._ctx.ctx, seq.logits_at)
+        pointer = self._lib.llama_get_logits_ith(self._ctx.ctx, at)
         if not pointer:
             raise EngineError("llama.cpp kept no logits for the last token")
         array = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))

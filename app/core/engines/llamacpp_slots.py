@@ -11,6 +11,7 @@ from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.llamacpp_batch import BatchRunner
+from app.core.engines.speculative import make_speculator
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,15 @@ def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bo
         ctx = internals.LlamaContext(model=llm._model, params=params, verbose=False)
     except Exception as exc:  # ValueError("Failed to create llama_context"), usually memory
         raise EngineError(f"llama.cpp could not open a {spec.slots}-slot context: {exc}") from exc
+    drafter = None
+    if spec.draft_model is not None and spec.speculative in ("auto", "draft"):
+        from app.core.engines.llamacpp_draft import ModelDrafter
+
+        try:
+            drafter = ModelDrafter(lib, llm, spec)
+        except EngineError:
+            ctx.close()
+            raise
     runner = BatchRunner(
         lib,
         llm,
@@ -101,6 +111,7 @@ def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bo
         spec.seed,
         spec.kv_unified,
         spec.prompt_cache_mib * 1024 * 1024,
+        make_speculator(spec.speculative, spec.draft_max, drafter),
     )
     logger.info(
         "opened %d slots of %d tokens (%s KV cache)",
