@@ -76,12 +76,19 @@ def usage(stats: GenerationStats | None) -> dict[str, Any]:
     prompt = stats.prompt_tokens if stats else 0
     completion = stats.generated_tokens if stats else 0
     cached = max(0, prompt - stats.prompt_tokens_evaluated) if stats else 0
+    drafted = stats.draft_tokens if stats else 0
+    accepted = stats.draft_accepted if stats else 0
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+        # OpenAI's fields for predicted tokens kept and thrown away: here, speculative decoding's drafts.
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "accepted_prediction_tokens": accepted,
+            "rejected_prediction_tokens": drafted - accepted,
+        },
     }
 
 
@@ -102,6 +109,8 @@ def timings(stats: GenerationStats | None) -> dict[str, Any]:
         "predicted_ms": round(predicted_ms, 3),
         "predicted_per_second": round(stats.decode_tok_s, 3),
         "ttft_ms": round(stats.time_to_first_token_s * 1000, 3),
+        # llama-server's names for speculative decoding's drafts (present only when something was drafted).
+        **({"draft_n": stats.draft_tokens, "draft_n_accepted": stats.draft_accepted} if stats.draft_tokens else {}),
     }
 
 

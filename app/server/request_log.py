@@ -24,6 +24,8 @@ class LoggedRequest:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    draft_tokens: int = 0  # speculative decoding's drafts, and how many were kept
+    draft_accepted: int = 0
 
 
 class RequestLog:
@@ -52,6 +54,9 @@ class Timer:
     def done(self, status: int, model: str = "", usage: dict | None = None) -> None:
         u = usage or {}
         details = u.get("prompt_tokens_details") or {}
+        predicted = u.get("completion_tokens_details") or {}
+        accepted = int(predicted.get("accepted_prediction_tokens") or 0)
+        rejected = int(predicted.get("rejected_prediction_tokens") or 0)
         self.log.add(
             LoggedRequest(
                 self.at,
@@ -63,5 +68,7 @@ class Timer:
                 int(u.get("prompt_tokens", 0)),
                 int(u.get("completion_tokens", 0)),
                 int(details.get("cached_tokens", 0)),
+                accepted + rejected,
+                accepted,
             )
         )

@@ -17,8 +17,8 @@ from app.ui.theme import theme_colour
 
 logger = logging.getLogger(__name__)
 
-COLUMNS = ["Time", "Method", "Path", "Model", "Prompt", "Completion", "Cached", "Duration", "Status"]
-NUMERIC = {4, 5, 6, 7, 8}
+COLUMNS = ["Time", "Method", "Path", "Model", "Prompt", "Completion", "Cached", "Drafts kept", "Duration", "Status"]
+NUMERIC = {4, 5, 6, 7, 8, 9}
 DEFAULT_ROWS = 200
 MAX_UPDATES_HZ = 8.0
 
@@ -32,6 +32,7 @@ def cells(r: RequestRecord) -> list[str]:
         str(r.prompt_tokens) if r.prompt_tokens else "",
         str(r.completion_tokens) if r.completion_tokens else "",
         str(r.cached_tokens) if r.cached_tokens else "",
+        f"{r.draft_accepted / r.draft_tokens:.0%} of {r.draft_tokens}" if r.draft_tokens else "",
         fmt_duration(r.duration_s),
         str(r.status),
     ]

@@ -286,9 +286,26 @@ def test_the_log_model_puts_the_newest_first_and_trims():
     model.add(rows[:2])
     model.add(rows[2:])
     assert [model.record(r).path for r in range(model.rowCount())] == ["/4", "/3", "/2"]
-    assert model.index(0, 7).data() == "1.5 s" and model.index(0, 8).data() == "404"
-    assert model.index(0, 8).data(Qt.ItemDataRole.ForegroundRole) is not None  # an error status is coloured
-    assert model.index(1, 8).data(Qt.ItemDataRole.ForegroundRole) is None
+    assert model.index(0, 8).data() == "1.5 s" and model.index(0, 9).data() == "404"
+    assert model.index(0, 9).data(Qt.ItemDataRole.ForegroundRole) is not None  # an error status is coloured
+    assert model.index(1, 9).data(Qt.ItemDataRole.ForegroundRole) is None
+    assert model.index(0, 7).data() == ""  # nothing drafted
+
+
+def test_the_log_shows_the_drafts_kept_from_usage():
+    from app.server.request_log import RequestLog, Timer
+
+    log = RequestLog()
+    usage = {
+        "prompt_tokens": 40,
+        "completion_tokens": 30,
+        "prompt_tokens_details": {"cached_tokens": 12},
+        "completion_tokens_details": {"accepted_prediction_tokens": 15, "rejected_prediction_tokens": 5},
+    }
+    Timer(log, "POST", "/v1/chat/completions").done(200, "m", usage)
+    model = RequestLogModel()
+    model.add(log.items())
+    assert model.index(0, 6).data() == "12" and model.index(0, 7).data() == "75% of 20"
 
 
 # ---- settings ------------------------------------------------------------------------------------

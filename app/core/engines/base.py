@@ -107,7 +107,8 @@ class LoadSpec(BaseModel):
     # with the same vocabulary; "auto" (or the draft model when one is set) drafts only after a long
     # verbatim match, backs off where drafts miss, and only while steps with drafts measure cheaper per
     # token than steps without (on a compute-bound CPU they rarely do); "off" decodes one token per step.
-    speculative: Literal["auto", "off", "ngram", "draft"] = "auto"
+    # Off unless asked: the planner asks for "auto" where verifying drafts is nearly free (spec_from_plan).
+    speculative: Literal["auto", "off", "ngram", "draft"] = "off"
     draft_model: Path | None = None  # a GGUF file
     draft_max: int = Field(16, ge=1, le=64)  # tokens drafted per sequence and step, at most
 

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from app.core.engines.base import LoadSpec
 from app.core.errors import HearthError
@@ -179,7 +179,7 @@ def prompt_cache_mib(plan: Plan) -> int:
 
 def spec_from_plan(path: Path, plan: Plan) -> LoadSpec:
     """The load a plan describes: its context, offload, KV cache and slots (each with its own cells),
-    and a prompt cache that fits beside them."""
+    a prompt cache that fits beside them, and speculative decoding where it pays."""
     opts = plan.options
     return LoadSpec(
         path=path,
@@ -191,7 +191,16 @@ def spec_from_plan(path: Path, plan: Plan) -> LoadSpec:
         slots=opts.n_seq,
         kv_unified=opts.kv_unified if opts.n_seq > 1 else False,
         prompt_cache_mib=prompt_cache_mib(plan) if opts.n_seq > 1 else PROMPT_CACHE_MIB,
+        speculative=speculation_for(plan),
     )
+
+
+def speculation_for(plan: Plan) -> Literal["auto", "off"]:
+    """n-gram drafting ("auto", which still keeps it only while it measures cheaper) when the weights are on
+    a GPU, where one token's step is bound by reading the weights, so checking a few drafts in the same
+    batch costs little more than one token. Off on the CPU: there a step's cost grows with its tokens (16
+    cost 6.7x one here, and bench/speculative.py measured drafting at 0.45-1.02x plain decoding)."""
+    return "auto" if plan.options.n_gpu_layers != 0 else "off"  # -1: every layer
 
 
 class DefaultPreflight:

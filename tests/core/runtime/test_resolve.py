@@ -65,3 +65,19 @@ def test_an_mlx_load_plans_slots_too(tmp_path, tiny_mlx_model):
         assert resolver.load_spec(model).slots == 1
     finally:
         library.close()
+
+
+def test_speculative_decoding_is_planned_only_with_weights_on_a_gpu(tmp_path):
+    from types import SimpleNamespace
+
+    from app.core.runtime.preflight import speculation_for
+
+    path = write_tiny_llama_gguf(tmp_path / "spec.gguf", n_ctx=2048)
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    model = import_path(library, path).imported[0]
+    try:
+        assert ModelResolver(library, lambda: machine(64 * GiB)).load_spec(model).speculative == "off"  # CPU only
+    finally:
+        library.close()
+    on_gpu = {n: speculation_for(SimpleNamespace(options=SimpleNamespace(n_gpu_layers=n))) for n in (-1, 0, 12)}
+    assert on_gpu == {-1: "auto", 0: "off", 12: "auto"}
