@@ -62,20 +62,26 @@ with httpx.Client(timeout=900) as c:
             body = {"model": model, "stream": True, "temperature": 0, "max_tokens": max_tokens, "seed": 1,
                     "stream_options": {"include_usage": True},
                     "messages": [{"role": "system", "content": system}] + history}
-            t0 = time.perf_counter()
-            ttft, parts, usage = None, [], {}
-            with c.stream("POST", url + "/v1/chat/completions", json=body) as r:
-                r.raise_for_status()
-                for line in r.iter_lines():
-                    if not line.startswith("data: {"):
-                        continue
-                    event = json.loads(line[6:])
-                    usage = event.get("usage") or usage
-                    ch = event.get("choices") or []
-                    text = (ch[0].get("delta") or {}).get("content") if ch else None
-                    if text:
-                        ttft = ttft if ttft is not None else time.perf_counter() - t0
-                        parts.append(text)
+            for attempt in (1, 2):  # a server may close an idle keep-alive connection: the retry reconnects
+                t0 = time.perf_counter()
+                ttft, parts, usage = None, [], {}
+                try:
+                    with c.stream("POST", url + "/v1/chat/completions", json=body) as r:
+                        r.raise_for_status()
+                        for line in r.iter_lines():
+                            if not line.startswith("data: {"):
+                                continue
+                            event = json.loads(line[6:])
+                            usage = event.get("usage") or usage
+                            ch = event.get("choices") or []
+                            text = (ch[0].get("delta") or {}).get("content") if ch else None
+                            if text:
+                                ttft = ttft if ttft is not None else time.perf_counter() - t0
+                                parts.append(text)
+                    break
+                except httpx.RemoteProtocolError:
+                    if attempt == 2:
+                        raise
             history.append({"role": "assistant", "content": "".join(parts)})
             details = usage.get("prompt_tokens_details") or {}
             rows.append({"who": who, "turn": turn, "ttft": ttft if ttft is not None else time.perf_counter() - t0,

@@ -28,7 +28,11 @@ class SlotStates:
         Returns the prefix the slot now shares."""
         if self.cache.budget <= 0:
             return shared
-        evicting = len(slot.tokens) > 0 and shared < MIN_REUSE * len(slot.tokens)
+        # A request that would drop a stretch of the slot's conversation (another one sharing only its
+        # system prompt) saves it first: copying a sequence's cells costs far less than reading tokens again.
+        evicting = len(slot.tokens) - shared >= MIN_COPY_GAIN or (
+            len(slot.tokens) > 0 and shared < MIN_REUSE * len(slot.tokens)
+        )
         found = self.cache.take(tokens, shared)
         if evicting or found is not None:
             self._save(slot)

@@ -246,9 +246,10 @@ class MlxSequences:
             self._stash(cache, held)
             entry, shared = found
             cache, held = entry.data, entry.tokens
-        elif cache is not None and shared < MIN_REUSE * len(held):
-            # Another conversation's: it goes to the RAM cache whole, this request starts from a copy of
-            # the prefix they share when that saves enough to be worth the copy.
+        elif cache is not None and (shared < MIN_REUSE * len(held) or len(held) - shared >= MIN_COPY_GAIN):
+            # Another conversation's (or one sharing only its system prompt with this request, which would
+            # drop the rest): it goes to the RAM cache whole, this request starts from a copy of the prefix
+            # they share when that saves enough to be worth the copy.
             self._stash(cache, held)
             cache = copy.deepcopy(cache) if shared >= MIN_COPY_GAIN else None
         donor = max(

@@ -215,6 +215,29 @@ def test_tiny_a_conversation_evicted_from_its_slot_comes_back_from_ram(tiny_gguf
         single.unload()
 
 
+def test_tiny_two_agents_on_one_slot_sharing_a_system_prompt_read_only_their_new_turns(tiny_gguf_f16):
+    """Slot-starved: each conversation shares the long system prompt with the other, so the slot is reused
+    for it, but the other's own turns it drops are saved to RAM first and restored when it comes back."""
+    engine = load_llamacpp(tiny_gguf_f16, n_ctx=1024, slots=1, n_batch=64)
+    single = load_llamacpp(tiny_gguf_f16, n_ctx=1024)
+    try:
+        system = " ".join(f"rule {i} keep module {i} tested." for i in range(12))
+        history = {who: f"{system} agent {who}: " + " ".join(f"step {who}{i} done." for i in range(4)) for who in "ab"}
+        for who in "ab":
+            run_together(engine, [greedy(history[who], max_tokens=4)])
+        for turn in range(2):
+            for who in "ab":
+                history[who] += f" then step {who} turn {turn}."
+                request = greedy(history[who], max_tokens=4)
+                (tokens, final), *_ = run_together(engine, [request])
+                new_tokens = final.stats.prompt_tokens_evaluated
+                assert new_tokens < 16, (who, turn, new_tokens)  # only the new turn (and the last reply)
+                assert tokens == alone(single, request)[0]
+    finally:
+        engine.unload()
+        single.unload()
+
+
 def test_tiny_a_full_shared_context_ends_the_newest_sequence_first(tiny_gguf_f16):
     engine = load_llamacpp(tiny_gguf_f16, n_ctx=256, slots=2, n_batch=32, kv_unified=True)
     try:
