@@ -43,6 +43,12 @@ def add_serve_command(subparsers: Any) -> None:
         help="requests a model runs at once, fewer where memory is short; 1: one at a time "
         "(default: Settings → Parallel requests)",
     )
+    serve.add_argument(
+        "--speculative",
+        choices=["auto", "ngram", "off"],
+        help="speculative decoding with n-gram drafts (lossless): auto keeps it only while it measures "
+        "faster; default: auto with the weights on a GPU, off on the CPU, where it rarely pays",
+    )
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -80,7 +86,9 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     library = ctx.open_library()
     remotes = open_remotes(ctx.paths)  # remote models the user chose to expose are served here too
     slots = args.parallel or ctx.settings.parallel_requests
-    resolver = ModelResolver(library, max_context=server.jit_context, remotes=remotes, max_slots=slots)
+    resolver = ModelResolver(
+        library, max_context=server.jit_context, remotes=remotes, max_slots=slots, speculative=args.speculative
+    )
     host = EngineHost(
         default_registry(),
         calibration=ctx.calibration,
@@ -99,7 +107,8 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
             _err(f"loading {name} …")
             spec = resolver(name).spec
             info = host.load_sync(spec, resolver.find(name).format)
-            _err(f"{name}: {info.n_ctx:,}-token context, {_slots_text(host.state.slots_total, slots)}")
+            drafts = f", speculative decoding: {spec.speculative}" if spec.speculative != "off" else ""
+            _err(f"{name}: {info.n_ctx:,}-token context, {_slots_text(host.state.slots_total, slots)}{drafts}")
         runner.start()
         _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))
         _err("Press Ctrl-C to stop.")

@@ -49,11 +49,12 @@ def test_serve_a_model_file_answer_with_openai_stop_on_sigterm(smollm2_gguf, tmp
     with socket.socket() as s:  # a free port to ask for
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = ["--model", str(smollm2_gguf), "--port", str(port), "--parallel", "2"]
+    args = ["--model", str(smollm2_gguf), "--port", str(port), "--parallel", "2", "--speculative", "ngram"]
     proc, url, printed = _start(args, tmp_path / "home")
     try:
         assert url == f"http://127.0.0.1:{port}"
         assert "8,192-token context, 2 parallel slots" in printed  # --parallel over the setting's 4
+        assert "speculative decoding: ngram" in printed  # asked for, though this CPU would plan it off
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
         (model,) = client.models.list().data
         reply = client.chat.completions.create(
@@ -66,6 +67,8 @@ def test_serve_a_model_file_answer_with_openai_stop_on_sigterm(smollm2_gguf, tmp
             ],
         )
         assert "Paris" in reply.choices[0].message.content
+        details = reply.usage.completion_tokens_details  # the drafts, as OpenAI's predicted-token fields
+        assert details.accepted_prediction_tokens + details.rejected_prediction_tokens >= 0
         assert httpx.get(url + "/health", headers={"Host": "evil.example"}).status_code == 403
     finally:
         proc.send_signal(signal.SIGTERM)

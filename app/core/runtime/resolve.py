@@ -45,18 +45,21 @@ class ModelResolver:
         max_context: int | None = None,
         remotes: RemoteStore | None = None,
         max_slots: int = DEFAULT_PARALLEL_REQUESTS,
+        speculative: str | None = None,
     ) -> None:
         """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default);
         `remotes`: where `remote-name/model-id` names resolve when the library has no such model;
-        `max_slots`: the parallel requests a load plans for (Settings → Parallel requests; 1: one at a time)."""
+        `max_slots`: the parallel requests a load plans for (Settings → Parallel requests; 1: one at a time);
+        `speculative`: speculative decoding for every load ("auto", "ngram", "off"; None: as planned)."""
         self.library = library
         self.remotes = remotes
         self.machine = machine
         self.max_context = max_context
         self.max_slots = max_slots  # any thread may change it: the next plan uses it
+        self.speculative = speculative
         self._lock = threading.Lock()
         # (path, size, mtime, context asked, slots asked) -> spec
-        self._planned: dict[tuple[str, int, int, int | None, int], LoadSpec] = {}
+        self._planned: dict[tuple[str, int, int, int | None, int, str | None], LoadSpec] = {}
 
     def find(self, name: str) -> LocalModel:
         """The ready library model `name` means (its name, id, `repo:QUANT` or path); else ModelNotFound."""
@@ -80,7 +83,7 @@ class ModelResolver:
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
-        key = (*_file_key(model.path), self.max_context, self.max_slots)
+        key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative)
         with self._lock:
             cached = self._planned.get(key)
         if cached is not None:
@@ -105,7 +108,10 @@ class ModelResolver:
         # llama.cpp and MLX batch: another engine's load plans (and is checked for) one sequence.
         slots = self.max_slots if model.format in ("gguf", "mlx") else 1
         plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=slots).plan
-        return spec_from_plan(path, plan)
+        load = spec_from_plan(path, plan)
+        if self.speculative is not None and model.format == "gguf":  # only llama.cpp drafts
+            load = load.model_copy(update={"speculative": self.speculative})
+        return load
 
     def _asked(self, spec: ModelSpec) -> int:
         trained = spec.n_ctx_train or FALLBACK_CTX

@@ -77,6 +77,8 @@ def test_speculative_decoding_is_planned_only_with_weights_on_a_gpu(tmp_path):
     model = import_path(library, path).imported[0]
     try:
         assert ModelResolver(library, lambda: machine(64 * GiB)).load_spec(model).speculative == "off"  # CPU only
+        asked = ModelResolver(library, lambda: machine(64 * GiB), speculative="ngram")  # hearth serve --speculative
+        assert asked.load_spec(model).speculative == "ngram"
     finally:
         library.close()
     on_gpu = {n: speculation_for(SimpleNamespace(options=SimpleNamespace(n_gpu_layers=n))) for n in (-1, 0, 12)}
