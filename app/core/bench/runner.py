@@ -32,7 +32,8 @@ from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, ModelI
 from app.core.errors import HearthError
 from app.core.hardware.profile import HardwareProfile
 from app.core.models.calibration import CalibrationStore, SpeedRun
-from app.core.runtime.host import MIN_CALIBRATION_TOKENS, EngineHost
+from app.core.runtime.calibrate import MIN_CALIBRATION_TOKENS
+from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import (
     ChunkEvent,
     CountJob,

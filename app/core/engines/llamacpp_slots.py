@@ -11,6 +11,7 @@ from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.llamacpp_batch import BatchRunner
+from app.core.engines.slots import drain
 from app.core.engines.speculative import make_speculator
 from app.core.native import import_native
 
@@ -62,20 +63,7 @@ class Sequences:
     def run_one(self, request: GenerateRequest, cancel: Any) -> Iterator[Chunk]:
         """`Engine.generate` on a batched engine: this request alone (the host batches; direct callers,
         like the benchmark's runner, run one at a time)."""
-        key = self.admit(request, cancel)
-        return self._drain(key)
-
-    def _drain(self, key: object) -> Iterator[Chunk]:
-        finished = False
-        try:
-            while not finished:
-                for k, chunk in self.step():
-                    if k is key:
-                        finished = chunk.finish_reason is not None
-                        yield chunk
-        finally:
-            if not finished:  # the caller stopped reading: free the slot
-                self.runner.abort(key)
+        return drain(self.step, self.runner.abort, self.admit(request, cancel))
 
 
 def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bool], bytes]) -> tuple[Any, BatchRunner]:

@@ -39,7 +39,7 @@ from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats, SamplingParams
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
-from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, pick_slot
+from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, drain, pick_slot
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native
 
@@ -218,20 +218,7 @@ class MlxSequences:
 
     def run_one(self, request: GenerateRequest, cancel: Any) -> Iterator[Chunk]:
         """`Engine.generate` on a batched engine: this request alone (the host batches)."""
-        key = self.admit(request, cancel)
-        return self._drain(key)
-
-    def _drain(self, key: Sequence) -> Iterator[Chunk]:
-        finished = False
-        try:
-            while not finished:
-                for k, chunk in self.step():
-                    if k is key:
-                        finished = chunk.finish_reason is not None
-                        yield chunk
-        finally:
-            if not finished:
-                self.abort(key)
+        return drain(self.step, self.abort, self.admit(request, cancel))
 
     # -- the prompt cache -------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ conversation's next turn, or a shared system prompt) evaluates only the rest.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,6 +89,25 @@ class SequenceRunner(Protocol):
     def shared(self, key: object) -> bool:
         """Whether the sequence ran beside others at any step (its speed is not a single stream's)."""
         ...
+
+
+Step = Callable[[], list[tuple[object, Chunk]]]
+
+
+def drain(step: Step, abort: Callable[[object], None], key: object) -> Iterator[Chunk]:
+    """`key`'s chunks as `step` produces them, the others' dropped: one request run alone on a batched
+    runner (`Engine.generate` there). A caller that stops reading ends the sequence (`abort`): its slot
+    is freed."""
+    finished = False
+    try:
+        while not finished:
+            for k, chunk in step():
+                if k is key:
+                    finished = chunk.finish_reason is not None
+                    yield chunk
+    finally:
+        if not finished:
+            abort(key)
 
 
 @dataclass

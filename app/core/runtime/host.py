@@ -23,8 +23,9 @@ from app.core.engines.base import Chunk, Engine, GenerateRequest, LoadSpec, Mode
 from app.core.engines.registry import EngineRegistry
 from app.core.errors import HearthError
 from app.core.events import Event
-from app.core.models.calibration import CalibrationStore, SpeedRun
+from app.core.models.calibration import CalibrationStore
 from app.core.runtime.batching import BatchLoop
+from app.core.runtime.calibrate import record_run
 from app.core.runtime.job_queue import JobQueue
 from app.core.runtime.jobs import (
     ChunkEvent,
@@ -52,11 +53,6 @@ from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightRes
 
 logger = logging.getLogger(__name__)
 
-# Tiny runs measure noise, not speed: only longer generations go to the calibration store.
-MIN_CALIBRATION_TOKENS = 4
-# A prompt this short (or mostly reused from the cache) measures the fixed cost of one batch, not prefill
-# throughput: its prefill speed is not recorded, so it cannot drag the prefill correction down.
-MIN_CALIBRATION_PROMPT_TOKENS = 64
 # Resolves a job's model name to the load that provides it; raises ModelNotFound.
 Resolver = Callable[[str], LoadJob]
 
@@ -368,40 +364,8 @@ class EngineHost:
         self._finish(handle, GenerateResult(text="".join(parts), final=final))
 
     def _calibrate(self, final: Chunk) -> None:
-        pre, stats = self._preflight, final.stats
-        if self.calibration is None or pre is None or stats is None or self._engine is None:
-            return
-        if final.finish_reason not in ("stop", "length") or stats.generated_tokens < MIN_CALIBRATION_TOKENS:
-            return
-        if pre.predicted_decode_tok_s <= 0 or stats.decode_tok_s <= 0:
-            return
-        info = self._engine.info
-        model = Path(info.path).name if info is not None else "?"
-        predicted_prefill = measured_prefill = 0.0
-        if stats.prompt_tokens_evaluated >= MIN_CALIBRATION_PROMPT_TOKENS and stats.prompt_tok_s > 0:
-            predicted_prefill = pre.prefill_tok_s_at(stats.prompt_tokens_evaluated)
-            measured_prefill = stats.prompt_tok_s if predicted_prefill > 0 else 0.0
-        try:
-            self.calibration.record(
-                SpeedRun(
-                    backend=pre.backend,
-                    model=model,
-                    predicted_decode=pre.predicted_decode_tok_s,
-                    measured_decode=stats.decode_tok_s,
-                    predicted_prefill=predicted_prefill,
-                    measured_prefill=measured_prefill,
-                )
-            )
-        except OSError as exc:  # a read-only cache dir costs calibration, not the reply
-            logger.warning("could not record the speed run: %s", exc)
-        logger.debug(
-            "calibration: %s decode predicted %.1f tok/s, measured %.1f; prefill predicted %.1f, measured %.1f",
-            model,
-            pre.predicted_decode_tok_s,
-            stats.decode_tok_s,
-            predicted_prefill,
-            measured_prefill,
-        )
+        if self.calibration is not None and self._engine is not None:
+            record_run(self.calibration, self._preflight, self._engine.info, final)
 
     def __repr__(self) -> str:
         return f"EngineHost({self._thread.name!r}, {self._state.status})"

@@ -11,7 +11,7 @@ import pytest
 from app.core.engines.base import GenerateRequest, SamplingParams
 from app.core.errors import HearthError
 from app.core.models.calibration import CalibrationStore
-from app.core.runtime.host import MIN_CALIBRATION_PROMPT_TOKENS
+from app.core.runtime.calibrate import MIN_CALIBRATION_PROMPT_TOKENS
 from app.core.runtime.jobs import (
     ChunkEvent,
     EmbedJob,

@@ -1,0 +1,56 @@
+"""What a finished generation teaches the speed model: its measured decode and prefill beside the
+preflight's uncalibrated predictions, recorded in the calibration store. Called on the host thread."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from app.core.engines.base import Chunk, ModelInfo
+from app.core.models.calibration import CalibrationStore, SpeedRun
+from app.core.runtime.preflight import PreflightResult
+
+logger = logging.getLogger(__name__)
+
+# Tiny runs measure noise, not speed: only longer generations go to the calibration store.
+MIN_CALIBRATION_TOKENS = 4
+# A prompt this short (or mostly reused from the cache) measures the fixed cost of one batch, not prefill
+# throughput: its prefill speed is not recorded, so it cannot drag the prefill correction down.
+MIN_CALIBRATION_PROMPT_TOKENS = 64
+
+
+def record_run(store: CalibrationStore, pre: PreflightResult | None, info: ModelInfo | None, final: Chunk) -> None:
+    """Record `final`'s speeds against the predictions of the load that produced it, when they measure speed."""
+    stats = final.stats
+    if pre is None or stats is None:
+        return
+    if final.finish_reason not in ("stop", "length") or stats.generated_tokens < MIN_CALIBRATION_TOKENS:
+        return
+    if pre.predicted_decode_tok_s <= 0 or stats.decode_tok_s <= 0:
+        return
+    model = Path(info.path).name if info is not None else "?"
+    predicted_prefill = measured_prefill = 0.0
+    if stats.prompt_tokens_evaluated >= MIN_CALIBRATION_PROMPT_TOKENS and stats.prompt_tok_s > 0:
+        predicted_prefill = pre.prefill_tok_s_at(stats.prompt_tokens_evaluated)
+        measured_prefill = stats.prompt_tok_s if predicted_prefill > 0 else 0.0
+    try:
+        store.record(
+            SpeedRun(
+                backend=pre.backend,
+                model=model,
+                predicted_decode=pre.predicted_decode_tok_s,
+                measured_decode=stats.decode_tok_s,
+                predicted_prefill=predicted_prefill,
+                measured_prefill=measured_prefill,
+            )
+        )
+    except OSError as exc:  # a read-only cache dir costs calibration, not the reply
+        logger.warning("could not record the speed run: %s", exc)
+    logger.debug(
+        "calibration: %s decode predicted %.1f tok/s, measured %.1f; prefill predicted %.1f, measured %.1f",
+        model,
+        pre.predicted_decode_tok_s,
+        stats.decode_tok_s,
+        predicted_prefill,
+        measured_prefill,
+    )
