@@ -87,6 +87,7 @@ def build_shell(
     from PySide6.QtWidgets import QSystemTrayIcon
 
     from app.core.bench.store import BenchStore
+    from app.core.runtime.drafts import DraftFinder, DraftPrefs
     from app.server.config import new_api_key
     from app.ui.bench.bench_page import BenchPage
     from app.ui.bridge import EventBridge
@@ -134,6 +135,9 @@ def build_shell(
         machine_source=lambda: machine.get("now"),
         remote_models=remote_models(services.remotes),
         parallel=lambda: services.settings.parallel_requests,
+        drafts=DraftPrefs(
+            services.resolver.drafts or DraftFinder(services.library), lambda: services.settings, store.save
+        ),
     )
     if library.remotes_panel is not None:  # a server added or removed on My Models: the picker lists it
         library.remotes_panel.changed.connect(chat.model_bar.refresh_models)
@@ -165,7 +169,7 @@ def build_shell(
     ]
     window = MainWindow(store, settings, paths, pages)
     shown["window"] = window
-    launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"), machine_source=lambda: machine.get("now"))
+    launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"))
     library.chat_requested.connect(launcher.chat_with)
     feed.chat_requested.connect(launcher.chat_with)  # "Downloaded — Chat" / "In My Models — Chat" on Discover
     # The panel's count arrives on the UI thread (its EventBridges re-post the manager's events).
@@ -177,12 +181,18 @@ def build_shell(
     saved.fired.connect(lambda s: setattr(window, "settings", s.model_copy(update={"window": window.settings.window})))
     parallel = {"now": services.settings.parallel_requests}
 
+    speculative = {"now": services.settings.speculative}
+
     def parallel_changed(s: Settings) -> None:
-        """Main thread: a new Parallel requests setting re-plans the chat's next load and the fit view."""
+        """Main thread: a new Parallel requests setting re-plans the chat's next load and the fit view;
+        a new Speculative decoding setting re-plans the chat's next load."""
         if s.parallel_requests != parallel["now"]:
             parallel["now"] = s.parallel_requests
             discover.set_parallel(s.parallel_requests)
             chat.model_bar.replan()
+        elif s.speculative != speculative["now"]:
+            chat.model_bar.replan()
+        speculative["now"] = s.speculative
 
     saved.fired.connect(parallel_changed)
     if themes is not None:

@@ -47,7 +47,14 @@ def add_serve_command(subparsers: Any) -> None:
         "--speculative",
         choices=["auto", "ngram", "off"],
         help="speculative decoding with n-gram drafts (lossless): auto keeps it only while it measures "
-        "faster; default: auto with the weights on a GPU, off on the CPU, where it rarely pays",
+        "faster; default: Settings → Speculative decoding (auto: on with the weights on a GPU, off on the CPU, "
+        "where it rarely pays)",
+    )
+    serve.add_argument(
+        "--draft-model",
+        metavar="NAME",
+        help="a smaller library model with the same tokenizer that drafts for the models served (speculative "
+        "decoding, lossless); models it cannot draft for load without it (default: the ones picked in the app)",
     )
     serve.set_defaults(handler=cmd_serve)
 
@@ -61,8 +68,10 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.engines import default_registry
     from app.core.errors import HearthError
     from app.core.remote import open_remotes
+    from app.core.runtime.drafts import DraftFinder
     from app.core.runtime.host import EngineHost
     from app.core.runtime.resolve import ModelResolver
+    from app.core.settings import load_speculative
     from app.server.app import create_app
     from app.server.config import new_api_key, policy_for
     from app.server.context import ServerContext
@@ -86,8 +95,18 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     library = ctx.open_library()
     remotes = open_remotes(ctx.paths)  # remote models the user chose to expose are served here too
     slots = args.parallel or ctx.settings.parallel_requests
+    if args.draft_model and library.find(args.draft_model) is None:
+        library.close()
+        return ctx.fail(f"no model {args.draft_model!r} in the library to draft with (see `hearth ls`)", 2)
+    picked = ctx.settings.draft_models
     resolver = ModelResolver(
-        library, max_context=server.jit_context, remotes=remotes, max_slots=slots, speculative=args.speculative
+        library,
+        max_context=server.jit_context,
+        remotes=remotes,
+        max_slots=slots,
+        speculative=args.speculative or load_speculative(ctx.settings.speculative),
+        drafts=DraftFinder(library),
+        draft_for=lambda m: args.draft_model or picked.get(m.id),
     )
     host = EngineHost(
         default_registry(),
@@ -108,6 +127,10 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
             spec = resolver(name).spec
             info = host.load_sync(spec, resolver.find(name).format)
             drafts = f", speculative decoding: {spec.speculative}" if spec.speculative != "off" else ""
+            if spec.draft_model is not None:
+                drafts += f" ({spec.draft_model.name})"
+            elif args.draft_model and resolver.drafts is not None:
+                _err(f"no draft model: {resolver.drafts.pick(resolver.find(name), args.draft_model, None).note}")
             _err(f"{name}: {info.n_ctx:,}-token context, {_slots_text(host.state.slots_total, slots)}{drafts}")
         runner.start()
         _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))

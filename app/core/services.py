@@ -13,12 +13,14 @@ from app.core.engines import default_registry
 from app.core.hub.client import HubClient
 from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
+from app.core.library.store import LocalModel
 from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
 from app.core.remote import RemoteStore, open_remotes, register_remote
+from app.core.runtime.drafts import DraftFinder
 from app.core.runtime.host import EngineHost
 from app.core.runtime.resolve import ModelResolver
-from app.core.settings import Settings
+from app.core.settings import Settings, load_speculative
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,12 @@ class Services:
         )
         remotes = open_remotes(paths)
         resolver = ModelResolver(
-            library, max_context=settings.server.jit_context, remotes=remotes, max_slots=settings.parallel_requests
+            library,
+            max_context=settings.server.jit_context,
+            remotes=remotes,
+            max_slots=settings.parallel_requests,
+            speculative=load_speculative(settings.speculative),
+            drafts=DraftFinder(library),
         )
         host = EngineHost(
             register_remote(default_registry(), remotes),
@@ -67,7 +74,12 @@ class Services:
         chats = ChatStore(paths.chats_db)
         services = cls(paths, settings, library, downloads, host, chats, calibration, resolver, remotes, env)
         services.feed = LibraryFeed(downloads, library)
+        resolver.draft_for = services.draft_for
         return services
+
+    def draft_for(self, model: LocalModel) -> str | None:
+        """Any thread: the draft model picked for `model` (Settings.draft_models), if any."""
+        return self.settings.draft_models.get(model.id)
 
     def hub(self) -> HubClient:
         """A Hub client for the current settings (token and mirror can change while Hearth runs)."""
@@ -83,6 +95,7 @@ class Services:
         self.host.jit = settings.server.jit_load
         self.resolver.max_context = settings.server.jit_context
         self.resolver.max_slots = settings.parallel_requests  # the next load plans for it
+        self.resolver.speculative = load_speculative(settings.speculative)
         self.host.queue_size = settings.server.queue_size
         self.host.idle_ttl_s = settings.server.idle_ttl_minutes * 60 or None
 

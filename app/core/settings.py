@@ -31,6 +31,14 @@ DEFAULT_SERVER_PORT = 8487
 # Generations the engine runs at once (chat and API together); the planner gives fewer where memory is short.
 DEFAULT_PARALLEL_REQUESTS = 4
 MAX_PARALLEL_REQUESTS = 16
+# Speculative decoding: "auto" drafts where the plan says it pays (weights on a GPU), "on" everywhere
+# (still only while drafted steps measure cheaper), "off" never.
+SpeculativeSetting = Literal["auto", "on", "off"]
+
+
+def load_speculative(setting: str) -> str | None:
+    """The LoadSpec mode a setting asks for; None: as the plan says (preflight.speculation_for)."""
+    return {"on": "auto", "off": "off"}.get(setting)
 
 
 class ServerSettings(BaseModel):
@@ -92,6 +100,10 @@ class Settings(BaseModel):
     parallel_downloads: int = Field(default=2, ge=1, le=8)
     # Parallel slots a model loads with (each with its own KV cache for one conversation's context).
     parallel_requests: int = Field(default=DEFAULT_PARALLEL_REQUESTS, ge=1, le=MAX_PARALLEL_REQUESTS)
+    speculative: SpeculativeSetting = "auto"
+    # A model's library id -> the library model that drafts for it (same tokenizer, smaller), picked in
+    # the chat's Advanced load options; the API server's loads of that model use it too.
+    draft_models: dict[str, str] = Field(default_factory=dict)
     server: ServerSettings = Field(default_factory=ServerSettings)
 
     @field_validator("hf_endpoint")

@@ -13,10 +13,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 
 from app.core.library import LocalModel
-from app.core.models.devices import Machine
 from app.core.runtime.jobs import HostState
 from app.ui.chat import ChatPage
-from app.ui.chat.model_bar import LoadPlanDefaults, plan_defaults
+from app.ui.chat.load_plan import LoadPlanDefaults
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
@@ -28,14 +27,12 @@ class ChatLauncher(QObject):
         chat: ChatPage,
         tasks: TaskRunner,
         show_chat: Callable[[], None],
-        machine_source: Callable[[], Machine | None] | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent or chat)
         self._chat = chat
         self._tasks = tasks
         self._show_chat = show_chat
-        self._machine_source = machine_source
         self._ticket = 0  # only the last model asked for is loaded
         self.waiting_for: Path | None = None  # the model whose load, once done, focuses the message box
         chat.watcher.changed.connect(self._host_state)
@@ -61,11 +58,10 @@ class ChatLauncher(QObject):
             return True
         self.waiting_for = Path(model.path)
         # Picking resets the bar's Advanced form to safe defaults while it plans on the pool; loading now
-        # would load with those (no GPU layers). Plan here too and load with the plan once it is known.
-        ticket, path, fmt, source = self._ticket, Path(model.path), model.format, self._machine_source
-        slots = bar.parallel()
+        # would load with those (no GPU layers). Plan as the bar does and load with the plan once it is known.
+        ticket = self._ticket
         self._tasks.run(
-            lambda: plan_defaults(path, fmt, source, slots),
+            bar.planner_for(model),
             lambda d: self._load(ticket, model, d),
             lambda exc: self._plan_failed(ticket, model, exc),
             owner=self,

@@ -48,6 +48,17 @@ def token_in_effect(typed: str, env: Mapping[str, str]) -> str:
     return "In effect: none; public models only (gated and private ones need a token)"
 
 
+SPECULATIVE_CHOICES = (
+    ("Automatic (where it pays: a model on the GPU)", "auto"),
+    ("On (prompt lookup, kept while faster)", "on"),
+    ("Off", "off"),
+)
+SPECULATIVE_HINT = (
+    "Drafts tokens from text already in the conversation (or a draft model picked in the chat's Advanced "
+    "options) and checks them in one step: the reply is the same, only faster where drafts hold."
+)
+
+
 def _hint(text: str = "") -> QLabel:
     label = QLabel(text)
     label.setWordWrap(True)
@@ -104,6 +115,12 @@ class SettingsDialog(QDialog):
         self.parallel_requests.setSuffix(" at once")
         hform.addRow("Parallel requests", self.parallel_requests)
         hform.addRow(_hint(PARALLEL_HINT))
+        self.speculative = QComboBox()
+        for label, value in SPECULATIVE_CHOICES:
+            self.speculative.addItem(label, value)
+        self.speculative.setCurrentIndex(max(0, self.speculative.findData(settings.speculative)))
+        hform.addRow("Speculative decoding", self.speculative)
+        hform.addRow(_hint(SPECULATIVE_HINT))
 
         hub = QGroupBox("Hugging Face Hub")
         hub_form = QFormLayout(hub)
@@ -164,6 +181,7 @@ class SettingsDialog(QDialog):
                 "hf_endpoint": self.hf_endpoint.text(),
                 "parallel_downloads": self.parallel_downloads.value(),
                 "parallel_requests": self.parallel_requests.value(),
+                "speculative": self.speculative.currentData(),
             }
         )
 

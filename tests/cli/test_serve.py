@@ -90,3 +90,38 @@ def test_lan_mode_requires_a_key_and_prints_the_one_it_made(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
+
+
+@pytest.mark.slow
+def test_serve_with_a_draft_model_from_the_library(tmp_path):
+    from app.core.library import import_path, open_library
+    from app.core.paths import app_paths
+    from app.core.settings import Settings
+    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+
+    home = tmp_path / "home"
+    paths = app_paths({"HEARTH_HOME": str(home)}).ensure()
+    big = write_tiny_llama_gguf(tmp_path / "big.gguf", n_layer=6, n_ctx=2048)
+    small = write_tiny_llama_gguf(tmp_path / "small.gguf", n_layer=1, n_embd=128, n_ff=256, n_ctx=2048)
+    library = open_library(paths, Settings())
+    for path in (big, small):
+        import_path(library, path)
+    library.close()
+    env = dict(os.environ, HEARTH_HOME=str(home))
+    missing = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--draft-model", "nope"], cwd=ROOT, env=env, capture_output=True
+    )
+    assert missing.returncode == 2 and b"no model 'nope' in the library to draft with" in missing.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc, url, printed = _start(["--model", "big", "--draft-model", "small", "--port", str(port)], home)
+    try:
+        assert "speculative decoding: draft (small.gguf)" in printed
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        reply = client.completions.create(model="big", prompt="abc abc abc", max_tokens=16, temperature=0)
+        details = reply.usage.completion_tokens_details
+        assert details is not None and details.accepted_prediction_tokens + details.rejected_prediction_tokens > 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0

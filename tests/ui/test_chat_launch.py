@@ -12,7 +12,7 @@ from app.core.library import Library, ModelFile
 from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.host import EngineHost
 from app.ui.chat import ChatPage
-from app.ui.chat.model_bar import FALLBACK_CTX, plan_defaults
+from app.ui.chat.load_plan import FALLBACK_CTX, plan_defaults
 from app.ui.chat_launch import ChatLauncher
 from app.ui.tasks import TaskRunner
 from tests.ui.chat_harness import no_preflight
@@ -52,7 +52,7 @@ def test_the_model_is_loaded_with_the_planners_defaults(qtbot, chat, tiny_gguf_f
         bar, "load_selected", lambda: loads.append((bar.advanced.n_ctx.value(), bar.picker.currentData().id))
     )
     shown = []
-    launcher = ChatLauncher(page, tasks, lambda: shown.append(True), machine_source=lambda: ROOMY)
+    launcher = ChatLauncher(page, tasks, lambda: shown.append(True))
     assert launcher.chat_with(model)
     assert shown == [True] and bar.picker.currentData().id == model.id
     qtbot.waitUntil(lambda: loads != [], timeout=10_000)
@@ -79,7 +79,7 @@ def test_the_load_carries_the_slots_planned_for_the_parallel_setting(qtbot, tmp_
         bar = page.model_bar
         specs = []
         monkeypatch.setattr(bar, "load_spec", lambda spec, fmt, name=None: specs.append(spec) or True)
-        launcher = ChatLauncher(page, tasks, lambda: None, machine_source=lambda: ROOMY)
+        launcher = ChatLauncher(page, tasks, lambda: None)
         assert launcher.chat_with(model)
         qtbot.waitUntil(lambda: specs != [], timeout=10_000)
         # Parallel requests 3 on a roomy machine: three slots, each with the whole planned context.

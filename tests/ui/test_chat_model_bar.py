@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.preflight import check_model, default_context, plan_model
-from app.ui.chat.model_bar import FALLBACK_CTX, plan_defaults
+from app.ui.chat.load_plan import FALLBACK_CTX, plan_defaults
 
 
 def test_load_defaults_show_the_preflights_plan_and_speed(tiny_gguf_f16):
@@ -38,3 +38,73 @@ def test_load_defaults_plan_slots_up_to_the_setting_never_a_smaller_context(tiny
     tight = Machine("cpu", Device("CPU", "cpu", budget, budget, 20.0, "RAM"), cores=2, simd=("avx2",))
     assert (plan_defaults(tiny_gguf_f16, "gguf", lambda: tight, 4).slots, four.n_ctx) == (2, ctx)
     assert plan_defaults(tiny_gguf_f16, "gguf", lambda: tight, 4).n_ctx == ctx
+
+
+def test_the_advanced_form_offers_the_draft_models_that_fit_and_loads_the_pick(qtbot, tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.core.engines.fake import registry_with_fake
+    from app.core.library import Library, import_path
+    from app.core.runtime.drafts import DraftFinder, DraftPrefs
+    from app.core.runtime.host import EngineHost
+    from app.core.settings import Settings
+    from app.ui.chat.model_bar import ModelBar
+    from app.ui.tasks import TaskRunner
+    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+    from tests.ui.chat_harness import no_preflight
+
+    roomy = Machine("cpu", Device("CPU", "cpu", 16 * GiB, 16 * GiB, 20.0, "RAM"), cores=2, simd=("avx2",))
+    big = write_tiny_llama_gguf(tmp_path / "big.gguf", n_layer=6, n_ctx=4096)
+    small = write_tiny_llama_gguf(tmp_path / "small.gguf", n_layer=1, n_embd=128, n_ff=256, n_ctx=4096)
+    other = write_tiny_llama_gguf(tmp_path / "other.gguf", n_layer=1, n_embd=128, n_ff=256, vocab_size=330)
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    ids = {p.stem: import_path(library, p).imported[0].id for p in (big, small, other)}
+    settings = {"now": Settings()}
+    prefs = DraftPrefs(DraftFinder(library), lambda: settings["now"], lambda s: settings.update(now=s))
+    d = plan_defaults(big, "gguf", lambda: roomy, 1, library.get(ids["big"]), prefs)
+    assert [name for _, name, _ in d.drafts] == ["small"] and d.draft == "" and d.speculative == "off"
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-draft-bar")
+    pool = ThreadPoolExecutor(2)
+    tasks = TaskRunner(pool)
+    bar = ModelBar(host, library, tasks, lambda: roomy, drafts=prefs)
+    qtbot.addWidget(bar)
+    try:
+        bar.picker.setCurrentIndex(
+            next(i for i in range(bar.picker.count()) if bar.picker.itemData(i).id == ids["big"])
+        )
+        combo = bar.advanced.speculative
+        qtbot.waitUntil(lambda: combo.count() == 3, timeout=10_000)
+        assert [combo.itemText(i) for i in range(3)] == ["Off", "Prompt lookup (n-gram)", "Draft model: small"]
+        assert combo.currentText() == "Off"  # as planned on a CPU
+        specs = []
+        monkeypatch.setattr(bar, "load_spec", lambda spec, fmt, name=None: specs.append(spec) or True)
+        combo.setCurrentIndex(2)
+        bar.load_selected()
+        assert (specs[0].speculative, specs[0].draft_model) == ("draft", small)
+        qtbot.waitUntil(lambda: settings["now"].draft_models == {ids["big"]: ids["small"]}, timeout=10_000)
+        # Planned again, the pick is the default; choosing prompt lookup instead forgets it.
+        bar.replan()
+        qtbot.waitUntil(lambda: combo.count() == 3 and combo.currentIndex() == 2, timeout=10_000)
+        combo.setCurrentIndex(1)
+        bar.load_selected()
+        assert (specs[1].speculative, specs[1].draft_model) == ("auto", None)
+        qtbot.waitUntil(lambda: settings["now"].draft_models == {}, timeout=10_000)
+        # Speculative decoding off in Settings: planned off, and no pick offered as the default.
+        settings["now"] = settings["now"].model_copy(
+            update={"speculative": "off", "draft_models": {ids["big"]: ids["small"]}}
+        )
+        bar.replan()
+        qtbot.waitUntil(lambda: combo.count() == 3 and combo.currentIndex() == 0, timeout=10_000)
+    finally:
+        tasks.close()
+        assert host.shutdown(5.0)
+        pool.shutdown(wait=True)
+        library.close()
+
+
+def test_the_status_line_says_how_the_model_drafts():
+    from app.ui.chat.load_plan import drafting_text
+
+    assert drafting_text({"speculative": "draft", "draft_model": "small.gguf"}) == "drafts with small.gguf"
+    assert drafting_text({"speculative": "auto", "draft_model": ""}) == "prompt-lookup drafts"
+    assert drafting_text({"speculative": "off"}) == drafting_text({}) == ""

@@ -94,3 +94,20 @@ def test_with_a_free_slot_nothing_waits_for_the_running_reply():
     assert engine_text(full, True) == "Engine: busy with a chat reply — API requests wait their turn · 2 waiting"
     one = HostState(status="generating", model=model, source="chat", slots_total=1, slots_busy=1)
     assert "API requests wait their turn" in engine_text(one, True)
+
+
+def test_settings_offer_speculative_decoding_and_save_it(qtbot, tmp_path):
+    from app.core.paths import app_paths
+    from app.core.settings import SettingsStore
+    from app.ui.settings_dialog import SettingsDialog
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    dialog = SettingsDialog(store, store.load(), paths, env={})
+    qtbot.addWidget(dialog)
+    box = dialog.speculative
+    assert [box.itemData(i) for i in range(box.count())] == ["auto", "on", "off"]
+    assert box.currentData() == "auto"  # where it pays: a model on the GPU
+    box.setCurrentIndex(box.findData("on"))
+    dialog.accept()
+    assert store.load().speculative == "on"

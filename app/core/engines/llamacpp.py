@@ -127,6 +127,8 @@ class LlamaCppEngine:
                 "architecture": header.architecture,
                 "add_bos": self._add_bos(),
                 "slots": spec.slots if batched else 0,
+                "speculative": spec.speculative if batched else "off",
+                "draft_model": spec.draft_model.name if batched and spec.draft_model is not None else "",
             },
         )
         return self.info

@@ -225,3 +225,43 @@ def explain(plan: Plan, spec: ModelSpec) -> str:
     if plan.fits and (plan.slots > 1 or plan.slots_requested > 1):
         lines.append(slots_line(plan))
     return "\n".join(lines + plan.notes)
+
+
+@dataclass
+class DraftFit:
+    """A draft model beside a plan (speculative decoding): its memory, and whether both fit together."""
+
+    estimate: MemoryEstimate  # the draft model's own share
+    fits: bool
+    line: str  # "draft model: weights … = …" or why it does not fit
+
+
+def draft_fit(plan: Plan, draft: ModelSpec, label: str = "the draft model") -> DraftFit:
+    """The draft's memory as the engine loads it (llamacpp_draft.py): as many GPU layers as the model has
+    (all of its own for "all"), one KV stream per slot at the model's context, the same KV type, added to
+    the plan's on each device and checked against the same budgets."""
+    opts = plan.options
+    total = draft.n_layers + 1
+    wanted = opts.n_gpu_layers
+    n_gpu = 0 if not plan.machine.gpus or wanted == 0 else (total if wanted < 0 else min(wanted, total))
+    own = opts.model_copy(update={"n_gpu_layers": -1 if n_gpu == total else n_gpu, "kv_unified": False})
+    est = _estimate(draft, own, plan.machine, n_gpu)
+    both = _combined(plan.estimate, est)
+    fits = plan.fits and _fits(both, plan.machine)
+    size = fmt_bytes(est.total, 2)
+    if fits:
+        return DraftFit(est, True, f"{label}: {size} more ({fmt_bytes(both.total, 2)} with the model)")
+    return DraftFit(est, False, f"{label} needs {size} more, which does not fit beside the model")
+
+
+def _combined(a: MemoryEstimate, b: MemoryEstimate) -> MemoryEstimate:
+    """Two loads' memory, device by device."""
+    uses = {u.device: replace(u) for u in a.devices}
+    for u in b.devices:
+        have = uses.get(u.device)
+        if have is None:
+            uses[u.device] = replace(u)
+            continue
+        for name in ("weights", "repack", "kv", "recurrent", "output", "compute", "overhead", "layers"):
+            setattr(have, name, getattr(have, name) + getattr(u, name))
+    return MemoryEstimate(a.options, a.kv_cells + b.kv_cells, list(uses.values()))

@@ -238,6 +238,14 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
     if not plan.fits:
         logger.warning("refusing to load %s: it will not fit", label)
         raise LoadRefused(f"{label} will not fit in free memory:\n{plan.explanation}")
+    if spec.speculative == "draft" and spec.draft_model is not None:
+        from app.core.models.planner import draft_fit
+
+        draft = Path(spec.draft_model).expanduser()
+        fit = draft_fit(plan, check_gguf(draft), draft.name)
+        if not fit.fits:
+            logger.warning("refusing to load %s with the draft model %s: they will not fit", label, draft.name)
+            raise LoadRefused(f"{label} with its draft model will not fit in free memory: {fit.line}")
     backend = "cpu" if plan.verdict == "cpu" else machine.backend
     return PreflightResult(
         spec=model,

@@ -20,6 +20,7 @@ from app.core.models.errors import ModelFileError
 from app.core.models.spec import ModelSpec
 from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.remote import RemoteStore
+from app.core.runtime.drafts import DraftFinder
 from app.core.runtime.jobs import LoadJob, ModelNotFound
 from app.core.runtime.preflight import (
     FALLBACK_CTX,
@@ -46,20 +47,26 @@ class ModelResolver:
         remotes: RemoteStore | None = None,
         max_slots: int = DEFAULT_PARALLEL_REQUESTS,
         speculative: str | None = None,
+        drafts: DraftFinder | None = None,
+        draft_for: Callable[[LocalModel], str | None] | None = None,
     ) -> None:
         """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default);
         `remotes`: where `remote-name/model-id` names resolve when the library has no such model;
         `max_slots`: the parallel requests a load plans for (Settings → Parallel requests; 1: one at a time);
-        `speculative`: speculative decoding for every load ("auto", "ngram", "off"; None: as planned)."""
+        `speculative`: speculative decoding for every load ("auto", "ngram", "off"; None: as planned);
+        `draft_for(model)`: the library model picked to draft for it (Settings.draft_models, `serve
+        --draft-model`), used where `drafts` finds it can (same tokenizer, smaller, fits beside the plan)."""
         self.library = library
         self.remotes = remotes
         self.machine = machine
         self.max_context = max_context
         self.max_slots = max_slots  # any thread may change it: the next plan uses it
-        self.speculative = speculative
+        self.speculative = speculative  # any thread may change these two, like max_slots
+        self.draft_for = draft_for
+        self.drafts = drafts
         self._lock = threading.Lock()
-        # (path, size, mtime, context asked, slots asked) -> spec
-        self._planned: dict[tuple[str, int, int, int | None, int, str | None], LoadSpec] = {}
+        # (path, size, mtime, context asked, slots asked, speculative, draft asked) -> spec
+        self._planned: dict[tuple[str, int, int, int | None, int, str | None, str | None], LoadSpec] = {}
 
     def find(self, name: str) -> LocalModel:
         """The ready library model `name` means (its name, id, `repo:QUANT` or path); else ModelNotFound."""
@@ -83,12 +90,13 @@ class ModelResolver:
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
-        key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative)
+        draft = self.draft_for(model) if self.draft_for is not None and model.format == "gguf" else None
+        key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative, draft)
         with self._lock:
             cached = self._planned.get(key)
         if cached is not None:
             return cached
-        spec = self._plan(model)
+        spec = self._plan(model, draft)
         with self._lock:
             self._planned[key] = spec
         return spec
@@ -96,7 +104,7 @@ class ModelResolver:
     def context_length(self, model: LocalModel) -> int:
         return self.load_spec(model).n_ctx
 
-    def _plan(self, model: LocalModel) -> LoadSpec:
+    def _plan(self, model: LocalModel, draft: str | None = None) -> LoadSpec:
         path = Path(model.path)
         try:
             spec = check_model(path, model.format)
@@ -111,6 +119,12 @@ class ModelResolver:
         load = spec_from_plan(path, plan)
         if self.speculative is not None and model.format == "gguf":  # only llama.cpp drafts
             load = load.model_copy(update={"speculative": self.speculative})
+        if draft and self.drafts is not None and self.speculative != "off":  # a picked draft, unless turned off
+            picked = self.drafts.pick(model, draft, plan)
+            if picked.path is not None:
+                load = load.model_copy(update={"speculative": "draft", "draft_model": picked.path})
+            else:
+                logger.warning("%s loads without a draft model: %s", model.name, picked.note)
         return load
 
     def _asked(self, spec: ModelSpec) -> int:

@@ -24,6 +24,7 @@ from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
+from app.core.runtime.drafts import DraftPrefs
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostState
 from app.ui.bridge import EventBridge
@@ -57,8 +58,10 @@ class ChatPage(QWidget):
         parent: QWidget | None = None,
         remote_models: Callable[[], list[LocalModel]] | None = None,
         parallel: Callable[[], int] | None = None,
+        drafts: DraftPrefs | None = None,
     ) -> None:
-        """`remote_models()`: the remote servers' models, listed in the picker beside the library's."""
+        """`remote_models()`: the remote servers' models, listed in the picker beside the library's;
+        `parallel` and `drafts`: the settings the model bar's loads plan with (see ModelBar)."""
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -73,7 +76,7 @@ class ChatPage(QWidget):
 
         self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
         self.model_bar = ModelBar(
-            host, library, tasks, machine_source, self, remote_models=remote_models, parallel=parallel
+            host, library, tasks, machine_source, self, remote_models=remote_models, parallel=parallel, drafts=drafts
         )
         self.header = ChatHeader()
         self.thread_view = ThreadView(store, self.chats, self.writes)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -30,93 +29,15 @@ from app.core.engines.base import LoadSpec
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
+from app.core.runtime.drafts import DraftPrefs
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
-from app.core.runtime.preflight import (
-    FALLBACK_CTX,
-    PROMPT_CACHE_MIB,
-    check_model,
-    default_context,
-    plan_model,
-    prompt_cache_mib,
-)
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS, MAX_PARALLEL_REQUESTS
+from app.ui.chat.load_plan import LoadPlanDefaults, drafting_text, load_failure_sentence, plan_defaults
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class LoadPlanDefaults:
-    n_ctx: int = FALLBACK_CTX
-    n_gpu_layers: int = 0
-    kv_type: str = "f16"
-    flash_attn: bool = False
-    slots: int = 1  # parallel slots, each with its own n_ctx of KV cache
-    prompt_cache_mib: int = PROMPT_CACHE_MIB  # RAM for conversations evicted from a slot
-    predicted_tok_s: float = 0.0
-    offload: str = ""  # "Full GPU offload (31/31 layers)"
-    note: str = ""  # why there is no plan, when there is none
-
-
-def plan_defaults(
-    path: Path, fmt: str, machine_source: Callable[[], Machine | None] | None, max_slots: int = 1
-) -> LoadPlanDefaults:
-    """Background thread: the planner's context, GPU layers, KV type and slots (up to `max_slots`, as
-    many as fit beside that context) for this model here."""
-    if fmt == "remote":
-        return LoadPlanDefaults(note="runs on a remote server: nothing to plan on this machine")
-    if machine_source is None or fmt not in ("gguf", "mlx"):
-        return LoadPlanDefaults(note="no planner for this model; using safe defaults")
-    model = check_model(path, fmt)
-    machine = machine_source()
-    if model is None or machine is None:
-        return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
-    slots = max_slots  # llama.cpp and MLX both batch (their engines' `sequences`)
-    planned = plan_model(model, machine, default_context(model), label=path.name, max_slots=slots)
-    plan, opts = planned.plan, planned.plan.options
-    return LoadPlanDefaults(
-        n_ctx=opts.n_ctx,
-        n_gpu_layers=opts.n_gpu_layers,
-        kv_type=opts.cache_type_k,
-        flash_attn=opts.flash_attn,
-        slots=plan.slots,
-        prompt_cache_mib=prompt_cache_mib(plan) if plan.fits else PROMPT_CACHE_MIB,
-        predicted_tok_s=planned.predicted_decode_tok_s,
-        offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
-        note="" if plan.fits else plan.explanation,
-    )
-
-
-# What a load failure's raw text (llama.cpp's, the engine's or the preflight's) means, in a few words;
-# the first match wins, and the raw text stays one click away ("Details").
-_LOAD_REASONS = (
-    (
-        ("magic", "not a gguf", "not a valid gguf", "invalid gguf", "gguf_init", "truncated"),
-        "the file is not a valid GGUF model.",
-    ),
-    (
-        ("unknown model architecture", "unknown architecture", "unsupported architecture"),
-        "this version of llama.cpp does not support its architecture.",
-    ),
-    (
-        ("out of memory", "failed to allocate", "cudamalloc", "not enough memory", "does not fit"),
-        "there is not enough memory for it (try a smaller context or fewer GPU layers).",
-    ),
-    (
-        ("does not exist", "no such file", "cannot read", "is not a file", "permission denied"),
-        "the file could not be read.",
-    ),
-    (("load cancelled",), "the load was cancelled."),
-)
-
-
-def load_failure_sentence(name: str, raw: str) -> str:
-    """'Could not load NAME: <why, in words>.' for the raw text of a failed load."""
-    low = raw.lower()
-    why = next((w for keys, w in _LOAD_REASONS if any(k in low for k in keys)), "the engine reported an error.")
-    return f"Could not load {name or 'the model'}: {why}"
 
 
 class AdvancedForm(QWidget):
@@ -137,11 +58,18 @@ class AdvancedForm(QWidget):
         self.slots = QSpinBox()
         self.slots.setRange(1, MAX_PARALLEL_REQUESTS)
         self.slots.setToolTip("Replies generated at once (chat and API); each slot holds a whole context's KV cache")
+        self.speculative = QComboBox()
+        self.speculative.setToolTip(
+            "Speculative decoding (lossless: the reply is the one plain decoding gives). Prompt lookup drafts "
+            "from text already in the conversation and keeps drafting only while it measures faster; a draft "
+            "model is a smaller one from your library with the same tokenizer"
+        )
         self.reset = QPushButton("Planner defaults")
         form.addRow("Context length", self.n_ctx)
         form.addRow("GPU layers", self.gpu_layers)
         form.addRow("KV cache type", self.kv_type)
         form.addRow("Parallel slots", self.slots)
+        form.addRow("Speculative decoding", self.speculative)
         form.addRow("", self.flash_attn)
         form.addRow("", self.reset)
 
@@ -151,6 +79,20 @@ class AdvancedForm(QWidget):
         self.kv_type.setCurrentText(d.kv_type if d.kv_type in KV_CACHE_TYPES else "f16")
         self.flash_attn.setChecked(d.flash_attn)
         self.slots.setValue(d.slots)
+        self.speculative.clear()
+        self.speculative.addItem("Off", ("off", "", ""))
+        self.speculative.addItem("Prompt lookup (n-gram)", ("auto", "", ""))
+        for draft_id, name, path in d.drafts:
+            self.speculative.addItem(f"Draft model: {name}", ("draft", draft_id, path))
+        want = ("draft", d.draft) if d.draft else (d.speculative if d.speculative == "off" else "auto", "")
+        for i in range(self.speculative.count()):
+            if self.speculative.itemData(i)[:2] == want:
+                self.speculative.setCurrentIndex(i)
+
+    def speculation(self) -> tuple[str, str, str]:
+        """(LoadSpec.speculative, draft model id, its path) as chosen."""
+        data = self.speculative.currentData()
+        return data if data is not None else ("off", "", "")
 
 
 class ModelBar(QWidget):
@@ -165,14 +107,17 @@ class ModelBar(QWidget):
         parent: QWidget | None = None,
         remote_models: Callable[[], list[LocalModel]] | None = None,
         parallel: Callable[[], int] | None = None,
+        drafts: DraftPrefs | None = None,
     ) -> None:
         """`remote_models()` lists the remote servers' models beside the library's; `parallel()` is the
-        Parallel requests setting, the most slots a load plans for (both main thread)."""
+        Parallel requests setting, the most slots a load plans for (both main thread); `drafts`: the
+        Speculative decoding setting and the draft model picked per model."""
         super().__init__(parent)
         self.host, self.library, self.tasks = host, library, tasks
         self.machine_source = machine_source
         self.parallel: Callable[[], int] = parallel or (lambda: DEFAULT_PARALLEL_REQUESTS)
         self.remote_models = remote_models
+        self.drafts = drafts
         self.defaults = LoadPlanDefaults()
         self.state = HostState()
         self.measured_tok_s = 0.0
@@ -264,8 +209,12 @@ class ModelBar(QWidget):
             self._clear_error()  # the failure was the other model's
         self.defaults = LoadPlanDefaults()
         self.advanced.set_values(self.defaults)
-        path, fmt, source, slots = Path(model.path), model.format, self.machine_source, self.parallel()
-        self.tasks.run(lambda: plan_defaults(path, fmt, source, slots), self._planned, self._plan_failed, owner=self)
+        self.tasks.run(self.planner_for(model), self._planned, self._plan_failed, owner=self)
+
+    def planner_for(self, model: LocalModel) -> Callable[[], LoadPlanDefaults]:
+        """UI thread: the planning of `model`'s load as the settings are now, to run on a background thread."""
+        path, source, slots, drafts = Path(model.path), self.machine_source, self.parallel(), self.drafts
+        return lambda: plan_defaults(path, model.format, source, slots, model, drafts)
 
     def replan(self) -> None:
         """UI thread: the machine is known (or changed): plan the picked model again. A model picked
@@ -288,6 +237,7 @@ class ModelBar(QWidget):
             self._show_error("Pick a model from your library first.")
             return
         a = self.advanced
+        mode, draft_id, draft_path = a.speculation()
         spec = LoadSpec(
             path=Path(model.path),
             n_ctx=a.n_ctx.value(),
@@ -297,10 +247,17 @@ class ModelBar(QWidget):
             cache_type_v=a.kv_type.currentText(),
             slots=a.slots.value(),
             prompt_cache_mib=self.defaults.prompt_cache_mib,
+            speculative=mode if model.format == "gguf" else "off",
+            draft_model=Path(draft_path) if mode == "draft" else None,
         )
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None and model.source != "remote":
             self.tasks.run(lambda: library.touch(model.id), owner=self)
+        if (prefs := self.drafts) is not None and model.format == "gguf":
+            # The pick (or dropping it) is remembered: the API server's loads of this model follow it.
+            picked = draft_id or None
+            if picked is not None or prefs.picked(model.id) is not None:
+                self.tasks.run(lambda: prefs.remember(model.id, picked), owner=self)
 
     def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
         """Queue a load on the host; progress and errors come back through the host state."""
@@ -378,6 +335,8 @@ class ModelBar(QWidget):
             parts.append(f"{s.slots_total} parallel slots")
         if self.defaults.offload:
             parts.append(self.defaults.offload)
+        if drafting := drafting_text(info.extra):
+            parts.append(drafting)
         speed = []
         if self.defaults.predicted_tok_s > 0:
             speed.append(f"predicted {self.defaults.predicted_tok_s:.0f} tok/s")
