@@ -4,9 +4,43 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import re
 from pathlib import Path
 
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
+
+# Secrets that libraries (httpx logs every request's URL) or error texts can carry into a log line: a URL's
+# user:password@, secret-looking query parameters, a bearer token, a Hugging Face token.
+_SECRETS = (
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]*@"), r"\1***:***@"),
+    (
+        re.compile(r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|password|secret|sig|signature)=)[^&\s\"']+"),
+        r"\1***",
+    ),
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1***"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{8,}"), "hf_***"),
+)
+
+
+def redact(text: str) -> str:
+    """`text` with credentials replaced by ***."""
+    for pattern, repl in _SECRETS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+class RedactSecrets(logging.Filter):
+    """On Hearth's handlers: no record reaches the log file or console with a credential in it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose args do not fit its format: leave it to the handler's own error
+            return True
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
 
 
 def configure_logging(log_dir: Path, level: str = "INFO", console: bool = False) -> Path:
@@ -20,12 +54,14 @@ def configure_logging(log_dir: Path, level: str = "INFO", console: bool = False)
             return log_file
     fh = logging.handlers.RotatingFileHandler(log_file, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
     fh.setFormatter(logging.Formatter(LOG_FORMAT))
+    fh.addFilter(RedactSecrets())
     fh._hearth = True  # type: ignore[attr-defined]
     root.addHandler(fh)
     if console:
         sh = logging.StreamHandler()
         sh.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         sh.setLevel(logging.WARNING)
+        sh.addFilter(RedactSecrets())
         sh._hearth = True  # type: ignore[attr-defined]
         root.addHandler(sh)
     return log_file
