@@ -3,6 +3,7 @@ them, an unreadable file ignored rather than fatal; and the segments both agent 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from app.core.tools import ReasoningDelta, TextDelta, ToolCallArgs, ToolCallStart
@@ -70,6 +71,64 @@ def test_a_full_disk_costs_the_saved_copy_not_the_reply(tmp_path, monkeypatch):
     store = ResponseStore(tmp_path / "r.json")
     store.put(stored(1))
     assert store.get("resp_1") is not None
+
+
+def test_the_file_is_a_journal_appended_per_change_and_replayed_with_the_same_bounds(tmp_path):
+    path = tmp_path / "responses.json"
+    store = ResponseStore(path, max_items=3)
+    store.put(stored(0))
+    sizes = [path.stat().st_size]
+    for n in range(1, 5):
+        store.put(stored(n))
+        sizes.append(path.stat().st_size)
+    assert store.delete("resp_3")
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0]) == {"version": 2} and len(lines) == 1 + 5 + 1  # one line per change
+    assert all(b - a == sizes[1] - sizes[0] for a, b in itertools.pairwise(sizes))  # appended, not rewritten
+    again = ResponseStore(path, max_items=3)
+    assert [k for k in ("resp_0", "resp_1", "resp_2", "resp_3", "resp_4") if again.get(k)] == ["resp_2", "resp_4"]
+
+
+def test_the_journal_is_rewritten_once_it_outgrows_what_it_holds(tmp_path, monkeypatch):
+    import app.server.response_store as module
+
+    monkeypatch.setattr(module, "COMPACT_FLOOR", 0)
+    path = tmp_path / "responses.json"
+    store = ResponseStore(path)
+    for _ in range(20):
+        store.put(stored(1, "x" * 200))  # the same response again and again: one item held
+    assert path.stat().st_size < 4 * stored(1, "x" * 200).size() + 200  # compacted, not 20 puts long
+    assert ResponseStore(path).get("resp_1") is not None
+
+
+def test_a_torn_last_line_is_skipped_and_an_old_file_is_read_and_rewritten(tmp_path):
+    path = tmp_path / "responses.json"
+    store = ResponseStore(path)
+    store.put(stored(1))
+    store.put(stored(2))
+    path.write_text(path.read_text()[:-15])  # a crash mid-append
+    again = ResponseStore(path)
+    assert again.get("resp_1") is not None and again.get("resp_2") is None
+    old = {"version": 1, "items": [{"response": {"id": "old"}, "conversation": [{"role": "user", "content": "hi"}]}]}
+    path.write_text(json.dumps(old))
+    migrated = ResponseStore(path)
+    assert migrated.get("old") is not None
+    assert json.loads(path.read_text().splitlines()[0]) == {"version": 2}  # now a journal
+    assert ResponseStore(path).get("old").conversation == [{"role": "user", "content": "hi"}]
+
+
+def test_a_full_disk_on_append_costs_the_saved_copy_not_the_reply(tmp_path, monkeypatch):
+    import app.server.response_store as module
+
+    store = ResponseStore(tmp_path / "r.json")
+    store.put(stored(1))
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "append_line", full)
+    store.put(stored(2))
+    assert store.get("resp_2") is not None and ResponseStore(tmp_path / "r.json").get("resp_1") is not None
 
 
 def test_segments_open_append_and_close_in_order_and_hold_whitespace_between():
