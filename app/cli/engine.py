@@ -56,6 +56,19 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="load with N parallel slots of --ctx tokens each (default 1: the single-stream path)",
     )
+    p.add_argument(
+        "--speculative",
+        choices=["auto", "ngram", "off"],
+        default="off",
+        help="speculative decoding with n-gram drafts (lossless; GGUF): auto keeps drafting only while it "
+        "measures faster (default off)",
+    )
+    p.add_argument(
+        "--draft-model",
+        metavar="MODEL",
+        help="a smaller GGUF (a path or a name from `hearth ls`) with the same tokenizer that drafts tokens "
+        "for the model (speculative decoding, lossless)",
+    )
 
 
 def _err(text: str) -> None:
@@ -108,8 +121,19 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
 
         threads = physical_cores()
     try:
+        drafting: dict = {"speculative": getattr(args, "speculative", "off")}
+        if getattr(args, "draft_model", None):
+            draft, draft_fmt = resolve_model(ctx, args.draft_model)
+            if draft_fmt != "gguf" or fmt != "gguf":
+                raise ModelFileError("a draft model drafts for a GGUF model and must be a GGUF file itself")
+            drafting = {"speculative": "draft", "draft_model": draft}
         spec = LoadSpec(
-            path=path, n_ctx=args.ctx, n_threads=threads, seed=args.seed, slots=getattr(args, "parallel", 1)
+            path=path,
+            n_ctx=args.ctx,
+            n_threads=threads,
+            seed=args.seed,
+            slots=getattr(args, "parallel", 1),
+            **drafting,
         )
         info = host.load_sync(spec, fmt)
     except BaseException:
@@ -163,9 +187,14 @@ def format_stats(final: Chunk) -> str:
         return f"[{final.finish_reason}]"
     return (
         f"[{s.prompt_tokens} prompt tokens ({s.prompt_tokens_evaluated} evaluated) at {s.prompt_tok_s:.1f} tok/s"
-        f" · first token {s.time_to_first_token_s:.2f} s · {s.generated_tokens} tokens at {s.decode_tok_s:.1f}"
-        f" tok/s · {final.finish_reason}]"
+        f" · first token {s.time_to_first_token_s:.2f} s{_drafts(s)} · {s.generated_tokens} tokens at"
+        f" {s.decode_tok_s:.1f} tok/s · {final.finish_reason}]"
     )
+
+
+def _drafts(s) -> str:
+    rate = s.acceptance_rate
+    return "" if rate is None else f" · drafts {100 * rate:.0f} % of {s.draft_tokens} accepted"
 
 
 def _write(text: str) -> None:

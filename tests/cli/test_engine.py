@@ -183,3 +183,25 @@ def test_parallel_out_of_range_is_a_usage_error(command, value):
         "is not a whole number" if value == "four" else f"{value} is out of range: give 1 (one request at a time) to 16"
     )
     assert want in proc.stderr
+
+
+def test_run_with_a_draft_model(tmp_path):
+    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+
+    big = write_tiny_llama_gguf(tmp_path / "big.gguf", n_layer=6, n_ctx=1024)
+    small = write_tiny_llama_gguf(tmp_path / "small.gguf", n_layer=1, n_embd=128, n_ff=256, n_ctx=1024)
+    other = write_tiny_llama_gguf(tmp_path / "other.gguf", n_layer=1, n_embd=128, n_ff=256, vocab_size=330)
+    args = ["abc abc abc", "--temp", "0", "--max-tokens", "16", "--ctx", "512"]
+    done = subprocess.run(
+        hearth("run", str(big), *args, "--draft-model", str(small)), cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert STATS.search(done.stderr) and re.search(r"drafts \d+ % of \d+ accepted", done.stderr)
+    wrong = subprocess.run(
+        hearth("run", str(big), *args, "--draft-model", str(other)), cwd=ROOT, capture_output=True, text=True
+    )
+    assert wrong.returncode != 0 and "vocabulary of 330 tokens" in wrong.stderr  # a clear error, no reply
+    missing = subprocess.run(
+        hearth("run", str(big), *args, "--draft-model", "nope"), cwd=ROOT, capture_output=True, text=True
+    )
+    assert missing.returncode != 0 and "'nope' is neither a file nor a model in your library" in missing.stderr
