@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from app.core.connect import KEY_PLACEHOLDER, MODEL_PLACEHOLDER
+from app.core.runtime.drafts import drafting_text
 from app.core.runtime.jobs import HostState
 from app.core.settings import ServerSettings, Settings
 
@@ -126,10 +127,12 @@ def engine_text(state: HostState, jit: bool) -> str:
 
 
 def slots_text(state: HostState) -> str:
-    """'Slots: 2 of 4 busy · queue 0' while a model is loaded; "" without one."""
+    """'Slots: 2 of 4 busy · queue 0' while a model is loaded (and how it drafts, if it does); "" without one."""
     if state.model is None or state.slots_total <= 0:
         return ""
-    return f"Slots: {state.slots_busy} of {state.slots_total} busy · queue {state.queue_depth}"
+    text = f"Slots: {state.slots_busy} of {state.slots_total} busy · queue {state.queue_depth}"
+    drafting = drafting_text(state.model.extra)
+    return f"{text} · {drafting}" if drafting else text
 
 
 def key_note(settings: ServerSettings) -> str:

@@ -103,7 +103,7 @@ def test_the_advanced_form_offers_the_draft_models_that_fit_and_loads_the_pick(q
 
 
 def test_the_status_line_says_how_the_model_drafts():
-    from app.ui.chat.load_plan import drafting_text
+    from app.core.runtime.drafts import drafting_text
 
     assert drafting_text({"speculative": "draft", "draft_model": "small.gguf"}) == "drafts with small.gguf"
     assert drafting_text({"speculative": "auto", "draft_model": ""}) == "prompt-lookup drafts"

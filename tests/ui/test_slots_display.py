@@ -48,6 +48,10 @@ def test_the_server_slots_line():
         "Slots: 0 of 1 busy · queue 3"
     )
     assert slots_text(HostState()) == ""  # nothing loaded: no slots to speak of
+    drafting = ModelInfo(path=Path("m.gguf"), format="gguf", n_ctx=8192, extra={"draft_model": "small.gguf"})
+    assert slots_text(HostState(status="ready", model=drafting, slots_total=4)) == (
+        "Slots: 0 of 4 busy · queue 0 · drafts with small.gguf"
+    )
 
 
 def test_the_fit_view_shows_the_slots_beside_the_context(qtbot):

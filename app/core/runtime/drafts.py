@@ -139,3 +139,10 @@ class DraftPrefs:
         else:
             picks[model_id] = draft_id
         self._save(current.model_copy(update={"draft_models": picks}))
+
+
+def drafting_text(extra: dict) -> str:
+    """How the loaded model drafts, for the status line ("" when it does not)."""
+    if extra.get("draft_model"):
+        return f"drafts with {extra['draft_model']}"
+    return {"auto": "prompt-lookup drafts", "ngram": "prompt-lookup drafts"}.get(str(extra.get("speculative")), "")

@@ -21,7 +21,7 @@ from app.core.runtime.preflight import (
 )
 from app.core.settings import load_speculative
 
-__all__ = ["FALLBACK_CTX", "LoadPlanDefaults", "drafting_text", "load_failure_sentence", "plan_defaults"]
+__all__ = ["FALLBACK_CTX", "LoadPlanDefaults", "load_failure_sentence", "plan_defaults"]
 
 
 @dataclass
@@ -112,10 +112,3 @@ def load_failure_sentence(name: str, raw: str) -> str:
     low = raw.lower()
     why = next((w for keys, w in _LOAD_REASONS if any(k in low for k in keys)), "the engine reported an error.")
     return f"Could not load {name or 'the model'}: {why}"
-
-
-def drafting_text(extra: dict) -> str:
-    """How the loaded model drafts, for the status line ("" when it does not)."""
-    if extra.get("draft_model"):
-        return f"drafts with {extra['draft_model']}"
-    return {"auto": "prompt-lookup drafts", "ngram": "prompt-lookup drafts"}.get(str(extra.get("speculative")), "")

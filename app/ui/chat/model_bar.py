@@ -29,11 +29,11 @@ from app.core.engines.base import LoadSpec
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
-from app.core.runtime.drafts import DraftPrefs
+from app.core.runtime.drafts import DraftPrefs, drafting_text
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS, MAX_PARALLEL_REQUESTS
-from app.ui.chat.load_plan import LoadPlanDefaults, drafting_text, load_failure_sentence, plan_defaults
+from app.ui.chat.load_plan import LoadPlanDefaults, load_failure_sentence, plan_defaults
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
 
