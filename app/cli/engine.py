@@ -66,8 +66,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--draft-model",
         metavar="MODEL",
-        help="a smaller GGUF (a path or a name from `hearth ls`) with the same tokenizer that drafts tokens "
-        "for the model (speculative decoding, lossless)",
+        help="a smaller model of the same format (a path or a name from `hearth ls`) with the same tokenizer "
+        "that drafts tokens for the model (speculative decoding, lossless)",
     )
 
 
@@ -124,8 +124,8 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
         drafting: dict = {"speculative": getattr(args, "speculative", "off")}
         if getattr(args, "draft_model", None):
             draft, draft_fmt = resolve_model(ctx, args.draft_model)
-            if draft_fmt != "gguf" or fmt != "gguf":
-                raise ModelFileError("a draft model drafts for a GGUF model and must be a GGUF file itself")
+            if draft_fmt != fmt:
+                raise ModelFileError(f"a draft model for a {fmt} model must be one too, not {draft_fmt}")
             drafting = {"speculative": "draft", "draft_model": draft}
         spec = LoadSpec(
             path=path,

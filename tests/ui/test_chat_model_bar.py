@@ -108,3 +108,30 @@ def test_the_status_line_says_how_the_model_drafts():
     assert drafting_text({"speculative": "draft", "draft_model": "small.gguf"}) == "drafts with small.gguf"
     assert drafting_text({"speculative": "auto", "draft_model": ""}) == "prompt-lookup drafts"
     assert drafting_text({"speculative": "off"}) == drafting_text({}) == ""
+
+
+def test_an_mlx_model_is_offered_mlx_drafts_and_no_prompt_lookup(qtbot, tmp_path):
+    import pytest
+
+    pytest.importorskip("safetensors")
+    from app.core.library import Library, import_path
+    from app.core.runtime.drafts import DraftFinder, DraftPrefs
+    from app.core.settings import Settings
+    from app.ui.chat.model_bar import AdvancedForm
+    from tests.fixtures.tiny_mlx import write_tiny_mlx_model
+
+    roomy = Machine("cpu", Device("CPU", "cpu", 16 * GiB, 16 * GiB, 20.0, "RAM"), cores=2, simd=("avx2",))
+    big = write_tiny_mlx_model(tmp_path / "big", n_layer=6)
+    write_tiny_mlx_model(tmp_path / "small", n_layer=1, n_embd=128, n_ff=256)
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    try:
+        entries = [import_path(library, tmp_path / n).imported[0] for n in ("big", "small")]
+        prefs = DraftPrefs(DraftFinder(library), Settings, lambda s: None)
+        d = plan_defaults(big, "mlx", lambda: roomy, 4, entries[0], prefs)
+        assert [name for _, name, _ in d.drafts] == ["small"] and not d.ngram
+        form = AdvancedForm()
+        qtbot.addWidget(form)
+        form.set_values(d)
+        assert [form.speculative.itemText(i) for i in range(form.speculative.count())] == ["Off", "Draft model: small"]
+    finally:
+        library.close()

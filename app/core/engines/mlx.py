@@ -33,13 +33,16 @@ from app.core.engines.base import (
     Unsupported,
     check_logit_bias,
 )
+from app.core.engines.mlx_draft import cache_offset, trim_cache, untagged
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of, token_bytes_fn
+from app.core.engines.slots import common_prefix
 from app.core.engines.stops import StopScanner
 from app.core.errors import HearthError
 from app.core.native import import_native
 
 if TYPE_CHECKING:
     from app.core.engines.mlx_batch import MlxSequences
+    from app.core.engines.mlx_draft import MlxDraft
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +102,7 @@ class MlxEngine:
         self._cache_tokens: list[int] = []  # what the KV cache holds, in order
         self._token_bytes: dict[int, bytes] = {}  # for logprobs: each token's bytes, filled as they are shown
         self._sequences: MlxSequences | None = None  # slots > 1: the batched path
+        self._draft: MlxDraft | None = None  # speculative decoding with a draft model (single stream)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def load(self, spec: LoadSpec) -> ModelInfo:
@@ -143,14 +147,33 @@ class MlxEngine:
             template_notice=notice,
             extra={"model_type": config.get("model_type"), "quantization": config.get("quantization")},
         )
-        if spec.slots > 1:
+        if spec.speculative == "draft" and spec.draft_model is not None:
+            self._open_draft(spec)
+        if spec.slots > 1 and self._draft is None:
             from app.core.engines.mlx_batch import Loaded, open_batch
 
             loaded = Loaded(model, tokenizer, n_ctx, self.prefill_step, self.check, self.token_bytes)
             self._sequences = open_batch(loaded, spec.slots, spec.prompt_cache_mib * 1024 * 1024)
         self.info.extra["slots"] = spec.slots if self._sequences is not None else 1
+        self.info.extra["speculative"] = "draft" if self._draft is not None else "off"
+        self.info.extra["draft_model"] = self._draft.name if self._draft is not None else ""
         logger.info("MLX model %s loaded (ctx %d)", folder.name, n_ctx)
         return self.info
+
+    def _open_draft(self, spec: LoadSpec) -> None:
+        from app.core.engines.mlx_draft import MlxDraft
+
+        cache_mod = import_native("mlx_lm.models.cache")
+        try:
+            if not cache_mod.can_trim_prompt_cache(cache_mod.make_prompt_cache(self._model)):
+                raise EngineError("this model's KV cache cannot be rewound, which speculative decoding needs")
+            assert spec.draft_model is not None
+            self._draft = MlxDraft(Path(spec.draft_model), self._hf, spec.draft_max)
+        except BaseException:
+            self.unload()
+            raise
+        if spec.slots > 1:  # mlx-lm's batched generation cannot draft
+            logger.info("MLX with a draft model runs one request at a time (not %d slots)", spec.slots)
 
     @property
     def sequences(self) -> MlxSequences | None:
@@ -162,7 +185,9 @@ class MlxEngine:
         sequences, self._sequences = self._sequences, None
         if sequences is not None:
             sequences.close()
-        self._model = self._tok = self._hf = None
+        if self._draft is not None:
+            self._draft.close()
+        self._model = self._tok = self._hf = self._draft = None
         self._cache, self._cache_tokens = None, []
         self._token_bytes = {}
         self.info = None
@@ -212,29 +237,31 @@ class MlxEngine:
         raise Unsupported("the MLX engine does not compute embeddings; use a GGUF embedding model")
 
     # -- generation ------------------------------------------------------------------------------
-    def _reuse_cache(self, ids: list[int]) -> int:
-        """Trim the KV cache to the longest common prefix with `ids`; return how many tokens it keeps."""
+    def _reuse_cache(self, ids: list[int], draft: MlxDraft | None = None) -> int:
+        """Trim the KV cache (and the draft's, with one) to the longest common prefix with `ids`; return
+        how many tokens it keeps (both keep the same: the draft reads what the model reads)."""
         cache_mod = import_native("mlx_lm.models.cache")
         if self._cache is None or not cache_mod.can_trim_prompt_cache(self._cache):
             self._cache, self._cache_tokens = cache_mod.make_prompt_cache(self._model), []
-        common = 0
-        for a, b in zip(self._cache_tokens, ids):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(ids) - 1)  # at least one token must be evaluated to get logits
-        held = self._cache_offset()
-        if held > common:
-            cache_mod.trim_prompt_cache(self._cache, held - common)
-        if self._cache_offset() != common:  # a cache that would not trim as asked: start afresh
-            self._cache = cache_mod.make_prompt_cache(self._model)
-            common = 0
+        common = min(common_prefix(self._cache_tokens, ids), len(ids) - 1)  # one token is read, for logits
+        if draft is not None:
+            if draft.cache is None:
+                draft.fresh_cache()
+            common = min(common, common_prefix(draft.tokens, ids))
+        kept = trim_cache(cache_mod, self._cache, common)
+        if draft is not None:
+            kept = kept and trim_cache(cache_mod, draft.cache, common)
+        if not kept:  # a cache that would not trim as asked: start afresh
+            self._cache, common = cache_mod.make_prompt_cache(self._model), 0
+            if draft is not None:
+                draft.fresh_cache()
         self._cache_tokens = ids[:common]
+        if draft is not None:
+            draft.tokens = ids[:common]
         return common
 
     def _cache_offset(self) -> int:
-        offset = getattr(self._cache[0], "offset", None) if self._cache else 0
-        return int(offset) if isinstance(offset, int) else 0
+        return cache_offset(self._cache)
 
     def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
         """Stream chunks. Request problems (no model, an empty or too long prompt, a grammar) raise
@@ -271,12 +298,14 @@ class MlxEngine:
         # generate_step's own logprobs come after the processors (bias, penalties); the model's own
         # distribution is what OpenAI reports, so a first processor keeps the logits it is handed.
         sampler, processors = build_sampling(s, raw if s.logprobs is not None else None)
+        # The draft model drafts for plain sampling; logprobs, a logit bias or penalties take the plain path.
+        draft = self._draft if s.logprobs is None and not processors else None
         limit = info.n_ctx - len(ids)
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
 
         t0 = time.perf_counter()
-        reuse = self._reuse_cache(ids)
+        reuse = self._reuse_cache(ids, draft)
         stats = GenerationStats(prompt_tokens=len(ids), prompt_tokens_evaluated=len(ids) - reuse)
 
         def on_progress(done: int, total: int) -> None:  # called between prefill chunks
@@ -284,16 +313,30 @@ class MlxEngine:
                 stats.prompt_tokens_evaluated = done
                 raise _Cancelled
 
-        steps = gen_mod.generate_step(
-            mx.array(ids[reuse:]),
-            self._model,
-            max_tokens=limit,
-            sampler=sampler,
-            logits_processors=processors or None,
-            prompt_cache=self._cache,
-            prefill_step_size=self.prefill_step,
-            prompt_progress_callback=on_progress,
-        )
+        if draft is not None and self._cache is not None:
+            steps = untagged(
+                draft.steps(
+                    self._model,
+                    self._cache,
+                    ids,
+                    reuse,
+                    sampler=sampler,
+                    limit=limit,
+                    prefill_step=self.prefill_step,
+                    progress=on_progress,
+                )
+            )
+        else:
+            steps = gen_mod.generate_step(
+                mx.array(ids[reuse:]),
+                self._model,
+                max_tokens=limit,
+                sampler=sampler,
+                logits_processors=processors or None,
+                prompt_cache=self._cache,
+                prefill_step_size=self.prefill_step,
+                prompt_progress_callback=on_progress,
+            )
         eos = set(getattr(self._tok, "eos_token_ids", None) or [])
         detok = self._tok.detokenizer
         detok.reset()
@@ -332,10 +375,10 @@ class MlxEngine:
         except _Cancelled:
             finish = "cancelled"
         except HearthError:
-            self._cache, self._cache_tokens = None, []
+            self._forget_caches(draft)
             raise
         except Exception as exc:
-            self._cache, self._cache_tokens = None, []  # its state is unknown now
+            self._forget_caches(draft)  # their state is unknown now
             raise EngineError(f"MLX generation failed: {type(exc).__name__}: {exc}") from exc
         finally:
             steps.close()
@@ -345,6 +388,13 @@ class MlxEngine:
             self._cache_tokens = sequence[:held]
         else:  # should not happen; a cache we cannot account for is dropped
             self._cache, self._cache_tokens = None, []
+        if draft is not None:
+            stats.draft_tokens, stats.draft_accepted = draft.drafted, draft.accepted
+            kept = cache_offset(draft.cache)
+            if kept <= len(sequence):
+                draft.tokens = sequence[:kept]
+            else:
+                draft.fresh_cache()
         tail = ""
         if finish != "cancelled" or generated:
             detok.finalize()
@@ -355,6 +405,11 @@ class MlxEngine:
         stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
         stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
         yield Chunk(text=tail, finish_reason=finish, stats=stats, stop_sequence=stops.hit)
+
+    def _forget_caches(self, draft: MlxDraft | None) -> None:
+        self._cache, self._cache_tokens = None, []
+        if draft is not None:
+            draft.fresh_cache()
 
     def token_bytes(self) -> Callable[[int], bytes]:
         """A token's bytes (for logprobs), from the detokenizer's own tables."""

@@ -1,11 +1,14 @@
-"""Which models share a tokenizer, from their GGUF headers: a draft model for speculative decoding must
-(its token ids are checked by the main model as its own), and the picker offers only those that do, before
-anything loads. The engine checks again against the loaded vocabularies (llamacpp_draft.check_same_vocab)."""
+"""Which models share a tokenizer, from their GGUF headers or MLX tokenizer files: a draft model for
+speculative decoding must (its token ids are checked by the main model as its own), and the picker offers
+only those that do, before anything loads. The engines check again against the loaded vocabularies
+(llamacpp_draft.check_same_vocab, mlx_draft.check_same_tokenizer)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from app.core.models.gguf import GGUFHeader
 
@@ -52,3 +55,40 @@ def vocab_mismatch(model: Vocab | None, draft: Vocab | None) -> str | None:
     if (draft.kind, draft.digest) != (model.kind, model.digest):
         return "its tokens are spelled differently from the model's (another tokenizer)"
     return None
+
+
+def mlx_vocab(folder: Path) -> Vocab | None:
+    """An MLX (Hugging Face) folder's vocabulary, from tokenizer.json and tokenizer_config.json; None when
+    it cannot be read."""
+    try:
+        tok = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        config_path = folder / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    except (OSError, ValueError):
+        return None
+    model = tok.get("model") if isinstance(tok, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("vocab"), dict) or not model["vocab"]:
+        return None
+    vocab = model["vocab"]
+    ids = {str(text): i for text, i in vocab.items() if isinstance(i, int)}
+    for added in tok.get("added_tokens") or []:
+        if isinstance(added, dict) and isinstance(added.get("id"), int):
+            ids[str(added.get("content"))] = added["id"]
+    h = hashlib.sha256()
+    for text, i in sorted(ids.items(), key=lambda kv: kv[1]):
+        h.update(f"{i}\0{text}\0".encode("utf-8", "surrogatepass"))
+    config = config if isinstance(config, dict) else {}
+    return Vocab(
+        kind=str(model.get("type") or ""),
+        size=len(ids),
+        bos=ids.get(_token(config.get("bos_token"))),
+        eos=ids.get(_token(config.get("eos_token"))),
+        digest=h.hexdigest(),
+    )
+
+
+def _token(value: object) -> str:
+    """tokenizer_config's "eos_token": a string or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else ""

@@ -16,11 +16,13 @@ from pathlib import Path
 from app.core.library.store import Library, LocalModel
 from app.core.models.errors import ModelFileError
 from app.core.models.planner import Plan, draft_fit
-from app.core.models.vocab import Vocab, vocab_mismatch, vocab_of
-from app.core.runtime.preflight import check_gguf
+from app.core.models.vocab import Vocab, mlx_vocab, vocab_mismatch, vocab_of
+from app.core.runtime.preflight import check_model
 from app.core.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+DRAFT_FORMATS = ("gguf", "mlx")  # llama.cpp and mlx-lm both draft
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,10 @@ class DraftFinder:
         self._vocabs: dict[tuple[str, int, int], Vocab | None] = {}
 
     def vocab(self, path: Path) -> Vocab | None:
-        """The GGUF's vocabulary (None: unreadable, or none in the file)."""
+        """The GGUF's or MLX folder's vocabulary (None: unreadable, or none in it)."""
+        path = Path(path)
         try:
-            st = Path(path).stat()
+            st = (path / "tokenizer.json" if path.is_dir() else path).stat()
         except OSError:
             return None
         key = (str(path), st.st_size, st.st_mtime_ns)
@@ -52,7 +55,7 @@ class DraftFinder:
         from app.core.models.gguf import read_gguf_header
 
         try:
-            found = vocab_of(read_gguf_header(path))
+            found = mlx_vocab(path) if path.is_dir() else vocab_of(read_gguf_header(path))
         except ModelFileError as exc:
             logger.debug("no vocabulary from %s: %s", path, exc)
             found = None
@@ -61,9 +64,9 @@ class DraftFinder:
         return found
 
     def candidates(self, model: LocalModel) -> list[LocalModel]:
-        """Ready GGUF models in the library that could draft for `model`: smaller, same tokenizer;
-        smallest first (the cheaper the draft, the more it saves)."""
-        if model.format != "gguf":
+        """Ready library models that could draft for `model`: of its format (GGUF or MLX), smaller, with the
+        same tokenizer; smallest first (the cheaper the draft, the more it saves)."""
+        if model.format not in DRAFT_FORMATS:
             return []
         mine = self.vocab(model.path)
         if mine is None:
@@ -71,7 +74,7 @@ class DraftFinder:
         found = [
             m
             for m in self.library.list(status="ready")
-            if m.format == "gguf" and m.id != model.id and m.size < model.size
+            if m.format == model.format and m.id != model.id and m.size < model.size
         ]
         return sorted(
             (m for m in found if vocab_mismatch(mine, self.vocab(m.path)) is None), key=lambda m: (m.size, m.name)
@@ -82,7 +85,8 @@ class DraftFinder:
         out = []
         for m in self.candidates(model):
             try:
-                if draft_fit(plan, check_gguf(Path(m.path)), m.name).fits:
+                spec = check_model(Path(m.path), m.format)
+                if spec is not None and draft_fit(plan, spec, m.name).fits:
                     out.append(m)
             except ModelFileError as exc:
                 logger.debug("%s cannot draft: %s", m.name, exc)
@@ -94,8 +98,8 @@ class DraftFinder:
         draft = self.library.find(draft_name) if draft_name.strip() else None
         if draft is None or not draft.ready:
             return DraftPick(None, f"the draft model {draft_name!r} is not in the library")
-        if draft.format != "gguf" or model.format != "gguf":
-            return DraftPick(None, "only GGUF models draft (llama.cpp)")
+        if model.format not in DRAFT_FORMATS or draft.format != model.format:
+            return DraftPick(None, f"a draft model for a {model.format} model must be one too, not {draft.format}")
         if draft.id == model.id or draft.size >= model.size:
             return DraftPick(None, f"{draft.name} is not smaller than {model.name}: it would save nothing")
         why = vocab_mismatch(self.vocab(model.path), self.vocab(draft.path))
@@ -103,9 +107,11 @@ class DraftFinder:
             return DraftPick(None, f"{draft.name} cannot draft for {model.name}: {why}")
         if plan is not None:
             try:
-                spec = check_gguf(Path(draft.path))
+                spec = check_model(Path(draft.path), draft.format)
             except ModelFileError as exc:
                 return DraftPick(None, f"{draft.name} cannot be read: {exc}")
+            if spec is None:
+                return DraftPick(None, f"{draft.name} cannot be planned")
             fit = draft_fit(plan, spec, draft.name)
             if not fit.fits:
                 return DraftPick(None, fit.line)

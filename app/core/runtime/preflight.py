@@ -242,8 +242,9 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
         from app.core.models.planner import draft_fit
 
         draft = Path(spec.draft_model).expanduser()
-        fit = draft_fit(plan, check_gguf(draft), draft.name)
-        if not fit.fits:
+        draft_spec = check_model(draft, format_for_path(draft))
+        fit = draft_fit(plan, draft_spec, draft.name) if draft_spec is not None else None
+        if fit is not None and not fit.fits:
             logger.warning("refusing to load %s with the draft model %s: they will not fit", label, draft.name)
             raise LoadRefused(f"{label} with its draft model will not fit in free memory: {fit.line}")
     backend = "cpu" if plan.verdict == "cpu" else machine.backend

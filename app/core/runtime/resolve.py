@@ -90,7 +90,7 @@ class ModelResolver:
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
-        draft = self.draft_for(model) if self.draft_for is not None and model.format == "gguf" else None
+        draft = self.draft_for(model) if self.draft_for is not None and model.format in ("gguf", "mlx") else None
         key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative, draft)
         with self._lock:
             cached = self._planned.get(key)
@@ -120,9 +120,12 @@ class ModelResolver:
         if self.speculative is not None and model.format == "gguf":  # only llama.cpp drafts
             load = load.model_copy(update={"speculative": self.speculative})
         if draft and self.drafts is not None and self.speculative != "off":  # a picked draft, unless turned off
+            if model.format == "mlx":  # mlx-lm drafts on its single-stream path: one slot
+                plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=1).plan
             picked = self.drafts.pick(model, draft, plan)
             if picked.path is not None:
-                load = load.model_copy(update={"speculative": "draft", "draft_model": picked.path})
+                base = spec_from_plan(path, plan) if model.format == "mlx" else load
+                load = base.model_copy(update={"speculative": "draft", "draft_model": picked.path})
             else:
                 logger.warning("%s loads without a draft model: %s", model.name, picked.note)
         return load

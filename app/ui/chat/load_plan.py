@@ -38,6 +38,7 @@ class LoadPlanDefaults:
     speculative: str = "off"  # n-gram drafting as planned ("auto") or "off"
     drafts: tuple[tuple[str, str, str], ...] = ()  # (id, name, path): library models that can draft, and fit
     draft: str = ""  # the id of the one picked for this model, if it still can
+    ngram: bool = True  # prompt-lookup drafting is offered (llama.cpp; mlx-lm drafts only with a model)
 
 
 def plan_defaults(
@@ -64,7 +65,7 @@ def plan_defaults(
     speculative = load_speculative(drafts.setting()) if drafts is not None else None
     found: tuple[tuple[str, str, str], ...] = ()
     picked = ""
-    if drafts is not None and entry is not None and fmt == "gguf" and plan.fits:
+    if drafts is not None and entry is not None and plan.fits:
         found = tuple((m.id, m.name, str(m.path)) for m in drafts.finder.fitting(entry, plan))
         saved = drafts.picked(entry.id) or ""
         picked = saved if speculative != "off" and any(d[0] == saved for d in found) else ""
@@ -81,6 +82,7 @@ def plan_defaults(
         speculative="off" if fmt != "gguf" else (speculative or speculation_for(plan)),
         drafts=found,
         draft=picked,
+        ngram=fmt == "gguf",
     )
 
 

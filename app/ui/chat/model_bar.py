@@ -81,7 +81,8 @@ class AdvancedForm(QWidget):
         self.slots.setValue(d.slots)
         self.speculative.clear()
         self.speculative.addItem("Off", ("off", "", ""))
-        self.speculative.addItem("Prompt lookup (n-gram)", ("auto", "", ""))
+        if d.ngram:
+            self.speculative.addItem("Prompt lookup (n-gram)", ("auto", "", ""))
         for draft_id, name, path in d.drafts:
             self.speculative.addItem(f"Draft model: {name}", ("draft", draft_id, path))
         want = ("draft", d.draft) if d.draft else (d.speculative if d.speculative == "off" else "auto", "")
@@ -245,15 +246,16 @@ class ModelBar(QWidget):
             flash_attn=a.flash_attn.isChecked(),
             cache_type_k=a.kv_type.currentText(),
             cache_type_v=a.kv_type.currentText(),
-            slots=a.slots.value(),
+            # mlx-lm drafts on its single-stream path: one slot with a draft model.
+            slots=1 if mode == "draft" and model.format == "mlx" else a.slots.value(),
             prompt_cache_mib=self.defaults.prompt_cache_mib,
-            speculative=mode if model.format == "gguf" else "off",
+            speculative=mode if model.format == "gguf" or mode == "draft" else "off",
             draft_model=Path(draft_path) if mode == "draft" else None,
         )
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None and model.source != "remote":
             self.tasks.run(lambda: library.touch(model.id), owner=self)
-        if (prefs := self.drafts) is not None and model.format == "gguf":
+        if (prefs := self.drafts) is not None and model.format in ("gguf", "mlx"):
             # The pick (or dropping it) is remembered: the API server's loads of this model follow it.
             picked = draft_id or None
             if picked is not None or prefs.picked(model.id) is not None:

@@ -176,3 +176,26 @@ def test_a_jit_load_drafts_with_the_picked_model_on_the_real_engine(family):
         assert result.final.stats.generated_tokens > 0 and result.final.stats.draft_tokens > 0
     finally:
         assert host.shutdown(30)
+
+
+def test_mlx_models_draft_with_mlx_models_of_their_tokenizer_on_one_slot(tmp_path, family):
+    pytest.importorskip("safetensors")
+    from tests.fixtures.tiny_mlx import write_tiny_mlx_model
+
+    library, models = family
+    big = write_tiny_mlx_model(tmp_path / "mlx-big", n_layer=6, n_ctx=4096)
+    small = write_tiny_mlx_model(tmp_path / "mlx-small", n_layer=1, n_embd=128, n_ff=256, n_ctx=4096)
+    other = write_tiny_mlx_model(tmp_path / "mlx-other", n_layer=1, n_embd=128, n_ff=256, vocab_size=330)
+    mlx = {p.name: import_path(library, p).imported[0] for p in (big, small, other)}
+    finder = DraftFinder(library)
+    assert vocab_mismatch(finder.vocab(big), finder.vocab(small)) is None
+    assert "330 tokens" in (vocab_mismatch(finder.vocab(big), finder.vocab(other)) or "")
+    # Same tokenizer as the GGUF family, but a draft must be of the model's own format.
+    assert [m.id for m in finder.candidates(mlx["mlx-big"])] == [mlx["mlx-small"].id]
+    assert "must be one too" in finder.pick(models["big"], mlx["mlx-small"].id, None).note
+    picks = {mlx["mlx-big"].id: mlx["mlx-small"].id}
+    resolver = ModelResolver(library, lambda: machine(64 * GiB), drafts=finder, draft_for=lambda m: picks.get(m.id))
+    load = resolver.load_spec(mlx["mlx-big"])
+    assert (load.speculative, load.draft_model, load.slots) == ("draft", small, 1)  # mlx-lm drafts on one stream
+    picks.clear()
+    assert resolver.load_spec(mlx["mlx-big"]).slots == 4  # without a draft: batched as planned
