@@ -83,6 +83,7 @@ class MlxDraft:
         mx = import_native("mlx.core")
         gen_mod = import_native("mlx_lm.generate")
         assert self.cache is not None
+        self.drafted = self.accepted = 0
         rest = ids[reuse:-1]
         for i in range(0, len(rest), prefill_step):
             chunk = mx.array(rest[i : i + prefill_step])[None]
@@ -90,7 +91,6 @@ class MlxDraft:
             self.model(chunk, cache=self.cache)
             mx.eval([c.state for c in (*cache, *self.cache)])
             progress(reuse + i + chunk.shape[1], len(ids))
-        self.drafted = self.accepted = 0
         steps = gen_mod.speculative_generate_step(
             mx.array(ids[-1:]),
             model,

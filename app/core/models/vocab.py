@@ -17,7 +17,7 @@ from app.core.models.gguf import GGUFHeader
 class Vocab:
     """A tokenizer's identity: its kind, size, BOS/EOS and a digest of every token's text, in order."""
 
-    kind: str  # tokenizer.ggml.model: "gpt2", "llama", ...
+    kind: str  # GGUF: tokenizer.ggml.model ("gpt2", "llama"); MLX: tokenizer.json's model type ("BPE")
     size: int
     bos: int | None
     eos: int | None
