@@ -2,6 +2,7 @@
 
     bash bench/build_peers.sh          # once (cached): llama-server from the same llama.cpp
     .venv/bin/python bench/speculative.py [--rounds 3] [--max-tokens 400] [--1b] [--flash-attn] [--no-peer]
+                                          [--draft-model SMALL.gguf]
 
 The model gets a ~60-line Python file and is asked for it back with one small change (what an agent's
 edit asks for), at temperature 0. Hearth's batched engine (slots 2) runs it with `speculative="off"` and
@@ -125,7 +126,9 @@ def edit_request(max_tokens: int) -> GenerateRequest:
     )
 
 
-def load(path: Path, threads: int, flash: bool, mode: str, draft_max: int = 16) -> LlamaCppEngine:
+def load(
+    path: Path, threads: int, flash: bool, mode: str, draft_max: int = 16, draft: Path | None = None
+) -> LlamaCppEngine:
     engine = LlamaCppEngine()
     engine.load(
         LoadSpec(
@@ -138,6 +141,7 @@ def load(path: Path, threads: int, flash: bool, mode: str, draft_max: int = 16) 
             slots=2,
             speculative=mode,  # type: ignore[arg-type]
             draft_max=draft_max,
+            draft_model=draft if mode == "draft" else None,
         )
     )
     return engine
@@ -215,6 +219,9 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=400)
     parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
     parser.add_argument("--modes", default="auto,ngram", help="Hearth's drafting modes beside off")
+    parser.add_argument(
+        "--draft-model", type=Path, help="also Hearth with this GGUF drafting (mode draft; same tokenizer)"
+    )
     parser.add_argument("--draft-max", type=int, default=LoadSpec.model_fields["draft_max"].default)
     parser.add_argument("--flash-attn", action="store_true", help="flash attention on, both engines")
     parser.add_argument("--1b", dest="one_b", action="store_true", help="also the random 1B Q4_K_M")
@@ -223,7 +230,7 @@ def main() -> int:
     args = parser.parse_args()
     threads = args.threads or physical_cores()
     request = edit_request(args.max_tokens)
-    modes = [m for m in args.modes.split(",") if m]
+    modes = [m for m in args.modes.split(",") if m] + (["draft"] if args.draft_model else [])
     kinds = [] if args.no_peer else [k for k in args.spec_types.split(",") if k]
     bins = None
     if kinds:
@@ -233,7 +240,7 @@ def main() -> int:
         bins = Path(out.stdout.strip().splitlines()[-1])
     for label, path in models(include_1b=args.one_b).items():
         engines = {"off": load(path, threads, args.flash_attn, "off")}
-        engines.update({m: load(path, threads, args.flash_attn, m, args.draft_max) for m in modes})
+        engines.update({m: load(path, threads, args.flash_attn, m, args.draft_max, args.draft_model) for m in modes})
         configs: dict[str, Callable[[], dict]] = {
             f"Hearth {m}": (lambda e=e: hearth_run(e, request)) for m, e in engines.items()
         }
