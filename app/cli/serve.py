@@ -130,7 +130,8 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
             if spec.draft_model is not None:
                 drafts += f" ({spec.draft_model.name})"
             elif args.draft_model and resolver.drafts is not None:
-                _err(f"no draft model: {resolver.drafts.pick(resolver.find(name), args.draft_model, None).note}")
+                why = resolver.drafts.pick(resolver.find(name), args.draft_model, None)
+                _err(f"no draft model: {why.note if why.path is None else 'it does not fit beside the model'}")
             _err(f"{name}: {info.n_ctx:,}-token context, {_slots_text(host.state.slots_total, slots)}{drafts}")
         runner.start()
         _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))
