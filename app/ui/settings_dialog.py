@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 
 from pydantic import ValidationError
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -14,11 +15,13 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -151,13 +154,29 @@ class SettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
 
+        # The groups scroll on a short screen rather than squeeze their hints; the buttons stay in view.
+        body = QWidget()
+        groups = QVBoxLayout(body)
+        groups.setContentsMargins(0, 0, 0, 0)
+        groups.addWidget(general)
+        groups.addWidget(hardware)
+        groups.addWidget(hub)
+        groups.addWidget(self.error)
+        groups.addStretch(1)  # spare height goes below the groups, not into the Hardware box
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(body)
         layout = QVBoxLayout(self)
-        layout.addWidget(general)
-        layout.addWidget(hardware)
-        layout.addWidget(hub)
-        layout.addWidget(self.error)
-        layout.addStretch(1)  # spare height goes below the groups, not into the Hardware box
+        layout.addWidget(scroll, 1)
         layout.addWidget(buttons)
+        # Open showing every group where the screen is tall enough (a scroll area alone asks for little).
+        want = body.sizeHint().height() + buttons.sizeHint().height() + 3 * layout.spacing() + 24
+        screen = self.screen()
+        if screen is not None:
+            want = min(want, int(screen.availableGeometry().height() * 0.9))
+        self.resize(max(self.sizeHint().width(), body.sizeHint().width() + 40), want)
 
     def _show_in_effect(self, *_: object) -> None:
         self.token_note.setText(token_in_effect(self.hf_token.text(), self._env))
