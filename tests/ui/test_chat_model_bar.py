@@ -66,12 +66,14 @@ def test_the_advanced_form_offers_the_draft_models_that_fit_and_loads_the_pick(q
     host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-draft-bar")
     pool = ThreadPoolExecutor(2)
     tasks = TaskRunner(pool)
+    library.touch(ids["big"])  # listed first: the picker stands on it from the start (the case CI met)
     bar = ModelBar(host, library, tasks, lambda: roomy, drafts=prefs)
     qtbot.addWidget(bar)
     try:
         bar.picker.setCurrentIndex(
             next(i for i in range(bar.picker.count()) if bar.picker.itemData(i).id == ids["big"])
         )
+        bar.replan()  # it stood on it already: picking it again sends no signal, so nothing was planned
         combo = bar.advanced.speculative
         qtbot.waitUntil(lambda: combo.count() == 3, timeout=10_000)
         assert [combo.itemText(i) for i in range(3)] == ["Off", "Prompt lookup (n-gram)", "Draft model: small"]
@@ -134,4 +136,48 @@ def test_an_mlx_model_is_offered_mlx_drafts_and_no_prompt_lookup(qtbot, tmp_path
         form.set_values(d)
         assert [form.speculative.itemText(i) for i in range(form.speculative.count())] == ["Off", "Draft model: small"]
     finally:
+        library.close()
+
+
+def test_a_slow_plan_for_the_model_picked_before_never_overwrites_the_latest(qtbot, tmp_path, monkeypatch):
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.core.engines.fake import registry_with_fake
+    from app.core.library import Library, ModelFile
+    from app.core.runtime.host import EngineHost
+    from app.ui.chat.load_plan import LoadPlanDefaults
+    from app.ui.chat.model_bar import ModelBar
+    from app.ui.tasks import TaskRunner
+    from tests.ui.chat_harness import no_preflight
+
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.fake"
+        path.write_bytes(b"fake")
+        library.add(name=name, format="fake", path=path, files=[ModelFile(path, 4)])
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-plan-order")
+    pool = ThreadPoolExecutor(2)
+    tasks = TaskRunner(pool)
+    bar = ModelBar(host, library, tasks)
+    qtbot.addWidget(bar)
+    try:
+
+        def planner(model):
+            if model.name == "a":  # the first pick plans slowly, the second at once
+                return lambda: time.sleep(0.5) or LoadPlanDefaults(n_ctx=1111)
+            return lambda: LoadPlanDefaults(n_ctx=2222)
+
+        monkeypatch.setattr(bar, "planner_for", planner)
+        names = [bar.picker.itemData(i).name for i in range(bar.picker.count())]
+        bar.picker.setCurrentIndex(names.index("a"))
+        bar.replan()
+        bar.picker.setCurrentIndex(names.index("b"))
+        qtbot.waitUntil(lambda: bar.advanced.n_ctx.value() == 2222, timeout=5_000)
+        qtbot.wait(800)  # the slow plan for "a" has finished by now
+        assert bar.advanced.n_ctx.value() == 2222 and bar.defaults.n_ctx == 2222
+    finally:
+        tasks.close()
+        assert host.shutdown(5.0)
+        pool.shutdown(wait=True)
         library.close()

@@ -120,6 +120,7 @@ class ModelBar(QWidget):
         self.remote_models = remote_models
         self.drafts = drafts
         self.defaults = LoadPlanDefaults()
+        self._plan_ticket = 0  # the latest plan asked for
         self.state = HostState()
         self.measured_tok_s = 0.0
         self._loading_name = ""
@@ -210,7 +211,15 @@ class ModelBar(QWidget):
             self._clear_error()  # the failure was the other model's
         self.defaults = LoadPlanDefaults()
         self.advanced.set_values(self.defaults)
-        self.tasks.run(self.planner_for(model), self._planned, self._plan_failed, owner=self)
+        # Plans run on the pool and may finish out of order: only the latest pick's plan is shown.
+        self._plan_ticket += 1
+        ticket = self._plan_ticket
+        self.tasks.run(
+            self.planner_for(model),
+            lambda d: self._planned(d) if ticket == self._plan_ticket else None,
+            lambda exc: self._plan_failed(exc) if ticket == self._plan_ticket else None,
+            owner=self,
+        )
 
     def planner_for(self, model: LocalModel) -> Callable[[], LoadPlanDefaults]:
         """UI thread: the planning of `model`'s load as the settings are now, to run on a background thread."""
