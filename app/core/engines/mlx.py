@@ -33,9 +33,9 @@ from app.core.engines.base import (
     Unsupported,
     check_logit_bias,
 )
-from app.core.engines.mlx_draft import cache_offset, trim_cache, untagged
+from app.core.engines.mlx_cache import HeldCache, align
+from app.core.engines.mlx_draft import untagged
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of, token_bytes_fn
-from app.core.engines.slots import common_prefix
 from app.core.engines.stops import StopScanner
 from app.core.errors import HearthError
 from app.core.native import import_native
@@ -98,8 +98,7 @@ class MlxEngine:
         self._bos = ""
         self._eos = ""
         self._add_bos = False
-        self._cache: list[Any] | None = None
-        self._cache_tokens: list[int] = []  # what the KV cache holds, in order
+        self._held: HeldCache | None = None  # the KV cache kept across turns, and what it holds
         self._token_bytes: dict[int, bytes] = {}  # for logprobs: each token's bytes, filled as they are shown
         self._sequences: MlxSequences | None = None  # slots > 1: the batched path
         self._draft: MlxDraft | None = None  # speculative decoding with a draft model (single stream)
@@ -122,6 +121,7 @@ class MlxEngine:
         except Exception as exc:
             raise EngineError(f"MLX could not load {folder.name}: {exc}") from exc
         self._model, self._tok = model, tokenizer
+        self._held = HeldCache(model)
         self._hf = getattr(tokenizer, "_tokenizer", tokenizer)
         if hasattr(self._hf, "model_max_length"):  # we check the context ourselves; silence its warning
             self._hf.model_max_length = 1 << 62
@@ -187,8 +187,7 @@ class MlxEngine:
             sequences.close()
         if self._draft is not None:
             self._draft.close()
-        self._model = self._tok = self._hf = self._draft = None
-        self._cache, self._cache_tokens = None, []
+        self._model = self._tok = self._hf = self._draft = self._held = None
         self._token_bytes = {}
         self.info = None
         if was_loaded:
@@ -237,32 +236,6 @@ class MlxEngine:
         raise Unsupported("the MLX engine does not compute embeddings; use a GGUF embedding model")
 
     # -- generation ------------------------------------------------------------------------------
-    def _reuse_cache(self, ids: list[int], draft: MlxDraft | None = None) -> int:
-        """Trim the KV cache (and the draft's, with one) to the longest common prefix with `ids`; return
-        how many tokens it keeps (both keep the same: the draft reads what the model reads)."""
-        cache_mod = import_native("mlx_lm.models.cache")
-        if self._cache is None or not cache_mod.can_trim_prompt_cache(self._cache):
-            self._cache, self._cache_tokens = cache_mod.make_prompt_cache(self._model), []
-        common = min(common_prefix(self._cache_tokens, ids), len(ids) - 1)  # one token is read, for logits
-        if draft is not None:
-            if draft.cache is None:
-                draft.fresh_cache()
-            common = min(common, common_prefix(draft.tokens, ids))
-        kept = trim_cache(cache_mod, self._cache, common)
-        if draft is not None:
-            kept = kept and trim_cache(cache_mod, draft.cache, common)
-        if not kept:  # a cache that would not trim as asked: start afresh
-            self._cache, common = cache_mod.make_prompt_cache(self._model), 0
-            if draft is not None:
-                draft.fresh_cache()
-        self._cache_tokens = ids[:common]
-        if draft is not None:
-            draft.tokens = ids[:common]
-        return common
-
-    def _cache_offset(self) -> int:
-        return cache_offset(self._cache)
-
     def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:
         """Stream chunks. Request problems (no model, an empty or too long prompt, a grammar) raise
         here, before anything runs; the returned iterator does the work."""
@@ -305,7 +278,10 @@ class MlxEngine:
             limit = min(limit, s.max_tokens)
 
         t0 = time.perf_counter()
-        reuse = self._reuse_cache(ids, draft)
+        assert self._held is not None
+        held = [self._held] + ([draft.held] if draft is not None else [])
+        reuse = align(ids, held)
+        cache = self._held.cache
         stats = GenerationStats(prompt_tokens=len(ids), prompt_tokens_evaluated=len(ids) - reuse)
 
         def on_progress(done: int, total: int) -> None:  # called between prefill chunks
@@ -313,11 +289,11 @@ class MlxEngine:
                 stats.prompt_tokens_evaluated = done
                 raise _Cancelled
 
-        if draft is not None and self._cache is not None:
+        if draft is not None and cache is not None:
             steps = untagged(
                 draft.steps(
                     self._model,
-                    self._cache,
+                    cache,
                     ids,
                     reuse,
                     sampler=sampler,
@@ -333,7 +309,7 @@ class MlxEngine:
                 max_tokens=limit,
                 sampler=sampler,
                 logits_processors=processors or None,
-                prompt_cache=self._cache,
+                prompt_cache=cache,
                 prefill_step_size=self.prefill_step,
                 prompt_progress_callback=on_progress,
             )
@@ -375,26 +351,20 @@ class MlxEngine:
         except _Cancelled:
             finish = "cancelled"
         except HearthError:
-            self._forget_caches(draft)
+            for h in held:
+                h.forget()
             raise
         except Exception as exc:
-            self._forget_caches(draft)  # their state is unknown now
+            for h in held:
+                h.forget()  # their state is unknown now
             raise EngineError(f"MLX generation failed: {type(exc).__name__}: {exc}") from exc
         finally:
             steps.close()
         t_end = time.perf_counter()
-        held, sequence = self._cache_offset(), ids + fed
-        if held <= len(sequence):
-            self._cache_tokens = sequence[:held]
-        else:  # should not happen; a cache we cannot account for is dropped
-            self._cache, self._cache_tokens = None, []
+        for h in held:
+            h.settle(ids + fed)
         if draft is not None:
             stats.draft_tokens, stats.draft_accepted = draft.drafted, draft.accepted
-            kept = cache_offset(draft.cache)
-            if kept <= len(sequence):
-                draft.tokens = sequence[:kept]
-            else:
-                draft.fresh_cache()
         tail = ""
         if finish != "cancelled" or generated:
             detok.finalize()
@@ -405,11 +375,6 @@ class MlxEngine:
         stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
         stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
         yield Chunk(text=tail, finish_reason=finish, stats=stats, stop_sequence=stops.hit)
-
-    def _forget_caches(self, draft: MlxDraft | None) -> None:
-        self._cache, self._cache_tokens = None, []
-        if draft is not None:
-            draft.fresh_cache()
 
     def token_bytes(self) -> Callable[[int], bytes]:
         """A token's bytes (for logprobs), from the detokenizer's own tables."""

@@ -2,8 +2,9 @@
 `speculative_generate_step`, which checks the draft's tokens in one forward pass of the model and keeps
 those the model's own sampler gives (so the reply is the one plain decoding gives).
 
-The draft's KV cache is kept beside the model's, trimmed with it to the prefix a new prompt shares, and
-both read the prompt here, chunk by chunk, so a cancel is seen between chunks as on the plain path.
+The draft's KV cache is kept beside the model's, trimmed with it to the prefix a new prompt shares
+(mlx_cache), and both read the prompt here, chunk by chunk, so a cancel is seen between chunks as on the
+plain path.
 mlx-lm's batched generation cannot draft: a load with a draft model runs one request at a time.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.engines.base import EngineError
+from app.core.engines.mlx_cache import HeldCache
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -55,16 +57,10 @@ class MlxDraft:
         check_same_tokenizer(main_tokenizer, getattr(tokenizer, "_tokenizer", tokenizer), folder.name)
         self.name = folder.name
         self.n_draft = n_draft
-        self.cache: list[Any] | None = None
-        self.tokens: list[int] = []  # what the draft's cache holds
+        self.held = HeldCache(self.model)  # its KV cache, trimmed with the model's (mlx_cache.align)
         self.drafted = 0  # this generation's drafted and accepted tokens
         self.accepted = 0
         logger.info("MLX draft model %s loaded for speculative decoding", folder.name)
-
-    def fresh_cache(self) -> list[Any]:
-        cache_mod = import_native("mlx_lm.models.cache")
-        self.cache, self.tokens = cache_mod.make_prompt_cache(self.model), []
-        return self.cache
 
     def steps(
         self,
@@ -82,14 +78,15 @@ class MlxDraft:
         between prompt chunks (it raises to cancel)."""
         mx = import_native("mlx.core")
         gen_mod = import_native("mlx_lm.generate")
-        assert self.cache is not None
+        draft_cache = self.held.cache
+        assert draft_cache is not None
         self.drafted = self.accepted = 0
         rest = ids[reuse:-1]
         for i in range(0, len(rest), prefill_step):
             chunk = mx.array(rest[i : i + prefill_step])[None]
             model(chunk, cache=cache)
-            self.model(chunk, cache=self.cache)
-            mx.eval([c.state for c in (*cache, *self.cache)])
+            self.model(chunk, cache=draft_cache)
+            mx.eval([c.state for c in (*cache, *draft_cache)])
             progress(reuse + i + chunk.shape[1], len(ids))
         steps = gen_mod.speculative_generate_step(
             mx.array(ids[-1:]),
@@ -98,7 +95,7 @@ class MlxDraft:
             num_draft_tokens=self.n_draft,
             max_tokens=limit,
             sampler=sampler,
-            prompt_cache=[*cache, *self.cache],
+            prompt_cache=[*cache, *draft_cache],
             prefill_step_size=prefill_step,
         )
         emitted, new_round = 0, True
@@ -114,22 +111,8 @@ class MlxDraft:
             steps.close()
 
     def close(self) -> None:
-        self.model = self.cache = None
-        self.tokens = []
-
-
-def cache_offset(cache: list[Any] | None) -> int:
-    """Tokens an mlx-lm prompt cache holds."""
-    offset = getattr(cache[0], "offset", None) if cache else 0
-    return int(offset) if isinstance(offset, int) else 0
-
-
-def trim_cache(cache_mod: Any, cache: Any, n: int) -> bool:
-    """Trim `cache` to its first `n` tokens; False when it would not."""
-    held = cache_offset(cache)
-    if held > n:
-        cache_mod.trim_prompt_cache(cache, held - n)
-    return cache_offset(cache) == n
+        self.held.forget()
+        self.model = None
 
 
 def untagged(tokens: Generator[int, None, None]) -> Generator[tuple[int, None], None, None]:

@@ -88,7 +88,7 @@ def test_a_second_turn_reuses_both_caches(folders):
         )
         again, final2 = run(engine, follow)
         assert final2.stats.prompt_tokens_evaluated < final2.stats.prompt_tokens  # the shared prefix was kept
-        assert engine._draft is not None and engine._draft.tokens[:10] == engine._cache_tokens[:10]
+        assert engine._draft is not None and engine._draft.held.tokens[:10] == engine._held.tokens[:10]
         assert again == run(plain, follow)[0]  # and the reply is still plain decoding's
     finally:
         engine.unload()
