@@ -21,8 +21,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from endpoint import pct  # noqa: E402  (the same percentiles as the endpoint bench)
-from engine import free_port, models  # noqa: E402
+from engine import models, start_llama_server  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
 from app.core.engines.base import LoadSpec  # noqa: E402
@@ -137,22 +135,10 @@ class Hearth:
 
 class LlamaServer:
     def __init__(self, binary: Path, model: Path, threads: int, slots: int, n_ctx: int = N_CTX) -> None:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        args = [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx * slots)]
+        args = ["-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(n_ctx * slots)]
         args += ["-np", str(slots), "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "off"]
-        args += ["--host", "127.0.0.1", "--port", str(port)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        self.close()
-        raise RuntimeError("llama-server did not start")
+        self.proc, port = start_llama_server(binary, args)
+        self.url = f"http://127.0.0.1:{port}"
 
     def close(self) -> None:
         self.proc.terminate()

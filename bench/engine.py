@@ -64,45 +64,33 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_llama_server(binary: Path, args: list[str]) -> tuple[subprocess.Popen, int]:
+    """Start `llama-server ARGS` on a free loopback port and wait (up to 2 min) for /health; returns the
+    process and its port. A server that does not come up is stopped, and RuntimeError raised."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(binary), *args, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, port
+        except OSError:
+            time.sleep(0.3)
+    proc.terminate()
+    proc.wait(10)
+    raise RuntimeError("llama-server did not start")
+
+
 class Server:
     def __init__(self, binary: Path, model: Path, threads: int, flash_attn: bool) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [
-                str(binary),
-                "-m",
-                str(model),
-                "-t",
-                str(threads),
-                "-tb",
-                str(threads),
-                "-c",
-                str(N_CTX),
-                "-np",
-                "1",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "-b",
-                "512",
-                "-ub",
-                "512",
-                "-fa",
-                "on" if flash_attn else "off",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("llama-server did not start")
+        args = ["-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX), "-np", "1"]
+        args += ["-b", "512", "-ub", "512", "-fa", "on" if flash_attn else "off"]
+        self.proc, self.port = start_llama_server(binary, args)
 
     def completion(self, prompt: str, n_predict: int) -> dict:
         body = json.dumps(

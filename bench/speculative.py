@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from engine import free_port, models  # noqa: E402
+from engine import models, start_llama_server  # noqa: E402
 
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
 from app.core.engines.llamacpp import LlamaCppEngine  # noqa: E402
@@ -172,22 +172,10 @@ def hearth_run(engine: LlamaCppEngine, request: GenerateRequest) -> dict:
 
 class LlamaServer:
     def __init__(self, binary: Path, model: Path, threads: int, flash: bool, spec_args: list[str]) -> None:
-        port = free_port()
+        args = ["-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX)]
+        args += ["-np", "1", "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "on" if flash else "off", *spec_args]
+        self.proc, port = start_llama_server(binary, args)
         self.url = f"http://127.0.0.1:{port}"
-        args = [str(binary), "-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX)]
-        args += ["-np", "1", "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "on" if flash else "off"]
-        args += ["--host", "127.0.0.1", "--port", str(port), *spec_args]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        self.close()
-        raise RuntimeError("llama-server did not start")
 
     def run(self, tokens: list[int], max_tokens: int) -> dict:
         body = {"prompt": tokens, "n_predict": max_tokens, "temperature": 0, "cache_prompt": False}
