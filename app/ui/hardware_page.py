@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -22,6 +21,7 @@ from app.core.hardware.report import bandwidth_text
 from app.core.units import fmt_bytes, fmt_gbps
 from app.ui.tasks import TaskRunner
 from app.ui.widgets.memory_bar import MemoryBar
+from app.ui.widgets.scroll import scrolling
 
 logger = logging.getLogger(__name__)
 
@@ -97,10 +97,7 @@ class HardwarePage(QWidget):
         self._cards_host = QWidget()
         self._cards_layout = QVBoxLayout(self._cards_host)
         self._cards_layout.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(self._cards_host)
+        scroll = scrolling(self._cards_host)
 
         layout = QVBoxLayout(self)
         layout.addLayout(header)

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QMessageBox, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QMessageBox, QVBoxLayout, QWidget
 
 from app.core.connect import Target, context_warning
 from app.core.errors import HearthError
@@ -37,6 +37,7 @@ from app.ui.server_model import (
 )
 from app.ui.server_settings import ServerSettingsForm, validation_text
 from app.ui.tasks import TaskRunner
+from app.ui.widgets.scroll import scrolling
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +118,7 @@ class ServerPage(QWidget):
         layout.addLayout(grid)
         layout.addWidget(self.connect_card)
         layout.addWidget(log_card, 1)
-        scroll = QScrollArea()  # a small window scrolls the page rather than squeezing the log to nothing
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(body)
+        scroll = scrolling(body)  # a small window scrolls the page rather than squeezing the log to nothing
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)

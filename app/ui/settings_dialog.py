@@ -7,7 +7,6 @@ import os
 from collections.abc import Mapping
 
 from pydantic import ValidationError
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -15,13 +14,11 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
-    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -32,6 +29,7 @@ from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
 from app.ui.server_model import PARALLEL_HINT, settings_bounds
 from app.ui.theme import set_status
+from app.ui.widgets.scroll import scrolling
 
 
 def endpoint_in_effect(typed: str, env: Mapping[str, str]) -> str:
@@ -163,11 +161,7 @@ class SettingsDialog(QDialog):
         groups.addWidget(hub)
         groups.addWidget(self.error)
         groups.addStretch(1)  # spare height goes below the groups, not into the Hardware box
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setWidget(body)
+        scroll = scrolling(body, horizontal=False)
         layout = QVBoxLayout(self)
         layout.addWidget(scroll, 1)
         layout.addWidget(buttons)

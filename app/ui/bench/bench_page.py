@@ -18,13 +18,11 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFormLayout,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
-    QScrollArea,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -44,6 +42,7 @@ from app.ui.bench.saved_runs import SavedRuns
 from app.ui.bridge import EventBridge
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
+from app.ui.widgets.scroll import scrolling
 
 logger = logging.getLogger(__name__)
 
@@ -174,10 +173,7 @@ class BenchPage(QWidget):
         layout.addLayout(run_row)
         layout.addWidget(self.status)
         layout.addWidget(split, 1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(body)
+        scroll = scrolling(body)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
