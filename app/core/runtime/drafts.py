@@ -1,8 +1,8 @@
 """Draft models from the library for speculative decoding: which can draft for a model, and whether the
 one the user picked still can (same tokenizer, smaller, fits beside the model's plan).
 
-Header reads are disk work: call from a background thread (or the host's). Each file's vocabulary is
-read once per file version.
+Header reads are disk work: call from a background thread (or the host's). Each file's vocabulary and
+spec are read once per file version.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.core.library.store import Library, LocalModel
 from app.core.models.errors import ModelFileError
 from app.core.models.planner import Plan, draft_fit
+from app.core.models.spec import ModelSpec
 from app.core.models.vocab import Vocab, mlx_vocab, vocab_mismatch, vocab_of
 from app.core.runtime.preflight import check_model
 from app.core.settings import Settings
@@ -39,28 +41,38 @@ class DraftFinder:
     def __init__(self, library: Library) -> None:
         self.library = library
         self._lock = threading.Lock()
-        self._vocabs: dict[tuple[str, int, int], Vocab | None] = {}
+        # (what, path, size, mtime) -> the vocabulary or the spec read from that file version
+        self._read: dict[tuple[str, str, int, int], Any] = {}
 
     def vocab(self, path: Path) -> Vocab | None:
         """The GGUF's or MLX folder's vocabulary (None: unreadable, or none in it)."""
+        from app.core.models.gguf import read_gguf_header
+
         path = Path(path)
+        return self._once("vocab", path, lambda: mlx_vocab(path) if path.is_dir() else vocab_of(read_gguf_header(path)))
+
+    def spec(self, model: LocalModel) -> ModelSpec | None:
+        """The model's spec, as the planner reads it (None: unreadable)."""
+        path = Path(model.path)
+        return self._once("spec", path, lambda: check_model(path, model.format))
+
+    def _once(self, what: str, path: Path, read: Callable[[], Any]) -> Any:
+        """`read()` once per version of the file (a GGUF, or an MLX folder's tokenizer.json); None if it fails."""
         try:
             st = (path / "tokenizer.json" if path.is_dir() else path).stat()
         except OSError:
             return None
-        key = (str(path), st.st_size, st.st_mtime_ns)
+        key = (what, str(path), st.st_size, st.st_mtime_ns)
         with self._lock:
-            if key in self._vocabs:
-                return self._vocabs[key]
-        from app.core.models.gguf import read_gguf_header
-
+            if key in self._read:
+                return self._read[key]
         try:
-            found = mlx_vocab(path) if path.is_dir() else vocab_of(read_gguf_header(path))
+            found = read()
         except ModelFileError as exc:
-            logger.debug("no vocabulary from %s: %s", path, exc)
+            logger.debug("cannot read the %s of %s: %s", what, path, exc)
             found = None
         with self._lock:
-            self._vocabs[key] = found
+            self._read[key] = found
         return found
 
     def candidates(self, model: LocalModel) -> list[LocalModel]:
@@ -82,15 +94,7 @@ class DraftFinder:
 
     def fitting(self, model: LocalModel, plan: Plan) -> list[LocalModel]:
         """The candidates that fit beside `plan` (each one's memory added to the model's)."""
-        out = []
-        for m in self.candidates(model):
-            try:
-                spec = check_model(Path(m.path), m.format)
-                if spec is not None and draft_fit(plan, spec, m.name).fits:
-                    out.append(m)
-            except ModelFileError as exc:
-                logger.debug("%s cannot draft: %s", m.name, exc)
-        return out
+        return [m for m in self.candidates(model) if (spec := self.spec(m)) and draft_fit(plan, spec, m.name).fits]
 
     def pick(self, model: LocalModel, draft_name: str, plan: Plan | None) -> DraftPick:
         """The draft model `draft_name` (a library id or name) for `model` under `plan`, if it exists,
@@ -106,12 +110,9 @@ class DraftFinder:
         if why is not None:
             return DraftPick(None, f"{draft.name} cannot draft for {model.name}: {why}")
         if plan is not None:
-            try:
-                spec = check_model(Path(draft.path), draft.format)
-            except ModelFileError as exc:
-                return DraftPick(None, f"{draft.name} cannot be read: {exc}")
+            spec = self.spec(draft)
             if spec is None:
-                return DraftPick(None, f"{draft.name} cannot be planned")
+                return DraftPick(None, f"{draft.name} cannot be read")
             fit = draft_fit(plan, spec, draft.name)
             if not fit.fits:
                 return DraftPick(None, fit.line)
