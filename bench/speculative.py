@@ -111,16 +111,27 @@ def source_file() -> str:
     return "\n".join(lines) + "\n"
 
 
-def edit_request(max_tokens: int) -> GenerateRequest:
-    ask = (
-        "Here is a Python file:\n\n```python\n" + source_file() + "```\n\n"
+# The edit asked for. "change" (the default): the file back with one line changed, which SmolLM2-135M does
+# (38 of 41 lines verbatim), as agents' edit requests get from the models they use. "rename": rename a
+# function and its call, which SmolLM2 turns into a rewrite (11 of 34 lines verbatim): the slow case.
+ASKS = {
+    "change": lambda src: (
+        "```python\n" + src + "```\n\nRepeat the file above exactly, with "
+        '`amount = float(row["amount"])` changed to `amount = round(float(row["amount"]), 2)`.'
+    ),
+    "rename": lambda src: (
+        "Here is a Python file:\n\n```python\n" + src + "```\n\n"
         "Return the whole file with one change: rename the function parse_line to parse_order "
         "(and its call). Reply with the file only, in one code block."
-    )
+    ),
+}
+
+
+def edit_request(max_tokens: int, ask: str = "change") -> GenerateRequest:
     return GenerateRequest(
         messages=[
             ChatMessage(role="system", content="You are a helpful coding assistant."),
-            ChatMessage(role="user", content=ask),
+            ChatMessage(role="user", content=ASKS[ask](source_file())),
         ],
         sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens),
     )
@@ -205,6 +216,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=400)
+    parser.add_argument("--ask", choices=sorted(ASKS), default="change", help="the edit asked for (see ASKS)")
     parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
     parser.add_argument("--modes", default="auto,ngram", help="Hearth's drafting modes beside off")
     parser.add_argument(
@@ -217,7 +229,7 @@ def main() -> int:
     parser.add_argument("--spec-types", default="none,ngram-simple,ngram-mod", help="llama-server's --spec-type runs")
     args = parser.parse_args()
     threads = args.threads or physical_cores()
-    request = edit_request(args.max_tokens)
+    request = edit_request(args.max_tokens, args.ask)
     modes = [m for m in args.modes.split(",") if m] + (["draft"] if args.draft_model else [])
     kinds = [] if args.no_peer else [k for k in args.spec_types.split(",") if k]
     bins = None
@@ -252,8 +264,9 @@ def main() -> int:
             for engine in engines.values():
                 engine.unload()
         print(
-            f"\n{label}: {len(prompt)} prompt tokens, {args.max_tokens} tokens asked, threads {threads}, "
-            f"flash attention {'on' if args.flash_attn else 'off'}, draft_max {args.draft_max}, {args.rounds} rounds"
+            f"\n{label}, ask {args.ask!r}: {len(prompt)} prompt tokens, {args.max_tokens} tokens asked, "
+            f"threads {threads}, flash attention {'on' if args.flash_attn else 'off'}, "
+            f"draft_max {args.draft_max}, {args.rounds} rounds"
         )
         med = {name: statistics.median(r["tok_s"] for r in rs) for name, rs in rows.items()}
         # Contention-proof too: CPU seconds per generated token (prompt included: the same for all).

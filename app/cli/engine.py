@@ -60,8 +60,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--speculative",
         choices=["auto", "ngram", "off"],
         default="off",
-        help="speculative decoding with n-gram drafts (lossless; GGUF): auto keeps drafting only while it "
-        "measures faster (default off)",
+        help="speculative decoding with n-gram drafts (lossless; GGUF): auto sizes each draft by what it "
+        "measures to earn on this machine (default off)",
     )
     p.add_argument(
         "--draft-model",

@@ -46,9 +46,9 @@ def add_serve_command(subparsers: Any) -> None:
     serve.add_argument(
         "--speculative",
         choices=["auto", "ngram", "off"],
-        help="speculative decoding with n-gram drafts (lossless): auto keeps it only while it measures "
-        "faster; default: Settings → Speculative decoding (auto: on with the weights on a GPU, off on the CPU, "
-        "where it rarely pays)",
+        help="speculative decoding with n-gram drafts (lossless): auto sizes each draft by what it measures "
+        "to earn on this machine and drafts nothing where nothing pays; ngram always drafts; default: "
+        "Settings → Speculative decoding (auto)",
     )
     serve.add_argument(
         "--draft-model",

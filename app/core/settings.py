@@ -31,13 +31,13 @@ DEFAULT_SERVER_PORT = 8487
 # Generations the engine runs at once (chat and API together); the planner gives fewer where memory is short.
 DEFAULT_PARALLEL_REQUESTS = 4
 MAX_PARALLEL_REQUESTS = 16
-# Speculative decoding: "auto" drafts where the plan says it pays (weights on a GPU), "on" everywhere
-# (still only while drafted steps measure cheaper), "off" never.
+# Speculative decoding: "auto" as planned (prompt lookup, each draft sized by what it measures to earn on
+# this machine, none where nothing pays), "off" never. "on" was a third choice once; it now means "auto".
 SpeculativeSetting = Literal["auto", "on", "off"]
 
 
 def load_speculative(setting: str) -> str | None:
-    """The LoadSpec mode a setting asks for; None: as the plan says (preflight.speculation_for)."""
+    """The LoadSpec mode a setting asks for; None: as planned (preflight.PLANNED_SPECULATION)."""
     return {"on": "auto", "off": "off"}.get(setting)
 
 

@@ -50,8 +50,7 @@ def token_in_effect(typed: str, env: Mapping[str, str]) -> str:
 
 
 SPECULATIVE_CHOICES = (
-    ("Automatic (where it pays: a model on the GPU)", "auto"),
-    ("On (prompt lookup, kept while faster)", "on"),
+    ("Automatic (prompt lookup, only where it measures faster)", "auto"),
     ("Off", "off"),
 )
 SPECULATIVE_HINT = (

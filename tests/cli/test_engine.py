@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SYSTEM = "You are a helpful assistant."
+SYSTEM = "You are a helpful assistant who answers in English."
 STATS = re.compile(r"\[(\d+) prompt tokens \((\d+) evaluated\).* (\d+) tokens at [\d.]+ tok/s · (\w+)\]")
 
 
@@ -146,7 +146,7 @@ def test_run_by_library_name(smollm2_path):
             model.name,
             "What is the capital of France?",
             "--system",
-            "You are a helpful assistant.",
+            "You are a helpful assistant who answers in English.",
             "--temp",
             "0",
         ),

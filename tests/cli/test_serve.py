@@ -62,7 +62,7 @@ def test_serve_a_model_file_answer_with_openai_stop_on_sigterm(smollm2_gguf, tmp
             temperature=0,
             max_tokens=12,
             messages=[
-                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "system", "content": "You are a helpful assistant who answers in English."},
                 {"role": "user", "content": "What is the capital of France?"},
             ],
         )

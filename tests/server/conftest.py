@@ -25,7 +25,7 @@ from app.server.context import ServerContext
 from app.server.runner import ServerThread
 from app.server.security import Policy
 
-SYSTEM_PROMPT = "You are a helpful assistant."  # SmolLM2 answers in English only with one
+SYSTEM_PROMPT = "You are a helpful assistant who answers in English."  # SmolLM2 answers in English only with one
 
 
 @dataclass

@@ -62,7 +62,7 @@ def test_the_advanced_form_offers_the_draft_models_that_fit_and_loads_the_pick(q
     settings = {"now": Settings()}
     prefs = DraftPrefs(DraftFinder(library), lambda: settings["now"], lambda s: settings.update(now=s))
     d = plan_defaults(big, "gguf", lambda: roomy, 1, library.get(ids["big"]), prefs)
-    assert [name for _, name, _ in d.drafts] == ["small"] and d.draft == "" and d.speculative == "off"
+    assert [name for _, name, _ in d.drafts] == ["small"] and d.draft == "" and d.speculative == "auto"
     host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-draft-bar")
     pool = ThreadPoolExecutor(2)
     tasks = TaskRunner(pool)
@@ -77,7 +77,7 @@ def test_the_advanced_form_offers_the_draft_models_that_fit_and_loads_the_pick(q
         combo = bar.advanced.speculative
         qtbot.waitUntil(lambda: combo.count() == 3, timeout=10_000)
         assert [combo.itemText(i) for i in range(3)] == ["Off", "Prompt lookup (n-gram)", "Draft model: small"]
-        assert combo.currentText() == "Off"  # as planned on a CPU
+        assert combo.currentText() == "Prompt lookup (n-gram)"  # as planned
         specs = []
         monkeypatch.setattr(bar, "load_spec", lambda spec, fmt, name=None: specs.append(spec) or True)
         combo.setCurrentIndex(2)

@@ -18,7 +18,7 @@ from tests.ui.chat_harness import new_chat, reply_words, switch_branch
 
 pytestmark = pytest.mark.slow
 
-SYSTEM_PROMPT = "You are a helpful assistant."
+SYSTEM_PROMPT = "You are a helpful assistant who answers in English."
 
 
 @pytest.fixture(scope="module")

@@ -110,8 +110,11 @@ def test_settings_offer_speculative_decoding_and_save_it(qtbot, tmp_path):
     dialog = SettingsDialog(store, store.load(), paths, env={})
     qtbot.addWidget(dialog)
     box = dialog.speculative
-    assert [box.itemData(i) for i in range(box.count())] == ["auto", "on", "off"]
-    assert box.currentData() == "auto"  # where it pays: a model on the GPU
-    box.setCurrentIndex(box.findData("on"))
+    assert [box.itemData(i) for i in range(box.count())] == ["auto", "off"]
+    assert box.currentData() == "auto"  # prompt lookup, where it measures faster
+    box.setCurrentIndex(box.findData("off"))
     dialog.accept()
-    assert store.load().speculative == "on"
+    assert store.load().speculative == "off"
+    old = SettingsDialog(store, store.load().model_copy(update={"speculative": "on"}), paths, env={})
+    qtbot.addWidget(old)
+    assert old.speculative.currentData() == "auto"  # a setting saved as the old "On" means Automatic now

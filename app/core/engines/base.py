@@ -104,10 +104,10 @@ class LoadSpec(BaseModel):
     prompt_cache_mib: int = Field(1024, ge=0)
     # With slots: speculative decoding (lossless: the output is what plain decoding gives). "ngram" drafts
     # from earlier occurrences of the last few tokens (the prompt and the reply); "draft" from a small model
-    # with the same vocabulary; "auto" (or the draft model when one is set) drafts only after a long
-    # verbatim match, backs off where drafts miss, and only while steps with drafts measure cheaper per
-    # token than steps without (on a compute-bound CPU they rarely do); "off" decodes one token per step.
-    # Off unless asked: the planner asks for "auto" where verifying drafts is nearly free (spec_from_plan).
+    # with the same vocabulary; "auto" (or the draft model when one is set) cuts each n-gram draft to the
+    # length expected to earn most, from the measured cost of a step by its tokens and the kept share of
+    # earlier drafts by match length, and drafts nothing where nothing pays (draft_cost.py); "off" decodes
+    # one token per step. Off unless asked: the planner asks for "auto" (preflight.PLANNED_SPECULATION).
     speculative: Literal["auto", "off", "ngram", "draft"] = "off"
     draft_model: Path | None = None  # a GGUF file
     draft_max: int = Field(16, ge=1, le=64)  # tokens drafted per sequence and step, at most

@@ -162,10 +162,8 @@ class BatchRunner(SlotStates):
             out.extend((seq, c) for c in seq.out)
             seq.out.clear()
         if self.speculator is not None and batch and decoding_only and not any(s.done for s, _, _ in batch):
-            # A decoding-only step: what a token cost, with drafts or without ("auto" picks the cheaper).
-            drafted = any(n > 1 for _, n, _ in batch)
-            emitted = sum(1 for _, c in out if c.token is not None)
-            self.speculator.record(drafted, time.perf_counter() - began, emitted)
+            # A decoding-only step: what a step of this many tokens costs ("auto" sizes drafts by it).
+            self.speculator.record(sum(n for _, n, _ in batch), time.perf_counter() - began)
         self._running = [s for s in self._running if not s.done]
         return out
 
@@ -196,7 +194,7 @@ class BatchRunner(SlotStates):
         decoding = [s for s in self._running if s.next_token is not None]
         reading = sorted((s for s in self._running if s.pending), key=lambda s: s.order)
         budget = self.n_batch - len(decoding)
-        if self.speculator is not None and decoding and self.speculator.want():
+        if self.speculator is not None and decoding:
             # Drafts get what the next tokens leave, half of it while a prompt is read (its chunk, the rest).
             room = budget // 2 if reading else budget
             budget -= self.speculator.plan([(s.drafts, self._draft_cap(s)) for s in decoding if s.drafts], room)
@@ -313,7 +311,8 @@ class BatchRunner(SlotStates):
             self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
         seq.stats.draft_tokens += len(draft)
         seq.stats.draft_accepted += accepted
-        seq.drafts.policy.update(len(draft), accepted)
+        if self.speculator is not None:
+            self.speculator.checked(seq.drafts, len(draft), accepted)
         seq.drafts.draft = []
 
     def _sample_at(self, seq: Sequence, at: int) -> int | None:

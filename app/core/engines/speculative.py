@@ -9,7 +9,8 @@ seed the output is the one plain decoding gives, at any temperature. Drafts only
 one step yields.
 
 Drafts come from prompt lookup (the tokens that followed the latest earlier occurrence of the sequence's
-last few tokens, in its prompt and reply) or from a draft model (llamacpp_draft.py).
+last few tokens, in its prompt and reply) or from a draft model (llamacpp_draft.py). "auto" sizes each
+prompt-lookup draft by what it is expected to earn on this machine (draft_cost.py).
 """
 
 from __future__ import annotations
@@ -18,18 +19,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from app.core.engines.draft_cost import AcceptanceModel, StepCost, best_length
+
 logger = logging.getLogger(__name__)
 
 # Longest and shortest n-gram looked up: a longer match predicts better, a 1-gram still often does in code.
 NGRAM_MAX = 12
 NGRAM_MIN = 2
-# "auto" drafts only after a match this long: a verbatim stretch (code handed back, a quote) goes on for a
-# while, a short match is often a coincidence whose verification costs more than it saves.
-AUTO_MIN_MATCH = 8
-# "auto": after this many rounds in a row without one accepted draft, a sequence stops drafting for PAUSE
-# steps (then tries again), so prose that never repeats pays for no wasted verification.
-MISSES_BEFORE_PAUSE = 3
-PAUSE = 16
+# How far back a found match is measured (beyond NGRAM_MAX): 30 tokens verbatim predict more than 12.
+MATCH_MEASURED = 32
 
 
 class NgramIndex:
@@ -54,48 +52,32 @@ class NgramIndex:
     def propose(self, k: int, n_min: int = 0) -> list[int]:
         """Up to k tokens that followed the latest earlier occurrence of the longest matching suffix (of at
         least `n_min` tokens, the index's own minimum by default)."""
+        return self.lookup(k, n_min)[0]
+
+    def lookup(self, k: int, n_min: int = 0) -> tuple[list[int], int]:
+        """`propose`, and how long the match behind it is (counted up to MATCH_MEASURED tokens back)."""
         seq = self.tokens
         if k <= 0:
-            return []
+            return [], 0
         end = len(seq)
         for n in range(min(self.n_max, end), max(self.n_min, n_min) - 1, -1):
             at = self._after.get(tuple(seq[end - n :]))
             if at is not None:
-                return seq[at : at + k]
-        return []
+                m = n
+                while m < MATCH_MEASURED and at - m - 1 >= 0 and seq[at - m - 1] == seq[end - m - 1]:
+                    m += 1
+                return seq[at : at + k], m
+        return [], 0
 
 
 @dataclass
 class DraftPolicy:
-    """How many tokens a sequence drafts next: fixed, or ("auto") shrunk after misses, grown after hits,
-    and paused after repeated rounds with nothing accepted."""
+    """A fixed draft length (modes "ngram" and "draft")."""
 
     limit: int
-    adaptive: bool
-    k: int = 0
-    misses: int = 0
-    paused: int = 0
-
-    def __post_init__(self) -> None:
-        self.k = self.limit
 
     def length(self) -> int:
-        if self.paused > 0:
-            self.paused -= 1
-            return 0
-        return self.k
-
-    def update(self, drafted: int, accepted: int) -> None:
-        if not self.adaptive or drafted == 0:
-            return
-        if accepted == 0:
-            self.k = max(1, self.k // 2)
-            self.misses += 1
-            if self.misses >= MISSES_BEFORE_PAUSE:
-                self.paused, self.misses = PAUSE, 0
-            return
-        self.misses = 0
-        self.k = min(self.limit, self.k * 2) if accepted == drafted else max(1, accepted + 1)
+        return self.limit
 
 
 @dataclass(eq=False)
@@ -106,6 +88,7 @@ class SeqDrafts:
     index: NgramIndex
     policy: DraftPolicy
     draft: list[int] = field(default_factory=list)  # this step's drafted tokens, in the batch after the next token
+    match: int = 0  # the n-gram match length behind `draft` ("auto")
 
 
 class Drafter(Protocol):
@@ -127,69 +110,40 @@ class NgramDrafter:
         pass
 
 
-class CostGate:
-    """ "auto": whether drafting pays on this machine. Verifying k drafts costs about k tokens' compute where
-    decoding is compute-bound (a small model on a few CPU cores) and little where it is bound by memory
-    bandwidth (a GPU, a large model): so the seconds per emitted token of decoding steps with drafts and
-    without are both measured as they run, the cheaper is used, and the other tried now and then."""
-
-    def __init__(self) -> None:
-        self.plain: float | None = None  # moving averages, seconds per emitted token
-        self.drafted: float | None = None
-        self.steps = 0
-
-    def want(self) -> bool:
-        self.steps += 1
-        if self.plain is None or self.drafted is None:
-            return self.plain is not None  # one plain measurement first, then one with drafts
-        better = self.drafted < self.plain
-        return not better if self.steps % PROBE_EVERY == 0 else better
-
-    def record(self, drafted: bool, seconds: float, tokens: int) -> None:
-        if tokens <= 0:
-            return
-        per = seconds / tokens
-        if drafted:
-            self.drafted = per if self.drafted is None else self.drafted + COST_EMA * (per - self.drafted)
-        else:
-            self.plain = per if self.plain is None else self.plain + COST_EMA * (per - self.plain)
-
-
-# CostGate: a step in this many tries the choice not taken (the measurements stay fresh), and the weight
-# of a new measurement in the moving averages.
-PROBE_EVERY = 16
-COST_EMA = 0.2
-
-
 class Speculator:
-    """The runner's drafting: a sequence's state at admission, and each step's drafts within a budget."""
+    """The runner's drafting: a sequence's state at admission, and each step's drafts within a budget.
+
+    Fixed (`adaptive=False`): every decoding sequence drafts `draft_max` tokens (fewer where its drafter
+    has fewer). "auto" (`adaptive=True`, prompt lookup): each draft is cut to the length that maximises
+    expected tokens per second, from the measured cost of a step by its tokens and the kept share of
+    earlier drafts by match length; none where no length beats plain decoding."""
 
     def __init__(self, drafter: Drafter, draft_max: int, adaptive: bool) -> None:
         self.drafter = drafter
         self.draft_max = draft_max
         self.adaptive = adaptive
-        self.gate = CostGate() if adaptive else None
+        self.cost = StepCost() if adaptive else None
+        self.acceptance = AcceptanceModel() if adaptive else None
 
-    def want(self) -> bool:
-        """Whether this step drafts at all ("auto" asks its CostGate)."""
-        return self.gate is None or self.gate.want()
-
-    def record(self, drafted: bool, seconds: float, tokens: int) -> None:
-        """A decoding step's time and emitted tokens (no prompt read in it)."""
-        if self.gate is not None:
-            self.gate.record(drafted, seconds, tokens)
+    def record(self, tokens: int, seconds: float) -> None:
+        """A decoding step's batch size and time (no prompt read in it)."""
+        if self.cost is not None:
+            self.cost.record(tokens, seconds)
 
     def start(self, seq_id: int, tokens: list[int]) -> SeqDrafts:
         index = NgramIndex()
         index.extend(tokens)
-        return SeqDrafts(seq_id, index, DraftPolicy(self.draft_max, self.adaptive))
+        return SeqDrafts(seq_id, index, DraftPolicy(self.draft_max))
 
     def plan(self, wanted: list[tuple[SeqDrafts, int]], budget: int) -> int:
         """Set each state's `draft` (at most its own cap, and `budget` tokens in all, oldest first);
         returns the tokens drafted."""
+        for state, _ in wanted:
+            state.draft, state.match = [], 0
+        if self.adaptive:
+            return self._plan_adaptive(wanted, budget)
         asked: list[tuple[SeqDrafts, int]] = []
         for state, cap in wanted:
-            state.draft = []
             k = min(state.policy.length(), cap, budget)
             if k > 0:
                 asked.append((state, k))
@@ -207,6 +161,35 @@ class Speculator:
             total += len(state.draft)
         return total
 
+    def _plan_adaptive(self, wanted: list[tuple[SeqDrafts, int]], budget: int) -> int:
+        assert self.cost is not None and self.acceptance is not None
+        line = self.cost.line()
+        if line is None:
+            return 0  # a plain step is measured first
+        base, per_token = line
+        # What the step yields and costs without drafts; each draft is sized against the step as it stands.
+        tokens, seconds = float(len(wanted)), base + per_token * (len(wanted) - 1)
+        total = 0
+        for state, cap in wanted:
+            k = min(self.draft_max, cap, budget - total)
+            if k <= 0:
+                continue
+            draft, match = state.index.lookup(k, NGRAM_MIN)
+            if not draft:
+                continue
+            p = self.acceptance.kept(match)
+            n = best_length(p, len(draft), tokens, seconds, per_token) or self.acceptance.probe(match, len(draft))
+            state.draft, state.match = draft[:n], match
+            total += n
+            tokens += sum(p**i for i in range(1, n + 1))
+            seconds += n * per_token
+        return total
+
+    def checked(self, state: SeqDrafts, drafted: int, accepted: int) -> None:
+        """A sequence's draft was verified: `accepted` of its `drafted` tokens kept."""
+        if self.acceptance is not None and drafted:
+            self.acceptance.record(state.match, drafted, accepted)
+
     def close(self) -> None:
         self.drafter.close()
 
@@ -217,6 +200,4 @@ def make_speculator(mode: str, draft_max: int, model_drafter: Any = None) -> Spe
         return None
     if model_drafter is not None:
         return Speculator(model_drafter, draft_max, adaptive=False)
-    if mode == "auto":
-        return Speculator(NgramDrafter(AUTO_MIN_MATCH), draft_max, adaptive=True)
-    return Speculator(NgramDrafter(), draft_max, adaptive=False)
+    return Speculator(NgramDrafter(), draft_max, adaptive=mode == "auto")

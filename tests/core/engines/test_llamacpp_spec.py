@@ -17,7 +17,16 @@ import pytest
 from pydantic import ValidationError
 
 from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.speculative import PROBE_EVERY, CostGate, DraftPolicy, NgramIndex
+from app.core.engines.draft_cost import (
+    MIN_SLOPE,
+    PRIOR_SLOPE,
+    PROBE_EVERY,
+    PROBE_TOKENS,
+    AcceptanceModel,
+    StepCost,
+    best_length,
+)
+from app.core.engines.speculative import NgramIndex
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.core.engines.test_llamacpp_batch import run_together
 
@@ -54,36 +63,53 @@ def test_the_ngram_index_proposes_what_followed_the_latest_earlier_occurrence_of
     assert index.propose(3) == []
 
 
-def test_the_auto_policy_shrinks_after_misses_pauses_then_grows_back_after_hits():
-    policy = DraftPolicy(limit=8, adaptive=True)
-    assert policy.length() == 8
-    policy.update(8, 0)
-    policy.update(4, 0)
-    assert policy.length() == 2
-    policy.update(2, 0)  # the third round in a row with nothing kept: a pause
-    assert [policy.length() for _ in range(16)] == [0] * 16
-    assert policy.length() == 1
-    policy.update(1, 1)
-    policy.update(2, 2)
-    assert policy.length() == 4
-    policy.update(4, 1)
-    assert policy.length() == 2
-    fixed = DraftPolicy(limit=5, adaptive=False)
-    fixed.update(5, 0)
-    assert fixed.length() == 5
+def test_a_lookup_reports_how_long_its_match_is_beyond_the_longest_ngram_indexed():
+    index = NgramIndex(n_max=3, n_min=1)
+    index.extend([5, 6, 1, 2, 3, 4, 9, 7, 6, 1, 2, 3])
+    assert index.lookup(2) == ([4, 9], 4)  # "6 1 2 3" matches: one token more than the 3-grams indexed
+    index.extend([8, 2, 3])
+    assert index.lookup(3) == ([8, 2, 3], 2)  # "2 3" last came before 8 (in "3 8 2 3" itself), after "1"
 
 
-def test_the_cost_gate_keeps_the_cheaper_way_and_tries_the_other_now_and_then():
-    gate = CostGate()
-    assert gate.want() is False  # a plain step measured first
-    gate.record(False, 0.10, 10)
-    assert gate.want() is True  # then one with drafts
-    gate.record(True, 0.30, 10)  # three times the cost per token: drafts do not pay here
-    choices = [gate.want() for _ in range(2 * PROBE_EVERY)]
-    assert choices.count(True) == 2  # only the probes
-    for _ in range(10):
-        gate.record(True, 0.02, 10)  # now they do (a memory-bound machine, a long verbatim copy)
-    assert [gate.want() for _ in range(PROBE_EVERY)].count(True) == PROBE_EVERY - 1
+def test_the_step_cost_is_fitted_from_steps_of_different_sizes_and_assumed_before():
+    cost = StepCost()
+    assert cost.line() is None
+    for _ in range(5):
+        cost.record(1, 0.010)
+    base, per_token = cost.line()
+    assert base == pytest.approx(0.010) and per_token == pytest.approx(PRIOR_SLOPE * 0.010)  # the prior
+    for n, seconds in [(9, 0.030), (5, 0.020), (9, 0.030), (3, 0.015)]:  # a CPU: 2.5 ms a token more
+        cost.record(n, seconds)
+    base, per_token = cost.line()
+    assert base == pytest.approx(0.010, rel=0.05) and per_token == pytest.approx(0.0025, rel=0.05)
+    gpu = StepCost()
+    for n in (1, 17, 1, 9):
+        gpu.record(n, 0.010)  # bound by reading the weights: a step costs the same whatever its size
+    assert gpu.line() == pytest.approx((0.010, MIN_SLOPE * 0.010))
+
+
+def test_a_draft_is_as_long_as_it_earns_where_drafts_cost_much_and_where_they_cost_little():
+    cpu = (1.0, 1.0, 0.4)  # tokens and seconds of the step without the draft, seconds per draft token
+    assert best_length(0.3, 16, *cpu) == 0  # prose: a draft costs more than it is expected to yield
+    assert 3 <= best_length(0.9, 16, *cpu) <= 8  # code handed back: a medium draft
+    assert best_length(0.99, 16, *cpu) == 16
+    gpu = (1.0, 1.0, 0.005)
+    assert best_length(0.3, 16, *gpu) >= 1 and best_length(0.9, 16, *gpu) == 16
+    assert best_length(0.9, 3, *gpu) == 3  # never past what the lookup found
+    busy = (4.0, 2.2, 0.4)  # three other sequences already in the step: their tokens wait for the draft too
+    assert best_length(0.9, 16, *busy) < best_length(0.9, 16, *cpu)
+
+
+def test_the_kept_share_is_learned_per_match_length_and_probed_after_it_stops_paying():
+    model = AcceptanceModel()
+    assert model.kept(2) < model.kept(8) < model.kept(30)  # before any draft: a longer match, likelier kept
+    for _ in range(20):
+        model.record(24, 8, 8)  # long matches: every draft kept
+        model.record(3, 4, 0)  # short ones: none
+    assert model.kept(24) > 0.97 and model.kept(3) < 0.1
+    assert model.kept(2) == AcceptanceModel().kept(2)  # another length keeps its own estimate
+    probes = [model.probe(3, 5) for _ in range(2 * PROBE_EVERY)]
+    assert probes.count(0) == 2 * PROBE_EVERY - 2 and max(probes) == PROBE_TOKENS
 
 
 def test_a_draft_mode_without_a_draft_model_is_refused(tmp_path):

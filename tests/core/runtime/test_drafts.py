@@ -97,7 +97,7 @@ def test_the_resolver_loads_the_picked_draft_where_it_can(family, caplog):
     picks[models["big"].id] = models["other"].id  # another tokenizer: no draft, and a warning says why
     with caplog.at_level(logging.WARNING, logger="app.core.runtime.resolve"):
         other = resolver.load_spec(models["big"])
-    assert other.draft_model is None and other.speculative == "off"  # off as planned on a CPU
+    assert other.draft_model is None and other.speculative == "auto"  # prompt lookup, as planned
     assert "without a draft model" in caplog.text and "330 tokens" in caplog.text
     picks.pop(models["big"].id)  # the pick dropped: the next plan has no draft (not a stale cached one)
     assert resolver.load_spec(models["big"]).draft_model is None

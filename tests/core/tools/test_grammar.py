@@ -124,7 +124,7 @@ def test_greedy_generation_under_the_grammar_gives_a_valid_call(smollm2_engine, 
     plan = plan_tools(TOOLS, "required", parallel_tool_calls=False, tool_format=fmt)
     request = GenerateRequest(
         messages=[
-            ChatMessage(role="system", content="You are a helpful assistant."),
+            ChatMessage(role="system", content="You are a helpful assistant who answers in English."),
             ChatMessage(role="user", content="What's the weather in Paris for the next 3 days?"),
         ],
         tools=plan.template_tools,
