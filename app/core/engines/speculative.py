@@ -70,23 +70,12 @@ class NgramIndex:
         return [], 0
 
 
-@dataclass
-class DraftPolicy:
-    """A fixed draft length (modes "ngram" and "draft")."""
-
-    limit: int
-
-    def length(self) -> int:
-        return self.limit
-
-
 @dataclass(eq=False)
 class SeqDrafts:
-    """One sequence's drafting state: its history (prompt and reply) and its policy."""
+    """One sequence's drafting state: its history (prompt and reply) and this step's draft."""
 
     seq_id: int
     index: NgramIndex
-    policy: DraftPolicy
     draft: list[int] = field(default_factory=list)  # this step's drafted tokens, in the batch after the next token
     match: int = 0  # the n-gram match length behind `draft` ("auto")
 
@@ -133,7 +122,7 @@ class Speculator:
     def start(self, seq_id: int, tokens: list[int]) -> SeqDrafts:
         index = NgramIndex()
         index.extend(tokens)
-        return SeqDrafts(seq_id, index, DraftPolicy(self.draft_max))
+        return SeqDrafts(seq_id, index)
 
     def plan(self, wanted: list[tuple[SeqDrafts, int]], budget: int) -> int:
         """Set each state's `draft` (at most its own cap, and `budget` tokens in all, oldest first);
@@ -144,7 +133,7 @@ class Speculator:
             return self._plan_adaptive(wanted, budget)
         asked: list[tuple[SeqDrafts, int]] = []
         for state, cap in wanted:
-            k = min(state.policy.length(), cap, budget)
+            k = min(self.draft_max, cap, budget)
             if k > 0:
                 asked.append((state, k))
                 budget -= k
