@@ -59,9 +59,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--speculative",
         choices=["auto", "ngram", "off"],
-        default="off",
         help="speculative decoding with n-gram drafts (lossless; GGUF): auto sizes each draft by what it "
-        "measures to earn on this machine (default off)",
+        "measures to earn on this machine and drafts nothing where nothing pays; ngram always drafts; "
+        "default: Settings → Speculative decoding (auto), as in the app and `hearth serve`",
     )
     p.add_argument(
         "--draft-model",
@@ -98,6 +98,20 @@ def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
     return path.resolve(), format_for_path(path)
 
 
+def speculation(ctx: CliContext, args: argparse.Namespace, fmt: str) -> str:
+    """The n-gram drafting mode of a load: --speculative, else the setting, else as the app plans it (GGUF
+    only: MLX drafts only with a draft model)."""
+    from app.core.runtime.preflight import PLANNED_SPECULATION
+    from app.core.settings import load_speculative
+
+    asked = getattr(args, "speculative", None)
+    if asked:
+        return asked
+    if fmt != "gguf":
+        return "off"
+    return load_speculative(ctx.settings.speculative) or PLANNED_SPECULATION
+
+
 def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, ModelInfo]:
     """Resolve the model, start a host and load it (Ctrl-C cancels the load). Returns (host, ModelInfo)."""
     from app.core.engines import default_registry
@@ -121,7 +135,7 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
 
         threads = physical_cores()
     try:
-        drafting: dict = {"speculative": getattr(args, "speculative", "off")}
+        drafting: dict = {"speculative": speculation(ctx, args, fmt)}
         if getattr(args, "draft_model", None):
             draft, draft_fmt = resolve_model(ctx, args.draft_model)
             if draft_fmt != fmt:

@@ -92,3 +92,24 @@ def test_chat_says_stopped_keeps_the_reply_and_goes_on(fake_host, monkeypatch, c
         ("assistant", stopped),
         ("user", "and then?"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "flag", "fmt", "mode"),
+    [
+        ("auto", None, "gguf", "auto"),  # as the app and `hearth serve` plan it
+        ("off", None, "gguf", "off"),  # the user's Settings → Speculative decoding
+        ("on", None, "gguf", "auto"),  # an old saved "On" is what Automatic now is
+        ("off", "ngram", "gguf", "ngram"),  # the flag wins over the setting
+        ("auto", None, "mlx", "off"),  # MLX drafts only with a draft model
+    ],
+)
+def test_run_and_chat_draft_as_the_settings_say_unless_told(setting, flag, fmt, mode):
+    from app.core.settings import SettingsStore
+
+    ctx = CliContext("run")
+    store = SettingsStore(ctx.paths.settings_file)
+    store.save(store.load().model_copy(update={"speculative": setting}))
+    for command in (["run", "model.gguf", "hi"], ["chat", "model.gguf"]):
+        args = build_parser().parse_args(command + (["--speculative", flag] if flag else []))
+        assert cli_engine.speculation(CliContext("run"), args, fmt) == mode
