@@ -47,17 +47,15 @@ MIN_COPY_GAIN = 16
 
 def pick_slot(slots: list[Slot], tokens: list[int]) -> tuple[Slot, int] | None:
     """The free slot whose cached tokens share the longest prefix with `tokens` (among those it would
-    keep at least MIN_REUSE of or that hold all of `tokens`, and, while an empty slot is free, that it
-    would drop at most MIN_COPY_GAIN of), and that prefix's length; ties and misses go to the least
-    recently used one (an empty slot first). None when every slot is busy."""
+    keep at least MIN_REUSE of, and, while an empty slot is free, drop at most MIN_COPY_GAIN of), and that
+    prefix's length; ties and misses go to the least recently used one (an empty slot first). None when
+    every slot is busy."""
     free = [s for s in slots if not s.busy]
     if not free:
         return None
     empty = any(not s.tokens for s in free)
     scored = [(common_prefix(s.tokens, tokens), s) for s in free]
-    # A slot fits if the request keeps most of what it caches (the conversation's next turn), or if it
-    # holds the whole request (the same prompt again: a reply regenerated, the old one dropped).
-    fits = [(n, s) for n, s in scored if n > 0 and (n >= MIN_REUSE * len(s.tokens) or n == len(tokens))]
+    fits = [(n, s) for n, s in scored if n > 0 and n >= MIN_REUSE * len(s.tokens)]
     if empty:
         fits = [(n, s) for n, s in fits if len(s.tokens) - n <= MIN_COPY_GAIN]
     if fits:

@@ -66,16 +66,6 @@ def test_a_shared_system_prompt_alone_does_not_take_another_conversations_slot()
     assert pick_slot([first, empty], [*system, 10, 11, 12, 30]) == (first, 6)  # its own next turn
 
 
-def test_a_regenerated_reply_goes_back_to_the_slot_holding_its_prompt():
-    system, reply = [1, 2, 3], list(range(100, 140))  # the old reply: far longer than the prompt
-    one = Slot(0, [*system, 10, 11, *reply], last_used=2.0)
-    two = Slot(1, [*system, 20, 21, *reply], last_used=1.0)  # the least recently used
-    assert pick_slot([one, two], [*system, 10, 11]) == (one, 5)  # not two's slot, sharing the system prompt
-    assert pick_slot([one, two], [*system, 10, 12]) == (two, 3)  # another prompt: the least recently used
-    empty = Slot(2, [], last_used=0.0)
-    assert pick_slot([one, two, empty], [*system, 10, 11]) == (empty, 0)  # the old reply is kept (and copied)
-
-
 def test_with_an_empty_slot_free_a_slot_is_reused_only_if_it_loses_little():
     document = list(range(100))
     held = Slot(0, [*document, 500, 501, 502, *range(600, 630)], last_used=1.0)  # 133 cached
