@@ -34,6 +34,7 @@ from app.core.engines import default_registry  # noqa: E402
 from app.core.engines.base import LoadSpec  # noqa: E402
 from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
 from app.core.runtime.host import EngineHost  # noqa: E402
+from app.core.runtime.preflight import PLANNED_SPECULATION  # noqa: E402
 from app.server.app import create_app  # noqa: E402
 from app.server.context import ServerContext  # noqa: E402
 from app.server.runner import ServerThread  # noqa: E402
@@ -111,7 +112,15 @@ def load_round(url: str, model: str, clients: int) -> dict[str, float]:
 
 
 class Hearth:
-    def __init__(self, model_path: Path, threads: int, slots: int, unified: bool, n_ctx: int = N_CTX) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        threads: int,
+        slots: int,
+        unified: bool,
+        n_ctx: int = N_CTX,
+        speculative: str = PLANNED_SPECULATION,
+    ) -> None:
         self.host = EngineHost(default_registry(), queue_size=64, name="bench-host")
         spec = LoadSpec(
             path=model_path,
@@ -121,6 +130,7 @@ class Hearth:
             n_ubatch=N_BATCH,
             slots=slots,
             kv_unified=unified,
+            speculative=speculative,  # as the app plans it unless told (llama-server drafts only if told)
         )
         self.host.load_sync(spec, "gguf", plan_check=False)
         context = ServerContext(self.host)
@@ -152,6 +162,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
     parser.add_argument("--unified", action="store_true", help="Hearth: one shared KV cache for the slots")
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
+    parser.add_argument(
+        "--speculative",
+        choices=["auto", "ngram", "off"],
+        default=PLANNED_SPECULATION,
+        help=f"Hearth's n-gram drafting (default {PLANNED_SPECULATION}, as the app plans it; llama-server: none)",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
@@ -159,7 +175,7 @@ def main() -> int:
     model = model_path.name
     threads = args.threads or physical_cores()
     servers: list[tuple[str, object]] = [
-        ("Hearth", lambda: Hearth(model_path, threads, args.clients, args.unified)),
+        ("Hearth", lambda: Hearth(model_path, threads, args.clients, args.unified, speculative=args.speculative)),
     ]
     if not args.no_peer:
         bins = Path(
@@ -188,7 +204,8 @@ def main() -> int:
 
     kv = "one shared KV cache" if args.unified else "a KV stream per slot"
     print(f"model {model}, {threads} threads, {N_CTX} tokens per slot, {args.clients} clients x {N_PREDICT} tokens,")
-    print(f"{args.rounds} rounds alternating (medians); Hearth with {args.clients} slots, {kv}")
+    drafting = f"drafting {args.speculative}"
+    print(f"{args.rounds} rounds alternating (medians); Hearth with {args.clients} slots, {kv}, {drafting}")
     print(f"{'server':<20} {'TTFT p50/p95/p99 (s)':<24} {'TPOT p50/p95/p99 (ms)':<24} aggregate tok/s")
     for name in rows:
         ttft = f"{med(name, 'ttft_p50'):.2f}/{med(name, 'ttft_p95'):.2f}/{med(name, 'ttft_p99'):.2f}"
