@@ -156,8 +156,8 @@ class Speculator:
         if line is None:
             return 0  # a plain step is measured first
         if len(wanted) > 1:
-            # Beside other sequences the step's cost model does not hold (measured on a 2-core CPU with 4
-            # streams: drafting cost 38 % of the aggregate where it earned nothing): drafts only alone.
+            # Beside other sequences drafts did not pay where measured (4 streams of prose on a 2-core CPU
+            # lost 38 % of their aggregate speed), so "auto" drafts only for a sequence decoding alone.
             return 0
         base, per_token = line
         # What the step yields and costs without drafts; each draft is sized against the step as it stands.
