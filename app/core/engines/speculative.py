@@ -105,7 +105,8 @@ class Speculator:
     Fixed (`adaptive=False`): every decoding sequence drafts `draft_max` tokens (fewer where its drafter
     has fewer). "auto" (`adaptive=True`, prompt lookup): each draft is cut to the length that maximises
     expected tokens per second, from the measured cost of a step by its tokens and the kept share of
-    earlier drafts by match length; none where no length beats plain decoding."""
+    earlier drafts by match length; none where no length beats plain decoding, nor beside other decoding
+    sequences."""
 
     def __init__(self, drafter: Drafter, draft_max: int, adaptive: bool) -> None:
         self.drafter = drafter
