@@ -143,7 +143,8 @@ def build_shell(
         library.remotes_panel.changed.connect(chat.model_bar.refresh_models)
     hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after `machine` is updated above
     library_changed = EventBridge(services.library.changed, chat)
-    library_changed.fired.connect(lambda _id: chat.model_bar.refresh_models())
+    # A change queued before quit can arrive after the library closed: then there is nothing to list.
+    library_changed.fired.connect(lambda _id: None if services.library.closed else chat.model_bar.refresh_models())
     server = ServerPage(
         api, store, lambda: services.settings, services.library, services.host, tasks, new_key=new_api_key
     )
