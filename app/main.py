@@ -38,9 +38,15 @@ class Shell:
         """Stop the API server (its open requests are cancelled), stop the reply being written (saved as
         stopped), stop delivering to widgets, then close the core services (downloads pause with their
         partials kept, the engine stops)."""
+        from app.ui.bridge import EventBridge
+
         self.api.stop()
         self.window.page("chat").shutdown()
         self.tasks.close()
+        # Core events already queued for a widget must not run after the services they read are closed.
+        owners = [self.window] + ([self.tray] if self.tray is not None else [])
+        for bridge in [b for owner in owners for b in owner.findChildren(EventBridge)]:
+            bridge.close()
         self.services.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
@@ -143,8 +149,7 @@ def build_shell(
         library.remotes_panel.changed.connect(chat.model_bar.refresh_models)
     hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after `machine` is updated above
     library_changed = EventBridge(services.library.changed, chat)
-    # A change queued before quit can arrive after the library closed: then there is nothing to list.
-    library_changed.fired.connect(lambda _id: None if services.library.closed else chat.model_bar.refresh_models())
+    library_changed.fired.connect(lambda _id: chat.model_bar.refresh_models())
     server = ServerPage(
         api, store, lambda: services.settings, services.library, services.host, tasks, new_key=new_api_key
     )

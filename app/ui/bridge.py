@@ -41,6 +41,7 @@ class EventBridge(QObject):
         self._lock = threading.Lock()
         self._pending: dict[Hashable, Any] = {}
         self._last_flush = 0.0
+        self._closed = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._flush)
@@ -50,8 +51,13 @@ class EventBridge(QObject):
         self._unsubscribe = event.connect(self._on_event)
 
     def close(self) -> None:
-        """Stop listening to the core event."""
+        """Main thread: stop listening, and drop what is already queued: at quit the service it came
+        from may be closed before the event loop gets to it."""
+        self._closed = True
         self._unsubscribe()
+        self._timer.stop()
+        with self._lock:
+            self._pending.clear()
 
     def _on_event(self, value: Any) -> None:
         """Any thread: hand the value over; never touch widgets here."""
@@ -70,11 +76,12 @@ class EventBridge(QObject):
 
     @Slot(object)
     def _deliver(self, value: Any) -> None:
-        self.fired.emit(value)
+        if not self._closed:
+            self.fired.emit(value)
 
     @Slot()
     def _on_wake(self) -> None:
-        if self._timer.isActive():
+        if self._closed or self._timer.isActive():
             return
         wait = self._interval - (time.monotonic() - self._last_flush)
         if wait <= 0:
@@ -84,6 +91,8 @@ class EventBridge(QObject):
 
     @Slot()
     def _flush(self) -> None:
+        if self._closed:
+            return
         with self._lock:
             values = list(self._pending.values())
             self._pending.clear()

@@ -222,3 +222,21 @@ def test_eta_in_words():
         "2 min 05 s left",
         "2 h 01 min left",
     )
+
+
+@pytest.mark.parametrize("coalesced", [False, True])
+def test_a_closed_bridge_drops_what_was_already_queued_for_it(qtbot, coalesced):
+    """At quit a service closes while its events still wait in Qt's queue: none may reach a widget."""
+    event: Event[str] = Event("e")
+    bridge = EventBridge(event, coalesce_key=(lambda v: v) if coalesced else None)
+    seen: list[str] = []
+    bridge.fired.connect(seen.append)
+    worker = threading.Thread(target=lambda: event.emit("queued"))
+    worker.start()
+    worker.join()  # posted to the main thread's queue, which has not run yet
+    bridge.close()
+    qtbot.wait(250)  # past the coalescing interval too
+    assert seen == []
+    event.emit("after")
+    qtbot.wait(50)
+    assert seen == []

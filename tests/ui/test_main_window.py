@@ -146,6 +146,24 @@ def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_f
         shell.shutdown()
 
 
+def test_a_library_change_still_queued_at_quit_does_not_read_the_closed_library(qtbot, hearth_home):
+    """The double-click test's old flake: a change posted by a worker just before quit ran after the
+    library closed ('Cannot operate on a closed database' inside Qt's event loop)."""
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    settings = store.load().model_copy(update={"measure_bandwidth_on_start": False})
+    shell = build_shell(paths, store, settings, probe=lambda _refresh=False: probe_hardware(measure_bandwidth=False))
+    qtbot.addWidget(shell.window)
+    qtbot.wait(50)
+    worker = threading.Thread(target=lambda: shell.services.library.changed.emit("m"))
+    worker.start()
+    worker.join()  # queued for the window's pages, not yet delivered
+    shell.shutdown()
+    with pytest.raises(Exception, match="closed database"):
+        shell.services.library.list()  # the library is closed: reading it would fail
+    qtbot.wait(250)  # the event loop runs what was queued; pytest-qt fails the test on an error there
+
+
 def test_hardware_page_shows_this_machine(shell_factory, qtbot):
     shell, _ = shell_factory()
     page = shell.window.page("hardware")

@@ -115,7 +115,6 @@ class Library:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.db_path, check_same_thread=False, timeout=10, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self.closed = False  # after close(), a change event still queued for the UI must not read
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
@@ -123,7 +122,6 @@ class Library:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-            self.closed = True
 
     # ---- reads ----
 
