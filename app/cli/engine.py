@@ -99,17 +99,11 @@ def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
 
 
 def speculation(ctx: CliContext, args: argparse.Namespace, fmt: str) -> str:
-    """The n-gram drafting mode of a load: --speculative, else the setting, else as the app plans it (GGUF
-    only: MLX drafts only with a draft model)."""
-    from app.core.runtime.preflight import PLANNED_SPECULATION
+    """The n-gram drafting mode of a load: --speculative, else the setting, else as the app plans it."""
+    from app.core.runtime.preflight import speculation_for
     from app.core.settings import load_speculative
 
-    asked = getattr(args, "speculative", None)
-    if asked:
-        return asked
-    if fmt != "gguf":
-        return "off"
-    return load_speculative(ctx.settings.speculative) or PLANNED_SPECULATION
+    return speculation_for(fmt, load_speculative(ctx.settings.speculative, getattr(args, "speculative", None)))
 
 
 def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, ModelInfo]:

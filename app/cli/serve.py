@@ -104,7 +104,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         max_context=server.jit_context,
         remotes=remotes,
         max_slots=slots,
-        speculative=args.speculative or load_speculative(ctx.settings.speculative),
+        speculative=load_speculative(ctx.settings.speculative, args.speculative),
         drafts=DraftFinder(library),
         draft_for=lambda m: args.draft_model or picked.get(m.id),
     )

@@ -36,9 +36,10 @@ MAX_PARALLEL_REQUESTS = 16
 SpeculativeSetting = Literal["auto", "on", "off"]
 
 
-def load_speculative(setting: str) -> str | None:
-    """The LoadSpec mode a setting asks for; None: as planned (preflight.PLANNED_SPECULATION)."""
-    return {"on": "auto", "off": "off"}.get(setting)
+def load_speculative(setting: str, flag: str | None = None) -> str | None:
+    """The LoadSpec mode asked for: a command's --speculative `flag`, else the setting; None: as planned
+    (preflight.speculation_for says what a load then runs with)."""
+    return flag or {"on": "auto", "off": "off"}.get(setting)
 
 
 class ServerSettings(BaseModel):

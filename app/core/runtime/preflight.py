@@ -203,6 +203,15 @@ def spec_from_plan(path: Path, plan: Plan) -> LoadSpec:
 PLANNED_SPECULATION: Literal["auto"] = "auto"
 
 
+def speculation_for(fmt: str, asked: str | None) -> str:
+    """The n-gram drafting mode a load of `fmt` runs with: as `asked` (settings.load_speculative), else as
+    planned; off but for GGUF, as llama.cpp is the only engine that drafts from n-grams (MLX drafts only
+    with a draft model, a choice of its own)."""
+    if fmt != "gguf":
+        return "off"
+    return asked or PLANNED_SPECULATION
+
+
 class DefaultPreflight:
     """Validation then the fit check. `machine` is injectable (tests simulate a small machine)."""
 

@@ -29,6 +29,7 @@ from app.core.runtime.preflight import (
     live_machine,
     plan_model,
     spec_from_plan,
+    speculation_for,
 )
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 
@@ -117,8 +118,7 @@ class ModelResolver:
         slots = self.max_slots if model.format in ("gguf", "mlx") else 1
         plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=slots).plan
         load = spec_from_plan(path, plan)
-        if self.speculative is not None and model.format == "gguf":  # only llama.cpp drafts
-            load = load.model_copy(update={"speculative": self.speculative})
+        load = load.model_copy(update={"speculative": speculation_for(model.format, self.speculative)})
         if draft and self.drafts is not None and self.speculative != "off":  # a picked draft, unless turned off
             if model.format == "mlx":  # mlx-lm drafts on its single-stream path: one slot
                 plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=1).plan

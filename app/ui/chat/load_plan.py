@@ -12,12 +12,12 @@ from app.core.models.devices import Machine
 from app.core.runtime.drafts import DraftPrefs
 from app.core.runtime.preflight import (
     FALLBACK_CTX,
-    PLANNED_SPECULATION,
     PROMPT_CACHE_MIB,
     check_model,
     default_context,
     plan_model,
     prompt_cache_mib,
+    speculation_for,
 )
 from app.core.settings import load_speculative
 
@@ -79,7 +79,7 @@ def plan_defaults(
         predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
         note="" if plan.fits else plan.explanation,
-        speculative="off" if fmt != "gguf" else (speculative or PLANNED_SPECULATION),
+        speculative=speculation_for(fmt, speculative),
         drafts=found,
         draft=picked,
         ngram=fmt == "gguf",

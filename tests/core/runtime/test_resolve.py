@@ -63,6 +63,10 @@ def test_an_mlx_load_plans_slots_too(tmp_path, tiny_mlx_model):
         assert resolver.load_spec(model).slots == 4  # mlx-lm's BatchGenerator runs them (app.core.engines.mlx_batch)
         resolver.max_slots = 1
         assert resolver.load_spec(model).slots == 1
+        # No n-gram drafting on MLX, whatever is asked: as the chat's load plan and `hearth run` say.
+        assert resolver.load_spec(model).speculative == "off"
+        resolver.speculative = "ngram"
+        assert resolver.load_spec(model).speculative == "off"
     finally:
         library.close()
 
