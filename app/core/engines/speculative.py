@@ -156,28 +156,22 @@ class Speculator:
         line = self.cost.line()
         if line is None:
             return 0  # a plain step is measured first
-        if len(wanted) > 1:
+        if len(wanted) != 1:
             # Beside other sequences drafts did not pay where measured (4 streams of prose on a 2-core CPU
             # lost 38 % of their aggregate speed), so "auto" drafts only for a sequence decoding alone.
             return 0
-        base, per_token = line
-        # What the step yields and costs without drafts; each draft is sized against the step as it stands.
-        tokens, seconds = float(len(wanted)), base + per_token * (len(wanted) - 1)
-        total = 0
-        for state, cap in wanted:
-            k = min(self.draft_max, cap, budget - total)
-            if k <= 0:
-                continue
-            draft, match = state.index.lookup(k, NGRAM_MIN)
-            if not draft:
-                continue
-            p = self.acceptance.kept(match)
-            n = best_length(p, len(draft), tokens, seconds, per_token) or self.acceptance.probe(match, len(draft))
-            state.draft, state.match = draft[:n], match
-            total += n
-            tokens += sum(p**i for i in range(1, n + 1))
-            seconds += n * per_token
-        return total
+        (state, cap), (base, per_token) = wanted[0], line
+        k = min(self.draft_max, cap, budget)
+        if k <= 0:
+            return 0
+        draft, match = state.index.lookup(k, NGRAM_MIN)
+        if not draft:
+            return 0
+        p = self.acceptance.kept(match)
+        # Without a draft the step yields one token in `base` seconds; the draft is sized against that.
+        n = best_length(p, len(draft), 1.0, base, per_token) or self.acceptance.probe(match, len(draft))
+        state.draft, state.match = draft[:n], match
+        return n
 
     def checked(self, state: SeqDrafts, drafted: int, accepted: int) -> None:
         """A sequence's draft was verified: `accepted` of its `drafted` tokens kept."""
