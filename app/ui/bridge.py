@@ -91,8 +91,6 @@ class EventBridge(QObject):
 
     @Slot()
     def _flush(self) -> None:
-        if self._closed:
-            return
         with self._lock:
             values = list(self._pending.values())
             self._pending.clear()

@@ -146,14 +146,10 @@ def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_f
         shell.shutdown()
 
 
-def test_a_library_change_still_queued_at_quit_does_not_read_the_closed_library(qtbot, hearth_home):
+def test_a_library_change_still_queued_at_quit_does_not_read_the_closed_library(shell_factory, qtbot):
     """The double-click test's old flake: a change posted by a worker just before quit ran after the
     library closed ('Cannot operate on a closed database' inside Qt's event loop)."""
-    paths = app_paths().ensure()
-    store = SettingsStore(paths.settings_file)
-    settings = store.load().model_copy(update={"measure_bandwidth_on_start": False})
-    shell = build_shell(paths, store, settings, probe=lambda _refresh=False: probe_hardware(measure_bandwidth=False))
-    qtbot.addWidget(shell.window)
+    shell, _ = shell_factory(probe=lambda _refresh=False: probe_hardware(measure_bandwidth=False))
     qtbot.wait(50)
     worker = threading.Thread(target=lambda: shell.services.library.changed.emit("m"))
     worker.start()
