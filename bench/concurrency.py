@@ -35,6 +35,7 @@ from app.core.engines.base import LoadSpec  # noqa: E402
 from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
 from app.core.runtime.host import EngineHost  # noqa: E402
 from app.core.runtime.preflight import PLANNED_SPECULATION  # noqa: E402
+from app.core.settings import SPECULATIVE_FLAGS  # noqa: E402
 from app.server.app import create_app  # noqa: E402
 from app.server.context import ServerContext  # noqa: E402
 from app.server.runner import ServerThread  # noqa: E402
@@ -164,7 +165,7 @@ def main() -> int:
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
     parser.add_argument(
         "--speculative",
-        choices=["auto", "ngram", "off"],
+        choices=SPECULATIVE_FLAGS,
         default=PLANNED_SPECULATION,
         help=f"Hearth's n-gram drafting (default {PLANNED_SPECULATION}, as the app plans it; llama-server: none)",
     )

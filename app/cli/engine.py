@@ -42,6 +42,7 @@ def add_engine_commands(subparsers: Any) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     from app.cli.context import parallel_count
+    from app.core.settings import SPECULATIVE_FLAGS
 
     p.add_argument("--system", help="a system prompt")
     p.add_argument("--temp", type=float, default=0.7, help="temperature (0 = greedy)")
@@ -58,7 +59,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--speculative",
-        choices=["auto", "ngram", "off"],
+        choices=SPECULATIVE_FLAGS,
         help="speculative decoding with n-gram drafts (lossless; GGUF): auto sizes each draft by what it "
         "measures to earn on this machine and drafts nothing where nothing pays; ngram always drafts; "
         "default: Settings → Speculative decoding (auto), as in the app and `hearth serve`",

@@ -19,7 +19,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 def add_serve_command(subparsers: Any) -> None:
     from app.cli.context import parallel_count
-    from app.core.settings import DEFAULT_SERVER_PORT
+    from app.core.settings import DEFAULT_SERVER_PORT, SPECULATIVE_FLAGS
 
     serve = subparsers.add_parser("serve", help="serve the local API: OpenAI and Anthropic routes (no window)")
     serve.add_argument("--model", help="load this model first (a library name or a model file)")
@@ -45,7 +45,7 @@ def add_serve_command(subparsers: Any) -> None:
     )
     serve.add_argument(
         "--speculative",
-        choices=["auto", "ngram", "off"],
+        choices=SPECULATIVE_FLAGS,
         help="speculative decoding with n-gram drafts (lossless): auto sizes each draft by what it measures "
         "to earn on this machine and drafts nothing where nothing pays; ngram always drafts; default: "
         "Settings → Speculative decoding (auto)",

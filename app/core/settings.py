@@ -34,6 +34,8 @@ MAX_PARALLEL_REQUESTS = 16
 # Speculative decoding: "auto" as planned (prompt lookup, each draft sized by what it measures to earn on
 # this machine, none where nothing pays), "off" never. "on" was a third choice once; it now means "auto".
 SpeculativeSetting = Literal["auto", "on", "off"]
+# What a command's --speculative may ask for (a LoadSpec mode; "draft" comes with a draft model instead).
+SPECULATIVE_FLAGS = ("auto", "ngram", "off")
 
 
 def load_speculative(setting: str, flag: str | None = None) -> str | None:
