@@ -86,6 +86,20 @@ def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
     return grammar
 
 
+def plain_greedy(sp: SamplingParams, grammar: Any) -> bool:
+    """Whether the token is simply the first largest logit: temperature 0 with no grammar, bias or penalty.
+    The engine then takes the argmax of the logits row itself, as llama.cpp's greedy sampler picks it,
+    without the sampler copying every vocabulary entry into a candidate array first."""
+    return (
+        sp.temperature == 0.0
+        and grammar is None
+        and not sp.logit_bias
+        and sp.repeat_penalty == 1.0
+        and sp.frequency_penalty == 0.0
+        and sp.presence_penalty == 0.0
+    )
+
+
 def build_sampler(llama_cpp: ModuleType, llm: Any, sp: SamplingParams, grammar: Any, seed: int) -> Any:
     """The sampler chain for one generation: the stages `Llama._init_sampler` builds for the knobs we expose,
     with the logit bias first (llama-server's order: every later stage, the grammar included, sees the

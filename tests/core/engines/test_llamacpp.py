@@ -196,7 +196,9 @@ def test_sampler_failure_mid_generation_ends_with_error_chunk(tiny_gguf_f16, mon
             return real_sample(*args, **kwargs)
 
         monkeypatch.setattr(lib, "llama_sampler_sample", flaky_sample)
-        chunks = list(engine.generate(greedy("Hello world", max_tokens=20), threading.Event()))
+        # A penalty keeps the sampler chain in use (plain temperature 0 takes the argmax without it).
+        request = greedy("Hello world", max_tokens=20, repeat_penalty=1.1)
+        chunks = list(engine.generate(request, threading.Event()))
         assert len(token_chunks(chunks)) == 2
         assert chunks[-1].finish_reason == "error" and "sampler exploded" in chunks[-1].error
         monkeypatch.setattr(lib, "llama_sampler_sample", real_sample)

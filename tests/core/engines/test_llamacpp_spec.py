@@ -159,6 +159,46 @@ def test_smollm2_drafted_greedy_output_is_plain_decoding_token_for_token(smol, m
         assert all(a > 10 for a in accepted)  # a model drafting for itself is right nearly always
 
 
+@pytest.mark.parametrize("mode", ["off", "ngram"])
+def test_smollm2_greedy_takes_the_first_largest_logit_which_is_the_greedy_samplers_token(smol, mode, monkeypatch):
+    """Plain temperature 0 skips llama.cpp's sampler chain for the argmax of the logits row; beside drafts
+    that row moves along the batch (one per drafted position)."""
+    from app.core.engines import llamacpp_batch
+
+    lib = smol[mode].sequences.runner._lib
+    real, calls = lib.llama_sampler_sample, []
+    monkeypatch.setattr(lib, "llama_sampler_sample", lambda *a: calls.append(1) or real(*a))
+    requests = [greedy(CODE, max_tokens=60), greedy(PROSE, max_tokens=40), LIST]
+    fast = [chunks_of(smol[mode], r) for r in requests]
+    assert not calls
+    if mode == "ngram":
+        assert fast[0][-1].stats.draft_accepted > 10
+    monkeypatch.setattr(llamacpp_batch, "plain_greedy", lambda sampling, grammar: False)
+    chain = [chunks_of(smol[mode], r) for r in requests]
+    assert len(calls) >= sum(len(tokens_of(c)) for c in chain)
+    assert [tokens_of(c) for c in fast] == [tokens_of(c) for c in chain]
+
+
+@pytest.mark.parametrize(
+    ("change", "plain"),
+    [
+        ({}, True),
+        ({"temperature": 0.7}, False),
+        ({"repeat_penalty": 1.1}, False),
+        ({"frequency_penalty": 0.5}, False),
+        ({"presence_penalty": -0.5}, False),
+        ({"logit_bias": {5: -100.0}}, False),
+        ({"logprobs": 3, "top_k": 1, "stop": ["x"]}, True),  # these read the logits or the text, not the pick
+    ],
+)
+def test_only_temperature_0_with_nothing_else_on_the_logits_is_plain_greedy(change, plain):
+    from app.core.engines.llamacpp_options import plain_greedy
+
+    sampling = SamplingParams(**{"temperature": 0.0, **change})
+    assert plain_greedy(sampling, None) is plain
+    assert plain_greedy(sampling, object()) is False  # a grammar masks the logits first
+
+
 def test_smollm2_drafts_make_fewer_steps_than_tokens(smol):
     seqs = smol["ngram"].sequences
     key = seqs.admit(greedy(CODE, max_tokens=80), threading.Event())
