@@ -138,7 +138,13 @@ def edit_request(max_tokens: int, ask: str = "change") -> GenerateRequest:
 
 
 def load(
-    path: Path, threads: int, flash: bool, mode: str, draft_max: int = 16, draft: Path | None = None
+    path: Path,
+    threads: int,
+    flash: bool,
+    mode: str,
+    draft_max: int | None = None,
+    draft: Path | None = None,
+    cache_type: str = "f16",
 ) -> LlamaCppEngine:
     engine = LlamaCppEngine()
     engine.load(
@@ -149,6 +155,8 @@ def load(
             n_batch=N_BATCH,
             n_ubatch=N_BATCH,
             flash_attn=flash,
+            cache_type_k=cache_type,
+            cache_type_v=cache_type,
             slots=2,
             speculative=mode,  # type: ignore[arg-type]
             draft_max=draft_max,
@@ -182,8 +190,11 @@ def hearth_run(engine: LlamaCppEngine, request: GenerateRequest) -> dict:
 
 
 class LlamaServer:
-    def __init__(self, binary: Path, model: Path, threads: int, flash: bool, spec_args: list[str]) -> None:
+    def __init__(
+        self, binary: Path, model: Path, threads: int, flash: bool, cache_type: str, spec_args: list[str]
+    ) -> None:
         args = ["-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX)]
+        args += ["-ctk", cache_type, "-ctv", cache_type]
         args += ["-np", "1", "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "on" if flash else "off", *spec_args]
         self.proc, port = start_llama_server(binary, args)
         self.url = f"http://127.0.0.1:{port}"
@@ -222,8 +233,13 @@ def main() -> int:
     parser.add_argument(
         "--draft-model", type=Path, help="also Hearth with this GGUF drafting (mode draft; same tokenizer)"
     )
-    parser.add_argument("--draft-max", type=int, default=LoadSpec.model_fields["draft_max"].default)
+    parser.add_argument("--draft-max", type=int, help="drafted tokens per step, at most (default: each mode's own)")
     parser.add_argument("--flash-attn", action="store_true", help="flash attention on, both engines")
+    parser.add_argument(
+        "--cache-type",
+        default="f16",
+        help="KV cache type, both engines (q8_0 with --flash-attn: the CPU's attention is batch-invariant)",
+    )
     parser.add_argument("--1b", dest="one_b", action="store_true", help="also the random 1B Q4_K_M")
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
     parser.add_argument("--spec-types", default="none,ngram-simple,ngram-mod", help="llama-server's --spec-type runs")
@@ -239,8 +255,9 @@ def main() -> int:
         )
         bins = Path(out.stdout.strip().splitlines()[-1])
     for label, path in models(include_1b=args.one_b).items():
-        engines = {"off": load(path, threads, args.flash_attn, "off")}
-        engines.update({m: load(path, threads, args.flash_attn, m, args.draft_max, args.draft_model) for m in modes})
+        fa, kv = args.flash_attn, args.cache_type
+        engines = {"off": load(path, threads, fa, "off", cache_type=kv)}
+        engines.update({m: load(path, threads, fa, m, args.draft_max, args.draft_model, kv) for m in modes})
         configs: dict[str, Callable[[], dict]] = {
             f"Hearth {m}": (lambda e=e: hearth_run(e, request)) for m, e in engines.items()
         }
@@ -248,7 +265,7 @@ def main() -> int:
         servers = []
         for kind in kinds:
             assert bins is not None
-            server = LlamaServer(bins / "llama-server", path, threads, args.flash_attn, ["--spec-type", kind])
+            server = LlamaServer(bins / "llama-server", path, threads, fa, kv, ["--spec-type", kind])
             servers.append(server)
             configs[f"llama-server {kind}"] = lambda s=server, p=prompt: s.run(p, args.max_tokens)
         rows: dict[str, list[dict]] = {name: [] for name in configs}
@@ -265,8 +282,8 @@ def main() -> int:
                 engine.unload()
         print(
             f"\n{label}, ask {args.ask!r}: {len(prompt)} prompt tokens, {args.max_tokens} tokens asked, "
-            f"threads {threads}, flash attention {'on' if args.flash_attn else 'off'}, "
-            f"draft_max {args.draft_max}, {args.rounds} rounds"
+            f"threads {threads}, flash attention {'on' if fa else 'off'}, KV cache {kv}, "
+            f"draft_max {args.draft_max or 'of each mode'}, {args.rounds} rounds"
         )
         med = {name: statistics.median(r["tok_s"] for r in rs) for name, rs in rows.items()}
         # Contention-proof too: CPU seconds per generated token (prompt included: the same for all).

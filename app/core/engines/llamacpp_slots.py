@@ -99,7 +99,7 @@ def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bo
         spec.seed,
         spec.kv_unified,
         spec.prompt_cache_mib * 1024 * 1024,
-        make_speculator(spec.speculative, spec.draft_max, drafter),
+        make_speculator(spec.speculative, spec.drafts_at_most(), drafter),
     )
     logger.info(
         "opened %d slots of %d tokens (%s KV cache)",

@@ -168,7 +168,7 @@ class MlxEngine:
             if not cache_mod.can_trim_prompt_cache(cache_mod.make_prompt_cache(self._model)):
                 raise EngineError("this model's KV cache cannot be rewound, which speculative decoding needs")
             assert spec.draft_model is not None
-            self._draft = MlxDraft(Path(spec.draft_model), self._hf, spec.draft_max)
+            self._draft = MlxDraft(Path(spec.draft_model), self._hf, spec.drafts_at_most())
         except BaseException:
             self.unload()
             raise

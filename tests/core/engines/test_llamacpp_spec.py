@@ -112,6 +112,24 @@ def test_the_kept_share_is_learned_per_match_length_and_probed_after_it_stops_pa
     assert probes.count(0) == 2 * PROBE_EVERY - 2 and max(probes) == PROBE_TOKENS
 
 
+def test_auto_may_draft_as_far_as_llama_servers_ngram_mod_and_fixed_drafts_stay_short(tmp_path):
+    from app.core.engines.base import AUTO_DRAFT_MAX, FIXED_DRAFT_MAX
+    from app.core.engines.speculative import make_speculator
+
+    model = tmp_path / "m.gguf"
+    auto = LoadSpec(path=model, speculative="auto")
+    assert auto.drafts_at_most() == AUTO_DRAFT_MAX == 64
+    assert LoadSpec(path=model, speculative="ngram").drafts_at_most() == FIXED_DRAFT_MAX == 16
+    assert LoadSpec(path=model, speculative="auto", draft_model=model).drafts_at_most() == 16  # a draft model
+    assert LoadSpec(path=model, speculative="auto", draft_max=8).drafts_at_most() == 8  # asked for
+    spec = make_speculator("auto", auto.drafts_at_most())
+    assert spec is not None
+    state = spec.start(0, list(range(100)) * 2)  # what follows each token is certain
+    spec.record(1, 0.010)
+    spec.record(9, 0.0101)  # a step costs the same whatever its size (a GPU reading the weights)
+    assert spec.plan([(state, 500)], 512) == 64 and state.draft == list(range(64))
+
+
 def test_a_draft_mode_without_a_draft_model_is_refused(tmp_path):
     with pytest.raises(ValidationError, match="draft_model"):
         LoadSpec(path=tmp_path / "m.gguf", speculative="draft")
