@@ -127,8 +127,8 @@ class LoadSpec(BaseModel):
     def drafts_at_most(self) -> int:
         """`draft_max`, or the mode's own: "auto" by prompt lookup cuts each draft to what it is expected to
         earn, so it may look as far as llama-server's ngram-mod drafts (64: a file handed back with one
-        change decoded 1.93x plain against 1.67x at 16, SmolLM2 on a 2-core CPU); a fixed n-gram draft
-        or a draft model's drafts every step, so 16."""
+        change decoded 1.93x plain against 1.67x at 16, SmolLM2 on a 2-core CPU); a fixed n-gram or a
+        draft model drafts that many every step, so 16."""
         if self.draft_max is not None:
             return self.draft_max
         return AUTO_DRAFT_MAX if self.speculative == "auto" and self.draft_model is None else FIXED_DRAFT_MAX
