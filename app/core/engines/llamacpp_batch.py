@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
+from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
 from app.core.engines.llamacpp_slotstates import SlotStates
 from app.core.engines.slots import PromptCache, Slot, pick_slot
@@ -51,7 +52,7 @@ class Sequence:
     shared: bool = False
     done: bool = False
     drafts: SeqDrafts | None = None  # with speculative decoding
-    greedy: bool = False  # plain_greedy: the argmax of the logits, not the sampler chain
+    greedy: bool = False  # plain_greedy: LogitRows.argmax, not the sampler chain
     out: list[Chunk] = field(default_factory=list)
 
 
@@ -85,9 +86,7 @@ class BatchRunner(SlotStates):
         self._seed = seed
         self._vocab = llm._model.vocab
         self._ctypes = ctypes
-        self._n_vocab = int(llm.n_vocab())
-        self._np = import_native("numpy")
-        self._rows: dict[int, Any] = {}  # logits row views by address (_logits)
+        self._rows = LogitRows(lib, ctx.ctx, int(llm.n_vocab()), keep=2 * self.n_batch)
         self._batch = import_native("llama_cpp._internals").LlamaBatch(
             n_tokens=self.n_batch, embd=0, n_seq_max=1, verbose=False
         )
@@ -328,7 +327,7 @@ class BatchRunner(SlotStates):
         if seq.stats.generated_tokens == 0 and seq.prefill_s > 0:
             seq.stats.prompt_tok_s = seq.stats.prompt_tokens_evaluated / seq.prefill_s
         if seq.greedy:
-            token = self._argmax(at)
+            token = self._rows.argmax(at)
         else:
             token = int(self._lib.llama_sampler_sample(seq.sampler.sampler, self._ctx.ctx, at))
         now = time.perf_counter()
@@ -356,32 +355,10 @@ class BatchRunner(SlotStates):
             seq.next_token = token
         return token
 
-    def _logits(self, at: int) -> Any:
-        """The logits row at batch index `at`, as a numpy view of llama.cpp's buffer (valid until the next
-        decode)."""
-        pointer = self._lib.llama_get_logits_ith(self._ctx.ctx, at)
-        if not pointer:
-            raise EngineError("llama.cpp kept no logits for the last token")
-        # Views by address: making one costs ~50 µs a token right after a decode (~10 µs to look it up).
-        # A view is only the address and n_vocab, so the one kept for an address llama.cpp gives again
-        # is the one that would be made.
-        address = self._ctypes.addressof(pointer.contents)
-        view = self._rows.get(address)
-        if view is None:
-            if len(self._rows) >= 2 * self.n_batch:  # the output buffer was reallocated meanwhile
-                self._rows.clear()
-            view = self._rows[address] = self._np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
-        return view
-
-    def _argmax(self, at: int) -> int:
-        # The first largest, as llama.cpp's greedy sampler picks it, without the sampler's copy of every
-        # vocabulary entry into its candidate array each token.
-        return int(self._logits(at).argmax())
-
     def _logprobs(self, at: int, token: int, piece: bytes, n_top: int) -> Logprobs:
         from app.core.engines.logprobs import from_logits
 
-        array = self._logits(at)
+        array = self._rows.row(at)
         return from_logits(array, token, piece, n_top, lambda i: self._piece(self._vocab, i, True))
 
     def _end(self, seq: Sequence, reason: str, error: str | None = None) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.engines.base import EngineError, LoadSpec
+from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.slots import common_prefix
 from app.core.engines.speculative import SeqDrafts
 from app.core.native import import_native
@@ -73,14 +74,13 @@ class ModelDrafter:
                 raise
             raise EngineError(f"llama.cpp could not open a context for the draft model: {exc}") from exc
         self.n_batch = int(params.n_batch)
-        self._n_vocab = int(self._model.n_vocab())
+        self._rows = LogitRows(lib, self._ctx.ctx, int(self._model.n_vocab()), keep=2 * self.n_batch)
         self._batch = internals.LlamaBatch(n_tokens=self.n_batch, embd=0, n_seq_max=1, verbose=False)
         self._memory = lib.llama_get_memory(self._ctx.ctx)
         self._held: dict[int, list[int]] = {}  # per slot: the tokens its draft cells hold
         logger.info("draft model %s loaded for speculative decoding", path.name)
 
     def propose(self, wanted: list[tuple[SeqDrafts, int]]) -> list[list[int]]:
-        np = import_native("numpy")
         # Bring each sequence's cells up to its tokens; the last one is read in the first drafting batch.
         feeds: list[list[int]] = []
         for state, _ in wanted:
@@ -107,8 +107,7 @@ class ModelDrafter:
             for row, j in enumerate(live):
                 seq_id = wanted[j][0].seq_id
                 self._held[seq_id].extend(feeds[j])
-                pointer = self._lib.llama_get_logits_ith(self._ctx.ctx, row)
-                token = int(np.argmax(np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))))
+                token = self._rows.argmax(row)
                 drafts[j].append(token)
                 feeds[j] = [token]
             live = [j for j in live if len(drafts[j]) < wanted[j][1]]
