@@ -38,7 +38,7 @@ class Sequence:
     sampling: SamplingParams
     cancel: threading.Event
     start: float
-    sampler: Any
+    sampler: Any  # the sampler chain; None for plain greedy (LogitRows.argmax: plain_greedy)
     stream: TextStream
     visible: frozenset[int]
     pending: list[int]  # prompt tokens not yet evaluated
@@ -52,7 +52,6 @@ class Sequence:
     shared: bool = False
     done: bool = False
     drafts: SeqDrafts | None = None  # with speculative decoding
-    greedy: bool = False  # plain_greedy: LogitRows.argmax, not the sampler chain
     out: list[Chunk] = field(default_factory=list)
 
 
@@ -129,7 +128,8 @@ class BatchRunner(SlotStates):
             del slot.tokens[shared:]
         seed = sampling.seed if sampling.seed is not None else self._seed
         seed = seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED
-        sampler = build_sampler(self._lib, self._llm, sampling, grammar, seed)
+        greedy = plain_greedy(sampling, grammar)
+        sampler = None if greedy else build_sampler(self._lib, self._llm, sampling, grammar, seed)
         slot.busy = True
         self._order += 1
         seq = Sequence(
@@ -144,7 +144,6 @@ class BatchRunner(SlotStates):
             stats=GenerationStats(prompt_tokens=len(tokens)),
             order=self._order,
             drafts=self.speculator.start(slot.seq_id, tokens) if self.speculator is not None else None,
-            greedy=plain_greedy(sampling, grammar),
         )
         logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(tokens))
         self._running.append(seq)
@@ -179,7 +178,8 @@ class BatchRunner(SlotStates):
 
     def close(self) -> None:
         for seq in self._running:
-            seq.sampler.close()
+            if seq.sampler is not None:
+                seq.sampler.close()
         self._running = []
         self._batch.close()
         if self.speculator is not None:
@@ -326,7 +326,7 @@ class BatchRunner(SlotStates):
             return None
         if seq.stats.generated_tokens == 0 and seq.prefill_s > 0:
             seq.stats.prompt_tok_s = seq.stats.prompt_tokens_evaluated / seq.prefill_s
-        if seq.greedy:
+        if seq.sampler is None:
             token = self._rows.argmax(at)
         else:
             token = int(self._lib.llama_sampler_sample(seq.sampler.sampler, self._ctx.ctx, at))
@@ -377,6 +377,7 @@ class BatchRunner(SlotStates):
         seq.out.append(Chunk(text=text, finish_reason=reason, stats=stats, error=error, stop_sequence=hit))  # type: ignore[arg-type]
         seq.next_token = None
         seq.pending = []
-        seq.sampler.close()
+        if seq.sampler is not None:
+            seq.sampler.close()
         seq.slot.busy = False
         seq.slot.touch()
