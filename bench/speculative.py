@@ -2,7 +2,7 @@
 
     bash bench/build_peers.sh          # once (cached): llama-server from the same llama.cpp
     .venv/bin/python bench/speculative.py [--rounds 3] [--max-tokens 400] [--1b] [--flash-attn] [--no-peer]
-                                          [--draft-model SMALL.gguf]
+                                          [--draft-model SMALL.gguf] [--repeat]
 
 The model gets a ~60-line Python file and is asked for it back with one small change (what an agent's
 edit asks for), at temperature 0. Hearth's batched engine (slots 2) runs it with `speculative="off"` and
@@ -15,6 +15,12 @@ token (at temperature 0 it should; past 256 positions CPU rounding can flip a ne
 tests/core/engines/test_llamacpp_spec.py). Every run reads its prompt from an empty cache (Hearth's as
 llama-server's). `--flash-attn --cache-type q8_0` is a setting where the CPU's attention is the same
 whatever the batch (a quantized KV cache takes neither the split nor the tiled kernel).
+
+Every run is the request's first: Hearth forgets the replies it drafts from (`forget_cache`) and each
+llama-server is started afresh before it (its `ngram-mod` keeps the n-grams of every earlier request and
+reply in a table no request clears, so the same request again is drafted whole from the last reply).
+`--repeat` measures that case instead: the same request again and again, each engine remembering (Hearth
+still reads every prompt cold, so outputs compare from the same start).
 """
 
 from __future__ import annotations
@@ -176,12 +182,12 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def hearth_run(engine: LlamaCppEngine, request: GenerateRequest) -> dict:
+def hearth_run(engine: LlamaCppEngine, request: GenerateRequest, repeat: bool = False) -> dict:
     # The prompt read whole every time, as llama-server reads it here (cache_prompt off), so every
     # configuration's output is compared with the others' from the same start. Read from a warm cache the
     # last prompt token is read again alone, and on this CPU that alone moves a near-tie: SmolLM2's plain
     # reply to the file hand-back differs from its own cold reply at token 185.
-    engine.forget_cache()
+    engine.forget_cache(replies=not repeat)
     began = cpu_seconds()
     chunks = list(engine.generate(request, threading.Event()))
     used = cpu_seconds() - began
@@ -203,18 +209,33 @@ class LlamaServer:
         args = ["-m", str(model), "-t", str(threads), "-tb", str(threads), "-c", str(N_CTX)]
         args += ["-ctk", cache_type, "-ctv", cache_type]
         args += ["-np", "1", "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "on" if flash else "off", *spec_args]
-        self.proc, port = start_llama_server(binary, args)
+        self._binary, self._args = binary, args
+        self._start()
+
+    def _start(self) -> None:
+        self.proc, port = start_llama_server(self._binary, self._args)
         self.url = f"http://127.0.0.1:{port}"
 
-    def run(self, tokens: list[int], max_tokens: int) -> dict:
-        body = {"prompt": tokens, "n_predict": max_tokens, "temperature": 0, "cache_prompt": False}
-        body.update({"return_tokens": True, "stream": False})
+    def fresh(self) -> None:
+        """Start again, remembering no earlier request, and warm up on a short unrelated one."""
+        self.close()
+        self._start()
+        self._complete({"prompt": "Hello", "n_predict": 4, "temperature": 0, "cache_prompt": False})
+
+    def _complete(self, body: dict) -> dict:
         req = urllib.request.Request(
             self.url + "/completion", json.dumps(body).encode(), {"Content-Type": "application/json"}
         )
-        began = cpu_seconds(self.proc.pid)
         with urllib.request.urlopen(req, timeout=600) as r:
-            out = json.loads(r.read())
+            return json.loads(r.read())
+
+    def run(self, tokens: list[int], max_tokens: int, repeat: bool = False) -> dict:
+        if not repeat:
+            self.fresh()
+        body = {"prompt": tokens, "n_predict": max_tokens, "temperature": 0, "cache_prompt": False}
+        body.update({"return_tokens": True, "stream": False})
+        began = cpu_seconds(self.proc.pid)
+        out = self._complete(body)
         used = cpu_seconds(self.proc.pid) - began
         timings = out.get("timings", {})
         return {
@@ -250,6 +271,7 @@ def main() -> int:
     parser.add_argument("--1b", dest="one_b", action="store_true", help="also the random 1B Q4_K_M")
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
     parser.add_argument("--spec-types", default="none,ngram-simple,ngram-mod", help="llama-server's --spec-type runs")
+    parser.add_argument("--repeat", action="store_true", help="every run the same request again, remembered")
     args = parser.parse_args()
     threads = args.threads or physical_cores()
     request = edit_request(args.max_tokens, args.ask)
@@ -266,7 +288,7 @@ def main() -> int:
         engines = {"off": load(path, threads, fa, "off", cache_type=kv)}
         engines.update({m: load(path, threads, fa, m, args.draft_max, args.draft_model, kv) for m in modes})
         configs: dict[str, Callable[[], dict]] = {
-            f"Hearth {m}": (lambda e=e: hearth_run(e, request)) for m, e in engines.items()
+            f"Hearth {m}": (lambda e=e: hearth_run(e, request, args.repeat)) for m, e in engines.items()
         }
         prompt = engines["off"].prompt_tokens(request)
         servers = []
@@ -274,7 +296,7 @@ def main() -> int:
             assert bins is not None
             server = LlamaServer(bins / "llama-server", path, threads, fa, kv, ["--spec-type", kind])
             servers.append(server)
-            configs[f"llama-server {kind}"] = lambda s=server, p=prompt: s.run(p, args.max_tokens)
+            configs[f"llama-server {kind}"] = lambda s=server, p=prompt: s.run(p, args.max_tokens, args.repeat)
         rows: dict[str, list[dict]] = {name: [] for name in configs}
         try:
             for run in configs.values():
@@ -290,7 +312,8 @@ def main() -> int:
         print(
             f"\n{label}, ask {args.ask!r}: {len(prompt)} prompt tokens, {args.max_tokens} tokens asked, "
             f"threads {threads}, flash attention {'on' if fa else 'off'}, KV cache {kv}, "
-            f"draft_max {args.draft_max or 'of each mode'}, {args.rounds} rounds"
+            f"draft_max {args.draft_max or 'of each mode'}, {args.rounds} rounds, "
+            + ("the same request repeated (earlier replies remembered)" if args.repeat else "every run the first")
         )
         med = {name: statistics.median(r["tok_s"] for r in rs) for name, rs in rows.items()}
         # Contention-proof too: CPU seconds per generated token (prompt included: the same for all).
