@@ -16,11 +16,10 @@ tests/core/engines/test_llamacpp_spec.py). Every run reads its prompt from an em
 llama-server's). `--flash-attn --cache-type q8_0` is a setting where the CPU's attention is the same
 whatever the batch (a quantized KV cache takes neither the split nor the tiled kernel).
 
-Every run is the request's first: Hearth forgets the replies it drafts from (`forget_cache`) and each
-llama-server is started afresh before it (its `ngram-mod` keeps the n-grams of every earlier request and
-reply in a table no request clears, so the same request again is drafted whole from the last reply).
-`--repeat` measures that case instead: the same request again and again, each engine remembering (Hearth
-still reads every prompt cold, so outputs compare from the same start).
+Every run is the request's first: each llama-server is started afresh before it, because its `ngram-mod`
+keeps the n-grams of every earlier request and reply in one table that no request clears, so the same
+request again is drafted whole from the last reply. `--repeat` measures that case instead (llama-server
+kept running; Hearth drafts from each request's own prompt and reply, so it runs as before).
 """
 
 from __future__ import annotations
@@ -182,12 +181,12 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def hearth_run(engine: LlamaCppEngine, request: GenerateRequest, repeat: bool = False) -> dict:
+def hearth_run(engine: LlamaCppEngine, request: GenerateRequest) -> dict:
     # The prompt read whole every time, as llama-server reads it here (cache_prompt off), so every
     # configuration's output is compared with the others' from the same start. Read from a warm cache the
     # last prompt token is read again alone, and on this CPU that alone moves a near-tie: SmolLM2's plain
     # reply to the file hand-back differs from its own cold reply at token 185.
-    engine.forget_cache(replies=not repeat)
+    engine.forget_cache()
     began = cpu_seconds()
     chunks = list(engine.generate(request, threading.Event()))
     used = cpu_seconds() - began
@@ -271,7 +270,7 @@ def main() -> int:
     parser.add_argument("--1b", dest="one_b", action="store_true", help="also the random 1B Q4_K_M")
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
     parser.add_argument("--spec-types", default="none,ngram-simple,ngram-mod", help="llama-server's --spec-type runs")
-    parser.add_argument("--repeat", action="store_true", help="every run the same request again, remembered")
+    parser.add_argument("--repeat", action="store_true", help="keep llama-server running: it remembers")
     args = parser.parse_args()
     threads = args.threads or physical_cores()
     request = edit_request(args.max_tokens, args.ask)
@@ -288,7 +287,7 @@ def main() -> int:
         engines = {"off": load(path, threads, fa, "off", cache_type=kv)}
         engines.update({m: load(path, threads, fa, m, args.draft_max, args.draft_model, kv) for m in modes})
         configs: dict[str, Callable[[], dict]] = {
-            f"Hearth {m}": (lambda e=e: hearth_run(e, request, args.repeat)) for m, e in engines.items()
+            f"Hearth {m}": (lambda e=e: hearth_run(e, request)) for m, e in engines.items()
         }
         prompt = engines["off"].prompt_tokens(request)
         servers = []
@@ -313,7 +312,7 @@ def main() -> int:
             f"\n{label}, ask {args.ask!r}: {len(prompt)} prompt tokens, {args.max_tokens} tokens asked, "
             f"threads {threads}, flash attention {'on' if fa else 'off'}, KV cache {kv}, "
             f"draft_max {args.draft_max or 'of each mode'}, {args.rounds} rounds, "
-            + ("the same request repeated (earlier replies remembered)" if args.repeat else "every run the first")
+            + ("the same request repeated (llama-server remembering)" if args.repeat else "every run the first")
         )
         med = {name: statistics.median(r["tok_s"] for r in rs) for name, rs in rows.items()}
         # Contention-proof too: CPU seconds per generated token (prompt included: the same for all).

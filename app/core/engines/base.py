@@ -108,11 +108,11 @@ class LoadSpec(BaseModel):
     # With slots: RAM for the states of conversations evicted from a slot, restored when they come back.
     prompt_cache_mib: int = Field(1024, ge=0)
     # With slots: speculative decoding (lossless: the output is what plain decoding gives). "ngram" drafts
-    # from earlier occurrences of the last few tokens (the prompt, the reply, recent replies); "draft" from a
-    # small model with the same vocabulary; "auto" (or the draft model when one is set) cuts each n-gram
-    # draft to the length expected to earn most, from the measured cost of a step by its tokens and the kept
-    # share of earlier drafts by match length, and drafts nothing where nothing pays (draft_cost.py); "off"
-    # decodes one token per step. Off unless asked: the planner asks for "auto" (preflight.PLANNED_SPECULATION).
+    # from earlier occurrences of the last few tokens (the prompt and the reply); "draft" from a small model
+    # with the same vocabulary; "auto" (or the draft model when one is set) cuts each n-gram draft to the
+    # length expected to earn most, from the measured cost of a step by its tokens and the kept share of
+    # earlier drafts by match length, and drafts nothing where nothing pays (draft_cost.py); "off" decodes
+    # one token per step. Off unless asked: the planner asks for "auto" (preflight.PLANNED_SPECULATION).
     speculative: Literal["auto", "off", "ngram", "draft"] = "off"
     draft_model: Path | None = None  # a GGUF file
     # Tokens drafted per sequence and step, at most; None: the mode's own (drafts_at_most).

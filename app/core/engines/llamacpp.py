@@ -210,11 +210,10 @@ class LlamaCppEngine:
         slots = self._sequences.runner.slots
         return list(max(slots, key=lambda s: s.last_used).tokens)
 
-    def forget_cache(self, replies: bool = True) -> None:
-        """Drop every cached prompt and (unless `replies` is False) the replies drafts are remembered from,
-        so the next request is read and drafted from scratch (the benchmark's cold runs)."""
+    def forget_cache(self) -> None:
+        """Drop every cached prompt, so the next one is evaluated from scratch (the benchmark's cold runs)."""
         if self._sequences is not None:
-            self._sequences.forget(replies)
+            self._sequences.forget()
 
     # -- generation ------------------------------------------------------------------------
 

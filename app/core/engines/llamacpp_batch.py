@@ -340,7 +340,7 @@ class BatchRunner(SlotStates):
             return None
         seq.stats.generated_tokens += 1
         if seq.drafts is not None:
-            seq.drafts.extend([token])
+            seq.drafts.index.extend([token])
         piece = self._piece(self._vocab, token, token in seq.visible)
         text = seq.stream.push(piece)
         if sp.logprobs is None:
@@ -377,8 +377,6 @@ class BatchRunner(SlotStates):
         seq.out.append(Chunk(text=text, finish_reason=reason, stats=stats, error=error, stop_sequence=hit))  # type: ignore[arg-type]
         seq.next_token = None
         seq.pending = []
-        if seq.drafts is not None and self.speculator is not None:
-            self.speculator.finished(seq.drafts)
         if seq.sampler is not None:
             seq.sampler.close()
         seq.slot.busy = False

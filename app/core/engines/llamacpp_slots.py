@@ -49,10 +49,9 @@ class Sequences:
     def step(self) -> list[tuple[object, Chunk]]:
         return self.runner.step()
 
-    def forget(self, replies: bool = True) -> None:
-        """Drop every cached prompt (the slots' KV cells and the RAM cache) and, with `replies`, the drafts'
-        memory of earlier replies: the next prompt is read whole, and drafted, as after a fresh load. For
-        benchmarks that measure cold prompts; call it with no sequence running."""
+    def forget(self) -> None:
+        """Drop every cached prompt (the slots' KV cells and the RAM cache): the next prompt is read whole,
+        as after a fresh load. For benchmarks that measure cold prompts; call it with no sequence running."""
         runner = self.runner
         memory = runner._lib.llama_get_memory(runner._ctx.ctx)
         for slot in runner.slots:
@@ -60,8 +59,6 @@ class Sequences:
                 runner._lib.llama_memory_seq_rm(memory, slot.seq_id, 0, -1)
                 slot.tokens.clear()
         runner.cache.clear()
-        if replies and runner.speculator is not None:
-            runner.speculator.forget()
 
     def run_one(self, request: GenerateRequest, cancel: Any) -> Iterator[Chunk]:
         """`Engine.generate` on a batched engine: this request alone (the host batches; direct callers,

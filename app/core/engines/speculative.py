@@ -9,15 +9,13 @@ seed the output is the one plain decoding gives, at any temperature. Drafts only
 one step yields.
 
 Drafts come from prompt lookup (the tokens that followed the latest earlier occurrence of the sequence's
-last few tokens, in its prompt and reply, or in the replies of recent sequences: a regenerated reply, an
-agent's retry, a file handed back again) or from a draft model (llamacpp_draft.py). "auto" sizes each
+last few tokens, in its prompt and reply) or from a draft model (llamacpp_draft.py). "auto" sizes each
 prompt-lookup draft by what it is expected to earn on this machine (draft_cost.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,14 +28,6 @@ NGRAM_MAX = 12
 NGRAM_MIN = 2
 # How far back a found match is measured (beyond NGRAM_MAX): 30 tokens verbatim predict more than 12.
 MATCH_MEASURED = 32
-# The memory of recent replies: each kept with the prompt tokens just before it (so a reply to the same
-# prompt is drafted from its first token), MEMORY_REPLIES of them and MEMORY_TOKENS in all, newest kept.
-MEMORY_CONTEXT = 16
-MEMORY_REPLIES = 8
-MEMORY_TOKENS = 16384
-# A remembered reply drafts only on a match this long: a short one in another conversation's text predicts
-# little (the sequence's own 2-gram still drafts from its own text).
-MEMORY_MATCH = 8
 
 
 class NgramIndex:
@@ -64,54 +54,20 @@ class NgramIndex:
         least `n_min` tokens, the index's own minimum by default)."""
         return self.lookup(k, n_min)[0]
 
-    def lookup(self, k: int, n_min: int = 0, context: list[int] | None = None) -> tuple[list[int], int]:
-        """`propose`, and how long the match behind it is (counted up to MATCH_MEASURED tokens back). With
-        `context`, the suffix looked up is that one's (another sequence's tokens) rather than this index's."""
+    def lookup(self, k: int, n_min: int = 0) -> tuple[list[int], int]:
+        """`propose`, and how long the match behind it is (counted up to MATCH_MEASURED tokens back)."""
         seq = self.tokens
-        ctx = seq if context is None else context
         if k <= 0:
             return [], 0
-        end = len(ctx)
+        end = len(seq)
         for n in range(min(self.n_max, end), max(self.n_min, n_min) - 1, -1):
-            at = self._after.get(tuple(ctx[end - n :]))
+            at = self._after.get(tuple(seq[end - n :]))
             if at is not None:
                 m = n
-                while m < MATCH_MEASURED and at - m - 1 >= 0 and m < end and seq[at - m - 1] == ctx[end - m - 1]:
+                while m < MATCH_MEASURED and at - m - 1 >= 0 and seq[at - m - 1] == seq[end - m - 1]:
                     m += 1
                 return seq[at : at + k], m
         return [], 0
-
-
-class ReplyMemory:
-    """The replies of recent sequences (each with the end of its prompt), indexed for lookup by another
-    sequence's last tokens. Owned by the host thread, like the runner that feeds it."""
-
-    def __init__(self, replies: int = MEMORY_REPLIES, tokens: int = MEMORY_TOKENS) -> None:
-        self._replies: deque[NgramIndex] = deque()
-        self._max_replies = replies
-        self._max_tokens = tokens
-
-    def add(self, reply: NgramIndex) -> None:
-        self._replies.appendleft(reply)  # newest first: on equal matches, the latest reply drafts
-        total = sum(len(r.tokens) for r in self._replies)
-        while len(self._replies) > 1 and (len(self._replies) > self._max_replies or total > self._max_tokens):
-            total -= len(self._replies.pop().tokens)
-
-    def lookup(self, k: int, context: list[int]) -> tuple[list[int], int]:
-        """The draft from the remembered reply whose match with `context`'s end is longest (MEMORY_MATCH
-        tokens at least), and that match's length; ([], 0) where none matches."""
-        best: tuple[list[int], int] = ([], 0)
-        for reply in self._replies:
-            draft, match = reply.lookup(k, MEMORY_MATCH, context)
-            if draft and match > best[1]:
-                best = (draft, match)
-        return best
-
-    def clear(self) -> None:
-        self._replies.clear()
-
-    def __len__(self) -> int:
-        return len(self._replies)
 
 
 @dataclass(eq=False)
@@ -120,17 +76,8 @@ class SeqDrafts:
 
     seq_id: int
     index: NgramIndex
-    # Its reply (after the end of its prompt) as the memory will keep it; None where nothing is remembered.
-    reply: NgramIndex | None = None
-    context: int = 0  # how many of `reply`'s tokens are the prompt's
     draft: list[int] = field(default_factory=list)  # this step's drafted tokens, in the batch after the next token
     match: int = 0  # the n-gram match length behind `draft` ("auto")
-
-    def extend(self, tokens: list[int]) -> None:
-        """Tokens the sequence generated (accepted)."""
-        self.index.extend(tokens)
-        if self.reply is not None:
-            self.reply.extend(tokens)
 
 
 class Drafter(Protocol):
@@ -142,22 +89,11 @@ class Drafter(Protocol):
 
 
 class NgramDrafter:
-    """Prompt lookup: from the sequence's own tokens, or from recent replies where they match longer."""
-
     def __init__(self, n_min: int = NGRAM_MIN) -> None:
         self.n_min = n_min
-        self.memory = ReplyMemory()
-
-    def lookup(self, state: SeqDrafts, k: int) -> tuple[list[int], int]:
-        """Up to k tokens and the length of the match behind them."""
-        own = state.index.lookup(k, self.n_min)
-        if own[1] >= MATCH_MEASURED or not len(self.memory):
-            return own
-        remembered = self.memory.lookup(k, state.index.tokens)
-        return remembered if remembered[1] > own[1] else own
 
     def propose(self, wanted: list[tuple[SeqDrafts, int]]) -> list[list[int]]:
-        return [self.lookup(state, k)[0] for state, k in wanted]
+        return [state.index.propose(k, self.n_min) for state, k in wanted]
 
     def close(self) -> None:
         pass
@@ -187,24 +123,7 @@ class Speculator:
     def start(self, seq_id: int, tokens: list[int]) -> SeqDrafts:
         index = NgramIndex()
         index.extend(tokens)
-        if not isinstance(self.drafter, NgramDrafter):
-            return SeqDrafts(seq_id, index)
-        reply = NgramIndex(n_min=MEMORY_MATCH)
-        reply.extend(tokens[-MEMORY_CONTEXT:])
-        return SeqDrafts(seq_id, index, reply, len(reply.tokens))
-
-    def finished(self, state: SeqDrafts) -> None:
-        """A sequence ended: its reply joins the memory (if it generated anything)."""
-        memory = getattr(self.drafter, "memory", None)
-        if memory is not None and state.reply is not None and len(state.reply.tokens) > state.context:
-            memory.add(state.reply)
-        state.reply = None
-
-    def forget(self) -> None:
-        """Drop the remembered replies (a benchmark's cold run)."""
-        memory = getattr(self.drafter, "memory", None)
-        if memory is not None:
-            memory.clear()
+        return SeqDrafts(seq_id, index)
 
     def plan(self, wanted: list[tuple[SeqDrafts, int]], budget: int) -> int:
         """Set each state's `draft` (at most its own cap, and `budget` tokens in all, oldest first);
@@ -245,8 +164,7 @@ class Speculator:
         k = min(self.draft_max, cap, budget)
         if k <= 0:
             return 0
-        assert isinstance(self.drafter, NgramDrafter)
-        draft, match = self.drafter.lookup(state, k)
+        draft, match = state.index.lookup(k, NGRAM_MIN)
         if not draft:
             return 0
         p = self.acceptance.kept(match)

@@ -26,7 +26,7 @@ from app.core.engines.draft_cost import (
     StepCost,
     best_length,
 )
-from app.core.engines.speculative import MEMORY_MATCH, NgramDrafter, NgramIndex, ReplyMemory, Speculator
+from app.core.engines.speculative import NgramDrafter, NgramIndex, Speculator
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.core.engines.test_llamacpp_batch import run_together
 
@@ -69,80 +69,6 @@ def test_a_lookup_reports_how_long_its_match_is_beyond_the_longest_ngram_indexed
     assert index.lookup(2) == ([4, 9], 4)  # "6 1 2 3" matches: one token more than the 3-grams indexed
     index.extend([8, 2, 3])
     assert index.lookup(3) == ([8, 2, 3], 2)  # "2 3" last came before 8 (in "3 8 2 3" itself), after "1"
-
-
-def replied(spec: Speculator, seq_id: int, prompt: list[int], reply: list[int]):
-    """A sequence of `spec` that read `prompt`, generated `reply` and ended."""
-    state = spec.start(seq_id, prompt)
-    for token in reply:
-        state.extend([token])
-    spec.finished(state)
-    return state
-
-
-def test_a_finished_reply_drafts_the_same_request_again_from_its_first_token_until_forgotten():
-    spec = Speculator(NgramDrafter(), 16, adaptive=False)
-    prompt, reply = list(range(1000, 1050)), list(range(2000, 2040))  # nothing in either repeats
-    again = spec.start(1, prompt)
-    assert spec.plan([(again, 16)], 64) == 0  # nothing remembered yet
-    replied(spec, 0, prompt, reply)
-    assert spec.plan([(again, 16)], 64) == 16 and again.draft == reply[:16]
-    assert spec.drafter.lookup(again, 64) == (reply, 16)  # the prompt tokens kept before it: a 16-token match
-    for token in reply[:30]:
-        again.extend([token])
-    assert spec.drafter.lookup(again, 64) == (reply[30:], 32)  # on through the reply, to its end
-    spec.forget()
-    assert spec.plan([(spec.start(2, prompt), 16)], 64) == 0
-
-
-def test_a_remembered_reply_drafts_only_on_a_long_match_and_never_over_a_longer_own_one():
-    spec = Speculator(NgramDrafter(), 16, adaptive=False)
-    replied(spec, 0, list(range(100, 140)), list(range(200, 240)))
-    short = spec.start(1, [7, 7, *range(140 - MEMORY_MATCH + 1, 140)])  # shares one token too few
-    assert spec.plan([(short, 16)], 64) == 0
-    enough = spec.start(2, [7, 7, *range(140 - MEMORY_MATCH, 140)])
-    assert spec.plan([(enough, 16)], 64) == 16 and enough.draft == list(range(200, 216))
-    # Its own text has the 20 tokens it ends with earlier (the reply's prompt kept 16): it drafts from that.
-    own = [*range(120, 140), 5, 6, 9, *range(120, 140)]
-    state = spec.start(3, own)
-    assert spec.plan([(state, 16)], 64) == 16 and state.draft == [5, 6, 9, *range(120, 133)]
-
-
-def test_the_reply_memory_keeps_the_newest_replies_within_its_bounds():
-    memory = ReplyMemory(replies=2, tokens=100)
-
-    def reply(start: int, n: int) -> NgramIndex:
-        index = NgramIndex(n_min=MEMORY_MATCH)
-        index.extend(list(range(start, start + n)))
-        return index
-
-    memory.add(reply(0, 40))
-    memory.add(reply(1000, 40))
-    memory.add(reply(2000, 40))  # a third: the oldest goes
-    assert len(memory) == 2 and memory.lookup(4, list(range(10)))[0] == []
-    assert memory.lookup(4, list(range(2000, 2010))) == ([2010, 2011, 2012, 2013], 10)
-    memory.add(reply(3000, 90))  # 130 tokens in all: only the newest stays
-    assert len(memory) == 1 and memory.lookup(4, list(range(1000, 1010)))[0] == []
-    memory.add(reply(4000, 500))  # one longer than the bound is still kept, alone
-    assert len(memory) == 1 and memory.lookup(2, list(range(4000, 4010))) == ([4010, 4011], 10)
-    memory.clear()
-    assert len(memory) == 0
-
-
-def test_a_draft_model_speculator_remembers_nothing():
-    class Drafter:
-        def propose(self, wanted):
-            return [[] for _ in wanted]
-
-        def close(self):
-            pass
-
-    spec = Speculator(Drafter(), 4, adaptive=False)
-    state = spec.start(0, [1, 2, 3])
-    state.extend([4])
-    assert state.reply is None and state.index.tokens == [1, 2, 3, 4]
-    spec.finished(state)
-    spec.forget()
 
 
 def test_the_step_cost_is_fitted_from_steps_of_different_sizes_and_assumed_before():
@@ -299,21 +225,6 @@ def test_smollm2_drafts_make_fewer_steps_than_tokens(smol):
         steps += 1
         tokens += sum(1 for k, c in seqs.step() if k is key and c.token is not None)
     assert tokens == 80 and steps < 60  # several tokens per step (the first step reads the prompt)
-
-
-@pytest.mark.parametrize("mode", ["ngram", "auto"])
-def test_smollm2_the_same_request_again_is_drafted_from_the_last_reply_until_the_cache_is_forgotten(smol, mode):
-    request = greedy(PROSE, max_tokens=60)  # prose: little in it repeats, so little is drafted the first time
-    engine = smol[mode]
-    engine.forget_cache()
-    first = chunks_of(engine, request)
-    again = chunks_of(engine, request)
-    engine.forget_cache()
-    cold = chunks_of(engine, request)
-    want = tokens_of(chunks_of(smol["off"], request))
-    assert tokens_of(first) == tokens_of(again) == tokens_of(cold) == want
-    kept = [c[-1].stats.draft_accepted for c in (first, again, cold)]
-    assert kept[1] >= 40 and kept[1] > 2 * max(kept[0], kept[2]), kept
 
 
 @pytest.mark.parametrize("mode", ["ngram", "draft"])
