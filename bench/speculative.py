@@ -214,9 +214,13 @@ class LlamaServer:
     def _start(self) -> None:
         self.proc, port = start_llama_server(self._binary, self._args)
         self.url = f"http://127.0.0.1:{port}"
+        self._served = False  # whether it has seen a request it would remember
 
     def fresh(self) -> None:
-        """Start again, remembering no earlier request, and warm up on a short unrelated one."""
+        """Remember no earlier request: start again if it has served one, and warm up on a short unrelated
+        one."""
+        if not self._served:
+            return
         self.close()
         self._start()
         self._complete({"prompt": "Hello", "n_predict": 4, "temperature": 0, "cache_prompt": False})
@@ -235,6 +239,7 @@ class LlamaServer:
         body.update({"return_tokens": True, "stream": False})
         began = cpu_seconds(self.proc.pid)
         out = self._complete(body)
+        self._served = True
         used = cpu_seconds(self.proc.pid) - began
         timings = out.get("timings", {})
         return {
