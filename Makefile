@@ -3,11 +3,20 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-# llama-cpp-python builds from source; skipping llava saves about a minute.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
+# llama-cpp-python builds from source with what scripts/engine_backend.py picks for this machine (Metal, CUDA for
+# this GPU's architecture, ROCm, Vulkan, else the CPU without -march=native and without AMX); a CMAKE_ARGS set by
+# the user is used as given. It prints its choice and why, and `export` lines that the recipe evaluates.
+ENGINE_ENV = engine_env="$$($(1) scripts/engine_backend.py --print env $(2))" && eval "$$engine_env"
+# `make engine BACKEND=cuda`: rebuild the engine on demand (auto: what this machine has).
+BACKEND ?= auto
+# `make engine ENGINE_WHEEL_DIR=build/engine-wheels`: only build the wheel there (the venv is left alone).
+ENGINE_WHEEL_DIR ?=
+# `make bundle` ships a llama.cpp built for any x86-64-v3 CPU, in a venv of its own, never the native .venv one.
+BUNDLE_VENV := build/bundle-venv
+BUNDLE_PY   := $(BUNDLE_VENV)/bin/python
 
-.PHONY: run test install install-test lint format clean system-deps screenshots bench bundle bundle-check
+.PHONY: run test install install-test lint format clean system-deps screenshots bench bundle bundle-check engine
 
 run: system-deps $(VENV)/.installed
 	$(PY) -m app
@@ -27,29 +36,53 @@ bench: system-deps $(VENV)/.installed-test
 
 # A one-folder PyInstaller bundle in dist/hearth/; on Linux also its desktop entry and icons, and
 # dist/hearth-<version>-linux-<arch>.tar.gz. See installers/README.md (macOS and Windows scripts too).
-bundle: system-deps $(VENV)/.installed-bundle
-	QT_QPA_PLATFORM=offscreen $(PY) installers/icons/render_icons.py --out build/icons
-	$(PY) -m PyInstaller --noconfirm --distpath dist --workpath build/pyinstaller installers/hearth.spec
-	@if [ "$$(uname -s)" = Linux ]; then $(PY) installers/linux/package.py --dist dist --icons build/icons; fi
+# Built from build/bundle-venv, whose llama.cpp is the portable one (engine_backend.py --portable: x86-64-v3,
+# no AVX-512, no AMX), so the bundle runs on CPUs older than the build machine's.
+bundle: system-deps $(BUNDLE_VENV)/.installed
+	QT_QPA_PLATFORM=offscreen $(BUNDLE_PY) installers/icons/render_icons.py --out build/icons
+	$(BUNDLE_PY) -m PyInstaller --noconfirm --distpath dist --workpath build/pyinstaller installers/hearth.spec
+	@if [ "$$(uname -s)" = Linux ]; then $(BUNDLE_PY) installers/linux/package.py --dist dist --icons build/icons; fi
 
-# Runs the bundled binary headless: --version, hw, fit, serve, bench, the GUI offscreen (~40 s). Not in `make test`.
+# Runs the bundled binary headless: --version, hw, fit, serve, bench, the GUI offscreen (~40 s), then --version,
+# hw and a short run under `qemu-x86_64 -cpu Haswell` (no AVX-512) where qemu-user is installed. Not in `make test`.
 bundle-check: system-deps $(VENV)/.installed-test
 	$(PY) installers/bundle_check.py --bundle dist/hearth
+
+# Rebuilds llama-cpp-python (the installed version, else pyproject's) for BACKEND, past pip's cached wheel.
+engine: $(VENV)/bin/python
+	@$(call ENGINE_ENV,$(PY),--backend $(BACKEND)) && ver=$$($(PY) scripts/engine_backend.py --print version) && \
+	if [ -n "$(ENGINE_WHEEL_DIR)" ]; then \
+	  set -x; $(PIP) wheel --no-deps --no-cache-dir --no-binary llama-cpp-python -w "$(ENGINE_WHEEL_DIR)" "llama-cpp-python==$$ver"; \
+	else \
+	  set -x; $(PIP) install --no-cache-dir --no-binary llama-cpp-python --force-reinstall --no-deps "llama-cpp-python==$$ver"; \
+	fi
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
+# pip keys its wheel cache by version, not by CMAKE_ARGS: a GPU engine is built first, past the cache, when the
+# venv has none yet (a CPU wheel cached earlier would be taken otherwise). An existing engine is kept.
+INSTALL_ENGINE = $(call ENGINE_ENV,$(PY),) && \
+	if [ "$$HEARTH_ENGINE_BACKEND" != cpu ] && ! $(PY) -c "import llama_cpp" 2>/dev/null; then \
+	  $(PIP) install --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$$($(PY) scripts/engine_backend.py --print version)"; fi
+
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e .
+	$(INSTALL_ENGINE) && $(PIP) install -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[test]'
+	$(INSTALL_ENGINE) && $(PIP) install -e '.[test]'
 	touch $(VENV)/.installed $@
 
-$(VENV)/.installed-bundle: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[bundle]'
-	touch $(VENV)/.installed $@
+# The bundle's venv: the portable engine built past pip's cache (which holds the native one) at the version
+# pyproject.toml pins, so the next step finds it satisfied and takes nothing from the cache; then the rest.
+$(BUNDLE_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(BUNDLE_VENV)
+	$(call ENGINE_ENV,$(BUNDLE_PY),--backend cpu --portable) && $(BUNDLE_PY) -m pip install --no-cache-dir \
+	  --force-reinstall --no-deps --no-binary llama-cpp-python \
+	  "llama-cpp-python==$$($(BUNDLE_PY) scripts/engine_backend.py --print pinned-version)"
+	$(BUNDLE_PY) -m pip install -e '.[bundle]'
+	touch $@
 
 # Qt's offscreen platform needs a few shared libraries; installs them only when missing and root.
 system-deps:

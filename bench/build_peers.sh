@@ -17,7 +17,11 @@ if [ ! -d "$SRC/vendor/llama.cpp" ]; then
   mv "$CACHE/llama_cpp_python-$VER" "$SRC" 2>/dev/null || true
   rm -rf "$tmp"
 fi
-cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+# The peers get the CPU flags Hearth's own engine is built with (engine_backend.py: this CPU's instruction sets,
+# AMX off, since llama.cpp's AMX kernels crash on some Xeons), so a ratio compares engines, not builds.
+# shellcheck disable=SC2046
+cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+  $($PY "$(dirname "$0")/../scripts/engine_backend.py" --backend cpu --print cmake-args) \
   -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_CURL=OFF >&2
 cmake --build "$BUILD" -j"$(nproc)" --target llama-server llama-bench >&2
