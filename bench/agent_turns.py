@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 from concurrency import Hearth, LlamaServer  # noqa: E402
 from engine import models  # noqa: E402
 
@@ -132,16 +133,20 @@ def summary(rows: list[dict]) -> dict[str, float]:
     }
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=8, help="turns per conversation (default 8)")
     parser.add_argument("--system-tokens", type=int, default=6000, help="about this long (default 6000)")
     parser.add_argument("--slots", type=int, default=2, help="slots on both servers (default 2; 1: slot-starved)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
-    parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
+    add_peers(parser)
+    add_json(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
     model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
     threads = args.threads or physical_cores()
@@ -150,11 +155,7 @@ def main() -> int:
         ("Hearth", lambda: Hearth(model_path, threads, args.slots, False, n_ctx=N_CTX)),
     ]
     if not args.no_peer:
-        bins = Path(
-            subprocess.run(
-                ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
-            ).stdout.strip()
-        )
+        bins = peer_dir(args)
         servers.append(
             (
                 f"llama-server -np {args.slots}",

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 from endpoint import pct  # noqa: E402  (the same percentiles as the endpoint bench)
 from engine import models, start_llama_server  # noqa: E402
 
@@ -156,21 +157,25 @@ class LlamaServer:
         self.proc.wait(10)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
     parser.add_argument("--unified", action="store_true", help="Hearth: one shared KV cache for the slots")
-    parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
+    add_peers(parser)
     parser.add_argument(
         "--speculative",
         choices=SPECULATIVE_FLAGS,
         default=PLANNED_SPECULATION,
         help=f"Hearth's n-gram drafting (default {PLANNED_SPECULATION}, as the app plans it; llama-server: none)",
     )
-    parser.add_argument("--json", type=Path, help="also write the rows here")
-    args = parser.parse_args()
+    add_json(parser, "the rows and figures")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
     model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
     model = model_path.name
@@ -179,11 +184,7 @@ def main() -> int:
         ("Hearth", lambda: Hearth(model_path, threads, args.clients, args.unified, speculative=args.speculative)),
     ]
     if not args.no_peer:
-        bins = Path(
-            subprocess.run(
-                ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
-            ).stdout.strip()
-        )
+        bins = peer_dir(args)
         servers.append(
             (
                 f"llama-server -np {args.clients}",

@@ -26,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_args import add_json  # noqa: E402
 
 REPO = "bench/big"
 NAME = "big.gguf"
@@ -160,15 +163,17 @@ def metrics_json(summary: dict, med: dict[str, float]) -> dict[str, dict]:
     return metrics
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-hf", action="store_true", help="skip huggingface_hub's hf_hub_download")
-    ap.add_argument(
-        "--json", type=Path, help="also write the results here (their ratios under metrics: {value, target, op})"
-    )
-    args = ap.parse_args(argv)
+    add_json(ap, "the results")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     src = source_file(args.size_mb)
     work = Path(tempfile.mkdtemp(prefix="out-", dir=cache_dir()))

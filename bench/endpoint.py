@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 from engine import Server, models  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
@@ -154,14 +155,18 @@ def median(rows: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--threads", type=int, default=0, help="engine threads (default: physical cores)")
-    parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
-    parser.add_argument("--json", type=Path, help="also write the ratios here, as {metric: {value, target, op}}")
-    args = parser.parse_args()
+    add_peers(parser)
+    add_json(parser, "the ratios")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
     model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
     threads = args.threads or physical_cores()
@@ -187,11 +192,7 @@ def main() -> int:
     rows = [("Hearth", ours)]
     peer: list[dict[str, float]] = []
     if not args.no_peer:
-        bins = Path(
-            subprocess.run(
-                ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
-            ).stdout.strip()
-        )
+        bins = peer_dir(args)
         server = Server(bins / "llama-server", model_path, threads, flash_attn=False)
         url = f"http://127.0.0.1:{server.port}"
         try:

@@ -30,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 
 from app.core.engines import generate_all  # noqa: E402
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
@@ -203,21 +206,20 @@ def llama_bench(binary: Path, model: Path, threads: int, flash_attn: bool, depth
     return res
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-1b", action="store_true")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--bin", default=os.environ.get("LLAMA_BIN"))
+    add_peers(ap, optional=False)  # every figure is against llama-server or llama-bench
     ap.add_argument("--flash-attn", choices=["on", "off"], default="off", help="for both sides (default off)")
-    ap.add_argument("--json", type=Path, help="also write the ratios here, as {metric: {value, target, op}}")
-    a = ap.parse_args()
-    bin_dir = Path(
-        a.bin
-        or subprocess.run(
-            ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    )
+    add_json(ap, "the ratios")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    bin_dir = peer_dir(a)
     bw = probe_hardware(measure_bandwidth=True).bandwidth.cpu_measured_gbps
     print(
         f"threads {a.threads}, flash attention {a.flash_attn}, measured read bandwidth {bw:.1f} GB/s, "

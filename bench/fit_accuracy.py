@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/fit_accuracy.py [--quick] [--no-1b]
     .venv/bin/python bench/fit_accuracy.py --type-speed   # how fast each weight type streams here (CPU_TYPE_SPEED)
+    .venv/bin/python bench/fit_accuracy.py --table-types  # predict with CPU_TYPE_SPEED, not the quant probe's figures
 
 Each case loads in a fresh child process; llama.cpp's own buffer report (parsed from its log) and the
 process RSS growth are compared with Hearth's prediction. Targets: memory within 5 % or 100 MiB;
 decode tok/s within 15 % after calibration (leave-one-out: each case is predicted with η fitted on the
-others). Generated models are cached in ~/.cache/hearth-bench.
+others). Generated models are cached in ~/.cache/hearth-bench. Predictions use the per-type speeds the quant
+probe measured on this CPU (engines/quant_probe.py, run first when Hearth's cache has none for this CPU).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from app.core.models.gguf import read_gguf_header  # noqa: E402
 from app.core.models.memory import LoadOptions, estimate_memory  # noqa: E402
 from app.core.models.planner import plan_load  # noqa: E402
 from app.core.models.spec import spec_from_gguf  # noqa: E402
-from app.core.models.speed import predict_speed  # noqa: E402
+from app.core.models.speed import cpu_type_speed, predict_speed  # noqa: E402
 
 MiB = 1024**2
 CACHE = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))
@@ -194,20 +196,30 @@ def type_speed(threads: int) -> int:
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--type-speed", action="store_true", help="measure CPU_TYPE_SPEED here and stop")
     ap.add_argument("--quick", action="store_true", help="fewer cases")
     ap.add_argument("--no-1b", action="store_true", help="skip the generated ~1B model")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "fit_accuracy.json"))
-    a = ap.parse_args()
+    ap.add_argument("--table-types", action="store_true", help="per-type CPU speeds from the table, not the probe")
+    ap.add_argument("--refresh-quant-speeds", action="store_true", help="run the quant probe again first")
+    ap.add_argument(
+        "--out", default=str(ROOT / "bench" / "out" / "fit_accuracy.json"), help="the rows (bench/run_all.py reads it)"
+    )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
     if a.type_speed:
         return type_speed(a.threads)
 
     profile = probe_hardware(measure_bandwidth=True)
     machine = machine_from_profile(profile, prefer_gpu=False)
     print(f"CPU read bandwidth {profile.bandwidth.cpu_measured_gbps} GB/s, REPACK kernels: {machine.repack}")
+    load_start = _load()
+    measured = quant_speeds(a.table_types, a.refresh_quant_speeds)
     models = {}
     if smollm2():
         models["SmolLM2 Q4_1"] = smollm2()
@@ -230,6 +242,7 @@ def main() -> int:
         cpu = estimate_memory(spec, opts, repack=machine.repack).devices[0]
         plan = plan_load(spec, machine, n_ctx=n_ctx, options=opts, min_ctx=n_ctx)
         speed = predict_speed(spec, plan, Correction())
+        type_factor = cpu_type_speed(spec, measured)
         t = time.perf_counter()
         meas, bufs = run_child(path, n_ctx, kv, mmap, a.threads)
         pred_buf = cpu.total - cpu.overhead
@@ -256,13 +269,17 @@ def main() -> int:
                 "pred_prefill": speed.prefill_tok_s,
                 "prefill": meas["prefill_tok_s"],
                 "seconds": time.perf_counter() - t,
+                "type_speed": type_factor,
+                "model_bytes": spec.bytes_per_token_read,
+                "load_avg": _load(),
             }
         )
         r = rows[-1]
         print(
             f"{r['case']:<42} buffers {r['pred_buffers_mib']:8.1f} vs {r['llama_buffers_mib']:8.1f} MiB "
             f"({r['buffer_err_pct']:+5.1f} %)  RSS {r['pred_resident_mib']:8.1f} vs {r['rss_decode_mib']:8.1f}  "
-            f"decode {r['pred_decode']:7.1f} vs {r['decode']:7.1f} tok/s",
+            f"decode {r['pred_decode']:7.1f} vs {r['decode']:7.1f} tok/s (type speed {type_factor:.2f}, "
+            f"load {r['load_avg']:.1f})",
             flush=True,
         )
 
@@ -273,10 +290,64 @@ def main() -> int:
         r["calibrated_decode"] = r["pred_decode"] * ratio
         r["decode_err_uncal_pct"] = 100 * (r["pred_decode"] - r["decode"]) / r["decode"]
         r["decode_err_cal_pct"] = 100 * (r["calibrated_decode"] - r["decode"]) / r["decode"]
+    size_calibrated(rows)
     print_table(rows)
+    by_size = [abs(r["decode_err_size_cal_pct"]) for r in rows]
+    print(f"decode error median {statistics.median(by_size):.0f} % calibrated per size (the app's calibration)")
+    print(f"load average (1 min, {os.cpu_count()} cores): {load_start:.1f} at the start, {_load():.1f} at the end")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"rows": rows, "bandwidth_gbps": profile.bandwidth.cpu_measured_gbps}, indent=1))
+    out = {
+        "rows": rows,
+        "bandwidth_gbps": profile.bandwidth.cpu_measured_gbps,
+        "quant_speeds": dict(measured) if measured else None,
+        "load_avg": [load_start, _load()],
+    }
+    Path(a.out).write_text(json.dumps(out, indent=1))
     return 0
+
+
+def size_calibrated(rows: list[dict]) -> None:
+    """Leave-one-out with the app's own calibration: each case corrected by CalibrationStore.correction over
+    the other cases, nearest in size first (the same model at another context counts, as it would for a user)."""
+    import tempfile
+
+    from app.core.models.calibration import CalibrationStore, SpeedRun
+
+    for i, r in enumerate(rows):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = CalibrationStore(Path(tmp) / "calibration.json")
+            for j, o in enumerate(rows):
+                if j != i:
+                    run = SpeedRun("cpu", o["case"], o["pred_decode"], o["decode"], model_bytes=o["model_bytes"])
+                    store.record(run)
+            corr = store.correction("cpu", r["model_bytes"])
+        r["size_calibrated_decode"] = r["pred_decode"] * corr.decode
+        r["decode_err_size_cal_pct"] = 100 * (r["size_calibrated_decode"] - r["decode"]) / r["decode"]
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def quant_speeds(table: bool, refresh: bool) -> dict[str, float] | None:
+    """The per-type speeds predictions use: the quant probe's for this CPU (measured now if Hearth's cache
+    has none), or None with `table` (the speed model then reads CPU_TYPE_SPEED)."""
+    import app.core.models.speed as speed_model
+    from app.core.engines.quant_probe import measure_quant_speeds
+    from app.core.paths import app_paths
+
+    if table:
+        speed_model.measured_type_speeds = lambda *_a, **_k: None  # type: ignore[assignment]
+        print("per-type CPU speeds: the table (CPU_TYPE_SPEED)")
+        return None
+    t = time.perf_counter()
+    result = measure_quant_speeds(app_paths().cache, refresh=refresh)
+    if result is None:
+        print("per-type CPU speeds: the quant probe failed here (see the log); the table")
+        return None
+    speeds = ", ".join(f"{k} {v:.2f}" for k, v in sorted(result.speeds.items()))
+    print(f"per-type CPU speeds measured here ({time.perf_counter() - t:.1f} s): {speeds}")
+    return result.speeds
 
 
 def print_table(rows: list[dict]) -> None:

@@ -7,14 +7,15 @@ Each bench runs as its own process (a crash or a hang in one is a "not run" row,
 writes its figures as JSON ({metric: {value, target, op}}) and its log to bench/out/run_all/<bench>.log. The
 table and every figure are also written to bench/out/run_all.json. `--quick` passes each bench its short
 arguments (fewer runs, smaller files, no generated 1B model) and keeps the whole run within 10 minutes.
-Benches that need llama-server use the one bench/build_peers.sh built; this never builds it (about 10
-minutes): without it those rows say so.
+Benches that need llama-server are given the folder bench/build_peers.sh built (`--bin`); this never builds it
+(about 10 minutes): without it a bench that has figures of its own runs with `--no-peer`, the others say so.
+The flags given to every bench (`--json`, `--bin`, `--no-peer`) are defined once, in bench/bench_args.py, and
+tests/bench/test_run_all.py parses each command line below with the bench's own parser.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import operator
 import os
@@ -30,6 +31,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_args import BIN, JSON, NO_PEER, built_peer_dir  # noqa: E402
+
 BENCH_DIR = ROOT / "bench"
 OUT = BENCH_DIR / "out"
 QUICK_BUDGET_S = 570  # `make bench QUICK=1` finishes in under 10 minutes, the table included
@@ -253,21 +258,26 @@ def speed_scoreboard_metrics(log: str) -> list[Metric]:
 
 @dataclass(frozen=True)
 class Bench:
+    """One bench and the arguments it is given. Every flag here must be one the script's build_parser() takes
+    (tests/bench/test_run_all.py checks it for every bench in BENCHES)."""
+
     name: str
     script: str
     compares: str
     quick: tuple[str, ...] = ()
     full: tuple[str, ...] = ()
-    peer: str = ""  # "required" or "optional": uses llama-server from bench/build_peers.sh
-    optional: bool = False  # run only where the script exists (and ask its --help which flags it takes)
-    out_flag: str = "--json"
+    # "required": every figure is against llama-server (given `--bin`; not run without it); "optional": given
+    # `--bin`, or `--no-peer` when llama-server is not built. The bench adds both with bench_args.add_peers.
+    peer: str = ""
+    optional: bool = False  # no row when the script does not exist (yet)
+    out_flag: str | None = JSON  # where it writes its figures; None: read them from its log (log_reader)
     reader: Callable[[Any], list[Metric]] = metrics_from_json
     log_reader: Callable[[str], list[Metric]] | None = None  # for a bench that only prints its figures
     quick_timeout_s: int = 240
     full_timeout_s: int = 3600
 
 
-# The quick ones first: under --quick's budget a busy machine loses only the slowest, run last.
+# The quick ones first: under --quick's budget a busy machine loses only the slowest, run last (engine).
 BENCHES = [
     Bench(
         "download",
@@ -306,7 +316,7 @@ BENCHES = [
         "speed_scoreboard",
         "speed_scoreboard.py",
         "the speed model's predictions vs public llama.cpp figures (GPUs, Macs)",
-        optional=True,
+        out_flag=None,
         log_reader=speed_scoreboard_metrics,
         quick_timeout_s=180,
     ),
@@ -319,18 +329,10 @@ BENCHES = [
         quick_timeout_s=180,
     ),
     Bench(
-        "engine",
-        "engine.py",
-        "Hearth's in-process llama.cpp vs llama-server (same GGUF, threads, context)",
-        quick=("--runs", "2", "--no-1b"),
-        peer="required",
-        quick_timeout_s=360,  # the slowest under --quick (a cold 2,000-token prompt, llama-bench): what is left
-    ),
-    Bench(
         "concurrency",
         "concurrency.py",
         "concurrent streaming clients: latency percentiles and throughput",
-        optional=True,
+        peer="optional",
         quick_timeout_s=180,
     ),
     Bench(
@@ -339,39 +341,34 @@ BENCHES = [
         "two agents alternating turns on a shared 6 k-token prompt: TTFT vs llama-server's slot cache",
         quick=("--turns", "4"),
         peer="required",
-        optional=True,
         quick_timeout_s=240,
     ),
+    Bench(
+        "engine",
+        "engine.py",
+        "Hearth's in-process llama.cpp vs llama-server (same GGUF, threads, context)",
+        quick=("--runs", "2", "--no-1b"),
+        peer="required",
+        quick_timeout_s=360,  # the slowest under --quick (a cold 2,000-token prompt, llama-bench): what is left
+    ),
 ]
+
+# The benches in bench/ that `make bench` does not run, and why; and the scripts that are not benches.
+# tests/bench/test_bench_args.py checks that every script in bench/ is in BENCHES or in one of these.
+BY_HAND = {
+    "speculative.py": "by hand (README, Benchmarks): it prints its figures and writes none for this runner",
+    "mlx_batch.py": "by hand (README, Benchmarks): the MLX engine's batched path, for Apple Silicon",
+}
+NOT_BENCHES = {"run_all.py", "bench_args.py"}
 
 
 def peer_bin_dir() -> Path | None:
     """llama-server and llama-bench as bench/build_peers.sh leaves them (or $LLAMA_BIN); None if not built."""
-    if os.environ.get("LLAMA_BIN"):
-        candidates = [Path(os.environ["LLAMA_BIN"])]
-    else:
-        try:
-            version = importlib.metadata.version("llama-cpp-python")
-        except importlib.metadata.PackageNotFoundError:
-            return None
-        cache = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))
-        candidates = [cache / f"llama-cpp-python-{version}" / "build-peers" / "bin"]
-    for d in candidates:
-        if all(os.access(d / exe, os.X_OK) for exe in ("llama-server", "llama-bench")):
-            return d
-    return None
-
-
-def help_text(script: Path) -> str:
-    try:
-        proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return ""
-    return proc.stdout + proc.stderr
+    return built_peer_dir()
 
 
 def command_for(
-    bench: Bench, quick: bool, out_json: Path, peers: Path | None, help_of: Callable[[Path], str] = help_text
+    bench: Bench, quick: bool, out_json: Path, peers: Path | None
 ) -> tuple[list[str] | None, str, list[str]]:
     """(arguments, reason it cannot run, notes) for one bench; arguments None when it cannot run."""
     script = BENCH_DIR / bench.script
@@ -379,22 +376,16 @@ def command_for(
     if not script.is_file():
         return None, f"{bench.script} not found", notes
     args = list(bench.quick if quick else bench.full)
-    out_flag: str | None = bench.out_flag
-    if bench.optional:
-        usage = help_of(script)
-        out_flag = "--json" if "--json" in usage else None
-        if quick and "--quick" in usage:
-            args.append("--quick")
     if bench.peer:
-        if peers is None and bench.peer == "required":
-            return None, "llama-server not built (run `bash bench/build_peers.sh`, ~10 min)", notes
-        if peers is None:
-            args.append("--no-peer")
-            notes.append("llama-server not built: the rows against it are missing")
+        if peers is not None:
+            args += [BIN, str(peers)]
         elif bench.peer == "required":
-            args += ["--bin", str(peers)]
-    if out_flag:
-        args += [out_flag, str(out_json)]
+            return None, "llama-server not built (run `bash bench/build_peers.sh`, ~10 min)", notes
+        else:
+            args.append(NO_PEER)
+            notes.append("llama-server not built: the rows against it are missing")
+    if bench.out_flag:
+        args += [bench.out_flag, str(out_json)]
     return [sys.executable, str(script), *args], "", notes
 
 
@@ -427,13 +418,12 @@ def run_bench(
     out_dir: Path,
     timeout_s: float,
     peers: Path | None,
-    help_of: Callable[[Path], str] = help_text,
 ) -> BenchResult:
     result = BenchResult(bench.name, bench.compares)
     out_json = out_dir / f"{bench.name}.json"
     log = out_dir / f"{bench.name}.log"
     out_json.unlink(missing_ok=True)
-    cmd, reason, notes = command_for(bench, quick, out_json, peers, help_of)
+    cmd, reason, notes = command_for(bench, quick, out_json, peers)
     if cmd is None:
         result.not_run = reason
         return result
@@ -463,7 +453,8 @@ def run_bench(
         elif bench.log_reader is not None:
             result.metrics = bench.log_reader(log.read_text(encoding="utf-8", errors="replace"))
         else:
-            result.not_run = "ran, but wrote no figures (no --json option)"
+            where = f"no {bench.out_flag} file" if bench.out_flag else "nothing to read them from"
+            result.not_run = f"ran, but wrote no figures ({where})"
             return result
     except (ValueError, KeyError, TypeError) as exc:
         result.not_run = f"figures unreadable: {exc!r}"
@@ -493,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for b in BENCHES:
             sys.stdout.write(f"{b.name:<18} {b.script:<22} {b.compares}\n")
+        for script, why in BY_HAND.items():
+            sys.stdout.write(f"{'(not run)':<18} {script:<22} {why}\n")
         return 0
     # An optional bench that does not exist (yet) is not a row.
     benches = [b for b in selected(args.only) if not b.optional or (BENCH_DIR / b.script).is_file()]

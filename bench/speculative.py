@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -40,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_args import add_peers, peer_dir  # noqa: E402
 from engine import models, start_llama_server  # noqa: E402
 
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
@@ -255,7 +255,7 @@ class LlamaServer:
         self.proc.wait(10)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=400)
@@ -273,20 +273,19 @@ def main() -> int:
         help="KV cache type, both engines (q8_0 with --flash-attn: the CPU's attention is batch-invariant)",
     )
     parser.add_argument("--1b", dest="one_b", action="store_true", help="also the random 1B Q4_K_M")
-    parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
+    add_peers(parser)
     parser.add_argument("--spec-types", default="none,ngram-simple,ngram-mod", help="llama-server's --spec-type runs")
     parser.add_argument("--repeat", action="store_true", help="keep llama-server running: it remembers")
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     threads = args.threads or physical_cores()
     request = edit_request(args.max_tokens, args.ask)
     modes = [m for m in args.modes.split(",") if m] + (["draft"] if args.draft_model else [])
     kinds = [] if args.no_peer else [k for k in args.spec_types.split(",") if k]
-    bins = None
-    if kinds:
-        out = subprocess.run(
-            ["bash", str(ROOT / "bench/build_peers.sh"), sys.executable], capture_output=True, text=True, check=True
-        )
-        bins = Path(out.stdout.strip().splitlines()[-1])
+    bins = peer_dir(args) if kinds else None
     for label, path in models(include_1b=args.one_b).items():
         fa, kv = args.flash_attn, args.cache_type
         engines = {"off": load(path, threads, fa, "off", cache_type=kv)}

@@ -378,11 +378,15 @@ def measure_here() -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fit", action="store_true", help="refit the constants on the fit rows and print them")
     ap.add_argument("--measure-here", action="store_true", help="measure host cost and attention slowdown here")
-    a = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
     if a.measure_here:
         measure_here()
         return 0

@@ -31,8 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from bench_args import add_json
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
@@ -211,15 +213,19 @@ def smollm2_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--real-seconds", type=float, default=20.0)
     ap.add_argument("--long-seconds", type=float, default=10.0)
     ap.add_argument("--no-real", action="store_true")
     ap.add_argument("--screenshot", default="/tmp/chat.png")
-    ap.add_argument("--json", type=Path, help="also write the figures here, as {metric: {value, target, op}}")
-    args = ap.parse_args()
+    add_json(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     app = QApplication.instance() or QApplication(sys.argv)
     collector = MainThreadGC(app)
     tmp = Path(tempfile.mkdtemp(prefix="hearth-ui-bench-"))

@@ -130,7 +130,7 @@ def fake_bench_dir(tmp_path: Path, monkeypatch, scripts: dict[str, str]) -> Path
 
 
 def test_arguments_per_bench_quick_or_full_and_peers(tmp_path, monkeypatch):
-    fake_bench_dir(tmp_path, monkeypatch, {"engine.py": "", "endpoint.py": "", "opt.py": "", "plain.py": ""})
+    fake_bench_dir(tmp_path, monkeypatch, {"engine.py": "", "endpoint.py": "", "plain.py": "", "board.py": ""})
     out = tmp_path / "o.json"
     engine = Bench("engine", "engine.py", "", quick=("--runs", "2"), full=("--runs", "5"), peer="required")
     cmd, reason, _ = run_all.command_for(engine, True, out, Path("/peers"))
@@ -141,15 +141,14 @@ def test_arguments_per_bench_quick_or_full_and_peers(tmp_path, monkeypatch):
     assert cmd is None and "build_peers.sh" in reason
     endpoint = Bench("endpoint", "endpoint.py", "", peer="optional")
     cmd, reason, notes = run_all.command_for(endpoint, True, out, None)
-    assert "--no-peer" in cmd and notes and not reason
-    optional = Bench("opt", "opt.py", "", optional=True)
-    cmd, _, _ = run_all.command_for(optional, True, out, None, help_of=lambda _p: "usage: [--quick] [--json OUT]")
-    assert cmd[2:] == ["--quick", "--json", str(out)]
-    cmd, _, _ = run_all.command_for(optional, True, out, None, help_of=lambda _p: "usage: [--runs N]")
-    assert cmd[2:] == []
+    assert cmd[2:] == ["--no-peer", "--json", str(out)] and notes and not reason
+    cmd, _, notes = run_all.command_for(endpoint, True, out, Path("/peers"))
+    assert cmd[2:] == ["--bin", "/peers", "--json", str(out)] and not notes  # the folder found, never a build
     fit = Bench("fit", "plain.py", "", quick=("--quick",), out_flag="--out")
     cmd, _, _ = run_all.command_for(fit, True, out, None)
     assert cmd[2:] == ["--quick", "--out", str(out)]
+    board = Bench("board", "board.py", "", out_flag=None, log_reader=run_all.speed_scoreboard_metrics)
+    assert run_all.command_for(board, True, out, Path("/peers"))[0][2:] == []
     missing = Bench("gone", "gone.py", "")
     assert run_all.command_for(missing, True, out, None)[:2] == (None, "gone.py not found")
 
@@ -191,7 +190,7 @@ def test_each_bench_runs_as_its_own_process_and_a_failure_is_a_reason(tmp_path, 
     t0 = time.monotonic()
     hung = bench("hangs", timeout=1)
     assert hung.not_run.startswith("timed out after 1 s") and time.monotonic() - t0 < 20
-    assert bench("silent").not_run == "ran, but wrote no figures (no --json option)"
+    assert bench("silent").not_run == "ran, but wrote no figures (no --json file)"
     assert bench("garbled").not_run.startswith("figures unreadable")
 
 
@@ -244,6 +243,6 @@ def test_the_speed_scoreboard_is_read_from_its_closing_line():
 def test_a_bench_without_json_is_read_from_its_log(tmp_path, monkeypatch):
     script = "print(" + repr(SCOREBOARD_LOG) + ")\n"
     fake_bench_dir(tmp_path, monkeypatch, {"board.py": script})
-    bench = Bench("board", "board.py", "", optional=True, log_reader=run_all.speed_scoreboard_metrics)
-    result = run_all.run_bench(bench, True, tmp_path, 30, None, help_of=lambda _p: "usage: [--fit]")
+    bench = Bench("board", "board.py", "", out_flag=None, log_reader=run_all.speed_scoreboard_metrics)
+    result = run_all.run_bench(bench, True, tmp_path, 30, None)
     assert not result.not_run and [m.value for m in result.metrics] == [4.5, 78.9, 10.2]
