@@ -93,6 +93,7 @@ def build_shell(
     from PySide6.QtWidgets import QSystemTrayIcon
 
     from app.core.bench.store import BenchStore
+    from app.core.runtime.doctor import diagnose_this_machine
     from app.core.runtime.drafts import DraftFinder, DraftPrefs
     from app.server.config import new_api_key
     from app.ui.bench.bench_page import BenchPage
@@ -115,7 +116,7 @@ def build_shell(
     api = make_api(services, store)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
     tasks = TaskRunner(pool)
-    hardware = HardwarePage(probe or make_probe(paths, settings), tasks)
+    hardware = HardwarePage(probe or make_probe(paths, settings), tasks, diagnose=diagnose_this_machine)
     shown: dict[str, MainWindow] = {}  # the window, once built: a plan's "add it as a remote" opens My Models
 
     def add_remote(url: str) -> None:
@@ -145,6 +146,8 @@ def build_shell(
             services.resolver.drafts or DraftFinder(services.library), lambda: services.settings, store.save
         ),
     )
+    if services.crash_notes:  # a native crash last time: say so once, in the chat where it would be felt
+        chat.show_notice(" ".join(services.crash_notes), "error")
     if library.remotes_panel is not None:  # a server added or removed on My Models: the picker lists it
         library.remotes_panel.changed.connect(chat.model_bar.refresh_models)
     hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after `machine` is updated above
@@ -284,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     shell.window.show()
     shell.window.page("hardware").refresh()
     shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
+    if settings.measure_bandwidth_on_start:
+        from app.core.engines.quant_probe import start_quant_probe
+
+        # This CPU's per-quant decode speeds, once per CPU and llama.cpp build, after start-up on a quiet machine.
+        start_quant_probe(paths.cache, delay_s=30.0)
     if settings.server.start_with_app:
         shell.tasks.run(shell.api.start)  # binding and starting uvicorn stay off the UI thread
     _quit_after(app)

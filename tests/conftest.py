@@ -8,6 +8,14 @@ import os
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_XET"] = "1"
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# One native-check store for the whole run and its subprocesses, as a user's processes share the cache dir:
+# the canary checks each weight type and configuration once per session, not once per test.
+if "HEARTH_NATIVE_CHECKS" not in os.environ:
+    import tempfile
+
+    os.environ["HEARTH_NATIVE_CHECKS"] = os.path.join(
+        tempfile.mkdtemp(prefix="hearth-native-checks-"), "native-checks.json"
+    )
 
 import pytest
 

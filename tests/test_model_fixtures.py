@@ -28,11 +28,9 @@ N_GREEDY = 16
 
 
 def _llama_cpp():
-    try:
-        import llama_cpp
-    except Exception as exc:
-        pytest.skip(f"llama_cpp is not importable: {exc!r}")
-    return llama_cpp
+    from tests.helpers import require_llama_cpp
+
+    return require_llama_cpp()
 
 
 def _mlx_lm():
@@ -46,8 +44,17 @@ def _mlx_lm():
 
 
 def _open_llama(path, **kw):
+    from app.core.engines.base import LoadSpec
+    from app.core.engines.llamacpp_options import model_params_for
+    from app.core.engines.native_guard import NativeGuard
+    from app.core.models.gguf import validate_gguf
+
     llama_cpp = _llama_cpp()
-    return llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, verbose=False, **kw)
+    # A bare Llama decodes too: load it as the canary found safe here (AMX buffers crash on some Xeons).
+    types = [t.type_name for t in validate_gguf(path).tensors]
+    safe = NativeGuard.for_llama_cpp(llama_cpp).safe_spec(LoadSpec(path=path, n_ctx=256), types).spec
+    with model_params_for(llama_cpp, safe):
+        return llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, verbose=False, **kw)
 
 
 def _llama_greedy(llm, tokens: list[int], n: int) -> list[int]:

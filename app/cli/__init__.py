@@ -14,6 +14,7 @@ from app import __version__
 def build_parser() -> argparse.ArgumentParser:
     from app.cli.bench import add_bench_command
     from app.cli.connect import add_connect_command
+    from app.cli.doctor import add_doctor_command
     from app.cli.engine import add_engine_commands
     from app.cli.fit import add_fit_command
     from app.cli.hardware import add_hardware_command
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("gui", help="open the Hearth window (the default)")
     add_hardware_command(sub)
+    add_doctor_command(sub)
     add_fit_command(sub)
     add_plan_command(sub)
     add_engine_commands(sub)
@@ -41,6 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    raw = sys.argv[1:] if argv is None else argv
+    if raw[:1] == ["--hearth-native-check"]:  # the bundle's canary child (native_guard.child_command)
+        from app.core.engines.native_check_child import main as check_main
+
+        return check_main()
+    if raw[:1] == ["--hearth-quant-probe"]:  # the bundle's quant-speed probe (quant_probe.child_command)
+        from app.core.engines.quant_probe_child import main as probe_main
+
+        return probe_main(["quant-probe", *raw[1:2]])
     args = build_parser().parse_args(argv)
     if args.command in (None, "gui"):
         from app.main import main as gui_main

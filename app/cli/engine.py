@@ -123,6 +123,10 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
         if "/" in args.model:  # it looks like REMOTE/MODEL-ID: say where remote models are listed
             raise ModelFileError(f"{exc}, nor a remote model (see `hearth remote ls`)") from exc
         raise
+    from app.core.engines.native_inflight import recover_native_crashes
+
+    for note in recover_native_crashes():  # a crash last time: that configuration is not used again
+        _err(f"note: {note}")
     host = EngineHost(default_registry(), calibration=ctx.calibration, name="hearth-engine")
     threads = args.threads
     if threads is None and fmt == "gguf":
@@ -150,6 +154,8 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
         raise
     if info.template_notice:
         _err(f"note: {info.template_notice}")
+    if info.extra.get("native_note"):
+        _err(f"note: {info.extra['native_note']} (`hearth doctor` says more)")
     return host, info
 
 

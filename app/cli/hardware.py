@@ -17,6 +17,11 @@ def add_hardware_command(subparsers: argparse._SubParsersAction) -> None:
     hw.add_argument("--json", action="store_true", help="print the profile as JSON")
     hw.add_argument("--refresh-bandwidth", action="store_true", help="measure memory bandwidth again")
     hw.add_argument("--no-bandwidth", action="store_true", help="skip the bandwidth measurement")
+    hw.add_argument(
+        "--refresh-quant-speeds",
+        action="store_true",
+        help="measure this CPU's decode speed per weight type again (about a minute; the speed model uses it)",
+    )
     hw.set_defaults(handler=cmd_hw)
 
 
@@ -29,6 +34,15 @@ def cmd_hw(ctx: CliContext, args: argparse.Namespace) -> int:
         measure_bandwidth=not args.no_bandwidth,
         refresh_bandwidth=args.refresh_bandwidth,
     )
+    if args.refresh_quant_speeds:
+        from app.core.engines.quant_probe import measure_quant_speeds
+
+        speeds = measure_quant_speeds(ctx.paths.cache, refresh=True)
+        if speeds is None:
+            sys.stderr.write("could not measure the per-type speeds here; predictions use the shipped table\n")
+        else:
+            measured = ", ".join(f"{t} {v:.2f}" for t, v in speeds.speeds.items())
+            sys.stderr.write(f"decode speed per weight type (share of plain bandwidth): {measured}\n")
     if args.json:
         json.dump(profile.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

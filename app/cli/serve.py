@@ -108,6 +108,10 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         drafts=DraftFinder(library),
         draft_for=lambda m: args.draft_model or picked.get(m.id),
     )
+    from app.core.engines.native_inflight import recover_native_crashes
+
+    for note in recover_native_crashes():  # a crash last time: that configuration is not used again
+        _err(f"note: {note}")
     host = EngineHost(
         default_registry(),
         calibration=ctx.calibration,

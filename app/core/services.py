@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from app.core.chat import ChatStore
 from app.core.downloads import DownloadManager
 from app.core.engines import default_registry
+from app.core.engines.native_inflight import recover_native_crashes
 from app.core.hub.client import HubClient
 from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
@@ -38,6 +39,8 @@ class Services:
     remotes: RemoteStore
     env: dict[str, str] = field(default_factory=dict)
     feed: LibraryFeed | None = None
+    # What died in native code last time, one sentence each (Services.open reads the in-flight markers).
+    crash_notes: list[str] = field(default_factory=list)
 
     @classmethod
     def open(cls, paths: AppPaths, settings: Settings, *, env: dict[str, str] | None = None) -> Services:
@@ -73,6 +76,8 @@ class Services:
         )
         chats = ChatStore(paths.chats_db)
         services = cls(paths, settings, library, downloads, host, chats, calibration, resolver, remotes, env)
+        # Before anything loads: a native crash last time is recorded, so that configuration is not used again.
+        services.crash_notes = recover_native_crashes()
         services.feed = LibraryFeed(downloads, library)
         resolver.draft_for = services.draft_for
         return services

@@ -18,14 +18,17 @@ from PySide6.QtWidgets import (
 
 from app.core.hardware.profile import AppleInfo, GpuInfo, HardwareProfile
 from app.core.hardware.report import bandwidth_text
+from app.core.runtime.doctor import DoctorReport
 from app.core.units import fmt_bytes, fmt_gbps
 from app.ui.tasks import TaskRunner
+from app.ui.theme import restyle_by
 from app.ui.widgets.memory_bar import MemoryBar
 from app.ui.widgets.scroll import scrolling
 
 logger = logging.getLogger(__name__)
 
 ProbeFn = Callable[[bool], HardwareProfile]  # argument: re-measure the CPU bandwidth
+DiagnoseFn = Callable[[HardwareProfile], DoctorReport]  # runs on the pool
 
 
 class Card(QFrame):
@@ -73,12 +76,23 @@ class HardwarePage(QWidget):
     profile_ready = Signal(object)  # HardwareProfile, on the main thread
     probe_failed = Signal(str)
 
-    def __init__(self, probe: ProbeFn, tasks: TaskRunner, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        probe: ProbeFn,
+        tasks: TaskRunner,
+        parent: QWidget | None = None,
+        *,
+        diagnose: DiagnoseFn | None = None,
+    ) -> None:
+        """`diagnose` (run on the pool after each probe) gives `hearth doctor`'s report for the profile."""
         super().__init__(parent)
         self._probe = probe
+        self._diagnose = diagnose
         self._tasks = tasks
         self.profile: HardwareProfile | None = None
+        self.report: DoctorReport | None = None
         self.cards: list[Card] = []
+        self._build_card: Card | None = None
 
         header = QHBoxLayout()
         title = QLabel("Hardware")
@@ -121,6 +135,13 @@ class HardwarePage(QWidget):
         self.status.setText(f"Probed in {profile.probe_ms:.0f} ms")
         self.show_profile(profile)
         self.profile_ready.emit(profile)
+        if self._diagnose is not None:
+            diagnose = self._diagnose
+            self._tasks.run(lambda: diagnose(profile), self.show_report, self._on_report_error, owner=self)
+
+    def _on_report_error(self, exc: BaseException) -> None:
+        """Main thread."""
+        logger.warning("the engine check failed", exc_info=exc)
 
     def _on_error(self, exc: BaseException) -> None:
         """Main thread."""
@@ -138,6 +159,7 @@ class HardwarePage(QWidget):
         for card in self.cards:
             self._cards_layout.removeWidget(card)
             card.deleteLater()
+        self._build_card = None
         self.cards = [self._system_card(profile)]
         if profile.apple is not None:
             self.cards.append(self._apple_card(profile.apple))
@@ -145,8 +167,49 @@ class HardwarePage(QWidget):
         if not profile.gpus:
             self.cards.append(self._no_gpu_card(profile))
         self.cards.append(self._engines_card(profile))
+        if self.report is not None:
+            self.cards.append(self._new_build_card(self.report))
         for i, card in enumerate(self.cards):
             self._cards_layout.insertWidget(i, card)
+
+    def show_report(self, report: DoctorReport) -> None:
+        """Main thread: the llama.cpp build's verdict for this machine, as a card after the Engines card."""
+        self.report = report
+        old = self._build_card
+        if old is not None and old in self.cards:
+            index = self.cards.index(old)
+            self._cards_layout.removeWidget(old)
+            old.deleteLater()
+            self.cards[index] = self._new_build_card(report)
+        else:
+            index = len(self.cards)
+            self.cards.append(self._new_build_card(report))
+        self._cards_layout.insertWidget(index, self.cards[index])
+
+    def _new_build_card(self, report: DoctorReport) -> Card:
+        card = Card("llama.cpp build")
+        b = report.build
+        if b is not None:
+            card.add_row("Build", f"{b.version or '?'} · {b.backend}")
+            card.add_row("Compiled for", ", ".join(f.upper() for f in b.cpu_features) or "unknown CPU features")
+        verdict = card.add_row("Verdict", report.verdict)
+        verdict.setObjectName("buildVerdict")
+        restyle_by(verdict, "level", "ok" if report.ok else "warn")
+        for gain in report.gains:
+            card.add_row("Would gain", gain)
+        for fix in report.fixes:
+            card.add_row("Fix", fix)
+        for note in report.notes:
+            card.add_row("Note", note)
+        failed = [c for c in report.checks if not c["passed"]]
+        passed = len(report.checks) - len(failed)
+        if report.checks:
+            summary = f"{passed} configuration{'s' if passed != 1 else ''} passed"
+            if failed:
+                summary += f"; {len(failed)} crashed and {'is' if len(failed) == 1 else 'are'} no longer used"
+            card.add_row("Native checks", summary)
+        self._build_card = card
+        return card
 
     def text(self) -> str:
         return "\n\n".join(c.text() for c in self.cards)
@@ -173,18 +236,25 @@ class HardwarePage(QWidget):
 
     def _gpu_card(self, g: GpuInfo, p: HardwareProfile) -> Card:
         card = Card(f"GPU {g.index}: {g.name}")
-        card.add_row(
-            "VRAM",
-            f"{fmt_bytes(g.memory_free_bytes)} free of {fmt_bytes(g.memory_total_bytes)} "
-            f"({fmt_bytes(g.memory_used_bytes)} used)",
-        )
-        card.add_bar(g.memory_used_bytes, g.memory_total_bytes)
-        card.add_row("Bandwidth", fmt_gbps(g.bandwidth_gbps))
+        if g.integrated:
+            kept = f", {fmt_bytes(g.memory_total_bytes)} set aside as VRAM" if g.memory_total_bytes else ""
+            card.add_row("Memory", f"shared with the CPU{kept}")
+        else:
+            card.add_row(
+                "VRAM",
+                f"{fmt_bytes(g.memory_free_bytes)} free of {fmt_bytes(g.memory_total_bytes)} "
+                f"({fmt_bytes(g.memory_used_bytes)} used)",
+            )
+            card.add_bar(g.memory_used_bytes, g.memory_total_bytes)
+            card.add_row("Bandwidth", fmt_gbps(g.bandwidth_gbps))
         if g.compute_capability:
             card.add_row("Compute capability", g.compute_capability)
-        drv = p.nvidia.driver_version or "unknown"
-        cuda = p.nvidia.cuda_version or "unknown"
-        card.add_row("Driver", f"{drv} (CUDA {cuda})")
+        if g.vendor == "nvidia":
+            drv = p.nvidia.driver_version or "unknown"
+            cuda = p.nvidia.cuda_version or "unknown"
+            card.add_row("Driver", f"{drv} (CUDA {cuda})")
+        else:
+            card.add_row("Driver", g.driver or "unknown")
         if g.note:
             card.add_row("Note", g.note)
         return card
@@ -192,6 +262,7 @@ class HardwarePage(QWidget):
     def _no_gpu_card(self, p: HardwareProfile) -> Card:
         card = Card("GPU")
         card.add_row("NVIDIA", p.nvidia.reason or "no NVIDIA GPU")
+        card.add_row("AMD / Intel", p.amd_intel.reason or "no AMD or Intel GPU")
         return card
 
     def _apple_card(self, a: AppleInfo) -> Card:

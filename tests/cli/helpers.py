@@ -3,6 +3,7 @@ belong to the test (no saved token, no real Hub)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,10 @@ def isolated_env(tmp_path: Path, endpoint: str, home: Path | None = None, **extr
         "HEARTH_HOME": str(home or tmp_path / "home"),
         "PATH": "/usr/bin:/bin",
         "NO_PROXY": "127.0.0.1,localhost",
+        # The session's native-check store (tests/conftest.py): the canary checks each model once per run.
+        **(
+            {"HEARTH_NATIVE_CHECKS": os.environ["HEARTH_NATIVE_CHECKS"]} if "HEARTH_NATIVE_CHECKS" in os.environ else {}
+        ),
         **extra,
     }
 

@@ -25,6 +25,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import JobHandle
 from tests.cli.test_serve import _start
 from tests.core.bench.test_host_runner import validate_against_schema
+from tests.helpers import require_llama_cpp
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_ARGS = ["--prompt-lens", "32,64", "--gen-len", "8", "--concurrency", "1,2", "--runs", "2", "--shared-prefix", "24"]
@@ -49,7 +50,7 @@ def _saved(home: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def host_bench(tiny_gguf_f16: Path, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, Path]:
     """`hearth bench tiny.gguf …` run once: (process, its HEARTH_HOME, the --json copy)."""
-    pytest.importorskip("llama_cpp")
+    require_llama_cpp()
     home = tmp_path_factory.mktemp("bench-home")
     out = home / "copy.json"
     return _bench([str(tiny_gguf_f16), *TINY_ARGS, "--json", str(out)], home), home, out

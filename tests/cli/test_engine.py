@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import require_llama_cpp
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +56,7 @@ class Reader:
 
 @pytest.fixture
 def smollm2_path(smollm2_gguf) -> str:
-    pytest.importorskip("llama_cpp")
+    require_llama_cpp()
     return str(smollm2_gguf)
 
 

@@ -35,3 +35,45 @@ def test_the_speculative_setting_and_draft_picks_reach_the_resolver():
         assert services.resolver.speculative is None  # automatic: as each load's plan says
     finally:
         services.close()
+
+
+def test_a_crash_left_by_the_last_run_is_recorded_and_told(tmp_path):
+    """A marker left by a process that died in native code becomes a crash record and one sentence."""
+    import json
+    import subprocess
+    import sys
+
+    from app.core.hardware.native_checks import NativeCheckStore, default_store_path, fingerprint_of
+    from app.core.native import import_native
+    from tests.helpers import require_llama_cpp
+
+    require_llama_cpp()
+    paths = app_paths().ensure()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marker = {
+        "pid": int(gone.stdout),
+        "phase": "decoding",
+        "model": str(tmp_path / "Crashy-Model.Q4_0.gguf"),
+        "weights": "F32,Q4_0",
+        "config": {"extra_bufts": True, "flash_attn": False, "gpu_offload": False},
+        "at": 0.0,
+    }
+    (paths.data / "inflight").mkdir(parents=True)
+    (paths.data / "inflight" / f"{marker['pid']}-llama-1.json").write_text(json.dumps(marker))
+    store_before = len(NativeCheckStore(default_store_path()).records(fingerprint_of(import_native("llama_cpp"))))
+    services = Services.open(paths, Settings(), env={})
+    try:
+        [note] = services.crash_notes
+        assert "Crashy-Model.Q4_0.gguf was generating text" in note
+        records = NativeCheckStore(default_store_path()).records(fingerprint_of(import_native("llama_cpp")))
+        assert len(records) == store_before + 1
+        crash = records[-1]
+        assert (crash.weights, crash.passed, crash.source) == ("F32,Q4_0", False, "crash")
+    finally:
+        services.close()
+    # Read once: the next start has nothing to say
+    again = Services.open(paths, Settings(), env={})
+    try:
+        assert again.crash_notes == []
+    finally:
+        again.close()

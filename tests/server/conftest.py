@@ -103,12 +103,9 @@ def make_server(tmp_path) -> Iterator:
 @pytest.fixture(scope="session")
 def smol_server(smollm2_gguf: Path, tmp_path_factory) -> Iterator[Live]:
     """SmolLM2 in the library, loaded (at the planner's context) and warmed, served on loopback."""
-    try:
-        from app.core.native import import_native
+    from tests.helpers import require_llama_cpp
 
-        import_native("llama_cpp")
-    except Exception as exc:  # a broken native build raises OSError, not ImportError
-        pytest.skip(f"llama_cpp is not importable: {exc!r}")
+    require_llama_cpp()
     from app.core.engines import default_registry
     from app.core.library import import_path
 

@@ -22,6 +22,32 @@ def test_load_defaults_show_the_preflights_plan_and_speed(tiny_gguf_f16):
     assert "no planner" in plan_defaults(tiny_gguf_f16, "fake", lambda: roomy).note
 
 
+def test_the_model_bar_says_when_llama_cpp_cannot_use_the_planned_gpu(tiny_gguf_f16):
+    """The machine note the planner adds for a CPU-only llama.cpp beside a GPU reaches the model bar's
+    defaults (the sentence the Hardware page's build card gives too)."""
+    from app.core.hardware.profile import (
+        AmdIntelInfo,
+        CpuInfo,
+        EngineAvailability,
+        GpuInfo,
+        HardwareProfile,
+        MemoryInfo,
+    )
+    from app.core.models.devices import machine_from_profile
+
+    radeon = GpuInfo(0, "AMD Radeon RX 7900 XTX", "amd", 24 * GiB, 23 * GiB, GiB, bandwidth_gbps=960)
+    profile = HardwareProfile(
+        cpu=CpuInfo(brand="AMD Ryzen 9", simd=["avx2"], physical_cores=8),
+        memory=MemoryInfo(total_bytes=64 * GiB, available_bytes=60 * GiB),
+        amd_intel=AmdIntelInfo(gpus=[radeon]),
+        engines=[EngineAvailability("llama.cpp", True, "0.3.36", "CPU", gpu_offload=False)],
+    )
+    defaults = plan_defaults(tiny_gguf_f16, "gguf", lambda: machine_from_profile(profile))
+    assert "make engine BACKEND=vulkan" in defaults.engine_note and "RX 7900 XTX" in defaults.engine_note
+    profile.engines = [EngineAvailability("llama.cpp", True, "0.3.36", "Vulkan", gpu_offload=True)]
+    assert plan_defaults(tiny_gguf_f16, "gguf", lambda: machine_from_profile(profile)).engine_note == ""
+
+
 def test_load_defaults_plan_slots_up_to_the_setting_never_a_smaller_context(tiny_gguf_f16):
     from app.core.models.memory import LoadOptions
     from app.core.models.planner import plan_load

@@ -24,12 +24,9 @@ SYSTEM_PROMPT = "You are a helpful assistant who answers in English."
 @pytest.fixture(scope="module")
 def smollm2_host(smollm2_gguf):
     """SmolLM2 loaded once per module through a host (the fit check is the host tests' business)."""
-    try:
-        from app.core.native import import_native
+    from tests.helpers import require_llama_cpp
 
-        import_native("llama_cpp")
-    except Exception as exc:  # a broken native build raises OSError, not ImportError
-        pytest.skip(f"llama_cpp is not importable: {exc!r}")
+    require_llama_cpp()
     from app.core.engines import default_registry
     from app.core.engines.llamacpp_options import physical_cores
 

@@ -312,6 +312,64 @@ def test_gpu_and_apple_cards_render_from_a_profile(shell_factory):
     assert "not available — llama-cpp-python is not installed" in text
 
 
+def test_the_build_card_says_when_llama_cpp_cannot_use_the_gpu(shell_factory, qtbot):
+    """The doctor's verdict runs after the probe, on the pool, and shows as the last card with its fix."""
+    from app.core.hardware.profile import AmdIntelInfo, CpuInfo, GpuInfo, HardwareProfile
+    from app.core.runtime.doctor import BuildInfo, diagnose
+
+    gib = 1024**3
+    radeon = GpuInfo(0, "AMD Radeon RX 7900 XTX", "amd", 24 * gib, 23 * gib, gib, bandwidth_gbps=960)
+    profile = HardwareProfile(
+        os="Linux",
+        arch="x86_64",
+        cpu=CpuInfo(brand="AMD Ryzen 9 7950X", simd=["avx", "avx2", "fma", "f16c"]),
+        amd_intel=AmdIntelInfo(source="sysfs", gpus=[radeon]),
+    )
+    build = BuildInfo(version="0.3.36", backend="CPU", cpu_features=["avx", "avx2", "fma", "f16c"])
+    threads = []
+
+    def doctor(p):
+        threads.append(threading.current_thread())
+        return diagnose(p, build, [])
+
+    shell, _ = shell_factory(probe=lambda refresh=False: profile)
+    page = shell.window.page("hardware")
+    page._diagnose = doctor
+    with qtbot.waitSignal(page.profile_ready, timeout=10_000):
+        page.refresh()
+    qtbot.waitUntil(lambda: page.report is not None, timeout=10_000)
+    assert threads and threads[0] is not threading.main_thread()
+    assert [c.title for c in page.cards][-2:] == ["Engines", "llama.cpp build"]
+    text = page.cards[-1].text()
+    assert "built for the CPU only" in text and "AMD Radeon RX 7900 XTX" in text
+    assert "make engine BACKEND=vulkan" in text and "ROCm" in text
+    # A second probe keeps one build card, not two
+    with qtbot.waitSignal(page.profile_ready, timeout=10_000):
+        page.refresh()
+    qtbot.waitUntil(lambda: not page.probing, timeout=10_000)
+    qtbot.wait(200)
+    assert [c.title for c in page.cards].count("llama.cpp build") == 1
+
+
+def test_a_native_crash_last_time_is_told_in_the_chat(qtbot):
+    """Services.open turns a crash marker into a sentence; the window shows it once, in the chat."""
+    from app.core.services import Services
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    settings = store.load().model_copy(update={"measure_bandwidth_on_start": False})
+    services = Services.open(paths, settings)
+    services.crash_notes = ["Hearth stopped unexpectedly while Model.gguf was generating text; it will load safer."]
+    shell = build_shell(paths, store, settings, probe=lambda refresh=False: probe_hardware(measure_bandwidth=False),
+                        services=services)  # fmt: skip
+    qtbot.addWidget(shell.window)
+    try:
+        notice = shell.window.page("chat").notice
+        assert not notice.isHidden() and "Model.gguf was generating text" in notice.text()
+    finally:
+        shell.shutdown()
+
+
 def test_damaged_chat_database_is_reported_at_start(qapp, monkeypatch):
     from PySide6.QtWidgets import QMessageBox
 

@@ -87,7 +87,7 @@ def plan_for(
     backend = "cpu" if plan.verdict == "cpu" else machine.backend
     try:
         raw = predict_speed(spec, plan)
-        corr = calibration.correction(backend) if calibration is not None else Correction()
+        corr = calibration.correction(backend, spec.bytes_per_token_read) if calibration is not None else Correction()
         shown = predict_speed(spec, plan, corr)
     except (ValueError, ZeroDivisionError) as exc:
         logger.info("no speed prediction for %s: %s", path.name, exc)

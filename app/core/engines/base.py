@@ -94,6 +94,9 @@ class LoadSpec(BaseModel):
     cache_type_v: str = "f16"
     use_mmap: bool = True
     use_mlock: bool = False
+    # llama.cpp's extra CPU buffer types (weights repacked for the AMX or AVX2/NEON kernels). The native
+    # canary turns them off where they crash (AMX on some Xeons); the planner then counts no repack copy.
+    extra_bufts: bool = True
     embedding: bool = False
     seed: int | None = None
     chat_template: str | None = None  # override (from the library, never from a request)

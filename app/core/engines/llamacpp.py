@@ -32,8 +32,11 @@ from app.core.engines.llamacpp_embed import Embedder, pooling_for
 from app.core.engines.llamacpp_options import (
     build_grammar,
     llama_kwargs,
+    model_params_for,
 )
 from app.core.engines.llamacpp_slots import Prepared, Sequences, open_slots
+from app.core.engines.native_guard import NativeGuard, config_of, weights_of
+from app.core.engines.native_inflight import InflightMarkers, NativeActivity
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
 from app.core.hardware.engines import LLAMACPP
 from app.core.models.errors import ModelFileError
@@ -49,7 +52,16 @@ class LlamaCppEngine:
     name = LLAMACPP
     format = "gguf"
 
-    def __init__(self) -> None:
+    def __init__(
+        self, guard: NativeGuard | None = None, *, checked: bool = True, markers: InflightMarkers | None = None
+    ) -> None:
+        """`checked`: loads go through the native canary (`guard`, by default this machine's); off only in
+        the canary's own child. `markers`: where in-flight native work is marked (default: the data dir)."""
+        self._guard = guard
+        self._checked = checked
+        self._markers = markers
+        # Marks load and decode runs so a crash is attributed on the next start (the host calls it for decode).
+        self.native_activity: NativeActivity | None = None
         self.capabilities = Capabilities(chat=True, completion=True, embeddings=False, grammar=True, logprobs=True)
         self.info: ModelInfo | None = None
         self._llm: Any = None
@@ -79,6 +91,16 @@ class LlamaCppEngine:
         except OSError as exc:
             raise EngineError(f"cannot read {path.name}: {exc}") from exc
         self._lib = import_native("llama_cpp")
+        weights = weights_of([t.type_name for t in header.tensors])
+        turned_off: list[str] = []
+        native_note = ""
+        if self._checked:
+            if self._guard is None:
+                self._guard = NativeGuard.for_llama_cpp(self._lib)
+            verdict = self._guard.safe_spec(spec, [t.type_name for t in header.tensors])
+            spec, turned_off, native_note = verdict.spec, verdict.turned_off, verdict.sentence
+        config = vars(config_of(spec)).copy()
+        activity = NativeActivity(self._markers or InflightMarkers(), f"llama-{id(self):x}", path, weights, config)
         kwargs = llama_kwargs(self._lib, spec)
         logger.info(
             "loading %s (n_ctx=%d, threads=%d, gpu layers=%d)",
@@ -97,15 +119,20 @@ class LlamaCppEngine:
         batched = not spec.embedding
         if batched:
             kwargs["n_ctx"] = kwargs["n_batch"] = kwargs["n_ubatch"] = TOKEN_CONTEXT
+        activity.begin("loading")
         try:
-            self._llm = self._lib.Llama(**kwargs)
-        except Exception as exc:  # llama-cpp-python raises ValueError("Failed to load model from file: …")
-            logger.warning("llama.cpp failed to load %s: %s", path, exc)
-            raise EngineError(f"llama.cpp could not load {path.name}: {exc}") from exc
-
-        self._spec = spec
-        if batched:
-            self._open_slots(spec, kwargs)
+            try:
+                with model_params_for(self._lib, spec):
+                    self._llm = self._lib.Llama(**kwargs)
+            except Exception as exc:  # llama-cpp-python raises ValueError("Failed to load model from file: …")
+                logger.warning("llama.cpp failed to load %s: %s", path, exc)
+                raise EngineError(f"llama.cpp could not load {path.name}: {exc}") from exc
+            self._spec = spec
+            if batched:
+                self._open_slots(spec, kwargs)
+        finally:
+            activity.end()
+        self.native_activity = activity
         model = self._llm._model
         self._bos_text = model.token_get_text(model.token_bos()) if model.token_bos() >= 0 else ""
         self._eos_text = model.token_get_text(model.token_eos()) if model.token_eos() >= 0 else ""
@@ -129,6 +156,12 @@ class LlamaCppEngine:
                 "slots": spec.slots if batched else 0,
                 "speculative": spec.speculative if batched else "off",
                 "draft_model": spec.draft_model.name if batched and spec.draft_model is not None else "",
+                # What the native canary turned off for this machine, and why (empty when nothing was).
+                "turned_off": turned_off,
+                "native_note": native_note,
+                "extra_bufts": spec.extra_bufts,
+                "flash_attn": spec.flash_attn,
+                "n_gpu_layers": spec.n_gpu_layers,
             },
         )
         return self.info
@@ -158,6 +191,9 @@ class LlamaCppEngine:
         ctx, self._batch_ctx = self._batch_ctx, None
         if ctx is not None:
             ctx.close()
+        activity, self.native_activity = self.native_activity, None
+        if activity is not None:
+            activity.end()
         llm, self._llm = self._llm, None
         self._marker_ids = {}
         self.info = None
@@ -287,7 +323,14 @@ class LlamaCppEngine:
         model = llm._model
         # Specials on as the tokenizer defines them (BOS, BERT's CLS/SEP): embedding models are trained so.
         tokens = [list(model.tokenize(text.encode("utf-8"), True, False)) for text in texts]
-        return Embeddings(self._embedder.embed(tokens), sum(len(t) for t in tokens))
+        if self.native_activity is not None:
+            self.native_activity.begin("embedding")
+        try:
+            vectors = self._embedder.embed(tokens)
+        finally:
+            if self.native_activity is not None:
+                self.native_activity.end()
+        return Embeddings(vectors, sum(len(t) for t in tokens))
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.core.engines.base import EngineError, LoadSpec
 from app.core.engines.llamacpp_logits import LogitRows
+from app.core.engines.llamacpp_options import supports_extra_bufts_switch
 from app.core.engines.slots import common_prefix
 from app.core.engines.speculative import SeqDrafts
 from app.core.native import import_native
@@ -55,6 +56,8 @@ class ModelDrafter:
         mparams = lib.llama_model_default_params()
         mparams.n_gpu_layers = spec.n_gpu_layers
         mparams.use_mmap = spec.use_mmap
+        if supports_extra_bufts_switch(lib):
+            mparams.use_extra_bufts = spec.extra_bufts  # the canary's verdict holds for the draft model too
         try:
             self._model = internals.LlamaModel(path_model=str(path), params=mparams, verbose=False)
         except Exception as exc:  # ValueError: a missing or unreadable file

@@ -6,10 +6,13 @@ Nothing here imports llama_cpp at module level; callers pass the module in.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import logging
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -62,6 +65,40 @@ def llama_kwargs(llama_cpp: ModuleType, spec: LoadSpec) -> dict[str, Any]:
     if spec.seed is not None:
         kwargs["seed"] = spec.seed
     return kwargs
+
+
+def supports_extra_bufts_switch(llama_cpp: ModuleType) -> bool:
+    """Whether this llama-cpp-python's model params carry `use_extra_bufts` (llama.cpp's --no-repack); an older
+    one would take the attribute silently and change nothing."""
+    params = getattr(llama_cpp, "llama_model_params", None)
+    return any(name == "use_extra_bufts" for name, *_ in getattr(params, "_fields_", ()))
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def model_params_for(llama_cpp: ModuleType, spec: LoadSpec) -> Iterator[None]:
+    """While `Llama(...)` runs, its model params follow `spec` where its keyword arguments cannot reach:
+    `Llama` takes no `use_extra_bufts`, and builds its params from `llama_model_default_params()`, so that
+    function answers with the switch set for the duration (serialised: another load must not see it)."""
+    if spec.extra_bufts or not supports_extra_bufts_switch(llama_cpp):
+        yield
+        return
+    bindings: Any = import_native(f"{llama_cpp.__name__}.llama_cpp")
+    original = bindings.llama_model_default_params
+
+    def without_extra_bufts():
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    with _PARAMS_LOCK:
+        bindings.llama_model_default_params = without_extra_bufts
+        try:
+            yield
+        finally:
+            bindings.llama_model_default_params = original
 
 
 def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):

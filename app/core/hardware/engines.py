@@ -62,7 +62,26 @@ def probe_llamacpp() -> EngineAvailability:
         return EngineAvailability(
             LLAMACPP, available=True, version=version, backend="CPU", note=f"backend unknown: {exc}"
         )
-    return EngineAvailability(LLAMACPP, available=True, version=version, backend=backend, gpu_offload=offload)
+    return EngineAvailability(
+        LLAMACPP,
+        available=True,
+        version=version,
+        backend=backend,
+        gpu_offload=offload,
+        turned_off=_turned_off(llama_cpp),
+    )
+
+
+def _turned_off(llama_cpp) -> list[str]:
+    """What the native canary turned off for this build here (read from its store; nothing runs)."""
+    from app.core.hardware.native_checks import NativeCheckStore, default_store_path, fingerprint_of, turned_off_here
+
+    try:
+        records = NativeCheckStore(default_store_path()).records(fingerprint_of(llama_cpp))
+    except Exception as exc:  # no cache dir, an unreadable store: the planner assumes every feature on
+        logger.debug("native-check store unreadable: %s", exc)
+        return []
+    return sorted(turned_off_here(records))
 
 
 def probe_mlx() -> EngineAvailability:

@@ -1,6 +1,6 @@
 """probe_hardware(): every sub-probe, time-bounded, assembled into one HardwareProfile.
 
-Slow or fragile probes (NVML, engines, Apple, the bandwidth test) each run on a daemon thread:
+Slow or fragile probes (NVML, AMD / Intel GPUs, engines, Apple, the bandwidth test) each run on a daemon thread:
 a probe that hangs is abandoned with a warning, and cannot keep the process from exiting.
 """
 
@@ -15,13 +15,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.core.hardware import adapters
 from app.core.hardware import apple as apple_mod
 from app.core.hardware import bandwidth as bw_mod
 from app.core.hardware.cpu import probe_cpu, read_sysctl
+from app.core.hardware.drm import probe_drm
 from app.core.hardware.engines import LLAMACPP, MLX, probe_engines
 from app.core.hardware.memory import probe_memory
 from app.core.hardware.nvidia import probe_nvidia
-from app.core.hardware.profile import BandwidthInfo, CpuInfo, EngineAvailability, HardwareProfile, MemoryInfo
+from app.core.hardware.profile import (
+    AmdIntelInfo,
+    BandwidthInfo,
+    CpuInfo,
+    EngineAvailability,
+    HardwareProfile,
+    MemoryInfo,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +91,17 @@ def _os_names() -> tuple[str, str]:
     return system, platform.version()
 
 
+def probe_amd_intel() -> AmdIntelInfo:
+    """AMD and Intel GPUs the way this OS can tell without vendor SDKs (Apple Silicon has none to find)."""
+    if sys.platform.startswith("linux"):
+        return probe_drm()
+    if sys.platform == "win32":
+        return adapters.probe_windows()
+    if sys.platform == "darwin" and platform.machine() == "x86_64":
+        return adapters.probe_macos()
+    return AmdIntelInfo(reason="AMD and Intel GPUs are not looked for on this platform")
+
+
 def _default_cache_dir() -> Path | None:
     try:
         from app.core.paths import app_paths
@@ -102,13 +122,15 @@ def probe_hardware(
     measure_bandwidth: bool = True,
     refresh_bandwidth: bool = False,
     nvidia_provider: Any = None,
+    amd_intel_probe: Callable[[], AmdIntelInfo] | None = None,
     timeout_s: float = 2.0,
 ) -> HardwareProfile:
     """Probe this machine. Never raises; failed or slow probes add to `warnings`.
 
     `cache_dir` holds the measured-bandwidth cache (default: Hearth's cache dir). With
     `measure_bandwidth=False` only a cached figure is reported. `timeout_s` bounds each
-    probe; a first bandwidth measurement gets at least its own budget on top.
+    probe; a first bandwidth measurement gets at least its own budget on top. `amd_intel_probe` replaces
+    the AMD / Intel GPU probe (tests point it at a fake sysfs tree).
     """
     t0 = time.perf_counter()
     deadline = t0 + timeout_s
@@ -117,6 +139,7 @@ def probe_hardware(
     profile.os, profile.os_version = _guarded("os", _os_names, (platform.system(), ""), warnings)
 
     nvidia_task = _Task("NVIDIA", lambda: probe_nvidia(nvidia_provider))
+    amd_intel_task = _Task("AMD/Intel GPU", amd_intel_probe or probe_amd_intel)
     engines_task = _Task("engines", probe_engines)
     sysctl: dict[str, str] | None = None
     if sys.platform == "darwin":
@@ -131,6 +154,7 @@ def probe_hardware(
     profile.nvidia = nvidia_task.wait(deadline, warnings) or profile.nvidia
     if not profile.nvidia.reason and not profile.nvidia.available:
         profile.nvidia.reason = "NVIDIA probe did not finish"
+    profile.amd_intel = amd_intel_task.wait(deadline, warnings) or AmdIntelInfo(reason="AMD/Intel probe did not finish")
     profile.engines = engines_task.wait(deadline, warnings) or [
         # Still importing (or failed): the task keeps running and fills the per-process cache.
         EngineAvailability(name, available=False, reason="not probed yet (engine import still running)")

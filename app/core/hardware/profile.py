@@ -35,6 +35,9 @@ class GpuInfo:
     compute_capability: str | None = None  # "8.9"
     bandwidth_gbps: float | None = None  # from resources/hardware.json
     note: str = ""
+    integrated: bool = False  # shares system RAM (an iGPU or APU): Hearth plans nothing onto it
+    driver: str = ""  # AMD / Intel: the kernel or Windows driver ("amdgpu", "i915", "xe")
+    pci_id: str = ""  # "1002:744c"
 
 
 @dataclass
@@ -43,6 +46,15 @@ class NvidiaInfo:
     reason: str = ""  # why no GPU is listed ("no NVIDIA driver", "NVML error: ...")
     driver_version: str | None = None
     cuda_version: str | None = None  # "12.4"
+    gpus: list[GpuInfo] = field(default_factory=list)
+
+
+@dataclass
+class AmdIntelInfo:
+    """AMD and Intel GPUs, read without vendor SDKs (Linux sysfs, the Windows registry, macOS system_profiler)."""
+
+    source: str = ""  # "sysfs", "registry", "system_profiler"
+    reason: str = ""  # why none is listed, or what could not be read
     gpus: list[GpuInfo] = field(default_factory=list)
 
 
@@ -73,6 +85,8 @@ class EngineAvailability:
     gpu_offload: bool = False
     reason: str = ""  # why not available
     note: str = ""  # extra facts when available ("MLX runs on the CPU only on this platform")
+    # Risky features the native canary turned off for this build on this machine (native_checks.FEATURES).
+    turned_off: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -83,6 +97,7 @@ class HardwareProfile:
     cpu: CpuInfo = field(default_factory=CpuInfo)
     memory: MemoryInfo = field(default_factory=MemoryInfo)
     nvidia: NvidiaInfo = field(default_factory=NvidiaInfo)
+    amd_intel: AmdIntelInfo = field(default_factory=AmdIntelInfo)
     apple: AppleInfo | None = None
     bandwidth: BandwidthInfo = field(default_factory=BandwidthInfo)
     engines: list[EngineAvailability] = field(default_factory=list)
@@ -91,7 +106,8 @@ class HardwareProfile:
 
     @property
     def gpus(self) -> list[GpuInfo]:
-        return self.nvidia.gpus
+        """Every GPU: NVIDIA's (NVML) first, then AMD's and Intel's, integrated ones included."""
+        return [*self.nvidia.gpus, *self.amd_intel.gpus]
 
     def engine(self, name: str) -> EngineAvailability | None:
         return next((e for e in self.engines if e.name == name), None)
@@ -102,6 +118,7 @@ class HardwareProfile:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HardwareProfile:
         nv = d.get("nvidia") or {}
+        ai = d.get("amd_intel") or {}  # absent in profiles saved before AMD / Intel were probed
         apple = d.get("apple")
         return cls(
             os=d.get("os", ""),
@@ -110,6 +127,7 @@ class HardwareProfile:
             cpu=CpuInfo(**(d.get("cpu") or {})),
             memory=MemoryInfo(**(d.get("memory") or {})),
             nvidia=NvidiaInfo(**{**nv, "gpus": [GpuInfo(**g) for g in nv.get("gpus", [])]}),
+            amd_intel=AmdIntelInfo(**{**ai, "gpus": [GpuInfo(**g) for g in ai.get("gpus", [])]}),
             apple=AppleInfo(**apple) if apple else None,
             bandwidth=BandwidthInfo(**(d.get("bandwidth") or {})),
             engines=[EngineAvailability(**e) for e in d.get("engines", [])],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.hardware.profile import HardwareProfile
+from app.core.hardware.profile import GpuInfo, HardwareProfile
 from app.core.units import fmt_bytes, fmt_gbps
 
 
@@ -24,21 +24,14 @@ def format_profile(p: HardwareProfile) -> str:
     ]
     lines = ["Hardware"] + _table(rows)
     lines.append("GPUs")
-    if p.gpus:
-        for g in p.gpus:
-            lines += _table(
-                [
-                    (
-                        f"[{g.index}] {g.name}",
-                        f"{fmt_bytes(g.memory_free_bytes)} free of {fmt_bytes(g.memory_total_bytes)}, "
-                        f"{fmt_gbps(g.bandwidth_gbps)}, compute {g.compute_capability or '?'}"
-                        + (f" — {g.note}" if g.note else ""),
-                    ),
-                ]
-            )
-        lines += _table([("Driver", f"{p.nvidia.driver_version or '?'} (CUDA {p.nvidia.cuda_version or '?'})")])
+    gpu_rows = [(f"[{g.index}] {g.name}", gpu_text(g)) for g in p.gpus]
+    if p.nvidia.gpus:
+        gpu_rows.append(("Driver", f"{p.nvidia.driver_version or '?'} (CUDA {p.nvidia.cuda_version or '?'})"))
     else:
-        lines += _table([("NVIDIA", p.nvidia.reason or "no NVIDIA GPU")])
+        gpu_rows.append(("NVIDIA", p.nvidia.reason or "no NVIDIA GPU"))
+    if not p.amd_intel.gpus or p.amd_intel.reason:
+        gpu_rows.append(("AMD / Intel", p.amd_intel.reason or "no AMD or Intel GPU"))
+    lines += _table(gpu_rows)
     if p.apple is not None:
         a = p.apple
         lines.append("Apple Silicon")
@@ -61,6 +54,23 @@ def format_profile(p: HardwareProfile) -> str:
         lines.append(f"Note: {w}")
     lines.append(f"(probed in {p.probe_ms:.0f} ms)")
     return "\n".join(lines)
+
+
+def gpu_text(g: GpuInfo) -> str:
+    """One GPU in a line: its memory, bandwidth and compute capability or driver, then any note."""
+    if g.integrated:
+        head = "integrated GPU" + (
+            f", {fmt_bytes(g.memory_total_bytes)} set aside as VRAM" if g.memory_total_bytes else ""
+        )
+    else:
+        head = (
+            f"{fmt_bytes(g.memory_free_bytes)} free of {fmt_bytes(g.memory_total_bytes)}, {fmt_gbps(g.bandwidth_gbps)}"
+        )
+    if g.vendor == "nvidia":
+        head += f", compute {g.compute_capability or '?'}"
+    elif g.driver:
+        head += f", driver {g.driver}"
+    return head + (f" — {g.note}" if g.note else "")
 
 
 def bandwidth_text(p: HardwareProfile) -> str:

@@ -1,10 +1,14 @@
-"""Per-machine calibration: measured tok/s of real runs, used to correct the speed model's η."""
+"""Per-machine calibration: measured tok/s of real runs, used to correct the speed model's η.
+
+The correction depends on the model's size (small models are bound by per-layer costs, large ones by
+bandwidth, and the model misses the two differently), so it is learned from the runs nearest in size;
+runs measured while other processes kept the cores busy say nothing about the machine and are ignored."""
 
 from __future__ import annotations
 
 import json
 import logging
-import statistics
+import math
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -19,6 +23,14 @@ MIN_RUNS = 1
 # Which speed model made `predicted_decode`: a ratio against an older formula would mis-correct the new one,
 # so only runs predicted by this version count. 2: per-class η, host cost per vocab entry (issue 15).
 MODEL_VERSION = 2
+# A run is ignored when other processes kept more than this share of the cores busy: llama.cpp's threads wait
+# for each other at every op, so one busy core slows a decode step by far more than its share.
+BUSY_OTHER_LOAD = 0.3
+# Runs weigh by closeness in size: a Gaussian in log2(bytes read per token), this many doublings wide.
+SIZE_WIDTH_DOUBLINGS = 1.0
+# With no run near the model's size, the correction fades towards none: at this many doublings from the
+# nearest run it is applied to the power e^-1/2 (a 64x larger model gets a seventh of it in log terms).
+SIZE_FADE_DOUBLINGS = 3.0
 
 
 @dataclass
@@ -31,6 +43,16 @@ class SpeedRun:
     measured_prefill: float = 0.0
     at: float = 0.0
     model_version: int = MODEL_VERSION
+    model_bytes: int = 0  # weight bytes a token reads (ModelSpec.bytes_per_token_read); 0: not recorded
+    load_per_core: float | None = None  # 1-minute load average ÷ logical cores at the run's end
+    own_share: float | None = None  # this process's share of all cores over about the last minute
+
+    @property
+    def busy(self) -> bool:
+        """Measured while other processes kept the cores busy (unknown: not busy)."""
+        if self.load_per_core is None or self.own_share is None:
+            return False
+        return self.load_per_core - self.own_share > BUSY_OTHER_LOAD
 
 
 @dataclass(frozen=True)
@@ -78,10 +100,45 @@ class CalibrationStore:
             others = [r for r in runs if r.backend != run.backend]
             atomic_write_text(self.path, json.dumps({"runs": [asdict(r) for r in others + mine]}, indent=1))
 
-    def correction(self, backend: str) -> Correction:
-        runs = [r for r in self.runs(backend) if r.model_version == MODEL_VERSION]
+    def correction(self, backend: str, model_bytes: int | None = None) -> Correction:
+        """The correction for a model reading `model_bytes` per token, from the runs nearest in size (None:
+        every run alike, as before sizes were recorded). Busy and old-model runs do not count."""
+        runs = [r for r in self.runs(backend) if r.model_version == MODEL_VERSION and not r.busy]
         if len(runs) < MIN_RUNS:
             return Correction()
-        decode = statistics.median(r.measured_decode / r.predicted_decode for r in runs)
-        pre = [r.measured_prefill / r.predicted_prefill for r in runs if r.predicted_prefill and r.measured_prefill]
-        return Correction(decode=decode, prefill=statistics.median(pre) if pre else 1.0, runs=len(runs))
+        sized = [r for r in runs if r.model_bytes > 0]
+        if not model_bytes or model_bytes <= 0 or not sized:
+            weights = [1.0] * len(runs)
+            fade = 1.0
+        else:
+            runs = sized
+            dist = [abs(math.log2(r.model_bytes / model_bytes)) for r in runs]
+            near = min(dist)
+            # Relative to the nearest run, so the nearest sizes decide even when every run is far away.
+            weights = [math.exp(-0.5 * ((d**2 - near**2) / SIZE_WIDTH_DOUBLINGS**2)) for d in dist]
+            fade = math.exp(-0.5 * (near / SIZE_FADE_DOUBLINGS) ** 2)
+        decode = _weighted_median([(r.measured_decode / r.predicted_decode, w) for r, w in zip(runs, weights)])
+        pre = [
+            (r.measured_prefill / r.predicted_prefill, w)
+            for r, w in zip(runs, weights)
+            if r.predicted_prefill and r.measured_prefill
+        ]
+        return Correction(
+            decode=decode**fade,
+            prefill=_weighted_median(pre) ** fade if pre else 1.0,
+            runs=sum(w >= 0.1 for w in weights),
+        )
+
+
+def _weighted_median(pairs: list[tuple[float, float]]) -> float:
+    """The value at half the total weight (the mean of the two middle values when it falls between)."""
+    pairs = sorted(pairs)
+    total = sum(w for _, w in pairs)
+    seen = 0.0
+    for i, (value, w) in enumerate(pairs):
+        seen += w
+        if math.isclose(seen, total / 2, rel_tol=1e-9) and i + 1 < len(pairs):
+            return (value + pairs[i + 1][0]) / 2
+        if seen > total / 2:
+            return value
+    return pairs[-1][0]

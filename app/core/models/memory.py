@@ -57,6 +57,8 @@ class LoadOptions(BaseModel):
     kv_unified: bool = True
     swa_full: bool = True  # llama_context_default_params: full-size cache for sliding-window layers
     embeddings: bool = False
+    # llama.cpp's extra CPU buffer types: off (the native canary's verdict on some CPUs), no repack copy.
+    extra_bufts: bool = True
 
 
 @dataclass
@@ -163,6 +165,7 @@ def estimate_memory(
     (x86 AVX2 or Arm dotprod), which copy some weight types once more.
     """
     cells = kv_cells(opts.n_ctx, opts.n_seq, opts.kv_unified)
+    repack = repack and opts.extra_bufts
     n_layers = spec.n_layers
     gpus = gpu_names or ([] if backend == "cpu" else ["GPU0"])
     if layer_split is None:

@@ -76,7 +76,8 @@ def _estimate(spec: ModelSpec, opts: LoadOptions, m: Machine, n_gpu: int) -> Mem
     return estimate_memory(
         spec,
         opts.model_copy(update={"n_gpu_layers": n_gpu}),
-        backend=m.backend,
+        # ROCm is ggml's CUDA backend compiled with HIP: the same buffers, so CUDA's memory figures.
+        backend="cuda" if m.backend == "rocm" else m.backend,
         gpu_names=[g.name for g in m.gpus],
         layer_split=split,
         repack=m.repack,

@@ -99,7 +99,6 @@ def assess(
     options: LoadOptions | None = None,
     calibration: CalibrationStore | None = None,
 ) -> Recommendation:
-    corr = calibration.correction(machine.backend) if calibration else Correction()
     reference = next((v.spec for v in variants if v.spec is not None), None)
     out: list[Assessment] = []
     prefs: dict[int, int] = {}
@@ -114,6 +113,8 @@ def assess(
             out.append(Assessment(v, None, None, kld, False, "the file holds no model weights (no tensors)"))
             continue
         plan = plan_load(spec, machine, n_ctx=n_ctx, options=options)
+        # The runs nearest this variant's size correct it: one factor for every size mis-corrects the others.
+        corr = calibration.correction(machine.backend, spec.bytes_per_token_read) if calibration else Correction()
         speed = predict_speed(spec, plan, corr) if plan.fits else None
         if v.format == "mlx" and runnable and plan.fits and plan.verdict != "full_gpu":
             # MLX has no CPU fallback: all of it must fit the GPU's working set.

@@ -9,10 +9,13 @@ Prefill, per prompt token: (2 × active params + attention FLOPs at that prompt 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from app.core.hardware.quant_speed import measured_type_speeds
 from app.core.models.calibration import Correction
 from app.core.models.compute import SpeedClass, peak_flops, speed_class
+from app.core.models.devices import Device
 from app.core.models.memory import kv_bytes_per_layer, kv_cells
 from app.core.models.planner import Plan
 from app.core.models.spec import ModelSpec
@@ -28,14 +31,19 @@ ETA: dict[SpeedClass, float] = {
     "apple_pro": 0.928,
     "apple_max": 0.908,
     "apple_ultra": 0.794,
+    # Vulkan (and ROCm, see _class): below CUDA's 0.858 because its matrix-vector shaders are generic across
+    # vendors. 0.7 with T0_LAYER["vulkan"] predicts 5-11 % above RX 5700 XT Vulkan tg128 on
+    # llama 7B Q4_0 (65.2 tok/s, llama.cpp PR #13324) and RX 7900 XTX ROCm tg64 on llama 8B Q4_K_M (105.8,
+    # llama.cpp PR #26284); the RX 9070 XT decodes ~20 % faster on Vulkan than on ROCm (lmstudio-bug-tracker #574).
     "vulkan": 0.7,
 }
 ETA_CPU_RATED = 0.65
 # Fixed time per decoded token on the host (graph build, llama_decode's bookkeeping), any backend (s).
 T0_TOKEN = 0.1e-3
 # Per GPU layer per decoded token (s): kernel launches, dispatch and synchronisation, which grow with the
-# number of ops, i.e. with layers. Fitted with ETA; vulkan: the old 1.5 ms per token over 32 layers.
-T0_LAYER = {"cuda": 0.0327e-3, "metal": 0.163e-3, "vulkan": 0.047e-3}
+# number of ops, i.e. with layers. Fitted with ETA; vulkan: the old 1.5 ms per token over 32 layers, which
+# ROCm shares (HIP launches cost about what Vulkan dispatches do on the same Radeon).
+T0_LAYER = {"cuda": 0.0327e-3, "metal": 0.163e-3, "vulkan": 0.047e-3, "rocm": 0.047e-3}
 # Per layer on the CPU: ~15 graph ops, each ending in a thread barrier (small models are bound by this).
 T_LAYER_CPU = 0.045e-3
 # Host work per vocabulary entry per token, on the CPU whatever the backend (s), measured on this project's
@@ -45,7 +53,8 @@ HOST_SAMPLE_S_PER_ENTRY = 0.77e-9
 HOST_COPY_S_PER_ENTRY = 0.05e-9
 # Moving the logits row off a discrete GPU: 4 bytes per entry over PCIe (~12 GB/s for small transfers).
 LOGITS_PCIE_BPS = 12e9
-# On the CPU, how fast a weight type streams relative to 4-bit K/IQ quants: unquantized types need no
+# On the CPU, how fast a weight type streams relative to 4-bit K/IQ quants (used until the quant probe has
+# measured this CPU: engines/quant_probe.py): unquantized types need no
 # dequantisation and use all cores' bandwidth; Q8_0 is in between (fitted with bench/fit_accuracy.py). Q4_1
 # has no REPACK kernel and dequantises on the slow path: 0.61-0.64 of Q4_K_M in two runs of
 # `bench/fit_accuracy.py --type-speed` here (the flat per-vocabulary charge used to hide this on SmolLM2).
@@ -79,6 +88,12 @@ class SpeedPrediction:
     speed_class: str = ""  # the class whose η applied ("nvidia_consumer", "apple_max", "cpu", ...)
 
 
+def _class(device: Device, backend: str) -> SpeedClass:
+    """compute.speed_class, with ROCm given Vulkan's class: on Radeons the two decode within ~20 % of each
+    other (see ETA), while the CUDA classes it would otherwise fall into were fitted on NVIDIA silicon."""
+    return speed_class(device, "vulkan" if backend == "rocm" else backend)
+
+
 def has_weights(spec: ModelSpec) -> bool:
     """Whether there is anything to predict: a file with no tensors (a vocabulary-only GGUF) reads no
     bytes per token, and the formula would answer billions of tokens a second."""
@@ -90,12 +105,20 @@ def cpu_flops(cores: int, simd: tuple[str, ...] | list[str]) -> float:
     return cores * CPU_CLOCK_HZ * lanes * 2 * 2  # 2 FMA units, 2 FLOP per FMA
 
 
-def cpu_type_speed(spec: ModelSpec) -> float:
-    """Byte-weighted harmonic mean of CPU_TYPE_SPEED over the model's tensor types (1.0 if unknown)."""
+def cpu_type_speed(spec: ModelSpec, measured: Mapping[str, float] | None = None) -> float:
+    """Byte-weighted harmonic mean over the model's tensor types of each type's speed: as the quant probe
+    measured it on this CPU (`measured`), else CPU_TYPE_SPEED (1.0 if unknown). A type the probe did not
+    measure keeps its table ratio to Q4_K, scaled by the measured Q4_K (the table's 1.0)."""
     total = sum(spec.tensor_types.values())
     if not total:
         return 1.0
-    slow = sum(b / CPU_TYPE_SPEED.get(t.upper(), 1.0) for t, b in spec.tensor_types.items())
+    measured = {t.upper(): v for t, v in (measured or {}).items() if v > 0}
+    anchor = measured.get("Q4_K", 1.0)
+
+    def speed(t: str) -> float:
+        return measured.get(t) or anchor * CPU_TYPE_SPEED.get(t, 1.0)
+
+    slow = sum(b / speed(t.upper()) for t, b in spec.tensor_types.items())
     return total / slow
 
 
@@ -145,13 +168,15 @@ def _decode(spec: ModelSpec, plan: Plan, position: float, sampling: bool) -> _De
 
     cpu_bw = (m.cpu.bandwidth_gbps or 20.0) * 1e9
     backend = m.backend if m.gpus else "cpu"
-    eta_cpu = (ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED) * cpu_type_speed(spec)
+    # Per weight type: measured on this CPU when the quant probe has run (hardware/quant_speed.py).
+    types = cpu_type_speed(spec, measured_type_speeds(m.simd) if read["cpu"] else None)
+    eta_cpu = (ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED) * types
     t_cpu = read["cpu"] / (eta_cpu * cpu_bw)
     t_gpu = 0.0
     if read["gpu"]:
         gpu = m.gpus[0]
         gpu_bw = (gpu.bandwidth_gbps or cpu_bw / 1e9) * 1e9
-        t_gpu = read["gpu"] / (ETA[speed_class(gpu, backend)] * gpu_bw)
+        t_gpu = read["gpu"] / (ETA[_class(gpu, backend)] * gpu_bw)
     gpu_layers = spec.n_layers - min(spec.n_layers, gpu_first)
     fixed = (
         T0_TOKEN
@@ -188,7 +213,7 @@ def prefill_seconds_per_token(spec: ModelSpec, plan: Plan, n_prompt: int = PREFI
     work = 2 * max(1, active_params) + ATTN_SLOWDOWN * attention_flops_per_token(spec, max(1, n_prompt))
     cpu_f = cpu_flops(m.cores, m.simd) * ETA_COMPUTE["cpu"]
     if m.gpus and plan.layers_on_gpu:
-        gpu_f = peak_flops(m.gpus[0]) * ETA_COMPUTE[speed_class(m.gpus[0], m.backend)]
+        gpu_f = peak_flops(m.gpus[0]) * ETA_COMPUTE[_class(m.gpus[0], m.backend)]
         frac_gpu = min(1.0, plan.layers_on_gpu / max(1, spec.n_layers))
         return work * (frac_gpu / gpu_f + (1 - frac_gpu) / cpu_f)
     return work / cpu_f
@@ -208,7 +233,7 @@ def predict_speed(
     full = _decode(spec, plan, kv_cells(plan.options.n_ctx), sampling)
     t_prefill = prefill_seconds_per_token(spec, plan, prompt_tokens)
     backend = m.backend if m.gpus else "cpu"
-    cls = speed_class(m.gpus[0], backend) if m.gpus and plan.layers_on_gpu else "cpu"
+    cls = _class(m.gpus[0], backend) if m.gpus and plan.layers_on_gpu else "cpu"
     bw_basis = "measured bandwidth" if (m.cpu.bandwidth_measured and not m.gpus) else "table bandwidth"
     return SpeedPrediction(
         decode_tok_s=corr.decode / start.seconds,

@@ -171,8 +171,22 @@ class EngineHost:
     def _set_state(self, **changes) -> None:
         state = HostState(**{**self._state.__dict__, **changes, "queue_depth": self._jobs.waiting()})
         if state != self._state:
-            self._state = state
+            decoding_changed = (state.status == "generating") != (self._state.status == "generating")
+            self._state = state  # first: a waiter woken by its job's end reads the new state at once
+            if decoding_changed:
+                self._mark_native(state.status == "generating")
             self.state_changed.emit(state)
+
+    def _mark_native(self, decoding: bool) -> None:
+        """Mark a decode run in flight (or over) for the engine's crash attribution; a marker costs one small
+        file write per run, never per token."""
+        activity = getattr(self._engine, "native_activity", None)
+        if activity is None:
+            return
+        if decoding:
+            activity.begin("decoding")
+        else:
+            activity.end()
 
     def _idle_left(self) -> float | None:
         if self.idle_ttl_s is None or self._engine is None:

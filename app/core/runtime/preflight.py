@@ -238,6 +238,7 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
         cache_type_v=spec.cache_type_v,
         flash_attn=spec.flash_attn,
         use_mmap=spec.use_mmap,
+        extra_bufts=spec.extra_bufts,
         embeddings=spec.embedding,
         n_seq=1 if spec.embedding else spec.slots,
         kv_unified=spec.kv_unified,

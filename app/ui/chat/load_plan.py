@@ -39,6 +39,8 @@ class LoadPlanDefaults:
     drafts: tuple[tuple[str, str, str], ...] = ()  # (id, name, path): library models that can draft, and fit
     draft: str = ""  # the id of the one picked for this model, if it still can
     ngram: bool = True  # prompt-lookup drafting is offered (llama.cpp; mlx-lm drafts only with a model)
+    # The engine cannot use the GPU the plan counts on (a CPU-only llama.cpp beside a GPU), and the fix.
+    engine_note: str = ""
 
 
 def plan_defaults(
@@ -83,6 +85,7 @@ def plan_defaults(
         drafts=found,
         draft=picked,
         ngram=fmt == "gguf",
+        engine_note=next((n for n in plan.notes if "make engine" in n), "") if fmt == "gguf" else "",
     )
 
 
@@ -106,6 +109,7 @@ _LOAD_REASONS = (
         "the file could not be read.",
     ),
     (("load cancelled",), "the load was cancelled."),
+    (("crashed on", "every configuration"), "llama.cpp crashed on it in every configuration Hearth tried."),
 )
 
 

@@ -338,7 +338,8 @@ class ModelBar(QWidget):
             self.status.setText(f"Loading {self._loading_name or 'model'}…")
             return
         if s.model is None:
-            self.status.setText("No model loaded" + (f" · {self.defaults.note}" if self.defaults.note else ""))
+            notes = [n for n in (self.defaults.note, self.defaults.engine_note) if n]
+            self.status.setText(" · ".join(["No model loaded", *notes]))
             return
         info = s.model
         parts = [f"{Path(info.path).name}", self.host.registry.name(info.format), f"ctx {info.n_ctx}"]
@@ -358,4 +359,8 @@ class ModelBar(QWidget):
             parts.append(busy)
         if info.template_notice:
             parts.append(info.template_notice)
+        if info.extra.get("native_note"):  # the native check turned something off for this machine
+            parts.append(str(info.extra["native_note"]))
+        if self.defaults.engine_note:  # the plan counts on a GPU this llama.cpp cannot use
+            parts.append(self.defaults.engine_note)
         self.status.setText(" · ".join(parts))

@@ -29,12 +29,9 @@ def chat_request(user: str, **sampling) -> GenerateRequest:
 
 def load_llamacpp(path: Path, **spec):
     """A loaded LlamaCppEngine, or a skip when llama-cpp-python cannot be imported here."""
-    try:
-        from app.core.native import import_native
+    from tests.helpers import require_llama_cpp
 
-        import_native("llama_cpp")
-    except Exception as exc:  # a broken native build raises OSError, not ImportError
-        pytest.skip(f"llama_cpp is not importable: {exc!r}")
+    require_llama_cpp()
     from app.core.engines.llamacpp import LlamaCppEngine
     from app.core.engines.llamacpp_options import physical_cores
 

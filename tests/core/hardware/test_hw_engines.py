@@ -9,6 +9,7 @@ import pytest
 
 from app.core.hardware import engines
 from app.core.hardware.engines import backend_from_system_info, probe_engines, probe_llamacpp, probe_mlx
+from tests.helpers import require_llama_cpp
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def test_backend_from_system_info(info, offload, backend):
 
 
 def test_llamacpp_on_this_machine():
-    pytest.importorskip("llama_cpp")
+    require_llama_cpp()
     e = probe_llamacpp()
     assert e.available and e.name == "llama.cpp"
     assert e.version and e.version[0].isdigit()
@@ -99,3 +100,26 @@ def test_prewarm_fills_the_cache(monkeypatch, fresh_engine_cache):
     monkeypatch.setattr(engines, "probe_mlx", lambda: engines.EngineAvailability("mlx", available=False, reason="y"))
     engines.prewarm_engines().join(5)
     assert [e.reason for e in engines.cached_engines()] == ["x", "y"]
+
+
+def test_what_the_canary_turned_off_reaches_the_profile_and_the_planner(tmp_path, monkeypatch):
+    """The engine probe reads the canary's store for this build: extra buffer types off means no repack copy."""
+    from app.core.hardware.engines import probe_llamacpp
+    from app.core.hardware.native_checks import CheckRecord, NativeCheckStore, fingerprint_of
+    from app.core.hardware.profile import CpuInfo, HardwareProfile
+    from app.core.models.devices import machine_from_profile
+
+    lib = require_llama_cpp()
+    store = tmp_path / "checks.json"
+    monkeypatch.setenv("HEARTH_NATIVE_CHECKS", str(store))
+    assert probe_llamacpp().turned_off == []
+    off = {"extra_bufts": False, "flash_attn": False, "gpu_offload": False}
+    checks = NativeCheckStore(store)
+    checks.put(fingerprint_of(lib), CheckRecord("F32,Q4_0", {**off, "extra_bufts": True}, False, "died with SIGSEGV"))
+    checks.put(fingerprint_of(lib), CheckRecord("F32,Q4_0", off, True))
+    engine = probe_llamacpp()
+    assert engine.turned_off == ["extra_bufts"]
+    profile = HardwareProfile(cpu=CpuInfo(simd=["avx2"]), engines=[engine])
+    assert machine_from_profile(profile).repack is False
+    profile.engines = []
+    assert machine_from_profile(profile).repack is True

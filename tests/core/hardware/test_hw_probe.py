@@ -53,7 +53,7 @@ def test_real_probe(warm_cache):
     if sys.platform.startswith("linux") and " avx2 " in Path("/proc/cpuinfo").read_text():
         assert "avx2" in p.cpu.simd
     if NO_NVIDIA_DRIVER:
-        assert not p.nvidia.available and p.gpus == [] and p.nvidia.reason
+        assert not p.nvidia.available and p.nvidia.gpus == [] and p.nvidia.reason
     if sys.platform != "darwin":
         assert p.apple is None
     assert [e.name for e in p.engines] == ["llama.cpp", "mlx"]

@@ -107,15 +107,22 @@ _BUF = re.compile(
 )
 
 
-def llama_reported_buffers(path, **kw) -> dict[str, float]:
-    """Load in a child process (llama.cpp logs from C) and parse its own buffer report, in MiB."""
+def llama_reported_buffers(path, extra_bufts: bool = True, **kw) -> dict[str, float]:
+    """Load in a child process (llama.cpp logs from C) and parse its own buffer report, in MiB. With
+    `extra_bufts` off the load goes through the engine's switch, as the native canary's verdict would."""
     args = ", ".join(f"{k}={v!r}" for k, v in kw.items())
-    code = f"import llama_cpp; llama_cpp.Llama(model_path={str(path)!r}, n_threads=2, verbose=True, {args})"
+    code = (
+        "import llama_cpp\nfrom pathlib import Path\nfrom app.core.engines.base import LoadSpec\n"
+        "from app.core.engines.llamacpp_options import model_params_for\n"
+        f"with model_params_for(llama_cpp, LoadSpec(path=Path({str(path)!r}), extra_bufts={extra_bufts})):\n"
+        f"    llama_cpp.Llama(model_path={str(path)!r}, n_threads=2, verbose=True, {args})\n"
+    )
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stderr
-    out = {"weights": 0.0, "kv": 0.0, "compute": 0.0, "output": 0.0}
+    out = {"weights": 0.0, "kv": 0.0, "compute": 0.0, "output": 0.0, "repack": 0.0}
     for m in _BUF.finditer(err):
         if m.group(2):
             out["weights"] += float(m.group(2))
+            out["repack"] += float(m.group(2)) if m.group(1) == "CPU_REPACK" else 0.0
         elif m.group(3):
             out["kv"] += float(m.group(3))
         elif m.group(4):
@@ -148,3 +155,17 @@ def test_repack_copy_matches_llama_cpp_for_q4_k_m(tiny_gguf_q4_k_m, use_mmap):
     assert cpu.repack > 0
     # The mapped buffer may leave out a tensor-sized gap (output.weight here): allow 100 KiB.
     assert cpu.weights + cpu.repack == pytest.approx(real["weights"] * MiB, rel=0.03, abs=100 * 1024)
+
+
+@pytest.mark.slow
+def test_without_extra_buffer_types_nothing_is_repacked_and_the_plan_says_so(tiny_gguf_q4_k_m):
+    """The native canary's fallback (extra buffer types off) allocates no repack copy; the planner counts none."""
+    spec = spec_from_gguf(read_gguf_header(tiny_gguf_q4_k_m))
+    opts = LoadOptions(n_ctx=256, extra_bufts=False)
+    cpu = estimate_memory(spec, opts, repack=True).devices[0]
+    real = llama_reported_buffers(tiny_gguf_q4_k_m, extra_bufts=False, n_ctx=256)
+    assert cpu.repack == 0 and real["repack"] == 0
+    assert cpu.weights == pytest.approx(real["weights"] * MiB, rel=0.03, abs=100 * 1024)
+    with_repack = llama_reported_buffers(tiny_gguf_q4_k_m, n_ctx=256)
+    if with_repack["repack"] > 0:  # a CPU with llama.cpp's repack kernels (AVX2, Arm dotprod): they were off
+        assert estimate_memory(spec, LoadOptions(n_ctx=256), repack=True).devices[0].repack > 0

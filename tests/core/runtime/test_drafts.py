@@ -20,6 +20,7 @@ from app.core.runtime.resolve import ModelResolver
 from app.core.settings import Settings, SettingsStore, load_speculative
 from tests.core.runtime.test_preflight import machine
 from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+from tests.helpers import require_llama_cpp
 
 
 @pytest.fixture
@@ -152,7 +153,7 @@ def test_the_speculative_setting_maps_to_load_modes():
 def test_a_jit_load_drafts_with_the_picked_model_on_the_real_engine(family):
     """Through the host as the API server runs it: the request names the model, the resolver plans it with
     its pick, llama.cpp loads both, and the reply's stats count the drafts checked."""
-    pytest.importorskip("llama_cpp")
+    require_llama_cpp()
     from app.core.engines import default_registry
     from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
     from app.core.runtime.host import EngineHost

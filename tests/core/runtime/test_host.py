@@ -11,6 +11,7 @@ import pytest
 from app.core.engines.base import GenerateRequest, SamplingParams
 from app.core.errors import HearthError
 from app.core.models.calibration import CalibrationStore
+from app.core.runtime import calibrate
 from app.core.runtime.calibrate import MIN_CALIBRATION_PROMPT_TOKENS
 from app.core.runtime.jobs import (
     ChunkEvent,
@@ -260,7 +261,8 @@ def test_shutdown_with_jobs_queued_returns_promptly(make_host):
         host.submit(GenerateJob(req()))
 
 
-def test_calibration_records_measured_vs_predicted(make_host, tmp_path):
+def test_calibration_records_measured_vs_predicted(make_host, tmp_path, monkeypatch):
+    monkeypatch.setattr(calibrate, "machine_load", lambda: (0.5, 0.5))  # quiet, whatever this machine runs
     store = CalibrationStore(tmp_path / "calibration.json")
 
     def preflight(spec, fmt, plan_check):
@@ -276,7 +278,8 @@ def test_calibration_records_measured_vs_predicted(make_host, tmp_path):
     assert runs[0].measured_decode > 0
 
 
-def test_calibration_records_predicted_prefill_beside_decode(make_host, tmp_path):
+def test_calibration_records_predicted_prefill_beside_decode(make_host, tmp_path, monkeypatch):
+    monkeypatch.setattr(calibrate, "machine_load", lambda: (0.5, 0.5))  # quiet, whatever this machine runs
     store = CalibrationStore(tmp_path / "calibration.json")
 
     def preflight(spec, fmt, plan_check):
@@ -379,3 +382,31 @@ def test_wait_or_cancel_times_out_without_cancelling():
     t0 = time.perf_counter()
     assert handle.wait_or_cancel(0.25) is False
     assert 0.2 <= time.perf_counter() - t0 < 2 and not handle.cancelled
+
+
+class MarkerSpy:
+    """Stands in for an engine's NativeActivity: records begin/end in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def begin(self, phase: str) -> None:
+        self.calls.append(phase)
+
+    def end(self) -> None:
+        self.calls.append("end")
+
+
+def test_a_decode_run_is_marked_in_flight_once_and_cleared(make_host):
+    """The host marks native decode work for crash attribution: one marker per run, not per token."""
+    from app.core.engines.fake import FakeEngine
+
+    engines: list[FakeEngine] = []
+    host = make_host(engines, script="one two three four five six")
+    host.load_sync(fake_spec(), "fake")
+    spy = MarkerSpy()
+    engines[0].native_activity = spy  # type: ignore[attr-defined]
+    for i in range(2):
+        h = host.submit(GenerateJob(req(f"p{i}", max_tokens=6)))
+        assert h.wait(5) and h.error is None
+    assert spy.calls == ["decoding", "end", "decoding", "end"]

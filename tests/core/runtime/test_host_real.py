@@ -8,13 +8,14 @@ from app.core.engines.base import LoadSpec
 from app.core.models.calibration import CalibrationStore
 from app.core.runtime.host import EngineHost
 from tests.core.engines.fixtures import chat_request
+from tests.helpers import require_llama_cpp
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def real_host(smollm2_gguf, tmp_path_factory):
-    pytest.importorskip("llama_cpp")
+    require_llama_cpp()
     from app.core.engines import default_registry
     from app.core.engines.llamacpp_options import physical_cores
 
