@@ -151,8 +151,20 @@ def diagnose(
     return report
 
 
+# What a flag implies about the others: every AVX2 CPU has AVX, FMA and F16C (Haswell and Zen onwards), every
+# AVX-512 one has AVX2; a profile that lists only the newest flags must not read as lacking the older ones.
+_IMPLIES = {"avx2": {"avx", "fma", "f16c"}, "avx512f": {"avx2", "avx", "fma", "f16c"}, "dotprod": {"neon"}}
+
+
+def _with_implied(flags: set[str]) -> set[str]:
+    out = set(flags)
+    for flag in flags:
+        out |= _IMPLIES.get(flag, set())
+    return out
+
+
 def _cpu_verdict(report: DoctorReport, profile: HardwareProfile, build: BuildInfo) -> None:
-    have = set(profile.cpu.simd)
+    have = _with_implied(set(profile.cpu.simd))
     compiled = set(build.cpu_features)
     if not have or not compiled:
         return  # one side unknown (a build without the CPU line, a CPU probe that failed): say nothing

@@ -95,6 +95,12 @@ def test_a_build_using_instructions_this_cpu_lacks_is_flagged():
     assert report.fixes == ["make engine BACKEND=cpu"]
 
 
+def test_flags_a_cpu_implies_are_not_missing():
+    """A profile listing only AVX2 (and FMA) is not a CPU without AVX or F16C: no false illegal-instruction."""
+    report = diagnose(profile(simd=["avx2", "fma"]), cpu_build(), [])
+    assert report.ok and report.fixes == []
+
+
 def test_a_portable_build_on_an_avx512_cpu_suggests_a_native_one():
     report = diagnose(profile(simd=AVX512), cpu_build(), [])
     assert report.ok  # it runs; it could run faster
