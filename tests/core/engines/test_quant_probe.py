@@ -155,10 +155,9 @@ def test_the_background_start_does_nothing_once_measured(tmp_path):
 @pytest.mark.slow
 def test_a_real_probe_measures_one_type_in_a_child(tmp_path):
     pytest.importorskip("gguf")
-    try:
-        import llama_cpp  # noqa: F401
-    except Exception as exc:  # a broken native build raises OSError, not ImportError
-        pytest.skip(f"llama_cpp is not importable: {exc!r}")
+    from tests.helpers import require_llama_cpp
+
+    require_llama_cpp()
     small = {"n_embd": 256, "n_ff": 512, "n_layer": 2, "n_head": 4, "n_head_kv": 4}
     work = tmp_path / "work"
     work.mkdir()
