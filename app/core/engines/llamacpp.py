@@ -100,7 +100,9 @@ class LlamaCppEngine:
             verdict = self._guard.safe_spec(spec, [t.type_name for t in header.tensors])
             spec, turned_off, native_note = verdict.spec, verdict.turned_off, verdict.sentence
         config = vars(config_of(spec)).copy()
-        activity = NativeActivity(self._markers or InflightMarkers(), f"llama-{id(self):x}", path, weights, config)
+        # The canary's own child marks nothing: its crash is the answer it was started for, not one to report.
+        markers = (self._markers or InflightMarkers()) if self._checked else None
+        activity = NativeActivity(markers, f"llama-{id(self):x}", path, weights, config)
         kwargs = llama_kwargs(self._lib, spec)
         logger.info(
             "loading %s (n_ctx=%d, threads=%d, gpu layers=%d)",

@@ -129,7 +129,10 @@ class InflightMarkers:
 class NativeActivity:
     """One loaded engine's marker: `begin(phase)` before native work, `end()` after (host thread)."""
 
-    def __init__(self, markers: InflightMarkers, owner: str, model: Path, weights: str, config: dict[str, bool]):
+    def __init__(
+        self, markers: InflightMarkers | None, owner: str, model: Path, weights: str, config: dict[str, bool]
+    ) -> None:
+        """`markers` None: marks nothing (the canary's child, whose crash is expected)."""
         self._markers = markers
         self._owner = owner
         self._model = model
@@ -140,12 +143,14 @@ class NativeActivity:
     def begin(self, phase: str) -> None:
         if phase != self._phase:
             self._phase = phase
-            self._markers.mark(self._owner, phase, self._model, self._weights, self._config)
+            if self._markers is not None:
+                self._markers.mark(self._owner, phase, self._model, self._weights, self._config)
 
     def end(self) -> None:
         if self._phase is not None:
             self._phase = None
-            self._markers.clear(self._owner)
+            if self._markers is not None:
+                self._markers.clear(self._owner)
 
 
 def recover_crashes(markers: InflightMarkers, record_crash: Any) -> list[Inflight]:

@@ -17,6 +17,7 @@ import pytest
 from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.native_guard import (
     RESULT_MARK,
+    CheckOutcome,
     NativeGuard,
     apply_config,
     config_of,
@@ -314,3 +315,24 @@ def test_the_check_child_reports_a_bad_request_without_crashing(tmp_path):
     )
     assert proc.returncode == 1
     assert RESULT_MARK in proc.stdout and "bad check request" in proc.stdout
+
+
+def test_the_check_child_leaves_no_marker_to_report_as_a_crash(tmp_path, monkeypatch, tiny_gguf_q8_0):
+    """A check child that dies is the expected answer: its load must not read as last run's crash."""
+    _llama_cpp()
+    from app.core.engines.llamacpp import LlamaCppEngine
+
+    seen = []
+    monkeypatch.setattr(InflightMarkers, "mark", lambda self, *a: seen.append(a))
+    unchecked = LlamaCppEngine(checked=False, markers=InflightMarkers(tmp_path / "inflight"))
+    unchecked.load(LoadSpec(path=tiny_gguf_q8_0, n_ctx=256, n_threads=1))
+    unchecked.unload()
+    assert seen == []
+    # The app's engine marks the same load (here with a guard whose check always passes).
+    checked = LlamaCppEngine(
+        NativeGuard(NativeCheckStore(tmp_path / "c.json"), lambda: FP, lambda payload, timeout: CheckOutcome("passed")),
+        markers=InflightMarkers(tmp_path / "inflight"),
+    )
+    checked.load(LoadSpec(path=tiny_gguf_q8_0, n_ctx=256, n_threads=1))
+    checked.unload()
+    assert [a[1] for a in seen] == ["loading"]  # (owner, phase, …)
