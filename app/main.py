@@ -287,11 +287,6 @@ def main(argv: list[str] | None = None) -> int:
     shell.window.show()
     shell.window.page("hardware").refresh()
     shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
-    if settings.measure_bandwidth_on_start:
-        from app.core.engines.quant_probe import start_quant_probe
-
-        # This CPU's per-quant decode speeds, once per CPU and llama.cpp build, after start-up on a quiet machine.
-        start_quant_probe(paths.cache, delay_s=30.0)
     if settings.server.start_with_app:
         shell.tasks.run(shell.api.start)  # binding and starting uvicorn stay off the UI thread
     _quit_after(app)
