@@ -91,13 +91,14 @@ class LlamaCppEngine:
         except OSError as exc:
             raise EngineError(f"cannot read {path.name}: {exc}") from exc
         self._lib = import_native("llama_cpp")
-        weights = weights_of([t.type_name for t in header.tensors])
+        tensor_types = [t.type_name for t in header.tensors]
+        weights = weights_of(tensor_types)
         turned_off: list[str] = []
         native_note = ""
         if self._checked:
             if self._guard is None:
                 self._guard = NativeGuard.for_llama_cpp(self._lib)
-            verdict = self._guard.safe_spec(spec, [t.type_name for t in header.tensors])
+            verdict = self._guard.safe_spec(spec, tensor_types)
             spec, turned_off, native_note = verdict.spec, verdict.turned_off, verdict.sentence
         config = vars(config_of(spec)).copy()
         # The canary's own child marks nothing: its crash is the answer it was started for, not one to report.

@@ -97,6 +97,13 @@ class InflightMarkers:
         except OSError as exc:
             logger.debug("could not clear the in-flight marker: %s", exc)
 
+    def pending(self) -> bool:
+        """Whether any marker is there at all (a clean start checks this and imports nothing native)."""
+        try:
+            return any(True for _ in self.folder.glob("*.json"))
+        except OSError:
+            return False
+
     def orphans(self) -> list[Inflight]:
         """Markers left by processes that are gone (they died in native code), removed as they are read."""
         found: list[Inflight] = []
@@ -171,7 +178,7 @@ def recover_native_crashes(markers: InflightMarkers | None = None) -> list[str]:
     """At start: what died in native code last time, recorded against this machine's llama.cpp build, as
     sentences for the user (none on a clean start, which imports nothing native)."""
     markers = markers or InflightMarkers()
-    if not any(True for _ in _marker_files(markers)):
+    if not markers.pending():
         return []
     from app.core.engines.native_guard import NativeGuard
     from app.core.native import import_native
@@ -182,10 +189,3 @@ def recover_native_crashes(markers: InflightMarkers | None = None) -> list[str]:
         logger.warning("cannot record last run's native crash: %s", exc)
         return []
     return [crash.sentence for crash in recover_crashes(markers, guard.record_crash)]
-
-
-def _marker_files(markers: InflightMarkers) -> list[Path]:
-    try:
-        return list(markers.folder.glob("*.json"))
-    except OSError:
-        return []

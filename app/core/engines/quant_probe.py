@@ -188,11 +188,11 @@ def measure_quant_speeds(
 
 def _extra_bufts_survive() -> bool:
     """False when the native canary turned llama.cpp's extra buffer types off for this build here."""
-    from app.core.hardware.native_checks import NativeCheckStore, default_store_path, fingerprint_of, turned_off_here
+    from app.core.hardware.native_checks import records_here, turned_off_here
     from app.core.native import import_native
 
     try:
-        records = NativeCheckStore(default_store_path()).records(fingerprint_of(import_native("llama_cpp")))
+        records = records_here(import_native("llama_cpp"))
     except Exception as exc:  # no llama.cpp to ask about: the child will say so itself
         logger.debug("no native-check verdict for the quant probe: %s", exc)
         return True

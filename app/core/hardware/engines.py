@@ -74,10 +74,10 @@ def probe_llamacpp() -> EngineAvailability:
 
 def _turned_off(llama_cpp) -> list[str]:
     """What the native canary turned off for this build here (read from its store; nothing runs)."""
-    from app.core.hardware.native_checks import NativeCheckStore, default_store_path, fingerprint_of, turned_off_here
+    from app.core.hardware.native_checks import records_here, turned_off_here
 
     try:
-        records = NativeCheckStore(default_store_path()).records(fingerprint_of(llama_cpp))
+        records = records_here(llama_cpp)
     except Exception as exc:  # no cache dir, an unreadable store: the planner assumes every feature on
         logger.debug("native-check store unreadable: %s", exc)
         return []

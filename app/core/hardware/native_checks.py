@@ -207,6 +207,11 @@ def fingerprint_of(llama_cpp: Any) -> Fingerprint:
     return machine_fingerprint(version, text.strip(), bool(llama_cpp.llama_supports_gpu_offload()))
 
 
+def records_here(llama_cpp: Any) -> list[CheckRecord]:
+    """The canary's records for this llama.cpp build on this machine, from the default store."""
+    return NativeCheckStore(default_store_path()).records(fingerprint_of(llama_cpp))
+
+
 def _cpu_text() -> str:
     from app.core.hardware.cpu import probe_cpu
 

@@ -234,13 +234,13 @@ def speed_gain(profile: HardwareProfile, backend: str) -> str | None:
 def diagnose_this_machine(profile: HardwareProfile) -> DoctorReport:
     """Import llama.cpp, read the canary's store, and diagnose (a worker thread or the CLI: it imports native
     code and may take a second)."""
-    from app.core.hardware.native_checks import NativeCheckStore, default_store_path, fingerprint_of
+    from app.core.hardware.native_checks import records_here
     from app.core.native import import_native
 
     try:
         lib = import_native("llama_cpp")
         build = build_from_module(lib)
-        records = NativeCheckStore(default_store_path()).records(fingerprint_of(lib))
+        records = records_here(lib)
     except Exception as exc:  # not installed, or a library that fails to load
         logger.warning("llama.cpp failed to load for the doctor: %s", exc)
         return diagnose(profile, None, [], build_error=str(exc))
