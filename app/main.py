@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from app.core.settings import Settings, SettingsStore
 logger = logging.getLogger(__name__)
 
 QUIT_AFTER_ENV = "HEARTH_QUIT_AFTER_MS"  # quit this long after the window shows: how bundle-check runs the GUI
+QUANT_PROBE_DELAY_S = 30.0  # let start-up (the window, resumed downloads, the API) settle before measuring
 
 
 @dataclass
@@ -221,6 +223,16 @@ def build_shell(
     return Shell(window=window, tasks=tasks, pool=pool, services=services, api=api, tray=tray)
 
 
+def start_quant_probe_if_wanted(paths: AppPaths, settings: Settings) -> threading.Thread | None:
+    """Measure this CPU's decode rate per weight type once per CPU and llama.cpp build, in the background
+    and only on a quiet machine (engines/quant_probe.py); the speed model uses the table until then."""
+    if not settings.measure_bandwidth_on_start:
+        return None
+    from app.core.engines.quant_probe import start_quant_probe
+
+    return start_quant_probe(paths.cache, delay_s=QUANT_PROBE_DELAY_S)
+
+
 def _quit_on_signals(app) -> None:
     """SIGTERM/SIGINT (logout, `kill`, Ctrl-C in a terminal) close Hearth like Quit does, so a reply
     being written is saved as stopped and downloads keep their partials. Python only runs its signal
@@ -286,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     shell = build_shell(paths, store, settings, services=services, themes=themes)
     shell.window.show()
     shell.window.page("hardware").refresh()
+    start_quant_probe_if_wanted(paths, settings)
     shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
     if settings.server.start_with_app:
         shell.tasks.run(shell.api.start)  # binding and starting uvicorn stay off the UI thread

@@ -28,13 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.core.hardware import probe_hardware  # noqa: E402
+from app.core.hardware.quant_speed import QuantSpeeds  # noqa: E402
 from app.core.models.calibration import Correction  # noqa: E402
 from app.core.models.devices import machine_from_profile  # noqa: E402
 from app.core.models.gguf import read_gguf_header  # noqa: E402
 from app.core.models.memory import LoadOptions, estimate_memory  # noqa: E402
 from app.core.models.planner import plan_load  # noqa: E402
 from app.core.models.spec import spec_from_gguf  # noqa: E402
-from app.core.models.speed import cpu_type_speed, predict_speed  # noqa: E402
+from app.core.models.speed import cpu_read_rate, predict_speed  # noqa: E402
 
 MiB = 1024**2
 CACHE = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))
@@ -60,12 +61,14 @@ prefill, decode = [], []
 for _ in range(args["rounds"]):  # the median of a few rounds: this VM's speed wanders
     llm.reset()
     t0 = time.perf_counter(); llm.eval(toks); prefill.append(len(toks) / (time.perf_counter() - t0))
-    n = 0
-    for tok in llm.generate([], temp=0.0, reset=False):
-        n += 1
-        if n == 1: t2 = time.perf_counter()
-        if n >= args["decode"]: break
-    decode.append((n - 1) / (time.perf_counter() - t2))
+    # Greedy decode as Hearth's engine runs it (llama_decode, then the argmax of the logits row), without
+    # llama-cpp-python's generate(), whose own per-token work (~2 ms with a 49k vocabulary) Hearth skips.
+    tok = int(llm.scores[llm.n_tokens - 1].argmax())
+    t2 = time.perf_counter()
+    for _ in range(args["decode"]):
+        llm.eval([tok])
+        tok = int(llm.scores[llm.n_tokens - 1].argmax())
+    decode.append(args["decode"] / (time.perf_counter() - t2))
 print(json.dumps({"rss_load": r1 - r0, "rss_decode": proc.memory_info().rss - r0,
                   "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode)}))
 """
@@ -242,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = estimate_memory(spec, opts, repack=machine.repack).devices[0]
         plan = plan_load(spec, machine, n_ctx=n_ctx, options=opts, min_ctx=n_ctx)
         speed = predict_speed(spec, plan, Correction())
-        type_factor = cpu_type_speed(spec, measured)
+        read_gbps = cpu_read_rate(spec, machine, measured) / 1e9
         t = time.perf_counter()
         meas, bufs = run_child(path, n_ctx, kv, mmap, a.threads)
         pred_buf = cpu.total - cpu.overhead
@@ -269,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                 "pred_prefill": speed.prefill_tok_s,
                 "prefill": meas["prefill_tok_s"],
                 "seconds": time.perf_counter() - t,
-                "type_speed": type_factor,
+                "read_gbps": read_gbps,
                 "model_bytes": spec.bytes_per_token_read,
                 "load_avg": _load(),
             }
@@ -278,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{r['case']:<42} buffers {r['pred_buffers_mib']:8.1f} vs {r['llama_buffers_mib']:8.1f} MiB "
             f"({r['buffer_err_pct']:+5.1f} %)  RSS {r['pred_resident_mib']:8.1f} vs {r['rss_decode_mib']:8.1f}  "
-            f"decode {r['pred_decode']:7.1f} vs {r['decode']:7.1f} tok/s (type speed {type_factor:.2f}, "
+            f"decode {r['pred_decode']:7.1f} vs {r['decode']:7.1f} tok/s (weights at {read_gbps:.1f} GB/s, "
             f"load {r['load_avg']:.1f})",
             flush=True,
         )
@@ -299,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "rows": rows,
         "bandwidth_gbps": profile.bandwidth.cpu_measured_gbps,
-        "quant_speeds": dict(measured) if measured else None,
+        "quant_speeds": measured.to_json() if measured else None,
         "load_avg": [load_start, _load()],
     }
     Path(a.out).write_text(json.dumps(out, indent=1))
@@ -329,15 +332,15 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
-def quant_speeds(table: bool, refresh: bool) -> dict[str, float] | None:
-    """The per-type speeds predictions use: the quant probe's for this CPU (measured now if Hearth's cache
-    has none), or None with `table` (the speed model then reads CPU_TYPE_SPEED)."""
+def quant_speeds(table: bool, refresh: bool) -> QuantSpeeds | None:
+    """The per-type rates and per-layer cost predictions use: the quant probe's for this CPU (measured now if
+    Hearth's cache has none), or None with `table` (the speed model then reads CPU_TYPE_SPEED, T_LAYER_CPU)."""
     import app.core.models.speed as speed_model
-    from app.core.engines.quant_probe import measure_quant_speeds
+    from app.core.engines.quant_probe import describe, measure_quant_speeds
     from app.core.paths import app_paths
 
     if table:
-        speed_model.measured_type_speeds = lambda *_a, **_k: None  # type: ignore[assignment]
+        speed_model.measured_cpu_speeds = lambda *_a, **_k: None  # type: ignore[assignment]
         print("per-type CPU speeds: the table (CPU_TYPE_SPEED)")
         return None
     t = time.perf_counter()
@@ -345,9 +348,8 @@ def quant_speeds(table: bool, refresh: bool) -> dict[str, float] | None:
     if result is None:
         print("per-type CPU speeds: the quant probe failed here (see the log); the table")
         return None
-    speeds = ", ".join(f"{k} {v:.2f}" for k, v in sorted(result.speeds.items()))
-    print(f"per-type CPU speeds measured here ({time.perf_counter() - t:.1f} s): {speeds}")
-    return result.speeds
+    print(f"measured here ({time.perf_counter() - t:.1f} s): {describe(result)}")
+    return result
 
 
 def print_table(rows: list[dict]) -> None:

@@ -20,7 +20,7 @@ def add_hardware_command(subparsers: argparse._SubParsersAction) -> None:
     hw.add_argument(
         "--refresh-quant-speeds",
         action="store_true",
-        help="measure this CPU's decode speed per weight type again (about a minute; the speed model uses it)",
+        help="measure this CPU's decode rate per weight type and per-layer cost again (about half a minute)",
     )
     hw.set_defaults(handler=cmd_hw)
 
@@ -35,14 +35,13 @@ def cmd_hw(ctx: CliContext, args: argparse.Namespace) -> int:
         refresh_bandwidth=args.refresh_bandwidth,
     )
     if args.refresh_quant_speeds:
-        from app.core.engines.quant_probe import measure_quant_speeds
+        from app.core.engines.quant_probe import describe, measure_quant_speeds
 
         speeds = measure_quant_speeds(ctx.paths.cache, refresh=True)
         if speeds is None:
             sys.stderr.write("could not measure the per-type speeds here; predictions use the shipped table\n")
         else:
-            measured = ", ".join(f"{t} {v:.2f}" for t, v in speeds.speeds.items())
-            sys.stderr.write(f"decode speed per weight type (share of plain bandwidth): {measured}\n")
+            sys.stderr.write(f"decode read rate per weight type here: {describe(speeds)}\n")
     if args.json:
         json.dump(profile.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

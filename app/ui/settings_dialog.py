@@ -106,7 +106,10 @@ class SettingsDialog(QDialog):
 
         hardware = QGroupBox("Hardware")
         hform = QFormLayout(hardware)
-        self.measure_bw = QCheckBox("Measure memory bandwidth on first start (about 0.2 s, cached)")
+        self.measure_bw = QCheckBox(
+            "Measure memory bandwidth and decode speed per quantization on first start "
+            "(0.2 s, then about half a minute in the background once the machine is quiet; cached)"
+        )
         self.measure_bw.setChecked(settings.measure_bandwidth_on_start)
         hform.addRow(self.measure_bw)
         self.parallel_requests = QSpinBox()

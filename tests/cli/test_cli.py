@@ -39,3 +39,22 @@ def test_hw_table_is_readable():
     for heading in ("Hardware", "GPUs", "Engines", "RAM", "SIMD"):
         assert heading in out
     assert "llama.cpp" in out
+
+
+def test_hw_refresh_quant_speeds_says_what_it_measured(monkeypatch, capsys):
+    from app.cli import main
+    from app.core.engines import quant_probe
+    from app.core.hardware.quant_speed import QuantSpeeds
+
+    asked = []
+
+    def fake_measure(cache_dir, refresh=False):
+        asked.append(refresh)
+        return QuantSpeeds({"Q4_K": 11.0, "F16": 17.2}, 8.2e-5) if len(asked) == 1 else None
+
+    monkeypatch.setattr(quant_probe, "measure_quant_speeds", fake_measure)
+    assert main(["hw", "--no-bandwidth", "--refresh-quant-speeds"]) == 0
+    err = capsys.readouterr().err
+    assert "F16 17.2 GB/s, Q4_K 11.0 GB/s; 0.082 ms per layer" in err and asked == [True]
+    assert main(["hw", "--no-bandwidth", "--refresh-quant-speeds"]) == 0  # the probe failed: the table, said so
+    assert "could not measure" in capsys.readouterr().err

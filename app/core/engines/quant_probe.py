@@ -24,22 +24,23 @@ from pathlib import Path
 from typing import Any
 
 from app.core.hardware.quant_speed import (
+    MAX_LAYER_S,
     QuantSpeeds,
     host_key,
     read_entry,
     write_failure,
     write_quant_speeds,
 )
-from app.core.models.speed import ETA, HOST_COPY_S_PER_ENTRY, T0_TOKEN, T_LAYER_CPU
+from app.core.models.speed import HOST_COPY_S_PER_ENTRY, T0_TOKEN, T_LAYER_CPU
 
 logger = logging.getLogger(__name__)
 
 CHILD_MODULE = "app.core.engines.quant_probe_child"
 # The families a hub repo offers most; other types keep their table ratio to the measured Q4_K.
 DEFAULT_TYPES = ("F16", "Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_1", "Q4_0")
-TOKENS = 12  # timed tokens per round (three rounds): a few ms each on the ~100 MB probe model
-# Quantizing and writing each type's model is most of the time: 70 s for the seven types on a 2-core VM
-# at a load average of ~4, so a hang is told from a slow machine by a wide margin.
+TOKENS = 12  # timed tokens per round (three rounds): 10-25 ms each on the ~100-400 MB probe model
+# Quantizing and writing each type's model is most of the time: ~35 s for the seven types on a quiet 2-core
+# VM, so a hang is told from a slow (or busy) machine by a wide margin.
 TIMEOUT_S = 180.0
 RETRY_FAILED_AFTER_S = 7 * 24 * 3600.0
 WORK_PREFIX = "quant-probe-"  # the probe's temporary folder in the cache dir
@@ -73,18 +74,19 @@ def run_child(command: Sequence[str], timeout_s: float) -> ChildResult:
         return ChildResult(None, out, err)
 
 
-def type_speed(row: dict[str, Any]) -> float:
-    """The speed model's CPU_TYPE_SPEED for one probe row: bytes read per token over (η × bandwidth × the
-    token's time less the model's fixed per-token and per-layer terms). See hardware/quant_speed.py."""
+def type_rate(row: dict[str, Any], layer_s: float = T_LAYER_CPU) -> float:
+    """GB/s one probe row's weights streamed at: bytes read per token over the token's time less the speed
+    model's fixed per-token and per-layer terms (`layer_s` as measured here). See hardware/quant_speed.py."""
     seconds = float(row["seconds"])
-    fixed = T0_TOKEN + int(row["layers"]) * T_LAYER_CPU + int(row.get("vocab", 0)) * HOST_COPY_S_PER_ENTRY
+    fixed = T0_TOKEN + int(row["layers"]) * layer_s + int(row.get("vocab", 0)) * HOST_COPY_S_PER_ENTRY
     reading = max(seconds - fixed, MIN_READ_SHARE * seconds)
-    return float(row["bytes_read"]) / (ETA["cpu"] * float(row["bandwidth_gbps"]) * 1e9 * reading)
+    return float(row["bytes_read"]) / reading / 1e9
 
 
 def parse_output(stdout: str) -> QuantSpeeds | None:
     """The figures in the child's output, or None unless it got to the end (a partial run is discarded)."""
     rows: list[dict[str, Any]] = []
+    layer: dict[str, Any] = {}
     done = False
     for line in stdout.splitlines():
         try:
@@ -95,21 +97,28 @@ def parse_output(stdout: str) -> QuantSpeeds | None:
             continue
         if item.get("done"):
             done = True
-        elif {"type", "seconds", "bytes_read", "layers", "bandwidth_gbps"} <= item.keys():
+        elif "layer_s" in item:
+            layer = item
+        elif {"type", "seconds", "bytes_read", "layers"} <= item.keys():
             rows.append(item)
     if not done or not rows:
         return None
     try:
-        # The best bandwidth figure, as each type's best round: both the least disturbed measurements.
-        bw = max(float(r["bandwidth_gbps"]) for r in rows)
-        speeds = {str(r["type"]).upper(): type_speed({**r, "bandwidth_gbps": bw}) for r in rows}
-    except (TypeError, ValueError, ZeroDivisionError) as exc:
+        layer_s: float | None = float(layer["layer_s"]) if layer else None
+        if layer_s is not None and not 0 < layer_s < MAX_LAYER_S:
+            logger.warning("quant probe: per-layer cost %.3g s is no measurement; the table's", layer_s)
+            layer_s = None
+        rates = {str(r["type"]).upper(): type_rate(r, layer_s or T_LAYER_CPU) for r in rows}
+        bw = max(float(r.get("bandwidth_gbps") or 0.0) for r in rows)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         logger.warning("quant probe output unusable: %s", exc)
         return None
-    detail = {
-        str(r["type"]).upper(): {k: r[k] for k in ("seconds", "bytes_read", "layers", "bandwidth_gbps")} for r in rows
+    detail: dict[str, Any] = {
+        str(r["type"]).upper(): {k: r[k] for k in ("seconds", "bytes_read", "layers") if k in r} for r in rows
     }
-    return QuantSpeeds(speeds, bw, time.time(), detail)
+    if layer:
+        detail["layers"] = {k: layer[k] for k in ("thin_seconds", "thin_layers") if k in layer}
+    return QuantSpeeds(rates, layer_s, bw, time.time(), detail)
 
 
 def child_command(
@@ -178,12 +187,19 @@ def measure_quant_speeds(
             return None
         logger.info(
             "quant probe: %s in %.1f s",
-            ", ".join(f"{t} {s:.2f}" for t, s in result.speeds.items()),
+            describe(result),
             time.perf_counter() - t0,
         )
         result = dataclasses.replace(result, load_per_core=load)
         _save(write_quant_speeds, cache_dir, key, result)
         return result
+
+
+def describe(result: QuantSpeeds) -> str:
+    """One line for logs and the CLI: each type's rate, and the per-layer cost."""
+    rates = ", ".join(f"{t} {v:.1f} GB/s" for t, v in sorted(result.rates_gbps.items()))
+    layer = f"{result.layer_s * 1e3:.3f} ms per layer" if result.layer_s else "per-layer cost not measured"
+    return f"{rates}; {layer}"
 
 
 def _extra_bufts_survive() -> bool:

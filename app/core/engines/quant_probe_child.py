@@ -1,7 +1,8 @@
 """The quant probe's child process: `python -m app.core.engines.quant_probe_child '<json args>'`.
 
-Writes a generated llama model in F16, has llama.cpp quantize it to each weight type asked for, decodes a few
-tokens of each and prints one JSON line per type, then `{"done": true}`. Native code runs only here: a crash
+First times two thin models of different depths (the per-layer cost, one JSON line), then writes a generated
+llama model in F16, has llama.cpp quantize it to each weight type asked for, decodes a few tokens of each and
+prints one JSON line per type, then `{"done": true}`. Native code runs only here: a crash
 (llama.cpp's AMX kernels segfault on some Xeons) or a hang costs the measurement, never the app
 (engines/quant_probe.py runs this with a hard timeout and reads only what it printed).
 
@@ -19,11 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-# The probe model: wide matrices and few layers, so a token's time is mostly weight reads, not per-layer
-# overhead; ~134 M weights (~270 MB in F16, ~75 MB in Q4_0), well past the last-level cache of most CPUs.
-# Every layer holds the same bytes (replicate_layers), which the cache cannot exploit: a token reads ~8x
-# more than it holds.
-SHAPE = {"n_embd": 1024, "n_ff": 4096, "n_layer": 8, "n_head": 8, "n_head_kv": 8}
+# The probe model: the matrices of a ~1B model (a 1024-wide one streamed 15-40 % slower per byte here than
+# the 1B Llama users run, so its figures under-predicted every real model) and only 4 layers: ~200 M weights
+# (~410 MB in F16, ~115 MB in Q4_K), past the last-level cache of most CPUs. Every layer holds the same bytes
+# (replicate_layers) in its own copy, so a token still streams all of them from RAM.
+SHAPE = {"n_embd": 2048, "n_ff": 5632, "n_layer": 4, "n_head": 16, "n_head_kv": 16}
+# The per-layer cost: two thin models that differ only in depth, small enough to stay in cache, so the
+# difference in their token times is the per-layer work (graph ops, thread barriers) and not weight reads.
+THIN = {"n_embd": 128, "n_ff": 256, "n_head": 2, "n_head_kv": 2}
+THIN_LAYERS = (4, 32)
 # llama.cpp file type per weight type; `pure` keeps every tensor at that type (no Q6_K output in Q4_K_M).
 FTYPES = {
     "F16": "MOSTLY_F16",
@@ -160,7 +165,8 @@ def quantize(llama_cpp: Any, src: Path, dst: Path, weight_type: str, threads: in
 
 
 def time_decode(llama_cpp: Any, path: Path, threads: int, tokens: int, extra_bufts: bool = True) -> float:
-    """Seconds per decoded token: the fastest of a few rounds' medians (the least disturbed round). With
+    """Seconds per decoded token: the median of a few rounds' medians, what a user's decode meets on a
+    machine whose speed wanders (the fastest round over-stated it by 10-20 % on a shared VM). With
     `extra_bufts` off the model loads as the native canary found safe (no AMX / repacked buffers)."""
     from app.core.engines.base import LoadSpec
     from app.core.engines.llamacpp_options import model_params_for
@@ -178,7 +184,7 @@ def time_decode(llama_cpp: Any, path: Path, threads: int, tokens: int, extra_buf
                 llm.eval([(i * 7) % 250 + 3])
                 times.append(time.perf_counter() - t0)
             rounds.append(statistics.median(times[WARMUP_TOKENS:]))
-        return min(rounds)
+        return statistics.median(rounds)
     finally:
         llm.close()
 
@@ -188,6 +194,17 @@ def _emit(item: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def layer_seconds(llama_cpp: Any, folder: Path, threads: int, tokens: int, extra_bufts: bool) -> dict[str, Any]:
+    """Per-layer seconds per decoded token: the slope between two thin models of THIN_LAYERS depths."""
+    times = []
+    for depth in THIN_LAYERS:
+        path = write_base_model(folder / f"thin-{depth}.gguf", {**THIN, "n_layer": depth})
+        times.append(time_decode(llama_cpp, path, threads, tokens, extra_bufts))
+        path.unlink(missing_ok=True)
+    shallow, deep = THIN_LAYERS
+    return {"layer_s": (times[1] - times[0]) / (deep - shallow), "thin_seconds": times, "thin_layers": THIN_LAYERS}
+
+
 def measure(args: dict[str, Any]) -> None:
     from app.core.hardware.bandwidth import measure_read_bandwidth
     from app.core.models.gguf import read_gguf_header
@@ -195,8 +212,12 @@ def measure(args: dict[str, Any]) -> None:
     from app.core.native import import_native
 
     llama_cpp = import_native("llama_cpp")
-    folder, threads = Path(args["dir"]), int(args["threads"])
+    folder, threads, tokens = Path(args["dir"]), int(args["threads"]), int(args["tokens"])
+    extra_bufts = bool(args.get("extra_bufts", True))
     shape = {**SHAPE, **args.get("shape", {})}
+    # Only for the record (the rates are the speed model's inputs): how they compare with plain reads.
+    gbps = measure_read_bandwidth(budget_s=float(args.get("bandwidth_budget_s", 0.15)), threads=threads)
+    _emit(layer_seconds(llama_cpp, folder, threads, tokens, extra_bufts))
     base = write_base_model(folder / "probe-F16.gguf", shape)
     one_layer = write_base_model(folder / "probe-F16-1.gguf", {**shape, "n_layer": 1})
     for weight_type in args["types"]:
@@ -209,9 +230,7 @@ def measure(args: dict[str, Any]) -> None:
             replicate_layers(small, path, shape)
             small.unlink()
         t1 = time.perf_counter()
-        # Bandwidth right before the type's decode, so both see the machine in the same state.
-        gbps = measure_read_bandwidth(budget_s=float(args.get("bandwidth_budget_s", 0.15)), threads=threads)
-        seconds = time_decode(llama_cpp, path, threads, int(args["tokens"]), bool(args.get("extra_bufts", True)))
+        seconds = time_decode(llama_cpp, path, threads, tokens, extra_bufts)
         spec = spec_from_gguf(read_gguf_header(path))
         row = {
             "type": weight_type,

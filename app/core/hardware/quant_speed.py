@@ -2,14 +2,14 @@
 
 Pure JSON: the speed model reads this before anything is downloaded and must never load llama.cpp to do so.
 
-What is stored, per weight type T (docs/speed-model.md, "CPU per weight type"): the probe decodes a generated
-model whose big tensors are all T and solves the speed model's own CPU formula for the type's factor,
-
-    speed[T] = bytes_read / (ETA_cpu × bandwidth × (t_token − fixed))
-
-where t_token is the measured time of one decoded token, fixed the model's per-token and per-layer terms,
-bandwidth the read bandwidth measured in the same child just before, and ETA_cpu the speed model's η. It is
-what `CPU_TYPE_SPEED` holds, measured on the user's CPU: plugged back in, the model reproduces the probe.
+What is stored (docs/speed-model.md, "CPU per weight type"):
+- per weight type T, the rate llama.cpp's decode streams weights of that type at on this CPU, from a generated
+  model whose big tensors are all T: rate[T] = bytes_read / (t_token − fixed), t_token the measured time of
+  one decoded token and fixed the speed model's per-token and per-layer terms;
+- the per-layer term itself (graph ops and thread barriers per layer per token), from two thin models that
+  differ only in depth.
+The speed model uses both as they are, so its CPU decode figure no longer depends on the read-bandwidth
+figure (which wanders 12-26 GB/s between runs on a shared VM) once this CPU is measured.
 
 Keyed per CPU (brand and SIMD flags) and llama.cpp build: a new CPU or a new llama.cpp (new kernels) is
 measured again; an entry for another key is ignored.
@@ -22,7 +22,7 @@ import importlib.util
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -34,13 +34,16 @@ logger = logging.getLogger(__name__)
 
 CACHE_FILE_NAME = "cpu_quant_speed.json"
 # Bumped when what `speeds` means changes, so figures measured by an older probe are measured again.
-PROBE_VERSION = 1
+PROBE_VERSION = 2
+# A per-layer cost above this is a disturbed measurement, not a CPU (0.03-0.1 ms on CPUs measured so far).
+MAX_LAYER_S = 5e-3
 
 
 @dataclass(frozen=True)
 class QuantSpeeds:
-    speeds: dict[str, float]  # ggml type name ("Q4_K", "F16") -> factor, as CPU_TYPE_SPEED
-    bandwidth_gbps: float = 0.0  # the read bandwidth the factors are relative to
+    rates_gbps: dict[str, float]  # ggml type name ("Q4_K", "F16") -> GB/s decode streams it at here
+    layer_s: float | None = None  # per layer per decoded token (None: not measured; the table's)
+    bandwidth_gbps: float = 0.0  # plain read bandwidth when measured, for comparison only
     measured_at: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)  # per type: seconds per token, bytes read, layers
     load_per_core: float | None = None  # 1-minute load average per core when measured (None: unknown)
@@ -48,7 +51,8 @@ class QuantSpeeds:
     def to_json(self) -> dict[str, Any]:
         return {
             "version": PROBE_VERSION,
-            "speeds": self.speeds,
+            "rates_gbps": self.rates_gbps,
+            "layer_s": self.layer_s,
             "bandwidth_gbps": self.bandwidth_gbps,
             "measured_at": self.measured_at,
             "detail": self.detail,
@@ -116,27 +120,30 @@ def _read_entries(path: Path) -> dict[str, Any]:
 def _parse(entry: Any) -> QuantSpeeds | None:
     if not isinstance(entry, dict) or entry.get("version") != PROBE_VERSION:
         return None
-    raw = entry.get("speeds")
+    raw = entry.get("rates_gbps")
     if not isinstance(raw, dict):
         return None
-    speeds = {
-        str(t).upper(): float(v)
-        for t, v in raw.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 100
-    }
-    if not speeds:
+    rates = {str(t).upper(): float(v) for t, v in raw.items() if _number(v) and 0 < v < 10_000}
+    if not rates:
         return None
+    layer = entry.get("layer_s")
+    layer_s = float(layer) if isinstance(layer, (int, float)) and not isinstance(layer, bool) else None
     bw = entry.get("bandwidth_gbps")
     at = entry.get("measured_at")
     detail = entry.get("detail")
     load = entry.get("load_per_core")
     return QuantSpeeds(
-        speeds,
+        rates,
+        layer_s if layer_s is not None and 0 < layer_s < MAX_LAYER_S else None,
         float(bw) if isinstance(bw, (int, float)) else 0.0,
         float(at) if isinstance(at, (int, float)) else 0.0,
         detail if isinstance(detail, dict) else {},
         float(load) if isinstance(load, (int, float)) else None,
     )
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def read_quant_speeds(cache_dir: Path, key: str) -> QuantSpeeds | None:
@@ -175,8 +182,8 @@ def write_failure(cache_dir: Path, key: str, reason: str) -> None:
 _memo: dict[tuple[str, str], tuple[tuple[int, int, int], QuantSpeeds | None]] = {}
 
 
-def measured_type_speeds(simd: Iterable[str], cache_dir: Path | None = None) -> Mapping[str, float] | None:
-    """The speed model's view: this host's measured factors when a Machine with these SIMD flags is this
+def measured_cpu_speeds(simd: Iterable[str], cache_dir: Path | None = None) -> QuantSpeeds | None:
+    """The speed model's view: this host's measured figures when a Machine with these SIMD flags is this
     host (brand and build are this process's), else None. Re-read only when the file changes."""
     if cache_dir is None:
         from app.core.paths import app_paths
@@ -199,4 +206,4 @@ def measured_type_speeds(simd: Iterable[str], cache_dir: Path | None = None) -> 
     if hit is None or hit[0] != stamp:
         hit = (stamp, read_quant_speeds(Path(cache_dir), key))
         _memo[memo_key] = hit
-    return hit[1].speeds if hit[1] is not None else None
+    return hit[1]

@@ -21,8 +21,9 @@ logger = logging.getLogger(__name__)
 MAX_RUNS = 50  # per backend; old runs drop off so a driver update is learned again
 MIN_RUNS = 1
 # Which speed model made `predicted_decode`: a ratio against an older formula would mis-correct the new one,
-# so only runs predicted by this version count. 2: per-class η, host cost per vocab entry (issue 15).
-MODEL_VERSION = 2
+# so only runs predicted by this version count. 2: per-class η, host cost per vocab entry (issue 15). 3: the
+# CPU term from this CPU's measured per-type rates and per-layer cost (issue 30), 30-40 % below the table here.
+MODEL_VERSION = 3
 # A run is ignored when other processes kept more than this share of the cores busy: llama.cpp's threads wait
 # for each other at every op, so one busy core slows a decode step by far more than its share.
 BUSY_OTHER_LOAD = 0.3

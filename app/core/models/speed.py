@@ -9,13 +9,12 @@ Prefill, per prompt token: (2 × active params + attention FLOPs at that prompt 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.core.hardware.quant_speed import measured_type_speeds
+from app.core.hardware.quant_speed import QuantSpeeds, measured_cpu_speeds
 from app.core.models.calibration import Correction
 from app.core.models.compute import SpeedClass, peak_flops, speed_class
-from app.core.models.devices import Device
+from app.core.models.devices import Device, Machine
 from app.core.models.memory import kv_bytes_per_layer, kv_cells
 from app.core.models.planner import Plan
 from app.core.models.spec import ModelSpec
@@ -82,7 +81,7 @@ class SpeedPrediction:
     decode_tok_s: float  # at the start of a conversation
     decode_tok_s_full_ctx: float  # when the context is full (KV read grows with position)
     prefill_tok_s: float  # for a PREFILL_TOKENS prompt (or the one asked for)
-    basis: str  # "table bandwidth, uncalibrated", "measured bandwidth, calibrated on 3 runs"
+    basis: str  # "table bandwidth, uncalibrated", "decode rates measured on this CPU, calibrated on 3 runs"
     bytes_per_token: int
     bound_by: str  # which device dominates
     speed_class: str = ""  # the class whose η applied ("nvidia_consumer", "apple_max", "cpu", ...)
@@ -105,21 +104,37 @@ def cpu_flops(cores: int, simd: tuple[str, ...] | list[str]) -> float:
     return cores * CPU_CLOCK_HZ * lanes * 2 * 2  # 2 FMA units, 2 FLOP per FMA
 
 
-def cpu_type_speed(spec: ModelSpec, measured: Mapping[str, float] | None = None) -> float:
-    """Byte-weighted harmonic mean over the model's tensor types of each type's speed: as the quant probe
-    measured it on this CPU (`measured`), else CPU_TYPE_SPEED (1.0 if unknown). A type the probe did not
-    measure keeps its table ratio to Q4_K, scaled by the measured Q4_K (the table's 1.0)."""
+def cpu_type_speed(spec: ModelSpec) -> float:
+    """Byte-weighted harmonic mean of CPU_TYPE_SPEED over the model's tensor types (1.0 if unknown)."""
     total = sum(spec.tensor_types.values())
     if not total:
         return 1.0
-    measured = {t.upper(): v for t, v in (measured or {}).items() if v > 0}
-    anchor = measured.get("Q4_K", 1.0)
+    return total / sum(b / CPU_TYPE_SPEED.get(t.upper(), 1.0) for t, b in spec.tensor_types.items())
 
-    def speed(t: str) -> float:
-        return measured.get(t) or anchor * CPU_TYPE_SPEED.get(t, 1.0)
 
-    slow = sum(b / speed(t.upper()) for t, b in spec.tensor_types.items())
-    return total / slow
+def cpu_read_rate(spec: ModelSpec, m: Machine, measured: QuantSpeeds | None = None) -> float:
+    """Bytes/s the CPU streams this model's weights at while decoding. With the quant probe's figures for
+    this CPU (`measured`): the byte-weighted harmonic mean of each type's measured rate, a type the probe
+    did not measure keeping its table ratio to the measured Q4_K. Without: η × read bandwidth × the table."""
+    bandwidth = (m.cpu.bandwidth_gbps or 20.0) * 1e9
+    table = (ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED) * bandwidth
+    rates = {t.upper(): v * 1e9 for t, v in (measured.rates_gbps if measured else {}).items() if v > 0}
+    if not rates:
+        return table * cpu_type_speed(spec)
+    anchor = rates.get("Q4_K", table)
+    total = sum(spec.tensor_types.values())
+    if not total:
+        return anchor
+
+    def rate(t: str) -> float:
+        return rates.get(t) or anchor * CPU_TYPE_SPEED.get(t, 1.0)
+
+    return total / sum(b / rate(t.upper()) for t, b in spec.tensor_types.items())
+
+
+def cpu_layer_seconds(measured: QuantSpeeds | None) -> float:
+    """Per CPU layer per decoded token: as the quant probe measured it here, else T_LAYER_CPU."""
+    return measured.layer_s if measured is not None and measured.layer_s else T_LAYER_CPU
 
 
 def _active_share(spec: ModelSpec) -> float:
@@ -168,10 +183,9 @@ def _decode(spec: ModelSpec, plan: Plan, position: float, sampling: bool) -> _De
 
     cpu_bw = (m.cpu.bandwidth_gbps or 20.0) * 1e9
     backend = m.backend if m.gpus else "cpu"
-    # Per weight type: measured on this CPU when the quant probe has run (hardware/quant_speed.py).
-    types = cpu_type_speed(spec, measured_type_speeds(m.simd) if read["cpu"] else None)
-    eta_cpu = (ETA["cpu"] if m.cpu.bandwidth_measured else ETA_CPU_RATED) * types
-    t_cpu = read["cpu"] / (eta_cpu * cpu_bw)
+    # Per weight type and per layer: measured on this CPU when the quant probe has run (hardware/quant_speed.py).
+    measured = measured_cpu_speeds(m.simd) if read["cpu"] else None
+    t_cpu = read["cpu"] / cpu_read_rate(spec, m, measured) if read["cpu"] else 0.0
     t_gpu = 0.0
     if read["gpu"]:
         gpu = m.gpus[0]
@@ -181,7 +195,7 @@ def _decode(spec: ModelSpec, plan: Plan, position: float, sampling: bool) -> _De
     fixed = (
         T0_TOKEN
         + gpu_layers * T0_LAYER.get(backend, 0.0)
-        + min(spec.n_layers, gpu_first) * T_LAYER_CPU
+        + min(spec.n_layers, gpu_first) * cpu_layer_seconds(measured)
         + host_seconds(spec, plan, sampling=sampling)
     )
     return _Decode(t_cpu + t_gpu + fixed, t_cpu, t_gpu)
@@ -234,7 +248,10 @@ def predict_speed(
     t_prefill = prefill_seconds_per_token(spec, plan, prompt_tokens)
     backend = m.backend if m.gpus else "cpu"
     cls = _class(m.gpus[0], backend) if m.gpus and plan.layers_on_gpu else "cpu"
-    bw_basis = "measured bandwidth" if (m.cpu.bandwidth_measured and not m.gpus) else "table bandwidth"
+    if not m.gpus and measured_cpu_speeds(m.simd) is not None:
+        bw_basis = "decode rates measured on this CPU"
+    else:
+        bw_basis = "measured bandwidth" if (m.cpu.bandwidth_measured and not m.gpus) else "table bandwidth"
     return SpeedPrediction(
         decode_tok_s=corr.decode / start.seconds,
         decode_tok_s_full_ctx=corr.decode / full.seconds,

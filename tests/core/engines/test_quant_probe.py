@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from app.core.engines import quant_probe
-from app.core.engines.quant_probe import child_command, measure_quant_speeds, parse_output, type_speed
+from app.core.engines.quant_probe import child_command, describe, measure_quant_speeds, parse_output, type_rate
 from app.core.hardware import quant_speed
 from app.core.hardware.quant_speed import (
     CACHE_FILE_NAME,
@@ -20,18 +20,20 @@ from app.core.hardware.quant_speed import (
     QuantSpeeds,
     cpu_key,
     host_key,
-    measured_type_speeds,
+    measured_cpu_speeds,
     read_entry,
     read_quant_speeds,
     write_quant_speeds,
 )
-from app.core.models.speed import ETA, T0_TOKEN, T_LAYER_CPU
+from app.core.models.speed import HOST_COPY_S_PER_ENTRY, T0_TOKEN, T_LAYER_CPU
 
 ROW = {"seconds": 0.01, "bytes_read": 100_000_000, "layers": 8, "vocab": 258, "bandwidth_gbps": 20.0}
 
 
-def rows_output(*types: str, done: bool = True) -> str:
+def rows_output(*types: str, done: bool = True, layer_s: float | None = None) -> str:
     lines = ["llama.cpp chatter on stdout"]
+    if layer_s is not None:
+        lines.append(json.dumps({"layer_s": layer_s, "thin_seconds": [0.001, 0.001 + 28 * layer_s]}))
     lines += [json.dumps({"type": t, **ROW, "seconds": 0.01 * (i + 1)}) for i, t in enumerate(types)]
     if done:
         lines.append(json.dumps({"done": True}))
@@ -45,8 +47,9 @@ def printing(text: str) -> list[str]:
 
 def test_cache_is_keyed_per_cpu_and_build(tmp_path):
     key = cpu_key("AMD EPYC", ["avx2", "fma"], "0.3.16|libggml-cpu.so:100")
-    write_quant_speeds(tmp_path, key, QuantSpeeds({"Q4_K": 0.8, "F16": 1.3}, 20.0, time.time()))
-    assert read_quant_speeds(tmp_path, key).speeds == {"Q4_K": 0.8, "F16": 1.3}
+    write_quant_speeds(tmp_path, key, QuantSpeeds({"Q4_K": 11.3, "F16": 17.2}, 8e-5, 20.0, time.time()))
+    got = read_quant_speeds(tmp_path, key)
+    assert got.rates_gbps == {"Q4_K": 11.3, "F16": 17.2} and got.layer_s == 8e-5
     assert read_quant_speeds(tmp_path, cpu_key("AMD EPYC", ["fma", "avx2"], "0.3.16|libggml-cpu.so:100")) is not None
     assert read_quant_speeds(tmp_path, cpu_key("Intel Xeon", ["avx2", "fma"], "0.3.16|libggml-cpu.so:100")) is None
     assert read_quant_speeds(tmp_path, cpu_key("AMD EPYC", ["avx2", "fma", "amx"], "0.3.16|libggml-cpu.so:100")) is None
@@ -70,9 +73,10 @@ def test_the_build_key_changes_with_the_native_library(tmp_path, monkeypatch):
     [
         "{not json",
         "[]",
-        json.dumps({"k": {"version": PROBE_VERSION, "speeds": "fast"}}),
+        json.dumps({"k": {"version": PROBE_VERSION, "rates_gbps": "fast"}}),
         json.dumps({"k": {"version": PROBE_VERSION - 1, "speeds": {"Q4_K": 0.8}}}),  # an older probe's meaning
-        json.dumps({"k": {"version": PROBE_VERSION, "speeds": {"Q4_K": -1, "F16": True}}}),
+        json.dumps({"k": {"version": PROBE_VERSION - 1, "rates_gbps": {"Q4_K": 11.0}}}),
+        json.dumps({"k": {"version": PROBE_VERSION, "rates_gbps": {"Q4_K": -1, "F16": True}}}),
     ],
 )
 def test_a_corrupt_or_foreign_cache_is_ignored(tmp_path, text):
@@ -83,39 +87,59 @@ def test_a_corrupt_or_foreign_cache_is_ignored(tmp_path, text):
 
 def test_the_speed_model_sees_this_hosts_entry_for_its_simd_only(tmp_path):
     simd = ("avx2", "fma")
-    assert measured_type_speeds(simd, tmp_path) is None  # nothing measured yet
-    write_quant_speeds(tmp_path, host_key(simd), QuantSpeeds({"Q4_K": 0.7}, 20.0, time.time()))
-    assert measured_type_speeds(simd, tmp_path) == {"Q4_K": 0.7}
-    assert measured_type_speeds(("avx512f",), tmp_path) is None  # another machine's profile
+    assert measured_cpu_speeds(simd, tmp_path) is None  # nothing measured yet
+    write_quant_speeds(tmp_path, host_key(simd), QuantSpeeds({"Q4_K": 11.0}, None, 20.0, time.time()))
+    assert measured_cpu_speeds(simd, tmp_path).rates_gbps == {"Q4_K": 11.0}
+    assert measured_cpu_speeds(("avx512f",), tmp_path) is None  # another machine's profile
     (tmp_path / CACHE_FILE_NAME).write_text("garbage")  # replaced: read again, and ignored
-    assert measured_type_speeds(simd, tmp_path) is None
+    assert measured_cpu_speeds(simd, tmp_path) is None
 
 
-def test_type_speed_is_what_makes_the_speed_models_cpu_term_reproduce_the_probe():
-    s = type_speed(ROW)
-    fixed = T0_TOKEN + ROW["layers"] * T_LAYER_CPU
-    modelled = ROW["bytes_read"] / (ETA["cpu"] * s * ROW["bandwidth_gbps"] * 1e9) + fixed
-    assert modelled == pytest.approx(ROW["seconds"], rel=1e-3)
-    slower = type_speed({**ROW, "seconds": 0.02})
-    assert slower < s / 2  # twice the time, less than half the speed once the fixed terms are out
+def test_an_implausible_layer_cost_in_the_cache_is_dropped_not_the_rates(tmp_path):
+    entry = {"version": PROBE_VERSION, "rates_gbps": {"Q4_K": 11.0}, "layer_s": 3.0}
+    (tmp_path / CACHE_FILE_NAME).write_text(json.dumps({"k": entry}))
+    got = read_quant_speeds(tmp_path, "k")
+    assert got.rates_gbps == {"Q4_K": 11.0} and got.layer_s is None
+
+
+def test_type_rate_is_what_makes_the_speed_models_cpu_term_reproduce_the_probe():
+    layer_s = 9e-5
+    rate = type_rate(ROW, layer_s)
+    fixed = T0_TOKEN + ROW["layers"] * layer_s + ROW["vocab"] * HOST_COPY_S_PER_ENTRY
+    assert ROW["bytes_read"] / (rate * 1e9) + fixed == pytest.approx(ROW["seconds"], rel=1e-9)
+    assert type_rate({**ROW, "seconds": 0.02}, layer_s) < rate / 2  # twice the time, less than half the rate
+    # A token faster than the fixed terms alone (a disturbed table value): reads still take a share of it.
+    assert type_rate({**ROW, "seconds": 1e-4}, layer_s) == pytest.approx(ROW["bytes_read"] / 0.25e-4 / 1e9)
 
 
 def test_parse_output_wants_the_end_marker():
-    assert set(parse_output(rows_output("Q4_K", "F16")).speeds) == {"Q4_K", "F16"}
+    assert set(parse_output(rows_output("Q4_K", "F16")).rates_gbps) == {"Q4_K", "F16"}
     assert parse_output(rows_output("Q4_K", done=False)) is None  # cut off: a partial run is no measurement
     assert parse_output("") is None
 
 
+def test_the_measured_layer_cost_is_kept_and_taken_out_of_each_types_time():
+    with_layers = parse_output(rows_output("Q4_K", layer_s=2e-4))
+    without = parse_output(rows_output("Q4_K"))
+    assert with_layers.layer_s == pytest.approx(2e-4) and without.layer_s is None
+    assert with_layers.rates_gbps["Q4_K"] == pytest.approx(type_rate(ROW, 2e-4))
+    assert without.rates_gbps["Q4_K"] == pytest.approx(type_rate(ROW, T_LAYER_CPU))
+    assert with_layers.rates_gbps["Q4_K"] > without.rates_gbps["Q4_K"]  # more fixed time, less left for reads
+    assert "0.200 ms per layer" in describe(with_layers)
+    # A negative slope (the deeper thin model timed faster: a disturbed run) is no per-layer cost.
+    assert parse_output(rows_output("Q4_K", layer_s=-1e-5)).layer_s is None
+
+
 def test_good_output_is_parsed_and_cached(tmp_path):
     result = measure_quant_speeds(tmp_path, command=printing(rows_output("Q4_K", "Q8_0")))
-    assert result is not None and set(result.speeds) == {"Q4_K", "Q8_0"}
-    assert result.speeds["Q4_K"] == pytest.approx(type_speed({**ROW, "seconds": 0.01}))
-    assert result.speeds["Q8_0"] < result.speeds["Q4_K"]  # same bytes, twice the time
+    assert result is not None and set(result.rates_gbps) == {"Q4_K", "Q8_0"}
+    assert result.rates_gbps["Q4_K"] == pytest.approx(type_rate({**ROW, "seconds": 0.01}))
+    assert result.rates_gbps["Q8_0"] < result.rates_gbps["Q4_K"]  # same bytes, twice the time
     assert (result.load_per_core is not None) == hasattr(os, "getloadavg")  # how quiet it was, for the record
     # Cached for this CPU: a later call does not run the child (this one would crash).
     again = measure_quant_speeds(tmp_path, command=[sys.executable, "-c", "import os; os.abort()"])
-    assert again is not None and again.speeds == result.speeds
-    assert read_quant_speeds(tmp_path, host_key()).speeds == result.speeds
+    assert again is not None and again.rates_gbps == result.rates_gbps
+    assert read_quant_speeds(tmp_path, host_key()).rates_gbps == result.rates_gbps
 
 
 def test_a_child_killed_by_a_signal_is_no_measurement(tmp_path):
@@ -163,10 +187,12 @@ def test_a_real_probe_measures_one_type_in_a_child(tmp_path):
     work.mkdir()
     result = measure_quant_speeds(tmp_path, command=child_command(work, ["Q4_0"], 1, small), timeout_s=60)
     assert result is not None, "the probe child failed (see the log)"
-    assert set(result.speeds) == {"Q4_0"}
+    assert set(result.rates_gbps) == {"Q4_0"}
     row = result.detail["Q4_0"]
     assert row["layers"] == 2 and row["bytes_read"] > 0 and row["seconds"] > 0
-    assert 0 < result.speeds["Q4_0"] < 100
+    assert 0 < result.rates_gbps["Q4_0"] < 10_000
+    # The thin models' per-layer slope: a few µs to a few ms a layer on any CPU, never negative.
+    assert result.layer_s is not None and 1e-6 < result.layer_s < 5e-3, result.detail.get("layers")
     assert not list(work.glob("probe-Q4_0.gguf"))  # each quantized model is deleted once measured
 
 
@@ -206,7 +232,7 @@ def test_a_probe_that_dies_with_extra_buffer_types_measures_again_without_them(t
     monkeypatch.setattr(quant_probe, "run_child", fake_run)
     monkeypatch.setattr(quant_probe, "_extra_bufts_survive", lambda: True)
     result = measure_quant_speeds(tmp_path)
-    assert result is not None and "Q4_K" in result.speeds
+    assert result is not None and "Q4_K" in result.rates_gbps
     assert seen == [True, False]
     # Where the native canary already turned them off, the first child goes without them.
     seen.clear()
