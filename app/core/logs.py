@@ -45,7 +45,7 @@ class RedactSecrets(logging.Filter):
 
 def configure_logging(log_dir: Path, level: str = "INFO", console: bool = False) -> Path:
     """Install the rotating file handler once per process; returns the log file path."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # the user's alone, as paths.private_dir makes
     log_file = log_dir / "hearth.log"
     root = logging.getLogger()
     root.setLevel(level)

@@ -1,14 +1,26 @@
-"""Per-user directories. `HEARTH_HOME` overrides every one of them (tests always set it)."""
+"""Per-user directories. `HEARTH_HOME` overrides every one of them (tests always set it).
+
+Chat history, the library, settings and logs are the user's alone: Hearth's folders are 0700 and its
+databases 0600 on POSIX (other local users could read 0644 files), whatever the umask says (T36).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+logger = logging.getLogger(__name__)
+
 APP_NAME = "Hearth"
 HOME_ENV = "HEARTH_HOME"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+# What SQLite writes beside a database; it creates them with the database file's own mode.
+SQLITE_SIBLINGS = ("-wal", "-shm", "-journal")
 
 
 @dataclass(frozen=True)
@@ -45,9 +57,54 @@ class AppPaths:
         return self.cache / "calibration.json"
 
     def ensure(self) -> AppPaths:
-        for p in (self.config, self.data, self.models, self.logs, self.cache):
-            p.mkdir(parents=True, exist_ok=True)
+        """Create the folders: Hearth's own private (an older install's 0755 ones too); the models folder
+        as any other (it may be one the user chose, and weights are not secrets)."""
+        for p in (self.config, self.data, self.logs, self.cache):
+            private_dir(p, tighten=True)
+        self.models.mkdir(parents=True, exist_ok=True)
         return self
+
+
+def private_dir(path: Path, *, tighten: bool = False) -> Path:
+    """Create `path` (parents as usual) 0700; with `tighten`, an existing `path` loses its group and other
+    bits too (only for Hearth's own folders, never one a user chose)."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    if tighten:
+        _owner_only(path)
+    return path
+
+
+def private_database(path: Path) -> Path:
+    """Make the SQLite database `path` (created empty if missing: SQLite takes an empty file as a new
+    database) and the -wal/-shm/-journal files beside it readable by their owner only. SQLite creates
+    those siblings with the database's mode, so one 0600 database keeps them all 0600."""
+    if os.name != "posix":  # NTFS permissions come from the (per-user) profile folder
+        return path
+    try:
+        # O_CREAT without O_TRUNC: an existing database is opened, never emptied.
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, PRIVATE_FILE)
+        os.close(fd)
+    except OSError as exc:  # SQLite's own open says what is wrong, in the store's words
+        logger.debug("could not create %s ahead of SQLite: %s", path, exc)
+        return path
+    for p in (path, *(path.with_name(path.name + s) for s in SQLITE_SIBLINGS)):
+        _owner_only(p)
+    return path
+
+
+def _owner_only(path: Path) -> None:
+    """Drop group and other permission bits from `path`, if it exists (a failure is logged, not raised:
+    a file Hearth cannot chmod it can usually still use)."""
+    if os.name != "posix":
+        return
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if mode & 0o077:
+            os.chmod(path, mode & ~0o077)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        logger.warning("could not make %s private to its owner: %s", path, exc)
 
 
 def app_paths(env: Mapping[str, str] | None = None) -> AppPaths:

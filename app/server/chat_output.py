@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.engines.base import Capabilities, GenerateRequest, ModelInfo
+from app.core.engines.base import Capabilities, GenerateRequest, ModelInfo, check_prompt_size
 from app.core.engines.templates import render_chat
 from app.core.tools import (
     OUTPUT_MARKERS,
@@ -62,6 +62,7 @@ class ChatShape:
 
     def prepare(self, info: ModelInfo, capabilities: Capabilities) -> GenerateRequest:
         """Host thread: the request as the model that runs it needs it."""
+        check_prompt_size(self.base)  # before the template renders it (a previous_response_id grows it here)
         plan = plan_tools(
             self.tools,
             self.tool_choice,

@@ -142,11 +142,15 @@ async def validation_error_handler(request: Request, exc: Exception) -> JSONResp
     first = errors[0] if errors else {}
     where = [str(p) for p in first.get("loc", ()) if p != "body" and not _union_tag(p)]
     param = ".".join(where) or None
+    context = first.get("ctx") or {}
+    code = "invalid_value"
     if first.get("type") == "json_invalid":
         message, param = "the request body is not valid JSON", None
+    elif "param" in context:  # request_text's checks name the field (and their code) themselves
+        message, param, code = str(first.get("msg")), context["param"], context.get("code") or code
     else:
         message = f"{param or 'the request body'}: {first.get('msg', 'invalid value')}"
-    return error_response(request.url.path, message, "invalid_request_error", code="invalid_value", param=param)
+    return error_response(request.url.path, message, "invalid_request_error", code=code, param=param)
 
 
 UNION_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+
+from app.server.request_text import MAX_PROMPT_CHARS, check_text
 
 MAX_TOKENS_CAP = 1 << 20  # no context is longer; 10^9 is a mistake, not a request
 MAX_MESSAGES = 10_000
@@ -34,6 +36,8 @@ LogitBias = Annotated[
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")  # unknown fields are dropped, as OpenAI-compatible servers do
+    # The most characters of text the body may hold: it all goes into one prompt (None: not one prompt).
+    max_text_chars: ClassVar[int | None] = MAX_PROMPT_CHARS
 
     @model_validator(mode="before")
     @classmethod
@@ -42,6 +46,12 @@ class _Request(BaseModel):
             for name in FORBIDDEN:
                 if name in data:
                     raise ValueError(f"{name} is not accepted: Hearth renders only the model's own chat template")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        check_text(data, cls.max_text_chars)  # the whole body, fields the models ignore included
         return data
 
 
@@ -204,6 +214,8 @@ class CompletionRequest(_Sampling):
 
 
 class EmbeddingRequest(_Request):
+    max_text_chars: ClassVar[int | None] = None  # many inputs, each its own prompt (the engine caps each)
+
     model: str | None = Field(default=None, max_length=512)
     input: str | Annotated[list[str], Field(min_length=1, max_length=2048)]
     encoding_format: Literal["float", "base64"] = "float"

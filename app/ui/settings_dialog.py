@@ -31,6 +31,12 @@ from app.ui.server_model import PARALLEL_HINT, settings_bounds
 from app.ui.theme import set_status
 from app.ui.widgets.scroll import scrolling
 
+# What "measure on first start" does (app/main.py): the bandwidth with the hardware probe, then the quant probe.
+MEASURE_HINT = (
+    "Memory bandwidth (0.2 s), then how fast each quantization decodes on this CPU, in the background once "
+    "the machine is quiet (about half a minute). Both are kept for this CPU; speed predictions use them."
+)
+
 
 def endpoint_in_effect(typed: str, env: Mapping[str, str]) -> str:
     """Which Hub the app talks to for this field's text, and why (the order HubClient.from_settings uses)."""
@@ -106,12 +112,10 @@ class SettingsDialog(QDialog):
 
         hardware = QGroupBox("Hardware")
         hform = QFormLayout(hardware)
-        self.measure_bw = QCheckBox(
-            "Measure memory bandwidth and decode speed per quantization on first start "
-            "(0.2 s, then about half a minute in the background once the machine is quiet; cached)"
-        )
+        self.measure_bw = QCheckBox("Measure this machine on first start")
         self.measure_bw.setChecked(settings.measure_bandwidth_on_start)
         hform.addRow(self.measure_bw)
+        hform.addRow(_hint(MEASURE_HINT))
         self.parallel_requests = QSpinBox()
         self.parallel_requests.setRange(*settings_bounds("parallel_requests"))
         self.parallel_requests.setValue(settings.parallel_requests)

@@ -21,6 +21,7 @@ from typing import Any
 from app.core.chat import rows
 from app.core.chat.migrations import MIGRATIONS, Migration, latest_backup, migrate
 from app.core.chat.models import ChatStoreCorrupt, ChatStoreError, ChatStoreWriteError
+from app.core.paths import private_database, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ class ChatDB:
         self._lock = threading.RLock()
         self._read_lock = threading.Lock()
         self._writing: Any = threading.local()  # reads inside a write transaction must see its changes
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        private_database(self.path)  # chat history: 0600, and so its -wal and -shm (an older 0644 one too)
         self._conn = self._open(connect, busy_timeout_ms)
         self._reader: sqlite3.Connection | None = None
         try:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from app.core.chat.models import ChatStoreError
 from app.core.engines.base import SamplingParams
+from app.core.paths import private_database
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ def backup(conn: sqlite3.Connection, dest: Path) -> None:
     """Copy the live database with the sqlite3 backup API; written to a temp file, then renamed."""
     tmp = dest.with_name(dest.name + ".tmp")
     tmp.unlink(missing_ok=True)
+    private_database(tmp)  # a copy of the chat history, as private as the history
     target = sqlite3.connect(tmp)
     try:
         conn.backup(target)

@@ -5,6 +5,7 @@ An Engine is owned by exactly one thread (the EngineHost's); nothing here is thr
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,25 @@ class ContextLengthExceeded(EngineError):
             prompt_tokens=prompt_tokens,
             n_ctx=n_ctx,
             requested_tokens=requested_tokens,
+        )
+
+
+# The most characters of prompt text an engine renders or tokenizes (the chat template's output cap is the same
+# 2 M): tokenizing that many takes about 2 s on a 2-core CPU, so a pasted 50 MB string cannot hold the engine
+# thread, and it is some 500k tokens, past nearly every context anyway.
+MAX_PROMPT_CHARS = 2_000_000
+
+
+class PromptTooLong(EngineError):
+    """The prompt's text is over MAX_PROMPT_CHARS: refused before it is rendered or tokenized."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, chars: int, cap: int = MAX_PROMPT_CHARS) -> None:
+        super().__init__(
+            f"the prompt is {chars:,} characters, over the {cap:,}-character cap on one prompt; shorten it",
+            prompt_chars=chars,
+            max_chars=cap,
         )
 
 
@@ -198,6 +218,36 @@ class GenerateRequest(BaseModel):
     # Control tokens whose text the output keeps (others render as nothing): the markers a tool-call or
     # reasoning parser reads, like "[TOOL_CALLS]" or "<|python_tag|>".
     visible_tokens: list[str] | None = None
+
+
+def prompt_chars(request: GenerateRequest) -> int:
+    """The characters of text `request` puts into its prompt: what its render and tokenizer will read."""
+    if request.prompt is not None:
+        return len(request.prompt)
+    n = sum(len(json.dumps(tool)) for tool in request.tools or ())
+    for m in request.messages or ():
+        n += len(m.content) + len(m.name or "")
+        n += sum(len(c.name) + len(c.arguments) for c in m.tool_calls or ())
+    return n
+
+
+def check_prompt_size(request: GenerateRequest) -> None:
+    """Engines call this before rendering or tokenizing: a prompt over MAX_PROMPT_CHARS is the caller's error."""
+    chars = prompt_chars(request)
+    if chars > MAX_PROMPT_CHARS:
+        raise PromptTooLong(chars)
+
+
+def utf8(text: str) -> bytes:
+    """`text` as a native tokenizer takes it. A lone UTF-16 surrogate (JSON's "\\ud800") is a str to Python
+    but has no UTF-8 form: the caller's error, not the engine's."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ord(text[exc.start])
+        raise InvalidRequest(
+            f"the prompt holds a lone UTF-16 surrogate (U+{bad:04X}) at character {exc.start}, which is not text"
+        ) from None
 
 
 @dataclass

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from app.core.engines.base import (
+    MAX_PROMPT_CHARS,
     Capabilities,
     Chunk,
     ContextLengthExceeded,
@@ -24,8 +25,10 @@ from app.core.engines.base import (
     LoadSpec,
     Logprobs,
     ModelInfo,
+    PromptTooLong,
     TokenLogprob,
     check_logit_bias,
+    check_prompt_size,
 )
 from app.core.engines.registry import EngineRegistry
 from app.core.engines.stops import StopScanner
@@ -164,10 +167,14 @@ class FakeEngine:
         return [_token_id(w) for w in text.split()]
 
     def count_tokens(self, request: GenerateRequest) -> int:
+        check_prompt_size(request)
         return len(self.render(request).split())
 
     def embed(self, texts: list[str]) -> Embeddings:
         self._require_loaded()
+        longest = max((len(text) for text in texts), default=0)
+        if longest > MAX_PROMPT_CHARS:  # as the llama.cpp engine refuses it, before tokenizing
+            raise PromptTooLong(longest)
         out = []
         for text in texts:
             vec = [0.0] * 16
@@ -195,6 +202,7 @@ class FakeEngine:
         """Request problems raise here, before anything runs (as the real engines do)."""
         info = self._require_loaded()
         self.generations.append(request)
+        check_prompt_size(request)
         prompt = self.render(request).split()
         if len(prompt) >= info.n_ctx:
             raise ContextLengthExceeded(len(prompt), info.n_ctx)

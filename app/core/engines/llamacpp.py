@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.engines.base import (
+    MAX_PROMPT_CHARS,
     Capabilities,
     Chunk,
     ContextLengthExceeded,
@@ -25,21 +26,25 @@ from app.core.engines.base import (
     GenerateRequest,
     LoadSpec,
     ModelInfo,
+    PromptTooLong,
     Unsupported,
     check_logit_bias,
+    check_prompt_size,
+    utf8,
 )
 from app.core.engines.llamacpp_embed import Embedder, pooling_for
+from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
     build_grammar,
     llama_kwargs,
     model_params_for,
 )
 from app.core.engines.llamacpp_slots import Prepared, Sequences, open_slots
+from app.core.engines.llamacpp_validate import validated_gguf
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
 from app.core.engines.native_inflight import InflightMarkers, NativeActivity
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
 from app.core.hardware.engines import LLAMACPP
-from app.core.models.errors import ModelFileError
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -79,18 +84,12 @@ class LlamaCppEngine:
     # -- loading -------------------------------------------------------------------------
 
     def load(self, spec: LoadSpec) -> ModelInfo:
-        from app.core.models.gguf import validate_gguf
-
         if self._llm is not None:
             self.unload()
         path = Path(spec.path)
-        try:
-            header = validate_gguf(path)
-        except ModelFileError as exc:
-            raise EngineError(str(exc)) from exc
-        except OSError as exc:
-            raise EngineError(f"cannot read {path.name}: {exc}") from exc
+        header = validated_gguf(path)
         self._lib = import_native("llama_cpp")
+        route_llama_logs(self._lib)
         tensor_types = [t.type_name for t in header.tensors]
         weights = weights_of(tensor_types)
         turned_off: list[str] = []
@@ -214,13 +213,14 @@ class LlamaCppEngine:
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         llm = self._require()
-        return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+        return list(llm.tokenize(utf8(text), add_bos=False, special=special))
 
     def prompt_tokens(self, request: GenerateRequest) -> list[int]:
         """The exact token ids `generate` would evaluate for `request`."""
         llm = self._require()
         if (request.messages is None) == (request.prompt is None):
             raise EngineError("a request needs either messages or a prompt")
+        check_prompt_size(request)
         if request.messages is not None:
             rendered = render_chat(
                 self._template,
@@ -317,15 +317,18 @@ class LlamaCppEngine:
         llm = self._require()
         if not texts:
             return Embeddings([], 0)
+        longest = max(len(text) for text in texts)
+        if longest > MAX_PROMPT_CHARS:  # before the tokenizer reads it
+            raise PromptTooLong(longest)
+        model = llm._model
+        # Specials on as the tokenizer defines them (BOS, BERT's CLS/SEP): embedding models are trained so.
+        tokens = [list(model.tokenize(utf8(text), True, False)) for text in texts]
         if self._embedder is None:
             if self.capabilities.chat:
                 threads = int(self.info.extra.get("n_threads", 1)) if self.info else 1
                 self._embedder = Embedder.beside(self._lib, llm, self._pooling, threads)
             else:
                 self._embedder = Embedder.of(self._lib, llm)
-        model = llm._model
-        # Specials on as the tokenizer defines them (BOS, BERT's CLS/SEP): embedding models are trained so.
-        tokens = [list(model.tokenize(text.encode("utf-8"), True, False)) for text in texts]
         if self.native_activity is not None:
             self.native_activity.begin("embedding")
         try:

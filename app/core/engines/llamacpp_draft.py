@@ -15,6 +15,7 @@ from typing import Any
 from app.core.engines.base import EngineError, LoadSpec
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import supports_extra_bufts_switch
+from app.core.engines.llamacpp_validate import validated_gguf
 from app.core.engines.slots import common_prefix
 from app.core.engines.speculative import SeqDrafts
 from app.core.native import import_native
@@ -51,6 +52,7 @@ class ModelDrafter:
     def __init__(self, lib: Any, llm: Any, spec: LoadSpec) -> None:
         assert spec.draft_model is not None
         path = Path(spec.draft_model)
+        validated_gguf(path)  # the draft model reaches llama.cpp too: the same checks as the model
         internals = import_native("llama_cpp._internals")
         self._lib = lib
         mparams = lib.llama_model_default_params()

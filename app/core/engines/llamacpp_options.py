@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.llamacpp_log import stderr_excerpt
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native
 
@@ -115,8 +116,13 @@ def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
             grammar = llama_cpp.LlamaGrammar.from_string(request.grammar, verbose=False)
     except Exception as exc:  # the schema converter raises ValueError/KeyError/RecursionError on bad input
         raise EngineError(f"the {what} could not be used: {exc}") from exc
-    # llama-cpp-python does not parse the GBNF; a NULL sampler added to a chain would crash later.
-    probe = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+    # llama-cpp-python does not parse the GBNF; a NULL sampler added to a chain would crash later. llama.cpp's
+    # parser prints a grammar it rejects whole to stderr: caught, and logged as an excerpt.
+    with stderr_excerpt(what) as caught:
+        probe = llama_cpp.llama_sampler_init_grammar(
+            vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
+        )
+        caught.failed = not probe
     if not probe:
         raise EngineError(f"the {what} could not be parsed as a llama.cpp grammar")
     llama_cpp.llama_sampler_free(probe)

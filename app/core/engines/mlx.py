@@ -32,6 +32,8 @@ from app.core.engines.base import (
     ModelInfo,
     Unsupported,
     check_logit_bias,
+    check_prompt_size,
+    utf8,
 )
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
@@ -206,11 +208,13 @@ class MlxEngine:
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         """Special-token strings become control tokens only with `special=True` (template literals)."""
         self._require()
+        utf8(text)  # a lone surrogate: the caller's 400, not the tokenizer's UnicodeEncodeError
         return list(self._hf.encode(text, add_special_tokens=False, split_special_tokens=not special))
 
     def _prompt_ids(self, request: GenerateRequest) -> tuple[list[int], str | None]:
         from app.core.engines.templates import render_chat, tokenize_segments
 
+        check_prompt_size(request)
         if request.messages is not None:
             rendered = render_chat(
                 self._template, request.messages, tools=request.tools, bos_token=self._bos, eos_token=self._eos

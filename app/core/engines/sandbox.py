@@ -1,78 +1,56 @@
 """The sandbox chat templates run in (security.md T1, T2): a hardened `ImmutableSandboxedEnvironment`,
-a wall-clock budget and an output cap. Nothing here knows about messages; templates.py does.
+a wall-clock budget and a size cap. Nothing here knows about messages; templates.py does.
 
-Residual risk (documented): `~` concatenation is not interceptable in Jinja, so a template
-that doubles a string in a short loop is stopped only by the output cap once it is emitted.
+Both limits are enforced where the work happens, not only when output comes out:
+- time: every for-loop iteration (the code generator wraps each loop's iterable), every call, filter,
+  attribute and item access, and every `range` step checks the deadline;
+- size: every operation that can build a large string or list from a small template computes the size
+  of what it would build *before* building it and refuses anything over `max_chars`: `*`, `+`, `%`, `~`,
+  `str.format`, the str methods and filters that take a width or a count, `join`, `sum`, and every output
+  buffer (macros, `{% set %}` blocks, `{% call %}`, recursive loops) as it grows.
+
+The limits themselves (what is checked, and how sizes are worked out before building) are in
+sandbox_limits.py, with their residual risk.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import json
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.core.engines.base import EngineError
+from app.core.engines.sandbox_limits import (
+    BUDGET,
+    DEFAULT_MAX_CHARS,
+    MAX_POWER_BITS,
+    MAX_RANGE,
+    Budget,
+    Guarded,
+    OutputBuffer,
+    TemplateError,
+    brace_size,
+    check_size,
+    check_time,
+    concat,
+    finalize,
+    guard_filter,
+    guarded_range,
+    join_filter,
+    percent_size,
+    refuse_over,
+    str_method_call,
+    sum_filter,
+    tilde,
+    weight,
+)
 
-__all__ = ["MAX_POWER_BITS", "MAX_RANGE", "Budget", "TemplateError", "environment", "render"]
-
-MAX_RANGE = 100_000
-MAX_POWER_BITS = 4096  # `**` results above this many bits are refused
-_RANGE_CHECK_EVERY = 1024
-
-
-class TemplateError(EngineError):
-    """The chat template is unsafe, too slow, too large or broken; the message says which."""
-
-
-@dataclass
-class Budget:
-    deadline: float
-    max_chars: int
-    steps: int = field(default=0)
-
-    def check(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise TemplateError("the chat template took too long to render (stopped by the timeout)")
-
-
-_BUDGET: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("hearth_template_budget", default=None)
-
-
-def _check_time() -> None:
-    budget = _BUDGET.get()
-    if budget is not None:
-        budget.check()
+__all__ = ["DEFAULT_MAX_CHARS", "MAX_POWER_BITS", "MAX_RANGE", "Budget", "TemplateError", "environment", "render"]
 
 
-def _check_size(value: Any) -> Any:
-    budget = _BUDGET.get()
-    if budget is not None and isinstance(value, (str, list, tuple, bytes)) and len(value) > budget.max_chars:
-        raise TemplateError(f"the chat template produced a value over the {budget.max_chars:,}-character cap")
-    return value
-
-
-def _guarded_range(*args: int) -> Iterator[int]:
-    # A generator, not a range object, so every loop over it checks the wall clock.
-    rng = range(*args)
-    if len(rng) > MAX_RANGE:
-        raise TemplateError(f"the chat template asked for range() with {len(rng):,} items (cap {MAX_RANGE:,})")
-    return _iterate_with_clock(rng)
-
-
-def _iterate_with_clock(rng: range) -> Iterator[int]:
-    for i, value in enumerate(rng):
-        if i % _RANGE_CHECK_EVERY == 0:
-            _check_time()
-        yield value
-
-
-def _raise_exception(message: str) -> None:
-    raise TemplateError(f"the chat template refused the conversation: {message}")
+def _raise_exception(message: Any) -> None:
+    refuse_over(weight(message), "an error message")
+    raise TemplateError(f"the chat template refused the conversation: {str(message)[:2000]}")
 
 
 def _strftime_now(fmt: str) -> str:
@@ -91,18 +69,14 @@ def _tojson(
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-def _guard_filter(func: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(func)  # keeps jinja_pass_arg, so context-taking filters still get it
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _check_time()
-        return _check_size(func(*args, **kwargs))
-
-    return wrapper
+# --- the environment ---------------------------------------------------------------------------------
 
 
 def _make_environment():
     import jinja2.exceptions
     import jinja2.ext
+    from jinja2.compiler import CodeGenerator, optimizeconst
+    from jinja2.runtime import LoopContext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     class _GenerationTag(jinja2.ext.Extension):
@@ -114,31 +88,98 @@ def _make_environment():
             next(parser.stream)
             return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
+    class BudgetCodeGenerator(CodeGenerator):
+        """Compiles the three places the sandbox's operator hooks cannot see: the iterable of every
+        `for` (Jinja compiles it to a plain Python `for`), `~` and output buffers."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._loop_iters: dict[int, Any] = {}  # id → node (kept so the id stays unique)
+
+        def visit_For(self, node, frame):  # noqa: N802 (jinja's visitor naming)
+            # Both the plain and the recursive form emit node.iter through visit(), so marking it
+            # covers them; `loop(…)` inside a recursive loop is wrapped in the sandbox's call().
+            self._loop_iters[id(node.iter)] = node.iter
+            super().visit_For(node, frame)
+
+        def visit(self, node, *args, **kwargs):
+            if id(node) in self._loop_iters and self._loop_iters[id(node)] is node:
+                self.write("environment.guarded(")
+                super().visit(node, *args, **kwargs)
+                self.write(")")
+                return None
+            return super().visit(node, *args, **kwargs)
+
+        @optimizeconst
+        def visit_Concat(self, node, frame):  # noqa: N802 (jinja's visitor naming)
+            self.write("environment.tilde((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
+
+        def buffer(self, frame):
+            frame.buffer = self.temporary_identifier()
+            self.writeline(f"{frame.buffer} = environment.budget_buffer()")
+
     class HearthSandbox(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset({"*", "**", "+"})
+        code_generator_class = BudgetCodeGenerator
+        # `%` is intercepted so it is also never folded while compiling, outside any budget.
+        intercepted_binops = frozenset({"*", "**", "+", "%"})
+        concat = staticmethod(concat)
+        guarded = staticmethod(Guarded)
+        tilde = staticmethod(tilde)
+        budget_buffer = OutputBuffer
 
         def call_binop(self, context, operator, left, right):
-            _check_time()
-            budget = _BUDGET.get()
-            cap = budget.max_chars if budget else 2_000_000
-            if (
-                operator == "**"
-                and isinstance(left, int)
-                and isinstance(right, int)
-                and right > 0
-                and abs(left) > 1
-                and right * max(abs(left).bit_length(), 1) > MAX_POWER_BITS
-            ):
-                raise TemplateError("the chat template computed a number too large to allow")
-            if operator == "*":
+            check_time()
+            if operator == "**":
+                if (
+                    isinstance(left, int)
+                    and isinstance(right, int)
+                    and right > 0
+                    and abs(left) > 1
+                    and right * max(abs(left).bit_length(), 1) > MAX_POWER_BITS
+                ):
+                    raise TemplateError("the chat template computed a number too large to allow")
+            elif operator == "*":
+                ints = isinstance(left, int) and isinstance(right, int)
+                if ints and left.bit_length() + right.bit_length() > MAX_POWER_BITS:
+                    raise TemplateError("the chat template computed a number too large to allow")
                 for seq, n in ((left, right), (right, left)):
-                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > cap:
-                        raise TemplateError(f"the chat template built a value over the {cap:,}-character cap")
-            return _check_size(super().call_binop(context, operator, left, right))
+                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and n > 1:
+                        refuse_over(weight(seq) * n, "a repeated value")
+            elif operator == "+":
+                if isinstance(left, str) and isinstance(right, str):
+                    refuse_over(len(left) + len(right), "a `+` result")
+                elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+                    refuse_over(weight(left) + weight(right), "a `+` result")
+            elif operator == "%" and isinstance(left, str):
+                refuse_over(percent_size(left, right), "a %-formatted text")
+            return check_size(super().call_binop(context, operator, left, right))
 
         def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (mirrors jinja's signature)
-            _check_time()
-            return _check_size(super().call(__context, __obj, *args, **kwargs))
+            check_time()
+            if isinstance(__obj, LoopContext) and args:  # `loop(children)` in a recursive loop
+                args = (Guarded(args[0]), *args[1:])
+            elif isinstance(getattr(__obj, "__self__", None), str) and callable(__obj):
+                args = str_method_call(__obj, args, kwargs)
+            return check_size(super().call(__context, __obj, *args, **kwargs))
+
+        def wrap_str_format(self, value):
+            # Jinja hands out a sandboxed str.format at attribute access; size it before it formats.
+            wrapped = super().wrap_str_format(value)
+            if wrapped is None:
+                return None
+            fmt, is_map = value.__self__, value.__name__ == "format_map"
+
+            def checked(*args, **kwargs):
+                check_time()
+                mapping = args[0] if is_map and args and isinstance(args[0], dict) else {}
+                refuse_over(brace_size(fmt, () if is_map else args, mapping or kwargs), "a formatted text")
+                return wrapped(*args, **kwargs)
+
+            return functools.update_wrapper(checked, wrapped)
 
         def unsafe_undefined(self, obj, attribute):
             # Jinja returns a silent Undefined here; a hostile template should fail loudly instead.
@@ -147,17 +188,22 @@ def _make_environment():
             )
 
         def getattr(self, obj, attribute):
-            _check_time()
+            check_time()
             return super().getattr(obj, attribute)
 
         def getitem(self, obj, argument):
-            _check_time()
+            check_time()
             return super().getitem(obj, argument)
 
-    env = HearthSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, _GenerationTag])
+    env = HearthSandbox(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[jinja2.ext.loopcontrols, _GenerationTag],
+        finalize=finalize,
+    )
     for name in ("lipsum", "cycler", "joiner"):  # lipsum(10**7) is one long uninterruptible call
         env.globals.pop(name, None)
-    env.globals.update(range=_guarded_range, raise_exception=_raise_exception, strftime_now=_strftime_now)
+    env.globals.update(range=guarded_range, raise_exception=_raise_exception, strftime_now=_strftime_now)
     base_attr = env.filters["attr"]
 
     def safe_attr(environment, obj, name):
@@ -167,7 +213,11 @@ def _make_environment():
 
     env.filters["attr"] = functools.update_wrapper(safe_attr, base_attr)
     env.filters["tojson"] = _tojson
-    env.filters = {name: _guard_filter(f) for name, f in env.filters.items()}
+    env.filters["join"] = functools.update_wrapper(
+        functools.partial(join_filter, _base=env.filters["join"]), env.filters["join"]
+    )
+    env.filters["sum"] = jinja2.pass_environment(sum_filter)
+    env.filters = {name: guard_filter(name, f) for name, f in env.filters.items()}
     return env
 
 
@@ -190,7 +240,7 @@ def _compile(template: str):
 def render(template: str, context: dict[str, Any], budget: Budget) -> str:
     import jinja2
 
-    token = _BUDGET.set(budget)
+    token = BUDGET.set(budget)
     try:
         compiled = _compile(template)
         pieces: list[str] = []
@@ -213,4 +263,4 @@ def render(template: str, context: dict[str, Any], budget: Budget) -> str:
     except Exception as exc:  # anything a hostile template can raise from inside the sandbox
         raise TemplateError(f"the chat template failed: {type(exc).__name__}: {exc}") from exc
     finally:
-        _BUDGET.reset(token)
+        BUDGET.reset(token)

@@ -18,6 +18,7 @@ from pathlib import Path
 from app.core.downloads.partial import hash_file
 from app.core.events import Event
 from app.core.models.errors import ModelFileError
+from app.core.paths import private_database, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,8 @@ class Library:
     def __init__(self, models_dir: str | os.PathLike[str], db_path: str | os.PathLike[str]) -> None:
         self.models_dir = Path(models_dir).expanduser().absolute()
         self.db_path = Path(db_path)
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.db_path.parent)
+        private_database(self.db_path)  # what the user runs and imported from where: 0600, -wal and -shm too
         self.changed: Event[str | None] = Event("library.changed")
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.db_path, check_same_thread=False, timeout=10, isolation_level=None)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.models.errors import ModelFileError
+from app.core.models.gguf_hparams import check_hparams
 from app.core.models.gguf_source import ByteSource, BytesSource, Cursor, FileSource, source_size
 from app.core.models.gguf_types import (
     GGML_TYPES,
@@ -348,7 +349,8 @@ def _read(source: ByteSource, file_size: int | None, chunk: int, keep: int) -> G
 def validate_gguf(
     path_or_source: str | os.PathLike[str] | ByteSource | bytes, *, file_size: int | None = None
 ) -> GGUFHeader:
-    """Full check before native code loads a file: the header plus every tensor inside the file."""
+    """Full check before native code loads a file: the header, every tensor inside the file, and the
+    hyper-parameters llama.cpp would otherwise assert on (gguf_hparams)."""
     if isinstance(path_or_source, (bytes, bytearray, memoryview)):
         path_or_source = BytesSource(path_or_source)
     if not isinstance(path_or_source, (str, os.PathLike)) and file_size is None:
@@ -358,4 +360,6 @@ def validate_gguf(
             raise ModelFileError(f"cannot read the GGUF file: {exc}") from exc
         if file_size is None:
             raise ValueError("validate_gguf needs the file size of a source that reports none")
-    return read_gguf_header(path_or_source, file_size=file_size)
+    header = read_gguf_header(path_or_source, file_size=file_size)
+    check_hparams(header.metadata, header.tensors)
+    return header
