@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from app.core.engines.base import (
-    MAX_PROMPT_CHARS,
     Capabilities,
     Chunk,
     ContextLengthExceeded,
@@ -25,8 +24,8 @@ from app.core.engines.base import (
     LoadSpec,
     Logprobs,
     ModelInfo,
-    PromptTooLong,
     TokenLogprob,
+    check_input_sizes,
     check_logit_bias,
     check_prompt_size,
 )
@@ -172,9 +171,7 @@ class FakeEngine:
 
     def embed(self, texts: list[str]) -> Embeddings:
         self._require_loaded()
-        longest = max((len(text) for text in texts), default=0)
-        if longest > MAX_PROMPT_CHARS:  # as the llama.cpp engine refuses it, before tokenizing
-            raise PromptTooLong(longest)
+        check_input_sizes(texts)  # as the llama.cpp engine refuses it, before tokenizing
         out = []
         for text in texts:
             vec = [0.0] * 16

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from app.core.engines.base import (
-    MAX_PROMPT_CHARS,
     Capabilities,
     Chunk,
     ContextLengthExceeded,
@@ -26,8 +25,8 @@ from app.core.engines.base import (
     GenerateRequest,
     LoadSpec,
     ModelInfo,
-    PromptTooLong,
     Unsupported,
+    check_input_sizes,
     check_logit_bias,
     check_prompt_size,
     utf8,
@@ -317,9 +316,7 @@ class LlamaCppEngine:
         llm = self._require()
         if not texts:
             return Embeddings([], 0)
-        longest = max(len(text) for text in texts)
-        if longest > MAX_PROMPT_CHARS:  # before the tokenizer reads it
-            raise PromptTooLong(longest)
+        check_input_sizes(texts)  # before the tokenizer reads them
         model = llm._model
         # Specials on as the tokenizer defines them (BOS, BERT's CLS/SEP): embedding models are trained so.
         tokens = [list(model.tokenize(utf8(text), True, False)) for text in texts]

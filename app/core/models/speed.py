@@ -168,7 +168,10 @@ def _gpu_first_layer(spec: ModelSpec, plan: Plan) -> int:
     return spec.n_layers - min(plan.layers_on_gpu, spec.n_layers) if m.gpus else spec.n_layers
 
 
-def _decode(spec: ModelSpec, plan: Plan, position: float, sampling: bool) -> _Decode:
+def _decode(
+    spec: ModelSpec, plan: Plan, position: float, sampling: bool, measured: QuantSpeeds | None = None
+) -> _Decode:
+    """`measured`: this CPU's quant-probe figures when the caller has read them (else read here)."""
     m = plan.machine
     opts = plan.options
     cells = kv_cells(opts.n_ctx)
@@ -184,7 +187,8 @@ def _decode(spec: ModelSpec, plan: Plan, position: float, sampling: bool) -> _De
     cpu_bw = (m.cpu.bandwidth_gbps or 20.0) * 1e9
     backend = m.backend if m.gpus else "cpu"
     # Per weight type and per layer: measured on this CPU when the quant probe has run (hardware/quant_speed.py).
-    measured = measured_cpu_speeds(m.simd) if read["cpu"] else None
+    if measured is None and read["cpu"]:
+        measured = measured_cpu_speeds(m.simd)
     t_cpu = read["cpu"] / cpu_read_rate(spec, m, measured) if read["cpu"] else 0.0
     t_gpu = 0.0
     if read["gpu"]:
@@ -243,12 +247,13 @@ def predict_speed(
 ) -> SpeedPrediction:
     m = plan.machine
     corr = correction or Correction()
-    start = _decode(spec, plan, 1, sampling)
-    full = _decode(spec, plan, kv_cells(plan.options.n_ctx), sampling)
+    measured = measured_cpu_speeds(m.simd)  # read once for both positions and the basis
+    start = _decode(spec, plan, 1, sampling, measured)
+    full = _decode(spec, plan, kv_cells(plan.options.n_ctx), sampling, measured)
     t_prefill = prefill_seconds_per_token(spec, plan, prompt_tokens)
     backend = m.backend if m.gpus else "cpu"
     cls = _class(m.gpus[0], backend) if m.gpus and plan.layers_on_gpu else "cpu"
-    if not m.gpus and measured_cpu_speeds(m.simd) is not None:
+    if not m.gpus and measured is not None:
         bw_basis = "decode rates measured on this CPU"
     else:
         bw_basis = "measured bandwidth" if (m.cpu.bandwidth_measured and not m.gpus) else "table bandwidth"
