@@ -256,6 +256,12 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
             schema = json.loads(args.json_schema.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             return ctx.fail(f"cannot read the JSON schema: {exc}", 2)
+        from app.core.tools.schema_limits import SchemaTooComplex, check_schema
+
+        try:
+            check_schema(schema, "--json-schema")  # before the model loads
+        except SchemaTooComplex as exc:
+            return ctx.fail(exc, 2)
     messages = [ChatMessage(role="system", content=args.system)] if args.system else []
     messages.append(ChatMessage(role="user", content=args.prompt))
     try:

@@ -23,7 +23,7 @@ from app.core.runtime.jobs import CountJob, TokenCount
 from app.core.tools import ToolCall
 from app.server.anthropic_input import conversation, function_tools, tool_choice, tool_input
 from app.server.anthropic_schemas import CountTokensRequest, MessagesRequest, _Prompt
-from app.server.chat_output import ChatShape
+from app.server.chat_output import ChatShape, checked_schema
 from app.server.context import hearth
 from app.server.host_jobs import JobStream
 from app.server.openai_common import (
@@ -45,7 +45,7 @@ def _shape(body: _Prompt, sampling: SamplingParams) -> ChatShape:
     choice, parallel = tool_choice(body.tool_choice)
     tools = function_tools(body.tools)
     fmt = body.output_config.format if body.output_config is not None else None
-    schema = fmt.schema_ if fmt is not None else None
+    schema = checked_schema(fmt.schema_, "output_config.format.schema") if fmt is not None else None
     request = GenerateRequest(messages=conversation(body), sampling=sampling, json_schema=schema)
     return ChatShape(request, tools, choice if tools else None, parallel)
 

@@ -32,13 +32,25 @@ from app.core.tools import (
     plan_tools,
     prompt_opens_reasoning,
 )
+from app.core.tools.schema_limits import SchemaTooComplex, check_schema
 from app.server.errors import APIError
 
 logger = logging.getLogger(__name__)
 
 
 def tool_error(exc: ToolError) -> APIError:
-    return APIError(str(exc), param=exc.param, code="invalid_value")
+    code = "schema_too_complex" if isinstance(exc, SchemaTooComplex) else "invalid_value"
+    return APIError(str(exc), param=exc.param, code=code)
+
+
+def checked_schema(schema: Any, param: str) -> Any:
+    """`schema` once it keeps schema_limits' bounds: a 400 naming the field before the request queues
+    (what the grammar converter cannot express is found on the host thread, also a 400)."""
+    try:
+        check_schema(schema, param)
+    except SchemaTooComplex as exc:
+        raise tool_error(exc) from exc
+    return schema
 
 
 @dataclass
@@ -59,6 +71,12 @@ class ChatShape:
             parse_tool_choice(self.tool_choice, function_specs(self.tools))
         except ToolError as exc:
             raise tool_error(exc) from exc
+        if self.tools and self.tool_choice not in (None, "auto", "none"):
+            # A forced call becomes a grammar over every offered tool's parameters.
+            for i, tool in enumerate(self.tools):
+                params = (tool.get("function") or {}).get("parameters")
+                if params:
+                    checked_schema(params, f"tools[{i}].function.parameters")
 
     def prepare(self, info: ModelInfo, capabilities: Capabilities) -> GenerateRequest:
         """Host thread: the request as the model that runs it needs it."""

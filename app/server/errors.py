@@ -30,6 +30,7 @@ FAILURES = {
     "context_length_exceeded": ("invalid_request_error", 400),
     "model_not_found": ("invalid_request_error", 404),
     "invalid_request": ("invalid_request_error", 400),
+    "schema_too_complex": ("invalid_request_error", 400),
     "unsupported": ("invalid_request_error", 400),
     "busy": ("unavailable_error", 503),
     "unavailable": ("unavailable_error", 503),

@@ -129,7 +129,8 @@ def stream_failure(event: JobDone | JobFailed) -> dict | None:
         return error_body(event.error_message, "server_error", event.code)
     final = event.result.final
     if final.finish_reason == "error":
-        return error_body(final.error or "the generation failed", "server_error", "engine_error")
+        code = final.error_code or "engine_error"
+        return error_body(final.error or "the generation failed", from_failure("", code).type, code)
     if final.finish_reason == "cancelled":
         return error_body("the generation was stopped (the server is shutting down)", "unavailable_error", "cancelled")
     return None

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, Logprobs
 from app.core.runtime.jobs import ChunkEvent, JobDone
 from app.core.tools import ToolCall
-from app.server.chat_output import ChatShape, delta, message
+from app.server.chat_output import ChatShape, checked_schema, delta, message
 from app.server.context import hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, stream_failure
@@ -79,7 +79,7 @@ def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, C
         fmt = body.response_format.json_schema
         if fmt is None or not fmt.schema_:
             raise APIError("response_format json_schema needs a schema", param="response_format.json_schema")
-        schema = fmt.schema_
+        schema = checked_schema(fmt.schema_, "response_format.json_schema.schema")
     max_tokens = body.max_completion_tokens or body.max_tokens
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     request = GenerateRequest(messages=messages, sampling=sampling(body, max_tokens, logprobs), json_schema=schema)

@@ -17,7 +17,7 @@ from app import __version__
 from app.core.engines.base import Capabilities, Chunk, GenerateRequest, GenerationStats, ModelInfo, SamplingParams
 from app.core.runtime.jobs import GenerateJob, GenerateResult, JobFailed, Started
 from app.server.context import ServerContext
-from app.server.errors import APIError
+from app.server.errors import from_failure
 from app.server.host_jobs import JobStream, failure_error
 from app.server.openai_schemas import _Sampling
 
@@ -174,6 +174,6 @@ async def whole_reply(stream: JobStream, request: Request, chunks: list[Chunk] |
     result = done.result
     assert isinstance(result, GenerateResult)
     if result.final.finish_reason == "error":
-        raise APIError(result.final.error or "the generation failed", "server_error", code="engine_error")
+        raise from_failure(result.final.error or "the generation failed", result.final.error_code or "engine_error")
     request.state.usage = usage(result.final.stats)
     return result

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
-from app.server.chat_output import ChatShape
+from app.server.chat_output import ChatShape, checked_schema
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream
@@ -86,7 +86,7 @@ def prepare(body: ResponsesRequest, ctx: ServerContext) -> Prepared:
     elif fmt is not None and fmt.type == "json_schema":
         if not fmt.schema_:
             raise APIError("text.format json_schema needs a schema", param="text.format.schema")
-        schema = fmt.schema_
+        schema = checked_schema(fmt.schema_, "text.format.schema")
     request = GenerateRequest(messages=merge_leading_system(messages), sampling=_sampling(body), json_schema=schema)
     shape = ChatShape(
         request, tools.functions or None, chat_tool_choice(body.tool_choice), body.parallel_tool_calls is not False

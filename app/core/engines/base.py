@@ -311,6 +311,7 @@ class Chunk:
     finish_reason: FinishReason | None = None
     stats: GenerationStats | None = None
     error: str | None = None
+    error_code: str | None = None  # with `error`: the failure's kind for the API (a job failure code)
     logprobs: Logprobs | None = None
     stop_sequence: str | None = None  # on the last chunk: the stop string that ended the reply, if one did
 

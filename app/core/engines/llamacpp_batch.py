@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
+from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
 from app.core.engines.llamacpp_slotstates import SlotStates
@@ -38,7 +39,7 @@ class Sequence:
     sampling: SamplingParams
     cancel: threading.Event
     start: float
-    sampler: Any  # the sampler chain; None for plain greedy (LogitRows.argmax: plain_greedy)
+    sampler: Any  # the sampler chain, a GrammarSampler, or None for plain greedy (LogitRows.argmax)
     stream: TextStream
     visible: frozenset[int]
     pending: list[int]  # prompt tokens not yet evaluated
@@ -93,6 +94,7 @@ class BatchRunner(SlotStates):
         self._order = 0
         self.cache = PromptCache(cache_bytes)
         self.speculator = speculator
+        self.grammar_budget_s = GRAMMAR_TOKEN_BUDGET_S  # per token, for sequences under a grammar
 
     # -- the host's interface ---------------------------------------------------------------------
 
@@ -129,7 +131,12 @@ class BatchRunner(SlotStates):
         seed = sampling.seed if sampling.seed is not None else self._seed
         seed = seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED
         greedy = plain_greedy(sampling, grammar)
-        sampler = None if greedy else build_sampler(self._lib, self._llm, sampling, grammar, seed)
+        if greedy:
+            sampler = None
+        elif grammar is not None:
+            sampler = GrammarSampler(self._lib, self._llm, sampling, grammar, seed, self.grammar_budget_s)
+        else:
+            sampler = build_sampler(self._lib, self._llm, sampling, grammar, seed)
         slot.busy = True
         self._order += 1
         seq = Sequence(
@@ -287,6 +294,11 @@ class BatchRunner(SlotStates):
             if seq.logits_at >= 0 and not seq.done:
                 try:
                     self._sample(seq)
+                except SamplingCancelled:
+                    self._end(seq, "cancelled")
+                except GrammarTooSlow as exc:  # the request's grammar, not the engine: a warning
+                    logger.warning("%s", exc)
+                    self._end(seq, "error", str(exc), code=exc.code)
                 except Exception as exc:  # a sampler failure ends that stream, not the others
                     logger.exception("sampling failed")
                     self._end(seq, "error", f"generation failed: {exc}")
@@ -328,6 +340,8 @@ class BatchRunner(SlotStates):
             seq.stats.prompt_tok_s = seq.stats.prompt_tokens_evaluated / seq.prefill_s
         if seq.sampler is None:
             token = self._rows.argmax(at)
+        elif isinstance(seq.sampler, GrammarSampler):
+            token = seq.sampler.sample(self._ctx.ctx, at, seq.cancel)
         else:
             token = int(self._lib.llama_sampler_sample(seq.sampler.sampler, self._ctx.ctx, at))
         now = time.perf_counter()
@@ -361,7 +375,7 @@ class BatchRunner(SlotStates):
         array = self._rows.row(at)
         return from_logits(array, token, piece, n_top, lambda i: self._piece(self._vocab, i, True))
 
-    def _end(self, seq: Sequence, reason: str, error: str | None = None) -> None:
+    def _end(self, seq: Sequence, reason: str, error: str | None = None, code: str | None = None) -> None:
         if seq.done:
             return
         seq.done = True
@@ -374,7 +388,9 @@ class BatchRunner(SlotStates):
         stats.peak_memory_bytes = peak_memory_bytes()
         text = seq.stream.flush()
         hit = seq.stream.hit if reason == "stop" else None
-        seq.out.append(Chunk(text=text, finish_reason=reason, stats=stats, error=error, stop_sequence=hit))  # type: ignore[arg-type]
+        seq.out.append(
+            Chunk(text=text, finish_reason=reason, stats=stats, error=error, error_code=code, stop_sequence=hit)  # type: ignore[arg-type]
+        )
         seq.next_token = None
         seq.pending = []
         if seq.sampler is not None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -20,6 +19,8 @@ from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, Sampli
 from app.core.engines.llamacpp_log import stderr_excerpt
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native
+from app.core.tools.schema_grammar import check_gbnf, schema_to_gbnf
+from app.core.tools.schema_limits import SchemaTooComplex
 
 logger = logging.getLogger(__name__)
 
@@ -103,19 +104,19 @@ def model_params_for(llama_cpp: ModuleType, spec: LoadSpec) -> Iterator[None]:
 
 
 def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
-    """A LlamaGrammar from the request's JSON schema or GBNF (checked by llama.cpp's parser), or None."""
+    """A LlamaGrammar from the request's JSON schema or GBNF, bounded (schema_grammar) and checked by
+    llama.cpp's parser, or None. A schema or grammar that cannot be used is SchemaTooComplex (a 400)."""
     if request.json_schema is not None and request.grammar is not None:
         raise EngineError("give either a JSON schema or a grammar, not both")
     if request.json_schema is None and request.grammar is None:
         return None
     what = "JSON schema" if request.json_schema is not None else "grammar"
-    try:
-        if request.json_schema is not None:
-            grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(request.json_schema), verbose=False)
-        else:
-            grammar = llama_cpp.LlamaGrammar.from_string(request.grammar, verbose=False)
-    except Exception as exc:  # the schema converter raises ValueError/KeyError/RecursionError on bad input
-        raise EngineError(f"the {what} could not be used: {exc}") from exc
+    if request.json_schema is not None:
+        gbnf = schema_to_gbnf(request.json_schema, "json_schema")
+    else:
+        gbnf = request.grammar
+        check_gbnf(gbnf, "grammar")
+    grammar = llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
     # llama-cpp-python does not parse the GBNF; a NULL sampler added to a chain would crash later. llama.cpp's
     # parser prints a grammar it rejects whole to stderr: caught, and logged as an excerpt.
     with stderr_excerpt(what) as caught:
@@ -124,7 +125,8 @@ def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
         )
         caught.failed = not probe
     if not probe:
-        raise EngineError(f"the {what} could not be parsed as a llama.cpp grammar")
+        param = "json_schema" if request.json_schema is not None else "grammar"
+        raise SchemaTooComplex(f"the {what} could not be parsed as a llama.cpp grammar", param)
     llama_cpp.llama_sampler_free(probe)
     return grammar
 

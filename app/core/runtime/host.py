@@ -53,6 +53,24 @@ from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightRes
 
 logger = logging.getLogger(__name__)
 
+# The engine thread's stack, the same on every OS (threads get 8 MiB on Linux, 512 KiB on macOS, 1 MiB on
+# Windows): llama.cpp's grammar parser recurses once per nesting level of a grammar, and the deepest one
+# Hearth lets through (tools.schema_grammar.MAX_GRAMMAR_NESTING) parses in a sixteenth of this.
+ENGINE_STACK_BYTES = 32 * 1024 * 1024
+_STACK_SIZE = threading.Lock()
+
+
+def start_with_stack(thread: threading.Thread, size: int) -> None:
+    """Start `thread` with a `size`-byte stack; threading.stack_size is process-wide, so it is set only
+    around this start and put back."""
+    with _STACK_SIZE:
+        before = threading.stack_size(size)
+        try:
+            thread.start()
+        finally:
+            threading.stack_size(before)
+
+
 # Resolves a job's model name to the load that provides it; raises ModelNotFound.
 Resolver = Callable[[str], LoadJob]
 
@@ -93,7 +111,7 @@ class EngineHost:
         # A daemon only as the last resort: shutdown() is the normal exit and joins; a native call
         # that never returns must not keep the process alive after that.
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        start_with_stack(self._thread, ENGINE_STACK_BYTES)
 
     # -- public, any thread ------------------------------------------------------------------------
     @property

@@ -20,6 +20,7 @@ FailureCode = Literal[
     "context_length_exceeded",
     "model_not_found",
     "invalid_request",
+    "schema_too_complex",
     "busy",
     "unsupported",
     "engine_error",

@@ -87,7 +87,7 @@ class DeepSeekFamily(Family):
         g = Grammar()
         alternatives = []
         for i, spec in enumerate(specs):
-            args = g.schema(spec.parameters, f"t{i}-")
+            args = g.schema(spec.parameters, f"t{i}-", spec.name)
             if variant == "v3.1":
                 body = f"{literal(CALL_BEGIN + spec.name + SEP)} {args} {literal(CALL_END)}"
             else:

@@ -1,16 +1,15 @@
 """GBNF pieces for forced tool calls: literals, per-tool JSON-schema rules, the root.
 
-The JSON part comes from llama-cpp-python's own schema converter (imported lazily); each tool's rules
+The JSON part comes from schema_grammar (bounded, then llama-cpp-python's converter); each tool's rules
 are renamed with a prefix so several schemas live in one grammar without clashing.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from app.core.tools.types import ToolError
+from app.core.tools.schema_grammar import check_gbnf, schema_to_gbnf
 
 __all__ = ["Grammar", "literal", "schema_rules"]
 
@@ -30,22 +29,6 @@ def literal(text: str) -> str:
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
-
-
-def _json_schema_to_gbnf(schema: dict[str, Any]) -> str:
-    try:
-        from app.core.native import import_native
-
-        module = import_native("llama_cpp.llama_grammar")
-    except Exception as exc:  # ImportError, or OSError from a broken native build
-        raise ToolError(
-            "forcing a tool call (tool_choice required or a named function) needs llama-cpp-python, "
-            f"which is not available here: {exc}"
-        ) from exc
-    try:
-        return str(module.json_schema_to_gbnf(json.dumps(schema)))
-    except Exception as exc:  # the converter raises ValueError/KeyError/NotImplementedError on odd schemas
-        raise ToolError(f"the tool's parameters schema cannot be turned into a grammar: {exc}") from exc
 
 
 def _rename(gbnf: str, prefix: str) -> str:
@@ -79,11 +62,12 @@ def _rename(gbnf: str, prefix: str) -> str:
     return "".join(out)
 
 
-def schema_rules(schema: dict[str, Any] | None, prefix: str) -> tuple[str, str]:
-    """(rule name, rules) for JSON text matching `schema`; the name is `prefix` + "root"."""
+def schema_rules(schema: dict[str, Any] | None, prefix: str, param: str = "tools") -> tuple[str, str]:
+    """(rule name, rules) for JSON text matching `schema`; the name is `prefix` + "root". Raises
+    SchemaTooComplex naming `param` for a schema past schema_limits' bounds."""
     if not schema:
         schema = {"type": "object"}  # arguments are always an object, even when no schema says so
-    return prefix + "root", _rename(_json_schema_to_gbnf(schema), prefix)
+    return prefix + "root", _rename(schema_to_gbnf(schema, param), prefix)
 
 
 class Grammar:
@@ -97,8 +81,9 @@ class Grammar:
         self._rules[name] = body
         return name
 
-    def schema(self, schema: dict[str, Any] | None, prefix: str) -> str:
-        name, rules = schema_rules(schema, prefix)
+    def schema(self, schema: dict[str, Any] | None, prefix: str, tool: str = "") -> str:
+        """The rules for one tool's arguments (`tool`, its name, for the error that names a bad schema)."""
+        name, rules = schema_rules(schema, prefix, f"tools.{tool}.parameters" if tool else "tools")
         self._blocks.append(rules)
         return name
 
@@ -109,4 +94,6 @@ class Grammar:
     def text(self) -> str:
         order = sorted(self._rules, key=lambda name: name != "root")
         lines = [f"{name} ::= {self._rules[name]}" for name in order]
-        return "\n".join(lines + self._blocks) + "\n"
+        text = "\n".join(lines + self._blocks) + "\n"
+        check_gbnf(text, "tools")  # several tools' schemas together can pass the bounds one by one
+        return text

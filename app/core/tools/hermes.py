@@ -83,7 +83,7 @@ class HermesFamily(TaggedFamily):
         g = Grammar()
         alternatives = []
         for i, spec in enumerate(specs):
-            args = g.schema(spec.parameters, f"t{i}-")
+            args = g.schema(spec.parameters, f"t{i}-", spec.name)
             head = literal(f'{{"name": "{spec.name}", "arguments": ')
             alternatives.append(g.rule(f"fn{i}", f"{head} {args}"))
         call = literal(OPEN + "\n") + " (" + " | ".join(alternatives) + ") " + literal("}\n" + CLOSE)

@@ -78,7 +78,7 @@ class Llama3Family(Family):
         g = Grammar()
         alternatives = []
         for i, spec in enumerate(specs):
-            args = g.schema(spec.parameters, f"t{i}-")
+            args = g.schema(spec.parameters, f"t{i}-", spec.name)
             head = literal(f'{{"name": "{spec.name}", "parameters": ')
             alternatives.append(g.rule(f"fn{i}", f"{head} {args} {literal('}')}"))
         g.rule("call", "(" + " | ".join(alternatives) + ")")

@@ -96,7 +96,7 @@ class MistralFamily(Family):
         g = Grammar()
         alternatives = []
         for i, spec in enumerate(specs):
-            args = g.schema(spec.parameters, f"t{i}-")
+            args = g.schema(spec.parameters, f"t{i}-", spec.name)
             if variant == "args":
                 alternatives.append(g.rule(f"fn{i}", f"{literal(spec.name + ARGS)} {args}"))
             else:

@@ -149,7 +149,7 @@ class Qwen3CoderFamily(TaggedFamily):
         if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
             value = "(" + " | ".join(literal(v) for v in enum) + ")"
         elif kinds and "string" not in kinds and all(k in _JSON_TYPES for k in kinds):
-            value = g.schema(schema, prefix)
+            value = g.schema(schema, prefix, spec.name)
         else:
             value = "raw-text"
         opening, closing = literal(f"{_P_OPEN}{key}>\n"), literal(f"\n{_P_CLOSE}\n")

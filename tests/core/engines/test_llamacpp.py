@@ -19,6 +19,7 @@ from app.core.engines.base import (
 )
 from app.core.engines.llamacpp_options import TextStream
 from app.core.engines.templates import render_chat
+from app.core.tools.schema_limits import SchemaTooComplex
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.fixtures.tiny_gguf import IM_END_ID, IM_START_ID
 
@@ -246,7 +247,7 @@ def test_request_errors_raise_before_running(tiny_gguf_f16):
     try:
         with pytest.raises(EngineError, match="context"):
             engine.generate(greedy("word " * 200), threading.Event())
-        with pytest.raises(EngineError, match="grammar"):
+        with pytest.raises(SchemaTooComplex, match="grammar"):  # the client's to fix: a 400
             engine.generate(GenerateRequest(prompt="x", grammar="root ::= ("), threading.Event())
         with pytest.raises(EngineError):
             engine.generate(GenerateRequest(), threading.Event())

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from app.core.engines import collect as collect_chunks
-from app.core.engines.base import ChatMessage, EngineError, GenerateRequest, SamplingParams
+from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
 from app.core.tools import ToolError, ToolFormat, plan_tools
 from app.core.tools.grammar import literal, schema_rules
+from app.core.tools.schema_limits import SchemaTooComplex
 from tests.core.tools.samples import TOOLS
 
 FORMATS = [
@@ -99,12 +100,13 @@ def test_the_llama_cpp_check_does_catch_a_broken_grammar(smollm2_engine):
 
     from app.core.engines.llamacpp_options import build_grammar
 
-    with pytest.raises(EngineError):
+    with pytest.raises(SchemaTooComplex, match="could not be parsed") as caught:
         build_grammar(
             llama_cpp,
             GenerateRequest(prompt="x", grammar='root ::= "a" undefined-rule'),
             smollm2_engine._llm._model.vocab,
         )
+    assert caught.value.code == "schema_too_complex" and caught.value.param == "grammar"
 
 
 def test_without_llama_cpp_a_forced_call_is_a_clear_error(monkeypatch):
