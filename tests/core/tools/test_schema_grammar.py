@@ -109,8 +109,10 @@ _CHILD = textwrap.dedent(
     depth, stack = int(sys.argv[2]), int(sys.argv[3])
     gbnf = "root ::= " + "(" * depth + '"a"' + ")?" * depth
     parsed = []
+    def parse():
+        parsed.append(bool(llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), b"root")))
     threading.stack_size(stack)
-    worker = threading.Thread(target=lambda: parsed.append(bool(llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), b"root"))))
+    worker = threading.Thread(target=parse)
     worker.start()
     worker.join()
     print("parsed" if parsed == [True] else "refused", flush=True)
