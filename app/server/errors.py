@@ -31,6 +31,7 @@ FAILURES = {
     "model_not_found": ("invalid_request_error", 404),
     "invalid_request": ("invalid_request_error", 400),
     "schema_too_complex": ("invalid_request_error", 400),
+    "request_too_large": ("request_too_large", 413),  # an embeddings request over its token or character cap
     "unsupported": ("invalid_request_error", 400),
     "busy": ("unavailable_error", 503),
     "unavailable": ("unavailable_error", 503),

@@ -15,12 +15,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app import __version__
-from app.core.engines.base import Embeddings
+from app.core.engines.base import Embeddings, EngineError
+from app.core.engines.embed_limits import check_embed_texts
 from app.core.library.store import LocalModel
 from app.core.remote import RemoteEntry
 from app.core.runtime.jobs import EmbedJob, ModelNotFound
 from app.server.context import ServerContext, hearth
-from app.server.errors import APIError
+from app.server.errors import APIError, from_failure
 from app.server.host_jobs import JobStream
 from app.server.openai_common import CLIENT_GONE
 from app.server.openai_schemas import EmbeddingRequest
@@ -145,8 +146,13 @@ async def get_model(model_id: str, request: Request) -> dict[str, Any]:
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     ctx = hearth(request)
     # The schema has already made `input` a string or a non-empty list of strings.
+    texts = body.texts()
+    try:  # the bounds that need no tokenizer, answered before the job queues (T40); the engine checks again
+        check_embed_texts(texts)
+    except EngineError as exc:
+        raise from_failure(str(exc), exc.code, param=exc.details.get("param")) from exc
     host, model_name = ctx.route(body.model)
-    stream = JobStream(host, EmbedJob(body.texts(), model=model_name), request, ctx.streams)
+    stream = JobStream(host, EmbedJob(texts, model=model_name), request, ctx.streams)
     done = await stream.result()
     if done is None:
         return Response(status_code=CLIENT_GONE)

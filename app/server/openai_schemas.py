@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
+from app.core.engines.embed_limits import MAX_EMBED_INPUTS
 from app.server.request_text import MAX_PROMPT_CHARS, check_text
 
 MAX_TOKENS_CAP = 1 << 20  # no context is longer; 10^9 is a mistake, not a request
@@ -217,7 +218,7 @@ class EmbeddingRequest(_Request):
     max_text_chars: ClassVar[int | None] = None  # many inputs, each its own prompt (the engine caps each)
 
     model: str | None = Field(default=None, max_length=512)
-    input: str | Annotated[list[str], Field(min_length=1, max_length=2048)]
+    input: str | Annotated[list[str], Field(min_length=1, max_length=MAX_EMBED_INPUTS)]
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None

@@ -238,13 +238,6 @@ def check_prompt_size(request: GenerateRequest) -> None:
         raise PromptTooLong(chars)
 
 
-def check_input_sizes(texts: list[str]) -> None:
-    """Embedding engines call this before tokenizing: each input is its own prompt, capped alike."""
-    longest = max((len(text) for text in texts), default=0)
-    if longest > MAX_PROMPT_CHARS:
-        raise PromptTooLong(longest)
-
-
 def utf8(text: str) -> bytes:
     """`text` as a native tokenizer takes it. A lone UTF-16 surrogate (JSON's "\\ud800") is a str to Python
     but has no UTF-8 form: the caller's error, not the engine's."""
@@ -354,4 +347,6 @@ class Engine(Protocol):
         """Prompt tokens the request would use (after the chat template)."""
         ...
 
-    def embed(self, texts: list[str]) -> Embeddings: ...
+    def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
+        """One vector per input; check the bounds in embed_limits before tokenizing, and `cancel` between inputs."""
+        ...

@@ -25,10 +25,10 @@ from app.core.engines.base import (
     Logprobs,
     ModelInfo,
     TokenLogprob,
-    check_input_sizes,
     check_logit_bias,
     check_prompt_size,
 )
+from app.core.engines.embed_limits import check_cancel, check_embed_texts, check_embed_tokens
 from app.core.engines.registry import EngineRegistry
 from app.core.engines.stops import StopScanner
 
@@ -97,6 +97,8 @@ class FakeEngine:
     tok_s: decode rate (0 = as fast as possible); script: words to emit, then finish "stop";
     prompt_batch / prompt_batch_delay_s: prefill in batches with a delay each (cancel between);
     fail_on_load: True, a message, or a predicate on the path; raise_on_token: fail at that index.
+    embed_delay_s: each embeddings input takes that long, without looking at cancel (a native decode);
+    `embedded` counts the inputs embedded. An input may have at most n_ctx words.
     logit_bias and logprobs follow `_FakeDistribution`: greedy over fixed logits, so tests know the answer.
     """
 
@@ -113,6 +115,7 @@ class FakeEngine:
         fail_on_load: bool | str | Callable[[Path], bool] = False,
         raise_on_token: int | None = None,
         load_delay_s: float = 0.0,
+        embed_delay_s: float = 0.0,
         seed: int = 0,
     ) -> None:
         self.tok_s = tok_s
@@ -122,6 +125,8 @@ class FakeEngine:
         self.fail_on_load = fail_on_load
         self.raise_on_token = raise_on_token
         self.load_delay_s = load_delay_s
+        self.embed_delay_s = embed_delay_s
+        self.embedded = 0
         self.seed = seed
         self.capabilities = Capabilities(chat=True, completion=True, embeddings=True, logprobs=True)
         self.info: ModelInfo | None = None
@@ -169,17 +174,23 @@ class FakeEngine:
         check_prompt_size(request)
         return len(self.render(request).split())
 
-    def embed(self, texts: list[str]) -> Embeddings:
-        self._require_loaded()
-        check_input_sizes(texts)  # as the llama.cpp engine refuses it, before tokenizing
+    def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
+        info = self._require_loaded()
+        check_embed_texts(texts)  # as the llama.cpp engine refuses them, before tokenizing
+        words = [text.lower().split() for text in texts]
+        check_embed_tokens([len(w) for w in words], info.n_ctx)
         out = []
-        for text in texts:
+        for ws in words:
+            check_cancel(cancel, len(out), len(words))
+            if self.embed_delay_s:
+                time.sleep(self.embed_delay_s)
             vec = [0.0] * 16
-            for w in text.lower().split():
+            for w in ws:
                 vec[_token_id(w) % 16] += 1.0
             norm = sum(v * v for v in vec) ** 0.5 or 1.0
             out.append([v / norm for v in vec])
-        return Embeddings(out, sum(len(text.split()) for text in texts))
+            self.embedded += 1
+        return Embeddings(out, sum(len(w) for w in words))
 
     def _require_loaded(self) -> ModelInfo:
         if self.info is None:

@@ -26,11 +26,11 @@ from app.core.engines.base import (
     LoadSpec,
     ModelInfo,
     Unsupported,
-    check_input_sizes,
     check_logit_bias,
     check_prompt_size,
     utf8,
 )
+from app.core.engines.embed_limits import check_cancel, check_embed_texts
 from app.core.engines.llamacpp_embed import Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
@@ -310,16 +310,19 @@ class LlamaCppEngine:
 
     # -- embeddings ------------------------------------------------------------------------
 
-    def embed(self, texts: list[str]) -> Embeddings:
+    def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
         """Unit-length vectors. A model loaded for embeddings embeds in its own context; a chat model in a
         second one on the same weights, so its KV cache (and the chat's reusable prefix) is untouched."""
         llm = self._require()
         if not texts:
             return Embeddings([], 0)
-        check_input_sizes(texts)  # before the tokenizer reads them
+        check_embed_texts(texts)  # before the tokenizer reads them
         model = llm._model
         # Specials on as the tokenizer defines them (BOS, BERT's CLS/SEP): embedding models are trained so.
-        tokens = [list(model.tokenize(utf8(text), True, False)) for text in texts]
+        tokens = []
+        for text in texts:  # up to 2 M characters in all: a cancel need not wait for every one
+            check_cancel(cancel, 0, len(texts))
+            tokens.append(list(model.tokenize(utf8(text), True, False)))
         if self._embedder is None:
             if self.capabilities.chat:
                 threads = int(self.info.extra.get("n_threads", 1)) if self.info else 1
@@ -329,7 +332,7 @@ class LlamaCppEngine:
         if self.native_activity is not None:
             self.native_activity.begin("embedding")
         try:
-            vectors = self._embedder.embed(tokens)
+            vectors = self._embedder.embed(tokens, cancel)
         finally:
             if self.native_activity is not None:
                 self.native_activity.end()

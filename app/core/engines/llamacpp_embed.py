@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from types import ModuleType
 from typing import Any
 
-from app.core.engines.base import ContextLengthExceeded, EngineError, Unsupported
+from app.core.engines.base import EngineError, Unsupported
+from app.core.engines.embed_limits import check_cancel, check_embed_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -72,32 +74,36 @@ class Embedder:
         logger.info("opened a %d-token embeddings context beside the chat model (pooling %d)", n_ctx, pooling)
         return cls(lib, ctx, n_ctx, owned=True)
 
-    def embed(self, token_lists: list[list[int]]) -> list[list[float]]:
-        """One unit-length vector per input (already tokenized, specials included)."""
+    def embed(self, token_lists: list[list[int]], cancel: threading.Event | None = None) -> list[list[float]]:
+        """One unit-length vector per input (already tokenized, specials included, checked against
+        embed_limits). `cancel` is checked before each input's decode, the chunk a cancel waits for."""
         if self._lib.llama_pooling_type(self._ctx.ctx) == POOLING_NONE:
             raise Unsupported("this model's context has no pooling, so it gives no single vector per input")
+        check_embed_tokens([len(tokens) for tokens in token_lists], self.n_tokens)
         out = []
-        for tokens in token_lists:
-            if not tokens:
-                raise EngineError("an embeddings input is empty")
-            if len(tokens) > self.n_tokens:
-                raise ContextLengthExceeded(len(tokens), self.n_tokens)
+        try:
+            for tokens in token_lists:
+                check_cancel(cancel, len(out), len(token_lists))
+                out.append(self._one(tokens))
+        finally:
             self._ctx.kv_cache_clear()
-            self._batch.reset()
-            # Every token an output: pooling reads them all (llama.cpp would otherwise override and warn).
-            self._batch.add_sequence(tokens, 0, True)
-            try:
-                (self._ctx.encode if self._encoder_only else self._ctx.decode)(self._batch)
-            except RuntimeError as exc:  # llama_decode returned non-zero: out of memory, a bad batch
-                raise EngineError(f"embedding failed: {exc}") from exc
-            ptr = self._lib.llama_get_embeddings_seq(self._ctx.ctx, 0)
-            if not ptr:
-                raise EngineError("llama.cpp returned no embedding for the input")
-            vec = [float(v) for v in ptr[: self.n_embd]]
-            norm = math.sqrt(sum(v * v for v in vec)) or 1.0
-            out.append([v / norm for v in vec])
-        self._ctx.kv_cache_clear()
         return out
+
+    def _one(self, tokens: list[int]) -> list[float]:
+        self._ctx.kv_cache_clear()
+        self._batch.reset()
+        # Every token an output: pooling reads them all (llama.cpp would otherwise override and warn).
+        self._batch.add_sequence(tokens, 0, True)
+        try:
+            (self._ctx.encode if self._encoder_only else self._ctx.decode)(self._batch)
+        except RuntimeError as exc:  # llama_decode returned non-zero: out of memory, a bad batch
+            raise EngineError(f"embedding failed: {exc}") from exc
+        ptr = self._lib.llama_get_embeddings_seq(self._ctx.ctx, 0)
+        if not ptr:
+            raise EngineError("llama.cpp returned no embedding for the input")
+        vec = [float(v) for v in ptr[: self.n_embd]]
+        norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+        return [v / norm for v in vec]
 
     def close(self) -> None:
         """Frees the batch, and the context when it is ours; before the model is freed."""

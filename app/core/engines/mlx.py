@@ -236,7 +236,7 @@ class MlxEngine:
         self._require()
         return len(self._prompt_ids(request)[0])
 
-    def embed(self, texts: list[str]) -> Embeddings:
+    def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
         raise Unsupported("the MLX engine does not compute embeddings; use a GGUF embedding model")
 
     # -- generation ------------------------------------------------------------------------------

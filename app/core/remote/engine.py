@@ -130,7 +130,7 @@ class RemoteEngine:
             chars = len(request.prompt or "")
         return max(1, chars // CHARS_PER_TOKEN)
 
-    def embed(self, texts: list[str]) -> Embeddings:
+    def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
         raise Unsupported("embeddings from a remote model are not supported yet")
 
     # -- generation ------------------------------------------------------------------------------

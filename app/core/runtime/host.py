@@ -283,7 +283,8 @@ class EngineHost:
             request = job.prepare(info, engine.capabilities) if job.prepare is not None and info else job.request
             self._finish(handle, TokenCount(engine.count_tokens(request), info.n_ctx if info else 0))
         elif isinstance(job, EmbedJob):
-            self._finish(handle, self._engine_for(job.model, handle).embed(job.texts))
+            # Cancel is checked between inputs: a client that left frees the host within one input's decode.
+            self._finish(handle, self._engine_for(job.model, handle).embed(job.texts, handle.cancel_event))
         else:
             self._fail(handle, f"unknown job {type(job).__name__}")
 

@@ -21,6 +21,7 @@ FailureCode = Literal[
     "model_not_found",
     "invalid_request",
     "schema_too_complex",
+    "request_too_large",
     "busy",
     "unsupported",
     "engine_error",
@@ -145,7 +146,7 @@ class ChunkEvent:
 
 @dataclass
 class JobDone:
-    result: Any  # ModelInfo (load), GenerateResult (generate), list[list[float]] (embed), None
+    result: Any  # ModelInfo (load), GenerateResult (generate), Embeddings (embed), None
 
 
 @dataclass
@@ -183,7 +184,7 @@ class JobHandle:
 
     def cancel(self) -> None:
         """Stop the job: skipped if still queued (its queue slot is free at once), stopped within one
-        token / prompt batch if running."""
+        token / prompt batch / embeddings input if running."""
         self.cancel_event.set()
 
     @property
