@@ -179,7 +179,7 @@ class FakeEngine:
         check_embed_texts(texts)  # as the llama.cpp engine refuses them, before tokenizing
         words = [text.lower().split() for text in texts]
         check_embed_tokens([len(w) for w in words], info.n_ctx)
-        out = []
+        out: list[list[float]] = []
         for ws in words:
             check_cancel(cancel, len(out), len(words))
             if self.embed_delay_s:

@@ -80,7 +80,7 @@ class Embedder:
         if self._lib.llama_pooling_type(self._ctx.ctx) == POOLING_NONE:
             raise Unsupported("this model's context has no pooling, so it gives no single vector per input")
         check_embed_tokens([len(tokens) for tokens in token_lists], self.n_tokens)
-        out = []
+        out: list[list[float]] = []
         try:
             for tokens in token_lists:
                 check_cancel(cancel, len(out), len(token_lists))
