@@ -55,7 +55,7 @@ def test_a_request_at_the_token_cap_is_served(make_server):
     texts = ["w " * N_CTX] * (MAX_EMBED_TOKENS // N_CTX)
     r = live.client.post("/v1/embeddings", json={"model": "alpha", "input": texts})
     assert r.status_code == 200, r.text[:300]
-    assert r.json()["usage"]["prompt_tokens"] == MAX_EMBED_TOKENS
+    assert r.json()["usage"]["prompt_tokens"] == len(texts) * N_CTX > MAX_EMBED_TOKENS - N_CTX
 
 
 def test_a_client_that_leaves_stops_the_embedding_work(make_server):

@@ -19,10 +19,10 @@ MAX_EMBED_INPUTS = 2048
 # costs at most what tokenizing one prompt does (about 2 s on a 2-core CPU). Ordinary text is 3-5 characters
 # a token, so this trips only where MAX_EMBED_TOKENS would after a tokenizer pass that this saves.
 MAX_EMBED_CHARS = MAX_PROMPT_CHARS
-# Tokens in all inputs together. Sized by engine time, not OpenAI's 300,000: at the 290 tokens/s measured
-# above, 65,536 tokens hold the engine (and every chat queued behind it) for under 4 minutes, 300,000 for 17.
-# A bigger job is several requests, and the queue serves others between them.
-MAX_EMBED_TOKENS = 65_536
+# Tokens in all inputs together: OpenAI's own cap, so a client's batching made for OpenAI (LangChain sends
+# 1,000 inputs a request) works here unchanged. At the 290 tokens/s above that is ~17 minutes of engine
+# time, which the cancel check below lets a client give back by leaving.
+MAX_EMBED_TOKENS = 300_000
 
 
 class EmbeddingsTooLarge(EngineError):

@@ -66,8 +66,8 @@ def test_each_bound_is_refused_before_any_input_is_embedded(texts, error, code):
 
 def test_the_errors_say_which_cap_and_how_much():
     engine = fake()
-    with pytest.raises(EmbeddingsTooLarge, match=r"hold 65,792 tokens, over the 65,536-token cap") as caught:
-        engine.embed(["w " * N_CTX] * 257)
+    with pytest.raises(EmbeddingsTooLarge, match=r"hold 300,032 tokens, over the 300,000-token cap") as caught:
+        engine.embed(["w " * N_CTX] * 1172)
     assert caught.value.code == "request_too_large"
     with pytest.raises(ContextLengthExceeded, match=r"input 1 has 257 tokens but the embeddings context holds 256"):
         engine.embed(["fine", "w " * (N_CTX + 1)])
@@ -77,8 +77,8 @@ def test_the_errors_say_which_cap_and_how_much():
 
 def test_a_request_at_every_cap_is_embedded():
     engine = fake()
-    out = engine.embed(["w " * N_CTX] * (MAX_EMBED_TOKENS // N_CTX))  # 65,536 tokens, each input the context
-    assert out.prompt_tokens == MAX_EMBED_TOKENS and engine.embedded == MAX_EMBED_TOKENS // N_CTX
+    out = engine.embed(["w " * N_CTX] * (MAX_EMBED_TOKENS // N_CTX))  # each input the context, up to the cap
+    assert out.prompt_tokens > MAX_EMBED_TOKENS - N_CTX and engine.embedded == MAX_EMBED_TOKENS // N_CTX
     assert len(engine.embed(["x"] * MAX_EMBED_INPUTS).vectors) == MAX_EMBED_INPUTS
 
 
