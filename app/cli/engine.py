@@ -270,7 +270,10 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
         return ctx.fail(exc)
     try:
         _, final, interrupted = generate(
-            host, GenerateRequest(messages=messages, sampling=_sampling(args), json_schema=schema)
+            host,
+            GenerateRequest(
+                messages=messages, sampling=_sampling(args), json_schema=schema, schema_field="--json-schema"
+            ),
         )
         _write("\n")
         _err(format_stats(final))

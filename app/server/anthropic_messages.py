@@ -46,7 +46,9 @@ def _shape(body: _Prompt, sampling: SamplingParams) -> ChatShape:
     tools = function_tools(body.tools)
     fmt = body.output_config.format if body.output_config is not None else None
     schema = checked_schema(fmt.schema_, "output_config.format.schema") if fmt is not None else None
-    request = GenerateRequest(messages=conversation(body), sampling=sampling, json_schema=schema)
+    request = GenerateRequest(
+        messages=conversation(body), sampling=sampling, json_schema=schema, schema_field="output_config.format.schema"
+    )
     return ChatShape(request, tools, choice if tools else None, parallel)
 
 

@@ -82,7 +82,12 @@ def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, C
         schema = checked_schema(fmt.schema_, "response_format.json_schema.schema")
     max_tokens = body.max_completion_tokens or body.max_tokens
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    request = GenerateRequest(messages=messages, sampling=sampling(body, max_tokens, logprobs), json_schema=schema)
+    request = GenerateRequest(
+        messages=messages,
+        sampling=sampling(body, max_tokens, logprobs),
+        json_schema=schema,
+        schema_field="response_format.json_schema.schema",
+    )
     tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
     shape = ChatShape(
         request,

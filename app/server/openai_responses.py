@@ -87,7 +87,12 @@ def prepare(body: ResponsesRequest, ctx: ServerContext) -> Prepared:
         if not fmt.schema_:
             raise APIError("text.format json_schema needs a schema", param="text.format.schema")
         schema = checked_schema(fmt.schema_, "text.format.schema")
-    request = GenerateRequest(messages=merge_leading_system(messages), sampling=_sampling(body), json_schema=schema)
+    request = GenerateRequest(
+        messages=merge_leading_system(messages),
+        sampling=_sampling(body),
+        json_schema=schema,
+        schema_field="text.format.schema",
+    )
     shape = ChatShape(
         request, tools.functions or None, chat_tool_choice(body.tool_choice), body.parallel_tool_calls is not False
     )

@@ -210,6 +210,7 @@ class GenerateRequest(BaseModel):
     prompt: str | None = None
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     json_schema: dict[str, Any] | None = None
+    schema_field: str = "json_schema"  # where the schema sits in the caller's request: errors name it
     grammar: str | None = None  # GBNF
     # OpenAI function tools ({"type": "function", "function": {"name", "description", "parameters"}}),
     # rendered into the chat template (app.core.tools.plan_tools checks them and builds the grammar).

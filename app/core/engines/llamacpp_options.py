@@ -112,7 +112,7 @@ def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
         return None
     what = "JSON schema" if request.json_schema is not None else "grammar"
     if request.json_schema is not None:
-        gbnf = schema_to_gbnf(request.json_schema, "json_schema")
+        gbnf = schema_to_gbnf(request.json_schema, request.schema_field)
     else:
         gbnf = request.grammar
         check_gbnf(gbnf, "grammar")
@@ -125,7 +125,7 @@ def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
         )
         caught.failed = not probe
     if not probe:
-        param = "json_schema" if request.json_schema is not None else "grammar"
+        param = request.schema_field if request.json_schema is not None else "grammar"
         raise SchemaTooComplex(f"the {what} could not be parsed as a llama.cpp grammar", param)
     llama_cpp.llama_sampler_free(probe)
     return grammar
