@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
+import os
 import re
 from pathlib import Path
 
@@ -43,6 +45,17 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """The log file the user's alone (0600, like the chat history: it names models, paths and requests),
+    the fresh one after each rollover included; an older install's 0644 one is tightened when opened."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with contextlib.suppress(OSError):
+            os.chmod(self.baseFilename, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)  # noqa: SIM115 (the handler owns it)
+
+
 def configure_logging(log_dir: Path, level: str = "INFO", console: bool = False) -> Path:
     """Install the rotating file handler once per process; returns the log file path."""
     log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # the user's alone, as paths.private_dir makes
@@ -52,7 +65,7 @@ def configure_logging(log_dir: Path, level: str = "INFO", console: bool = False)
     for h in root.handlers:
         if getattr(h, "_hearth", False):
             return log_file
-    fh = logging.handlers.RotatingFileHandler(log_file, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+    fh = PrivateRotatingFileHandler(log_file, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
     fh.setFormatter(logging.Formatter(LOG_FORMAT))
     fh.addFilter(RedactSecrets())
     fh._hearth = True  # type: ignore[attr-defined]

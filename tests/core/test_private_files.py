@@ -97,3 +97,24 @@ def test_private_database_keeps_what_an_existing_file_holds(tmp_path):
     os.chmod(path, 0o664)
     private_database(path)
     assert path.read_bytes() == b"kept" and mode(path) == 0o600
+
+
+def test_the_log_file_is_0600_after_rollovers_and_an_old_0644_one_is_tightened(tmp_path):
+    import logging
+
+    from app.core.logs import PrivateRotatingFileHandler
+
+    old = tmp_path / "hearth.log"
+    old.write_text("from an older install\n")
+    old.chmod(0o644)
+    handler = PrivateRotatingFileHandler(old, maxBytes=200, backupCount=2, encoding="utf-8")
+    try:
+        assert mode(old) == 0o600
+        record = logging.LogRecord("t", logging.INFO, __file__, 1, "x" * 150, None, None)
+        for _ in range(5):  # past maxBytes a few times: new files made by the rollover
+            handler.emit(record)
+    finally:
+        handler.close()
+    files = sorted(tmp_path.glob("hearth.log*"))
+    assert len(files) == 3, files
+    assert all(mode(f) == 0o600 for f in files), [(f.name, oct(mode(f))) for f in files]

@@ -212,3 +212,16 @@ def test_a_conversation_that_grows_past_the_cap_is_a_400_before_the_template_ren
     error = error_of("/v1/responses", r)
     assert error["code"] == "context_length_exceeded" and "2,000,000-character cap" in error["message"]
     assert len(live.engines[0].generations) == 1
+
+
+def test_a_conversation_just_under_the_cap_whose_rendered_prompt_passes_it_is_a_400(make_server):
+    # The text is under the cap; the chat template's markup takes the rendered prompt over it.
+    live = make_server(script="ok", n_ctx=1 << 22)
+    body = {**CHAT, "messages": [{"role": "user", "content": "y" * (MAX_PROMPT_CHARS - 10)}]}
+    r = live.client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400, r.text[:300]
+    error = error_of("/v1/chat/completions", r)
+    assert error["code"] == "context_length_exceeded" and "once the chat template renders it" in error["message"]
+    assert error["param"] == "messages"
+    assert live.engines[0].generations == []
+    good_request_still_works(live)

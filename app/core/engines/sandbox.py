@@ -28,6 +28,7 @@ from app.core.engines.sandbox_limits import (
     Budget,
     Guarded,
     OutputBuffer,
+    OutputTooLarge,
     TemplateError,
     brace_size,
     check_size,
@@ -248,7 +249,7 @@ def render(template: str, context: dict[str, Any], budget: Budget) -> str:
         for piece in compiled.generate(**context):
             size += len(piece)
             if size > budget.max_chars:
-                raise TemplateError(f"the chat template output passed the {budget.max_chars:,}-character cap")
+                raise OutputTooLarge(f"the chat template output passed the {budget.max_chars:,}-character cap")
             budget.check()
             pieces.append(piece)
         return "".join(pieces)

@@ -32,6 +32,26 @@ class TemplateError(EngineError):
     """The chat template is unsafe, too slow, too large or broken; the message says which."""
 
 
+class OutputTooLarge(TemplateError):
+    """The template's output, or a value it builds, would pass the character cap."""
+
+
+class RenderedTooLong(TemplateError):
+    """The rendered prompt passed the character cap because the conversation's own text nearly fills it
+    (just under T35's cap, then the template's markup): the request's to shorten, a 400."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, cap: int) -> None:
+        EngineError.__init__(
+            self,
+            f"the conversation is over the {cap:,}-character cap on one prompt once the chat template renders it; "
+            "shorten it",
+            param="messages",
+            max_chars=cap,
+        )
+
+
 @dataclass
 class Budget:
     deadline: float
@@ -61,7 +81,7 @@ def refuse_over(size: int, what: str) -> None:
     """Refuse an operation whose result would be `size` characters (or items) before it is built."""
     cap = size_cap()
     if size > cap:
-        raise TemplateError(f"the chat template would build {what} of {size:,} characters (cap {cap:,})")
+        raise OutputTooLarge(f"the chat template would build {what} of {size:,} characters (cap {cap:,})")
 
 
 def check_size(value: Any) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 
 from app.core.engines.base import ChatMessage
 from app.core.engines.sandbox import Budget, TemplateError, environment, render
+from app.core.engines.sandbox_limits import OutputTooLarge, RenderedTooLong
 from app.core.tools.prompt import FALLBACK_NOTICE, fallback_turns, template_call
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,23 @@ def render_chat(
     base = {"bos_token": bos_token, "eos_token": eos_token, "add_generation_prompt": add_generation_prompt}
     run = functools.partial(_render_marked, template, base, timeout_s, max_chars)
     turns = _turns(messages)
+    try:
+        return _render_chat(run, template, turns, tools, notices)
+    except OutputTooLarge:
+        # Over the cap with text that nearly fills it by itself: the request's to shorten (a 400); a
+        # template that blows up a small conversation stays the template's error.
+        if sum(len(str(t.get("content") or "")) for t in turns) > max_chars // 2:
+            raise RenderedTooLong(max_chars) from None
+        raise
+
+
+def _render_chat(
+    run: Callable[..., RenderedPrompt],
+    template: str,
+    turns: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    notices: list[str],
+) -> RenderedPrompt:
     native = reads_tools(template)
     describe, text_calls = bool(tools) and not native, not native and "tool_calls" not in template
     if not (describe or text_calls):
