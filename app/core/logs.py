@@ -53,7 +53,7 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with contextlib.suppress(OSError):
             os.chmod(self.baseFilename, 0o600)
-        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)  # noqa: SIM115 (the handler owns it)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
 
 
 def configure_logging(log_dir: Path, level: str = "INFO", console: bool = False) -> Path:
