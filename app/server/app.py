@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app import __version__
 from app.server import errors
 from app.server.anthropic_messages import router as messages_router
+from app.server.body import BODY_TIMEOUT_S
 from app.server.context import ServerContext
 from app.server.models_routes import router as models_router
 from app.server.openai_chat import router as chat_router
@@ -24,9 +25,9 @@ from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Sc
 logger = logging.getLogger(__name__)
 
 
-def create_app(ctx: ServerContext, policy: Policy | None = None) -> ASGIApp:
+def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout_s: float = BODY_TIMEOUT_S) -> ASGIApp:
     """The ASGI app to serve: FastAPI's routes inside the front door, and the request log outside it, so
-    the requests it refuses (a wrong key, a foreign Host or origin) are in the log too."""
+    the requests it refuses (a wrong key, a foreign Host or origin, a body too slow) are in the log too."""
     api = FastAPI(
         title="Hearth",
         version=__version__,
@@ -42,7 +43,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None) -> ASGIApp:
     for router in (models_router, chat_router, completions_router, responses_router, messages_router):
         api.include_router(router)
     _document_errors(api)
-    return _Logged(FrontDoor(api, policy or Policy()), ctx.log)
+    return _Logged(FrontDoor(api, policy or Policy(), body_timeout_s), ctx.log)
 
 
 ERROR_SCHEMA = {
@@ -79,6 +80,7 @@ ERRORS = {
     "401": "missing or wrong API key",
     "403": "Host or Origin not allowed",
     "404": "no such model or route",
+    "408": "the request body did not arrive in time",
     "413": "request body too large",
     "500": "the engine failed",
     "501": "not supported",

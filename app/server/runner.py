@@ -26,11 +26,25 @@ class ServerThread:
     """`start()` binds and serves on a thread named "hearth-server"; `stop()` ends it and frees the port."""
 
     def __init__(
-        self, app: Any, host: str = "127.0.0.1", port: int = 0, cancel_open: Callable[[], int] | None = None
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        cancel_open: Callable[[], int] | None = None,
+        *,
+        header_timeout_s: float | None = None,
+        max_connections: int | None = None,
+        limit_concurrency: int | None = None,
     ) -> None:
-        """`cancel_open()` cancels the jobs of requests still open (ServerContext.cancel_streams)."""
+        """`cancel_open()` cancels the jobs of requests still open (ServerContext.cancel_streams). The limits
+        default to connections.py's (security.md T41); tests pass small ones."""
+        from app.server import connections
+
         self.app, self.host, self.port = app, host, port
         self.cancel_open = cancel_open
+        self.header_timeout_s = header_timeout_s if header_timeout_s is not None else connections.HEADER_TIMEOUT_S
+        self.max_connections = max_connections or connections.default_max_connections()
+        self.limit_concurrency = limit_concurrency or connections.LIMIT_CONCURRENCY
         self.ready = threading.Event()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -50,6 +64,8 @@ class ServerThread:
         """Bind, start serving, wait until it accepts connections; returns the bound port."""
         import uvicorn
 
+        from app.server.connections import BACKLOG, protocol_class
+
         if self.running:
             return self.port
         self._socket = self._bind()
@@ -62,6 +78,9 @@ class ServerThread:
             timeout_graceful_shutdown=GRACEFUL_S,
             timeout_keep_alive=5,
             h11_max_incomplete_event_size=64 * 1024,  # request line + headers
+            http=protocol_class(self.header_timeout_s, self.max_connections),
+            limit_concurrency=self.limit_concurrency,
+            backlog=BACKLOG,  # asyncio listens again with it, over _bind's
         )
         self._server = uvicorn.Server(config)
         self.ready.clear()
@@ -79,6 +98,8 @@ class ServerThread:
         return self.port
 
     def _bind(self) -> socket.socket:
+        from app.server.connections import BACKLOG
+
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         # IPPROTO_TCP named, so asyncio turns Nagle off on each connection (it checks the protocol): with
         # Nagle, a response's second small write waits for the client's delayed ACK, 40 ms a request.
@@ -88,7 +109,7 @@ class ServerThread:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))
-            sock.listen(128)
+            sock.listen(BACKLOG)
         except OSError as exc:
             sock.close()
             raise ServerError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
@@ -97,10 +118,16 @@ class ServerThread:
 
     def _serve(self) -> None:
         try:
-            asyncio.run(self._server.serve(sockets=[self._socket]))
+            asyncio.run(self._serve_logging_accept_errors_once())
         except BaseException as exc:  # reported through start() and the log, never lost
             self.error = exc
             logger.exception("the API server stopped with an error")
+
+    async def _serve_logging_accept_errors_once(self) -> None:
+        from app.server.connections import AcceptErrors
+
+        asyncio.get_running_loop().set_exception_handler(AcceptErrors())
+        await self._server.serve(sockets=[self._socket])
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop serving: cancel the jobs of open requests, close connections, free the port. True if the

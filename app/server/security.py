@@ -1,5 +1,6 @@
 """The front door, before any route: the Host header allowlist (DNS rebinding), CORS only for exact
-origins the user added, the API key, and caps on headers and body size (security.md T15–T19).
+origins the user added, the API key, caps on headers and body size (security.md T15–T19), and a deadline
+for the body (T41).
 
 A plain ASGI middleware, so it sees every request (404s and malformed bodies included) and answers
 in OpenAI's error shape without reading more of a body than the cap.
@@ -14,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.server.body import BODY_TIMEOUT_S, BodyTooLarge, BodyTooSlow, read_body, replay
 from app.server.errors import shaped_error
 
 logger = logging.getLogger(__name__)
@@ -29,6 +31,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_HEADERS = 100
 # Routes that need no key: a liveness probe that says nothing about the models or the machine.
 OPEN_PATHS = frozenset({"/health"})
+CLOSE = [(b"connection", b"close")]  # after a refused body: what is left of it is never read
 ALLOW_HEADERS = (
     "authorization, content-type, x-api-key, openai-beta, anthropic-version, anthropic-beta, "
     "anthropic-dangerous-direct-browser-access, x-stainless-os"
@@ -77,9 +80,10 @@ def _key_matches(given: str, expected: str) -> bool:
 class FrontDoor:
     """ASGI middleware applying a `Policy`; `policy` may be replaced while running (settings change)."""
 
-    def __init__(self, app: ASGIApp, policy: Policy) -> None:
+    def __init__(self, app: ASGIApp, policy: Policy, body_timeout_s: float = BODY_TIMEOUT_S) -> None:
         self.app = app
         self.policy = policy
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -153,13 +157,19 @@ class FrontDoor:
         if length is not None and (not length.isdigit() or int(length) > policy.max_body_bytes):
             await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors)
             return
-        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
-            # A chunked body has no length to check up front: read it here, within the cap, then replay it.
-            body = await _read_capped(receive, policy.max_body_bytes)
-            if body is None:
-                await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors)
+        if _has_body(scope, headers):
+            # Read whole here, within the cap (a chunked body has no length to check up front) and the
+            # deadline (T41), then replayed to the route; a refused one closes the connection.
+            try:
+                body = await read_body(receive, policy.max_body_bytes, self.body_timeout_s)
+            except BodyTooLarge:
+                await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors + CLOSE)
                 return
-            receive = _replay(body, receive)
+            except BodyTooSlow:
+                slow = f"the request body did not arrive within {self.body_timeout_s:g} s"
+                await _reply(send, scope["path"], 408, slow, "invalid_request_error", "request_timeout", cors + CLOSE)
+                return
+            receive = replay(body, receive)
         await self.app(scope, receive, _with_headers(send, cors))
 
     @staticmethod
@@ -170,34 +180,12 @@ class FrontDoor:
         return _key_matches(headers.get("x-api-key", "").strip(), key) if "x-api-key" in headers else False
 
 
-async def _read_capped(receive: Receive, cap: int) -> bytes | None:
-    """The whole request body, or None once it passes `cap` (nothing more is read)."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(parts)
-        part = message.get("body", b"")
-        size += len(part)
-        if size > cap:
-            return None
-        parts.append(part)
-        if not message.get("more_body", False):
-            return b"".join(parts)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def wrapped() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()  # after the body: the disconnect, when it comes
-
-    return wrapped
+def _has_body(scope: Scope, headers: dict[str, str]) -> bool:
+    """Whether the request carries a body to read (h11 gives none without a length or chunked framing)."""
+    if "transfer-encoding" in headers:
+        return True
+    length = headers.get("content-length")
+    return length != "0" if length is not None else scope["method"] in ("POST", "PUT", "PATCH")
 
 
 def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:

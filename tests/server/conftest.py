@@ -21,6 +21,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.preflight import PreflightResult
 from app.core.runtime.resolve import ModelResolver
 from app.server.app import create_app
+from app.server.body import BODY_TIMEOUT_S
 from app.server.context import ServerContext
 from app.server.runner import ServerThread
 from app.server.security import Policy
@@ -67,8 +68,11 @@ def make_server(tmp_path) -> Iterator:
         queue_size: int = 8,
         load: str | None = "alpha",
         n_ctx: int = 256,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+        limits: dict | None = None,
         **engine_kwargs,
     ) -> Live:
+        """`limits`: ServerThread's (header_timeout_s, max_connections, limit_concurrency)."""
         engines: list[FakeEngine] = []
         library = fake_library(tmp_path / f"lib{len(made)}")
         resolver = ModelResolver(library, machine=lambda: None)
@@ -83,7 +87,8 @@ def make_server(tmp_path) -> Iterator:
             path = library.find(load).path
             host.load_sync(LoadSpec(path=path, n_ctx=n_ctx), "fake")
         context = ServerContext(host, library, resolver)
-        runner = ServerThread(create_app(context, policy), "127.0.0.1", 0, context.cancel_streams)
+        app = create_app(context, policy, body_timeout_s=body_timeout_s)
+        runner = ServerThread(app, "127.0.0.1", 0, context.cancel_streams, **(limits or {}))
         runner.start()
         headers = {"Authorization": f"Bearer {policy.api_key}"} if policy and policy.api_key else {}
         live = Live(
