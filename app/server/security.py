@@ -93,10 +93,13 @@ class FrontDoor:
         raw = scope.get("headers", [])
         if len(raw) > MAX_HEADERS:
             await _reply(
-                send, scope["path"], 400, "too many request headers", "invalid_request_error", "too_many_headers"
+                send, scope["path"], 400, "too many request headers", "invalid_request_error", "too_many_headers", CLOSE
             )
             return
         headers = _headers(scope)
+        # Refused before its body is read: the connection closes rather than wait for a body nobody reads
+        # (a client without the key could otherwise keep it open, trickling, until the header deadline).
+        unread = CLOSE if _has_body(scope, headers) else []
         if host_name(headers.get("host", "")) not in policy.allowed_hosts:
             # DNS rebinding: a page on evil.example resolving to 127.0.0.1 still sends its own Host.
             await _reply(
@@ -106,6 +109,7 @@ class FrontDoor:
                 "this server answers only requests addressed to it by its own name (Host)",
                 "permission_error",
                 "host_not_allowed",
+                unread,
             )
             return
         origin = headers.get("origin")
@@ -119,6 +123,7 @@ class FrontDoor:
                 f"requests from the web origin {origin[:100]!r} are not allowed",
                 "permission_error",
                 "origin_not_allowed",
+                unread,
             )
             return
         cors = (
@@ -149,15 +154,15 @@ class FrontDoor:
                 "a valid API key is needed (Authorization: Bearer <key>, or x-api-key)",
                 "authentication_error",
                 "invalid_api_key",
-                cors,
+                cors + unread,
             )
             return
         length = headers.get("content-length")
         too_large = f"the request body is larger than {policy.max_body_bytes // (1024 * 1024)} MiB"
         if length is not None and (not length.isdigit() or int(length) > policy.max_body_bytes):
-            await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors)
+            await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors + unread)
             return
-        if _has_body(scope, headers):
+        if unread:
             # Read whole here, within the cap (a chunked body has no length to check up front) and the
             # deadline (T41), then replayed to the route; a refused one closes the connection.
             try:

@@ -135,6 +135,19 @@ def test_t41_a_body_slower_than_its_deadline_is_408_in_the_routes_shape_and_clos
     assert wait_until(lambda: any(e.status == 408 for e in live.context.log.items()), 2)  # in the request log
 
 
+def test_t41_a_request_refused_before_its_body_is_read_closes_the_connection(make_server):
+    # LAN mode: without the key, nobody may hold a connection by trickling a body after the 401.
+    live = make_server(policy=Policy.of(api_key=KEY), limits={"header_timeout_s": 30})
+    sock = _connect(live.url)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n{")
+    status, headers, _ = _read_reply(sock, 5)
+    assert status == 401 and headers["connection"] == "close" and _is_closed(sock, 1)
+    kept = _connect(live.url)  # one without a body keeps its connection
+    kept.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status, headers, _ = _read_reply(kept, 5)
+    assert status == 401 and "connection" not in headers and not _is_closed(kept, 0.3)
+
+
 def test_t41_a_body_in_pieces_within_the_deadline_and_a_stream_past_both_deadlines_are_served(make_server):
     live = make_server(tok_s=20, body_timeout_s=1.0, limits={"header_timeout_s": 1.0})
     body = json.dumps({**CHAT, "max_tokens": 40, "stream": True}).encode()
