@@ -83,6 +83,31 @@ class AcceptErrors:
         self.report.log(logging.ERROR, "the API server cannot accept connections: %s", context.get("exception"))
 
 
+class QuietWarnings(logging.Filter):
+    """On uvicorn's error logger while a server runs. Its warnings are per request, and any client can
+    trigger them ("Invalid HTTP request received.", an upgrade it cannot do, "Exceeded concurrency
+    limit."): each once a minute with the count held back, so a client sending garbage in a loop cannot
+    fill stderr and the log. Errors (a route's traceback) are left alone."""
+
+    def __init__(self, every_s: float = REPORT_EVERY_S) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not isinstance(record.msg, str):
+            return True
+        now = time.monotonic()
+        last, held = self._seen.get(record.msg, (-float("inf"), 0))
+        if now - last < self.every_s:
+            self._seen[record.msg] = (last, held + 1)
+            return False
+        self._seen[record.msg] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more since the last report)"
+        return True
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline for each request's headers, armed when the connection opens
     and again when a response completes (covering the next request on a kept-alive connection, and a body

@@ -49,6 +49,7 @@ class ServerThread:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
+        self._quiet: logging.Filter | None = None  # on uvicorn's logger while serving
         self.error: BaseException | None = None
 
     @property
@@ -64,7 +65,7 @@ class ServerThread:
         """Bind, start serving, wait until it accepts connections; returns the bound port."""
         import uvicorn
 
-        from app.server.connections import BACKLOG, protocol_class
+        from app.server.connections import BACKLOG, QuietWarnings, protocol_class
 
         if self.running:
             return self.port
@@ -83,6 +84,8 @@ class ServerThread:
             backlog=BACKLOG,  # asyncio listens again with it, over _bind's
         )
         self._server = uvicorn.Server(config)
+        self._quiet = QuietWarnings()
+        logging.getLogger("uvicorn.error").addFilter(self._quiet)
         self.ready.clear()
         self.error = None
         self._thread = threading.Thread(target=self._serve, name="hearth-server", daemon=True)
@@ -151,5 +154,8 @@ class ServerThread:
             self._socket.close()
             self._socket = None
         self._thread, self._server = None, None
+        if self._quiet is not None:
+            logging.getLogger("uvicorn.error").removeFilter(self._quiet)
+            self._quiet = None
         self.ready.clear()
         return ended

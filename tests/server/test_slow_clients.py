@@ -6,6 +6,7 @@ after each the server answers as before. Streams are never cut by these deadline
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -196,6 +197,23 @@ def test_t41_seventy_connections_at_once_are_all_served_under_the_default_limits
     assert statuses == [200] * 70
     for sock in socks:
         sock.close()
+
+
+def test_t41_garbage_requests_in_a_loop_are_one_warning_a_minute(make_server):
+    live = make_server()
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("uvicorn.error").addHandler(handler)
+    try:
+        for _ in range(50):
+            with _connect(live.url) as sock:
+                sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                assert _read_reply(sock, 5)[0] == 400
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert seen == ["Invalid HTTP request received."]
+    assert live.client.get("/health").status_code == 200
 
 
 SERVE = """
