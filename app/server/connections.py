@@ -1,5 +1,5 @@
 """Slow and exhausting clients at the connection level (security.md T41): a deadline for a request's
-headers, a cap on open connections, and accept() errors logged once a minute instead of per attempt.
+headers, a cap on open connections, and accept() errors and uvicorn's per-request warnings logged once a minute.
 
 uvicorn 0.55's h11 protocol times out only an idle keep-alive connection after a response; a connection
 that never sends a request, or sends its headers a byte at a time, stays open for good (and keeps a file
