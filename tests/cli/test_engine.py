@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -74,6 +75,33 @@ def test_run_streams_the_answer_and_prints_stats(smollm2_path):
     assert m, proc.stderr
     assert int(m.group(1)) > 10 and int(m.group(3)) >= 4 and m.group(4) == "stop"
     assert "prompt tokens" not in proc.stdout  # stats stay off stdout
+
+
+def test_run_with_a_json_schema_bomb_fails_clearly_and_a_fair_schema_constrains_the_answer(smollm2_path, tmp_path):
+    bomb = tmp_path / "bomb.json"
+    bomb.write_text('{"type": "string", "maxLength": 20000}')  # crashed the process with a segfault (T38)
+    proc = subprocess.run(
+        hearth("run", smollm2_path, "hi", "--json-schema", str(bomb)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--json-schema.maxLength" in proc.stderr and "over the 10,000 allowed" in proc.stderr
+    fair = tmp_path / "fair.json"
+    fair.write_text(
+        '{"type": "object", "properties": {"city": {"type": "string", "maxLength": 5000}}, "required": ["city"]}'
+    )
+    proc = subprocess.run(
+        hearth("run", smollm2_path, "Name a city.", "--json-schema", str(fair), "--temp", "0", "--system", SYSTEM),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert isinstance(json.loads(proc.stdout)["city"], str)
 
 
 def test_run_with_an_unknown_model_name_fails_clearly(tmp_path):
