@@ -49,7 +49,7 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     """The log file the user's alone (0600, like the chat history: it names models, paths and requests),
     the fresh one after each rollover included; an older install's 0644 one is tightened when opened."""
 
-    def _open(self):  # type: ignore[no-untyped-def]
+    def _open(self):
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with contextlib.suppress(OSError):
             os.chmod(self.baseFilename, 0o600)

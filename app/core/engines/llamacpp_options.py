@@ -114,7 +114,7 @@ def build_grammar(llama_cpp: ModuleType, request: GenerateRequest, vocab: Any):
     if request.json_schema is not None:
         gbnf = schema_to_gbnf(request.json_schema, request.schema_field)
     else:
-        gbnf = request.grammar
+        gbnf = str(request.grammar)
         check_gbnf(gbnf, "grammar")
     grammar = llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
     # llama-cpp-python does not parse the GBNF; a NULL sampler added to a chain would crash later. llama.cpp's

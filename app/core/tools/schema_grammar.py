@@ -151,7 +151,7 @@ def _converter_class() -> type:
     except Exception as exc:  # ImportError, or OSError from a broken native build
         raise ToolError(f"constrained output needs llama-cpp-python, which is not available here: {exc}") from exc
 
-    class BoundedConverter(module.SchemaConverter):  # type: ignore[name-defined,misc]
+    class BoundedConverter(module.SchemaConverter):  # type: ignore[name-defined]
         """The converter, with lengths and item counts as `{m,n}` (see the module docstring)."""
 
         def visit(self, schema: dict[str, Any], name: str) -> str:
