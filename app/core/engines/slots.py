@@ -91,6 +91,64 @@ class SequenceRunner(Protocol):
         ...
 
 
+class OneStream:
+    """The SequenceRunner of an engine that runs one generation at a time (the fake engine, MLX and
+    llama.cpp with one slot, a remote server): one slot, and `step` is its next chunk. It lets the host
+    run every engine through the same loop (runtime.batching.BatchLoop). Owned by the host thread."""
+
+    def __init__(self, generate: Callable[[GenerateRequest, Any], Iterator[Chunk]]) -> None:
+        self._generate = generate
+        self._key: object | None = None
+        self._chunks: Iterator[Chunk] | None = None
+        self._cancel: Any = None
+
+    def free_slots(self) -> int:
+        return 0 if self._chunks is not None else 1
+
+    def active(self) -> int:
+        return 1 - self.free_slots()
+
+    def can_admit(self, request: GenerateRequest) -> bool:
+        return self._chunks is None
+
+    def admit(self, request: GenerateRequest, cancel: Any) -> object:
+        """Starts the generation; an engine that checks the request eagerly raises here, a lazy one (a
+        generator) at the first step, after the job's Started event, as when it ran alone."""
+        chunks = iter(self._generate(request, cancel))
+        key = object()
+        self._key, self._chunks, self._cancel = key, chunks, cancel
+        return key
+
+    def step(self) -> list[tuple[object, Chunk]]:
+        assert self._chunks is not None and self._key is not None
+        key = self._key
+        try:
+            chunk = next(self._chunks, None)
+        except BaseException:
+            self._end()
+            raise
+        if chunk is None:  # the engine stopped without a last chunk
+            chunk = Chunk(finish_reason="cancelled" if self._cancel.is_set() else "stop")
+        if chunk.finish_reason is not None:
+            self._end()
+        return [(key, chunk)]
+
+    def shared(self, key: object) -> bool:
+        return False
+
+    def _end(self) -> None:
+        chunks, self._chunks, self._key = self._chunks, None, None
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()  # a generator's cleanup runs now, on this thread
+
+
+def runner_of(engine: Any) -> SequenceRunner:
+    """The engine's batched runner when it has one (`sequences`), else a OneStream over its `generate`."""
+    sequences = getattr(engine, "sequences", None)
+    return sequences if sequences is not None else OneStream(engine.generate)
+
+
 Step = Callable[[], list[tuple[object, Chunk]]]
 
 

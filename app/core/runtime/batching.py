@@ -1,4 +1,5 @@
-"""The host's loop for a batched engine: generation jobs as sequences that share each decode step.
+"""The host's one generation loop, for every engine: generation jobs as sequences that share each decode
+step (an engine that runs one stream at a time has one slot: engines.slots.OneStream).
 
 Runs on the host thread while at least one sequence is live. Between steps it takes the next queued job
 when it can run now: a generation for the loaded model that the runner can admit (a slot is free, and it
@@ -75,7 +76,8 @@ class BatchLoop:
             try:
                 produced = self.runner.step()
             except Exception as exc:  # a native failure: end every live sequence, keep the host
-                logger.exception("batched step failed")
+                if not isinstance(exc, HearthError):
+                    logger.exception("a generation step failed")
                 for live in list(self.live.values()):
                     self.host._fail_with(live.handle, exc)
                 self.live.clear()
@@ -163,7 +165,10 @@ class BatchLoop:
         if chunk.finish_reason is None:
             return
         del self.live[key]
-        self.host._set_state(slots_busy=len(self.live))
+        if self.live:
+            self.host._set_state(slots_busy=len(self.live))
+        else:  # before the job's end is told: its waiter reads the host ready (a joiner makes it generating again)
+            self.host._set_state(status="ready", source=None, slots_busy=0)
         if not self.runner.shared(key):
             self.host._calibrate(chunk)  # only a stream that ran alone measures single-stream speed
         if live.handle is not self._first:

@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.core.engines.base import Chunk, Engine, GenerateRequest, LoadSpec, ModelInfo, Unsupported
+from app.core.engines.base import Chunk, Engine, GenerateRequest, LoadSpec, ModelInfo
 from app.core.engines.registry import EngineRegistry
+from app.core.engines.slots import runner_of
 from app.core.errors import HearthError
 from app.core.events import Event
 from app.core.models.calibration import CalibrationStore
@@ -43,7 +44,6 @@ from app.core.runtime.jobs import (
     ModelNotFound,
     ShutdownJob,
     Sink,
-    Started,
     TokenCount,
     UnloadJob,
     failure_code,
@@ -360,41 +360,9 @@ class EngineHost:
         return info
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
+        """Every engine runs through the one loop: a batched one with its slots, any other as one stream."""
         engine = self._engine_for(job.model, handle)
-        runner = getattr(engine, "sequences", None)  # a batched engine (llama.cpp or MLX, slots > 1)
-        if runner is not None:
-            BatchLoop(self, engine, runner).run(handle, job)
-            return
-        self._set_state(status="generating", source=job.source, slots_busy=1)
-        parts: list[str] = []
-        final: Chunk | None = None
-        try:
-            request = job.request
-            if job.prepare is not None and engine.info is not None:
-                request = job.prepare(engine.info, engine.capabilities)
-            if request.sampling.logprobs is not None and not engine.capabilities.logprobs:
-                raise Unsupported(f"the {engine.name} engine does not report logprobs")
-            chunks = engine.generate(request, handle.cancel_event)
-            if engine.info is not None:
-                self._emit(handle, Started(engine.info))
-            for chunk in chunks:
-                if chunk.text:
-                    parts.append(chunk.text)
-                    handle.output_started = True
-                if chunk.finish_reason is not None:
-                    final = chunk
-                self._emit(handle, ChunkEvent(chunk))
-        except Exception as exc:
-            if not isinstance(exc, HearthError):
-                logger.exception("generation failed in %s", engine.name)
-            self._set_state(status="ready", source=None, slots_busy=0)
-            self._fail_with(handle, exc)
-            return
-        if final is None:
-            final = Chunk(finish_reason="cancelled" if handle.cancelled else "stop")
-        self._set_state(status="ready", source=None, slots_busy=0)
-        self._calibrate(final)
-        self._finish(handle, GenerateResult(text="".join(parts), final=final))
+        BatchLoop(self, engine, runner_of(engine)).run(handle, job)
 
     def _calibrate(self, final: Chunk) -> None:
         if self.calibration is not None and self._engine is not None:
