@@ -11,7 +11,6 @@ cache reused, so the two add up to the prompt (which is what count_tokens answer
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,17 +25,17 @@ from app.server.anthropic_schemas import CountTokensRequest, MessagesRequest, _P
 from app.server.chat_output import ChatShape, checked_schema
 from app.server.context import hearth
 from app.server.host_jobs import JobStream
-from app.server.openai_common import (
+from app.server.replies import (
     CLIENT_GONE,
     begin,
     new_id,
     route_sampling,
-    sse_response,
     usage,
     whole_reply,
 )
 from app.server.reply_stream import Broken, Finished, Ping, reply_steps, whole_events
 from app.server.segments import Appended, Closed, Op, Opened, Segment, Segmenter, segments_of
+from app.server.sse import named_sse, sse_response
 
 router = APIRouter()
 
@@ -126,11 +125,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     )
 
 
-def _event(data: dict[str, Any]) -> bytes:
-    return f"event: {data['type']}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
-
-
-PING = _event({"type": "ping"})
+PING = named_sse({"type": "ping"})
 
 
 def _block_events(ops: list[Op]) -> list[bytes]:
@@ -139,7 +134,7 @@ def _block_events(ops: list[Op]) -> list[bytes]:
         index = op.segment.index
         if isinstance(op, Opened):
             out.append(
-                _event({"type": "content_block_start", "index": index, "content_block": block(op.segment, False)})
+                named_sse({"type": "content_block_start", "index": index, "content_block": block(op.segment, False)})
             )
         elif isinstance(op, Appended):
             kind = op.segment.kind
@@ -149,9 +144,9 @@ def _block_events(ops: list[Op]) -> list[bytes]:
                 delta = {"type": "thinking_delta", "thinking": op.text}
             else:
                 delta = {"type": "input_json_delta", "partial_json": op.text}
-            out.append(_event({"type": "content_block_delta", "index": index, "delta": delta}))
+            out.append(named_sse({"type": "content_block_delta", "index": index, "delta": delta}))
         elif isinstance(op, Closed):
-            out.append(_event({"type": "content_block_stop", "index": index}))
+            out.append(named_sse({"type": "content_block_stop", "index": index}))
     return out
 
 
@@ -160,7 +155,7 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     segmenter = Segmenter()
     opening = {**envelope, "content": [], "stop_reason": None, "stop_sequence": None, "usage": message_usage(None)}
-    yield _event({"type": "message_start", "message": opening})
+    yield named_sse({"type": "message_start", "message": opening})
     async for step in reply_steps(stream, shape):
         if isinstance(step, Ping):
             yield PING
@@ -176,10 +171,10 @@ async def _stream(
                 "delta": {"stop_reason": reason, "stop_sequence": sequence},
                 "usage": message_usage(step.final.stats),
             }
-            yield b"".join([*tail, _event(delta), _event({"type": "message_stop"})])
+            yield b"".join([*tail, named_sse(delta), named_sse({"type": "message_stop"})])
         elif isinstance(step, Broken):
             kind = "overloaded_error" if step.type == "unavailable_error" else "api_error"
-            yield _event({"type": "error", "error": {"type": kind, "message": step.message}})
+            yield named_sse({"type": "error", "error": {"type": kind, "message": step.message}})
 
 
 @router.post("/v1/messages/count_tokens")

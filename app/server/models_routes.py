@@ -23,8 +23,8 @@ from app.core.runtime.jobs import EmbedJob, ModelNotFound
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError, from_failure
 from app.server.host_jobs import JobStream
-from app.server.openai_common import CLIENT_GONE
 from app.server.openai_schemas import EmbeddingRequest
+from app.server.replies import CLIENT_GONE
 
 router = APIRouter()
 ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")

@@ -18,25 +18,21 @@ from app.server.chat_output import ChatShape, checked_schema, delta, message
 from app.server.context import hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, stream_failure
-from app.server.openai_common import (
+from app.server.openai_logprobs import Pending, chat_logprobs
+from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn
+from app.server.replies import (
     CLIENT_GONE,
-    DONE,
-    PING,
-    PING_EVERY_S,
     SYSTEM_FINGERPRINT,
     begin,
     finish_reason,
     new_id,
     now,
     sampling,
-    sse,
-    sse_response,
     timings,
     usage,
     whole_reply,
 )
-from app.server.openai_logprobs import Pending, chat_logprobs
-from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn
+from app.server.sse import DONE, PING, PING_EVERY_S, sse, sse_response
 
 router = APIRouter()
 

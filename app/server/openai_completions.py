@@ -14,25 +14,21 @@ from app.core.engines.base import Chunk, GenerateRequest
 from app.core.runtime.jobs import ChunkEvent, JobDone
 from app.server.context import hearth
 from app.server.host_jobs import JobStream, stream_failure
-from app.server.openai_common import (
+from app.server.openai_logprobs import Pending, TextOffsets
+from app.server.openai_schemas import CompletionRequest
+from app.server.replies import (
     CLIENT_GONE,
-    DONE,
-    PING,
-    PING_EVERY_S,
     SYSTEM_FINGERPRINT,
     begin,
     finish_reason,
     new_id,
     now,
     sampling,
-    sse,
-    sse_response,
     timings,
     usage,
     whole_reply,
 )
-from app.server.openai_logprobs import Pending, TextOffsets
-from app.server.openai_schemas import CompletionRequest
+from app.server.sse import DONE, PING, PING_EVERY_S, sse, sse_response
 
 router = APIRouter()
 

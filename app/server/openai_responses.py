@@ -8,7 +8,6 @@ stream that just ends. A prompt over the context is refused before any byte (400
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,17 +20,15 @@ from app.server.chat_output import ChatShape, checked_schema
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream
-from app.server.openai_common import (
+from app.server.replies import (
     CLIENT_GONE,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
-    PING,
     UINT32,
     begin,
     new_id,
     now,
     route_sampling,
-    sse_response,
     usage,
     whole_reply,
 )
@@ -49,6 +46,7 @@ from app.server.responses_input import (
 from app.server.responses_output import Output
 from app.server.responses_schemas import ResponsesRequest
 from app.server.segments import Segmenter, segments_of
+from app.server.sse import PING, named_sse, sse_response
 from app.server.turns import merge_leading_system
 
 router = APIRouter()
@@ -168,31 +166,26 @@ async def _stream(
     request: Request,
 ) -> AsyncIterator[bytes]:
     segmenter = Segmenter()
-    yield _sse(output.event("response.created", response=output.response("in_progress")))
-    yield _sse(output.event("response.in_progress", response=output.response("in_progress")))
+    yield named_sse(output.event("response.created", response=output.response("in_progress")))
+    yield named_sse(output.event("response.in_progress", response=output.response("in_progress")))
     async for step in reply_steps(stream, prepared.shape):
         if isinstance(step, Ping):
             yield PING
         elif isinstance(step, list):
             if events := output.events(segmenter.feed(step)):
-                yield b"".join(_sse(e) for e in events)
+                yield b"".join(named_sse(e) for e in events)
         elif isinstance(step, Finished):
             tail = output.events(segmenter.finish())
             response = output.finished(segmenter.segments, step.final)
             request.state.usage = usage(step.final.stats)  # the request log reads one shape
             kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
             await _store(ctx, body, prepared, output, segmenter.segments, response)
-            yield b"".join(_sse(e) for e in [*tail, output.event(kind, response=response)])
+            yield b"".join(named_sse(e) for e in [*tail, output.event(kind, response=response)])
         elif isinstance(step, Broken):
             tail = output.events(segmenter.finish())
             error = {"code": step.code, "message": step.message}
             failed = output.event("response.failed", response=output.response("failed", error=error))
-            yield b"".join(_sse(e) for e in [*tail, failed])
-
-
-def _sse(event: dict[str, Any]) -> bytes:
-    """A Responses event: its type as the SSE event name too, as OpenAI sends it."""
-    return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+            yield b"".join(named_sse(e) for e in [*tail, failed])
 
 
 async def _store(

@@ -13,7 +13,7 @@ from app.core.runtime.jobs import ChunkEvent, JobDone
 from app.core.tools import Event, ToolCallStart
 from app.server.chat_output import ChatShape
 from app.server.host_jobs import JobStream, stream_failure
-from app.server.openai_common import PING_EVERY_S
+from app.server.sse import PING_EVERY_S
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.core.engines.base import ChatMessage, Chunk, GenerationStats
 from app.core.tools import ToolCall
-from app.server.openai_common import new_id, usage
+from app.server.replies import new_id, usage
 from app.server.responses_input import Tools
 from app.server.segments import Appended, Closed, Op, Opened, Segment
 

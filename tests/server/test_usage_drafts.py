@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.core.engines.base import GenerationStats
-from app.server.openai_common import timings, usage
+from app.server.replies import timings, usage
 
 
 def test_usage_reports_drafts_kept_and_thrown_away():

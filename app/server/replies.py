@@ -1,17 +1,15 @@
 """What the generation routes share (OpenAI's and Anthropic's): mapping sampling fields onto the engine's,
-ids, usage, SSE framing, and the waits of a generation (for its start, then for its whole reply)."""
+ids, usage, and the waits of a generation (for its start, then for its whole reply)."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import string
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import StreamingResponse
 
 from app import __version__
 from app.core.engines.base import Capabilities, Chunk, GenerateRequest, GenerationStats, ModelInfo, SamplingParams
@@ -27,7 +25,6 @@ DEFAULT_TOP_P = 0.95
 SYSTEM_FINGERPRINT = f"fp_hearth_{__version__}"
 _ALPHABET = string.ascii_letters + string.digits
 UINT32 = 0xFFFFFFFF
-PING_EVERY_S = 5.0
 CLIENT_GONE = 499  # what the request log records for a client that left (nginx's convention)
 
 
@@ -112,20 +109,6 @@ def timings(stats: GenerationStats | None) -> dict[str, Any]:
         # llama-server's names for speculative decoding's drafts (present only when something was drafted).
         **({"draft_n": stats.draft_tokens, "draft_n_accepted": stats.draft_accepted} if stats.draft_tokens else {}),
     }
-
-
-def sse(data: dict[str, Any] | str) -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"data: {text}\n\n".encode()
-
-
-PING = b": ping\n\n"  # an SSE comment: keeps proxies and clients from timing out during a long prefill
-DONE = sse("[DONE]")
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 def finish_reason(final: Chunk) -> str:
