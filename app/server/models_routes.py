@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from app import __version__
 from app.core.engines.base import Embeddings, EngineError
 from app.core.engines.embed_limits import check_embed_texts
+from app.core.engines.traits import traits
 from app.core.library.store import LocalModel
 from app.core.remote import RemoteEntry
 from app.core.runtime.jobs import EmbedJob, ModelNotFound
@@ -62,9 +63,9 @@ def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
             "chat": True,
             "completion": True,
             "tools": True,
-            "forced_tool_calls": model.format == "gguf",
-            "json_schema": model.format == "gguf",
-            "embeddings": model.format == "gguf",  # a second context on the chat model's weights
+            "forced_tool_calls": traits(model.format).grammar,
+            "json_schema": traits(model.format).grammar,
+            "embeddings": traits(model.format).embeddings,  # a second context on the chat model's weights
         },
     }
 

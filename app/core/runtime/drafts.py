@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core.engines.traits import traits
 from app.core.library.store import Library, LocalModel
 from app.core.models.errors import ModelFileError
 from app.core.models.planner import Plan, draft_fit
@@ -23,8 +24,6 @@ from app.core.runtime.preflight import check_model
 from app.core.settings import Settings
 
 logger = logging.getLogger(__name__)
-
-DRAFT_FORMATS = ("gguf", "mlx")  # llama.cpp and mlx-lm both draft
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class DraftFinder:
     def candidates(self, model: LocalModel) -> list[LocalModel]:
         """Ready library models that could draft for `model`: of its format (GGUF or MLX), smaller, with the
         same tokenizer; smallest first (the cheaper the draft, the more it saves)."""
-        if model.format not in DRAFT_FORMATS:
+        if not traits(model.format).draft_model:
             return []
         mine = self.vocab(model.path)
         if mine is None:
@@ -102,7 +101,7 @@ class DraftFinder:
         draft = self.library.find(draft_name) if draft_name.strip() else None
         if draft is None or not draft.ready:
             return DraftPick(None, f"the draft model {draft_name!r} is not in the library")
-        if model.format not in DRAFT_FORMATS or draft.format != model.format:
+        if not traits(model.format).draft_model or draft.format != model.format:
             return DraftPick(None, f"a draft model for a {model.format} model must be one too, not {draft.format}")
         if draft.id == model.id or draft.size >= model.size:
             return DraftPick(None, f"{draft.name} is not smaller than {model.name}: it would save nothing")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from app.core.engines.base import LoadSpec
+from app.core.engines.traits import traits
 from app.core.errors import HearthError
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
@@ -207,7 +208,7 @@ def speculation_for(fmt: str, asked: str | None) -> str:
     """The n-gram drafting mode a load of `fmt` runs with: as `asked` (settings.load_speculative), else as
     planned; off but for GGUF, as llama.cpp is the only engine that drafts from n-grams (MLX drafts only
     with a draft model, a choice of its own)."""
-    if fmt != "gguf":
+    if not traits(fmt).ngram:
         return "off"
     return asked or PLANNED_SPECULATION
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.core.engines.base import LoadSpec
+from app.core.engines.traits import traits
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
@@ -91,7 +92,7 @@ class ModelResolver:
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
-        draft = self.draft_for(model) if self.draft_for is not None and model.format in ("gguf", "mlx") else None
+        draft = self.draft_for(model) if self.draft_for is not None and traits(model.format).draft_model else None
         key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative, draft)
         with self._lock:
             cached = self._planned.get(key)
@@ -114,17 +115,17 @@ class ModelResolver:
         machine = self.machine()
         if spec is None or machine is None:
             return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
-        # llama.cpp and MLX batch: another engine's load plans (and is checked for) one sequence.
-        slots = self.max_slots if model.format in ("gguf", "mlx") else 1
+        # An engine that cannot batch plans (and is checked for) one sequence.
+        slots = self.max_slots if traits(model.format).batches else 1
         plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=slots).plan
         load = spec_from_plan(path, plan)
         load = load.model_copy(update={"speculative": speculation_for(model.format, self.speculative)})
         if draft and self.drafts is not None and self.speculative != "off":  # a picked draft, unless turned off
-            if model.format == "mlx":  # mlx-lm drafts on its single-stream path: one slot
+            if traits(model.format).draft_alone:  # one slot with a draft model
                 plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=1).plan
             picked = self.drafts.pick(model, draft, plan)
             if picked.path is not None:
-                base = spec_from_plan(path, plan) if model.format == "mlx" else load
+                base = spec_from_plan(path, plan) if traits(model.format).draft_alone else load
                 load = base.model_copy(update={"speculative": "draft", "draft_model": picked.path})
             else:
                 logger.warning("%s loads without a draft model: %s", model.name, picked.note)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.core.engines.traits import traits
 from app.core.library.store import LocalModel
 from app.core.models.devices import Machine
 from app.core.runtime.drafts import DraftPrefs
@@ -55,13 +56,13 @@ def plan_defaults(
     many as fit beside that context) for this model here, and the draft models that could run beside it."""
     if fmt == "remote":
         return LoadPlanDefaults(note="runs on a remote server: nothing to plan on this machine")
-    if machine_source is None or fmt not in ("gguf", "mlx"):
+    if machine_source is None or not traits(fmt).planned:
         return LoadPlanDefaults(note="no planner for this model; using safe defaults")
     model = check_model(path, fmt)
     machine = machine_source()
     if model is None or machine is None:
         return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
-    slots = max_slots  # llama.cpp and MLX both batch (their engines' `sequences`)
+    slots = max_slots if traits(fmt).batches else 1
     planned = plan_model(model, machine, default_context(model), label=path.name, max_slots=slots)
     plan, opts = planned.plan, planned.plan.options
     speculative = load_speculative(drafts.setting()) if drafts is not None else None
@@ -84,8 +85,8 @@ def plan_defaults(
         speculative=speculation_for(fmt, speculative),
         drafts=found,
         draft=picked,
-        ngram=fmt == "gguf",
-        engine_note=next((n for n in plan.notes if "make engine" in n), "") if fmt == "gguf" else "",
+        ngram=traits(fmt).ngram,
+        engine_note=next((n for n in plan.notes if "make engine" in n), "") if traits(fmt).llama_cpp_build else "",
     )
 
 

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.engines.base import LoadSpec
+from app.core.engines.traits import traits
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
@@ -255,16 +256,15 @@ class ModelBar(QWidget):
             flash_attn=a.flash_attn.isChecked(),
             cache_type_k=a.kv_type.currentText(),
             cache_type_v=a.kv_type.currentText(),
-            # mlx-lm drafts on its single-stream path: one slot with a draft model.
-            slots=1 if mode == "draft" and model.format == "mlx" else a.slots.value(),
+            slots=1 if mode == "draft" and traits(model.format).draft_alone else a.slots.value(),
             prompt_cache_mib=self.defaults.prompt_cache_mib,
-            speculative=mode if model.format == "gguf" or mode == "draft" else "off",
+            speculative=mode if traits(model.format).ngram or mode == "draft" else "off",
             draft_model=Path(draft_path) if mode == "draft" else None,
         )
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None and model.source != "remote":
             self.tasks.run(lambda: library.touch(model.id), owner=self)
-        if (prefs := self.drafts) is not None and model.format in ("gguf", "mlx"):
+        if (prefs := self.drafts) is not None and traits(model.format).draft_model:
             # The pick (or dropping it) is remembered: the API server's loads of this model follow it.
             picked = draft_id or None
             if picked is not None or prefs.picked(model.id) is not None:
