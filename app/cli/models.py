@@ -1,4 +1,4 @@
-"""`hearth search`, `hearth ls`, `hearth rm`: the Hub and the local library from a terminal."""
+"""`hearth search`, `hearth ls`, `hearth rm`, `hearth import`: the Hub and the local library from a terminal."""
 
 from __future__ import annotations
 
@@ -27,9 +27,19 @@ def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
     rm.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     rm.add_argument("--keep-files", action="store_true", help="forget the model but keep its files")
     rm.set_defaults(handler=cmd_rm)
+    imp = subparsers.add_parser(
+        "import",
+        help="add models already on this machine to your library, in place (nothing is copied)",
+        description="A GGUF file, an MLX folder, or a folder: every model in it (an mmproj file beside a GGUF "
+        "model is kept as its companion). --hf-cache and --lmstudio import what those tools downloaded.",
+    )
+    imp.add_argument("paths", nargs="*", metavar="PATH", help="a GGUF file, an MLX folder or a folder of models")
+    imp.add_argument("--hf-cache", action="store_true", help="every model in the Hugging Face cache")
+    imp.add_argument("--lmstudio", action="store_true", help="every model LM Studio downloaded")
+    imp.set_defaults(handler=cmd_import)
 
 
-MODEL_COMMANDS = ("search", "ls", "rm")
+MODEL_COMMANDS = ("search", "ls", "rm", "import")
 
 
 def _table(headers: Sequence[str], rows: list[Sequence[str]], right: Sequence[int] = ()) -> str:
@@ -104,4 +114,42 @@ def cmd_rm(ctx: CliContext, args: argparse.Namespace, ask: Callable[[str], str] 
     finally:
         library.close()
     sys.stdout.write(f"Removed {model.name}; freed {fmt_bytes(freed)} ({freed} bytes).\n")
+    return 0
+
+
+def cmd_import(ctx: CliContext, args: argparse.Namespace) -> int:
+    """Exit 0 when anything was imported (skipped files are listed with why), 1 when nothing was, 2 when
+    nothing was asked for."""
+    from app.core.library import ImportResult, import_hf_cache, import_lmstudio, import_path
+    from app.core.models.errors import ModelFileError
+    from app.core.units import fmt_bytes
+
+    if not (args.paths or args.hf_cache or args.lmstudio):
+        return ctx.fail("name a GGUF file or a folder to import, or --hf-cache / --lmstudio", 2)
+    result = ImportResult()
+    failed: list[str] = []
+    library = ctx.open_library()
+    try:
+        for path in args.paths:
+            try:
+                result.extend(import_path(library, path))
+            except ModelFileError as exc:
+                failed.append(f"{path}: {exc}")
+        if args.hf_cache:
+            result.extend(import_hf_cache(library))
+        if args.lmstudio:
+            result.extend(import_lmstudio(library))
+    finally:
+        library.close()
+    for model in result.imported:
+        sys.stdout.write(f"Imported {model.name} ({model.format}, {fmt_bytes(model.size)}) from {model.path}\n")
+    for skipped in result.skipped:
+        failed.append(f"{skipped.path}: {skipped.reason}")
+    for line in failed:
+        sys.stderr.write(f"hearth import: skipped {line}\n")
+    if not result.imported:
+        sys.stdout.write("Nothing imported.\n")
+        return 1
+    n = len(result.imported)
+    sys.stdout.write(f"{n} model{'s' if n != 1 else ''} in your library now; see `hearth ls`.\n")
     return 0

@@ -38,7 +38,7 @@ def test_commands_attach_to_a_parser():
     add_model_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["rm", "x", "--yes"])
     assert args.handler is cmd_rm and args.yes and args.model == "x"
-    assert set(MODEL_COMMANDS) == {"search", "ls", "rm"}
+    assert set(MODEL_COMMANDS) == {"search", "ls", "rm", "import"}
 
 
 def test_search_prints_a_table(fake_hub):
@@ -131,3 +131,28 @@ def test_rm_unknown_model():
 @pytest.mark.parametrize("argv", [["search", "--format", "onnx"], ["search", "--sort", "stars"]])
 def test_search_rejects_bad_choices(argv):
     assert run(*argv).returncode == 2
+
+
+def test_import_adds_models_in_place_lists_what_it_skipped_and_exits_by_outcome(tmp_path):
+    from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
+    from tests.fixtures.tiny_mlx import write_tiny_mlx_model
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    good = write_tiny_llama_gguf(folder / "tiny-F16.gguf")
+    (folder / "broken-Q4_0.gguf").write_bytes(b"GGUF" + b"\0" * 40)
+    mlx = write_tiny_mlx_model(tmp_path / "tiny-mlx")
+    assert run("import").returncode == 2  # nothing asked for
+    proc = run("import", str(folder), str(mlx))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("Imported ") == 2 and "2 models in your library now" in proc.stdout
+    assert "skipped" in proc.stderr and "broken-Q4_0.gguf" in proc.stderr
+    lib = open_library()
+    try:
+        paths = sorted(str(m.path) for m in lib.list())
+    finally:
+        lib.close()
+    assert paths == sorted([str(good), str(mlx)])  # in place: nothing copied
+    assert good.exists() and "2 models" in run("ls").stdout
+    proc = run("import", str(tmp_path / "nowhere"))
+    assert proc.returncode == 1 and "Nothing imported" in proc.stdout and "no such file or folder" in proc.stderr
