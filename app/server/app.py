@@ -15,6 +15,7 @@ from app.server import errors
 from app.server.anthropic_messages import router as messages_router
 from app.server.body import BODY_TIMEOUT_S
 from app.server.context import ServerContext
+from app.server.model_admin import router as admin_router
 from app.server.models_routes import router as models_router
 from app.server.openai_chat import router as chat_router
 from app.server.openai_completions import router as completions_router
@@ -40,7 +41,8 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
     api.add_exception_handler(RequestValidationError, errors.validation_error_handler)
     api.add_exception_handler(StarletteHTTPException, errors.http_error_handler)
     api.add_exception_handler(Exception, errors.unexpected_error_handler)
-    for router in (models_router, chat_router, completions_router, responses_router, messages_router):
+    routers = (models_router, admin_router, chat_router, completions_router, responses_router, messages_router)
+    for router in routers:
         api.include_router(router)
     _document_errors(api)
     return _Logged(FrontDoor(api, policy or Policy(), body_timeout_s), ctx.log)

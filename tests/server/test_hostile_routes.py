@@ -28,6 +28,8 @@ VALID = {
     "/v1/responses": {"model": "alpha", "input": "hi", "max_output_tokens": 3},
     "/v1/messages": {"model": "alpha", "messages": MESSAGES, "max_tokens": 3},
     "/v1/messages/count_tokens": {"model": "alpha", "messages": MESSAGES},
+    "/models/load": {"model": "alpha"},  # the loaded one: answered at once
+    "/models/unload": {"model": "beta"},  # not loaded: a 400, so the walk never unloads alpha
 }
 DEEP = 10_000
 # Whole bodies: (what, bytes, content type).

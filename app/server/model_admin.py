@@ -1,0 +1,88 @@
+"""Loading and unloading models over HTTP, in llama-server's router shape: `GET /models` lists the library
+with each model's status, `POST /models/load` and `POST /models/unload` take `{"model": id}` and answer
+`{"success": true}` once done. The same front door (Host, key, body caps) as every route."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.library.store import LocalModel
+from app.core.runtime.jobs import JobHandle, ModelNotFound, UnloadJob
+from app.server.context import ServerContext, hearth
+from app.server.errors import APIError, from_failure
+
+router = APIRouter()
+
+
+class ModelName(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=1000)
+
+
+def _loaded_id(ctx: ServerContext) -> str | None:
+    state = ctx.host.state
+    model = ctx.local_model(state.model.path) if state.model is not None else None
+    return model.id if model is not None else None
+
+
+def _find(ctx: ServerContext, name: str) -> LocalModel:
+    if ctx.resolver is None:
+        raise APIError(
+            "this server runs only the model it was started with", code="unsupported", param="model", status=400
+        )
+    try:
+        return ctx.resolver.find(name)
+    except ModelNotFound as exc:
+        raise APIError(str(exc), code="model_not_found", param="model", status=404) from exc
+
+
+async def _finish(handle: JobHandle) -> dict[str, Any]:
+    await asyncio.to_thread(handle.wait)
+    if handle.error is not None:
+        raise from_failure(handle.error, handle.error_code or "engine_error", param="model")
+    return {"success": True}
+
+
+@router.get("/models")
+async def router_models(request: Request) -> dict[str, Any]:
+    ctx = hearth(request)
+    models = await asyncio.to_thread(lambda: ctx.library.list(status="ready") if ctx.library is not None else [])
+    loaded = _loaded_id(ctx)
+    data = [
+        {
+            "id": m.name,
+            "object": "model",
+            "owned_by": "hearth",
+            "created": int(m.added_at),
+            "status": {"value": "loaded" if m.id == loaded else "unloaded"},
+        }
+        for m in models
+    ]
+    return {"object": "list", "data": data}
+
+
+@router.post("/models/load")
+async def load_model(body: ModelName, request: Request) -> dict[str, Any]:
+    """Loads the model (the loaded one is unloaded first: one model at a time for now) and answers when it
+    is ready; a model already loaded answers at once."""
+    ctx = hearth(request)
+    model = await asyncio.to_thread(_find, ctx, body.model)
+    if model.id == _loaded_id(ctx):
+        return {"success": True}
+    assert ctx.resolver is not None
+    job = await asyncio.to_thread(ctx.resolver, model.name)
+    return await _finish(ctx.host.submit(job))
+
+
+@router.post("/models/unload")
+async def unload_model(body: ModelName, request: Request) -> dict[str, Any]:
+    ctx = hearth(request)
+    model = await asyncio.to_thread(_find, ctx, body.model)
+    if model.id != _loaded_id(ctx):
+        raise APIError(f"{model.name} is not loaded", code="model_not_loaded", param="model", status=400)
+    return await _finish(ctx.host.submit(UnloadJob()))
