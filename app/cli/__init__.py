@@ -1,6 +1,6 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
-One module per command group (hardware, fit, plan, models, pull, engine, serve, connect, bench, remote); each
+One module per command group (hardware, fit, plan, models, loaded, pull, engine, serve, connect, bench, remote); each
 adds its parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.engine import add_engine_commands
     from app.cli.fit import add_fit_command
     from app.cli.hardware import add_hardware_command
+    from app.cli.loaded import add_loaded_commands
     from app.cli.models import add_model_commands
     from app.cli.plan import add_plan_command
     from app.cli.pull import add_pull_command
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_command(sub)
     add_engine_commands(sub)
     add_model_commands(sub)
+    add_loaded_commands(sub)
     add_pull_command(sub)
     add_serve_command(sub)
     add_connect_command(sub)
