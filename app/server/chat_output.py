@@ -18,7 +18,7 @@ from app.core.engines.base import Capabilities, GenerateRequest, ModelInfo, chec
 from app.core.engines.templates import render_chat
 from app.core.tools import (
     OUTPUT_MARKERS,
-    Event,
+    OutputEvent,
     OutputParser,
     ParsedOutput,
     ReasoningDelta,
@@ -128,7 +128,7 @@ def message(out: ParsedOutput) -> dict[str, Any]:
     return msg
 
 
-def delta(event: Event) -> dict[str, Any] | None:
+def delta(event: OutputEvent) -> dict[str, Any] | None:
     """The chunk delta for one parser event."""
     if isinstance(event, TextDelta):
         return {"content": event.text} if event.text else None

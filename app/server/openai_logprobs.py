@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from app.core.engines.base import Logprobs, TokenLogprob
-from app.core.tools import Event, TextDelta
+from app.core.tools import OutputEvent, TextDelta
 
 UNLIKELY = -9999.0  # OpenAI's logprob for "very unlikely": JSON has no -Infinity
 
@@ -38,7 +38,7 @@ class Pending:
         out, self.records = self.records, []
         return out
 
-    def route(self, events: list[Event]) -> list[Logprobs] | None:
+    def route(self, events: list[OutputEvent]) -> list[Logprobs] | None:
         """After a chat parser turned some text into `events`: the records for their content (which go out
         with the first content delta), or None when there is none; records that became reasoning or a
         tool call are dropped, records of text the parser still holds keep waiting."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from app.core.engines.base import Chunk
 from app.core.runtime.jobs import ChunkEvent, JobDone
-from app.core.tools import Event, ToolCallStart
+from app.core.tools import OutputEvent, ToolCallStart
 from app.server.chat_output import ChatShape
 from app.server.host_jobs import JobStream, stream_failure
 from app.server.sse import PING_EVERY_S
@@ -36,7 +36,7 @@ class Broken:
     code: str
 
 
-Step = list[Event] | Ping | Finished | Broken
+Step = list[OutputEvent] | Ping | Finished | Broken
 
 
 async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | None = None) -> AsyncIterator[Step]:
@@ -49,7 +49,7 @@ async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | N
             if batch is None:
                 yield Ping()
                 continue
-            events: list[Event] = []
+            events: list[OutputEvent] = []
             for event in batch:
                 if isinstance(event, ChunkEvent):
                     if event.chunk.text:
@@ -81,7 +81,7 @@ async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | N
         stream.cancel()  # the client left, or we are done (then a no-op)
 
 
-def whole_events(shape: ChatShape, text: str) -> list[Event]:
+def whole_events(shape: ChatShape, text: str) -> list[OutputEvent]:
     """A whole reply's parser events, exactly as its stream would have given them."""
     parser = shape.parser()
     return parser.feed(text) + parser.finish() if text else parser.finish()

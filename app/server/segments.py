@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from app.core.tools import Event, ReasoningDelta, TextDelta, ToolCallArgs, ToolCallStart
+from app.core.tools import OutputEvent, ReasoningDelta, TextDelta, ToolCallArgs, ToolCallStart
 
 Kind = Literal["reasoning", "text", "tool"]
 
@@ -57,7 +57,7 @@ class Segmenter:
     _held: str = ""  # whitespace waiting for the text it precedes
     _held_kind: Kind | None = None
 
-    def feed(self, events: list[Event]) -> list[Op]:
+    def feed(self, events: list[OutputEvent]) -> list[Op]:
         ops: list[Op] = []
         for event in events:
             if isinstance(event, (TextDelta, ReasoningDelta)):
@@ -116,7 +116,7 @@ class Segmenter:
             self._open = None
 
 
-def segments_of(events: list[Event]) -> list[Segment]:
+def segments_of(events: list[OutputEvent]) -> list[Segment]:
     """A whole reply's segments, as a stream of the same events would have made them."""
     segmenter = Segmenter()
     segmenter.feed(events)

@@ -31,7 +31,7 @@ from app.core.tools.reasoning import (
 from app.core.tools.scanner import Family, ToolCallParser
 from app.core.tools.spec import FunctionSpec, ToolChoice, function_specs, parse_tool_choice
 from app.core.tools.types import (
-    Event,
+    OutputEvent,
     ParsedOutput,
     ReasoningDelta,
     TextDelta,
@@ -49,9 +49,9 @@ __all__ = [
     "DEFAULT_MARKERS",
     "FAMILIES",
     "OUTPUT_MARKERS",
-    "Event",
     "Family",
     "FunctionSpec",
+    "OutputEvent",
     "OutputParser",
     "ParsedOutput",
     "ReasoningDelta",

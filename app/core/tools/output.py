@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.core.tools.reasoning import ReasoningSplitter
 from app.core.tools.scanner import ToolCallParser
-from app.core.tools.types import Event, ParsedOutput, ReasoningDelta, collect
+from app.core.tools.types import OutputEvent, ParsedOutput, ReasoningDelta, collect
 
 __all__ = ["OutputParser"]
 
@@ -24,16 +24,16 @@ class OutputParser:
         """The reply has all the calls it may have (parallel_tool_calls=false): generation may stop."""
         return self._calls.limit_reached
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str) -> list[OutputEvent]:
         if self._reasoning is None:
             return self._calls.feed(text)
-        out: list[Event] = []
+        out: list[OutputEvent] = []
         for delta in self._reasoning.feed(text):
             out.extend([delta] if isinstance(delta, ReasoningDelta) else self._calls.feed(delta.text))
         return out
 
-    def finish(self) -> list[Event]:
-        out: list[Event] = []
+    def finish(self) -> list[OutputEvent]:
+        out: list[OutputEvent] = []
         if self._reasoning is not None:
             for delta in self._reasoning.finish():
                 out.extend([delta] if isinstance(delta, ReasoningDelta) else self._calls.feed(delta.text))

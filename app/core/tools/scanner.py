@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 from app.core.tools.spec import FunctionSpec
 from app.core.tools.textscan import NAME_RE, partial_suffix
 from app.core.tools.types import (
-    Event,
     IdFactory,
+    OutputEvent,
     TextDelta,
     ToolCall,
     ToolCallArgs,
@@ -145,10 +145,10 @@ class ToolCallParser:
         """No further call will be kept: a caller may stop the generation here."""
         return self._max is not None and self._count >= self._max
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str) -> list[OutputEvent]:
         if self._finished:
             raise RuntimeError("feed() after finish()")
-        out: list[Event] = []
+        out: list[OutputEvent] = []
         if self._family is None:
             self._emit_text(out, text)
             return out
@@ -156,11 +156,11 @@ class ToolCallParser:
         self._run(out, final=False)
         return out
 
-    def finish(self) -> list[Event]:
+    def finish(self) -> list[OutputEvent]:
         """The end of the output: an open block is settled (usually as text), held text is released."""
         if self._finished:
             return []
-        out: list[Event] = []
+        out: list[OutputEvent] = []
         if self._family is not None:
             self._run(out, final=True)
         rest, self._buf = self._buf, ""
@@ -170,7 +170,7 @@ class ToolCallParser:
 
     # -- the machine ----------------------------------------------------------------------------
 
-    def _run(self, out: list[Event], final: bool) -> None:
+    def _run(self, out: list[OutputEvent], final: bool) -> None:
         assert self._family is not None
         while True:
             if self._opener is not None:
@@ -219,7 +219,7 @@ class ToolCallParser:
         self._at_start = False
         return True
 
-    def _scan_text(self, out: list[Event], final: bool) -> bool:
+    def _scan_text(self, out: list[OutputEvent], final: bool) -> bool:
         """Send text up to the next marker; True when a block was entered."""
         buf = self._buf
         hit, opener = -1, ""
@@ -242,7 +242,7 @@ class ToolCallParser:
         self._buf = buf[len(core) :]
         return False
 
-    def _emit_text(self, out: list[Event], text: str) -> None:
+    def _emit_text(self, out: list[OutputEvent], text: str) -> None:
         if not text:
             return
         self._at_start = self._after_call = False
@@ -255,7 +255,7 @@ class ToolCallParser:
         else:
             out.append(TextDelta(text))
 
-    def _emit_calls(self, out: list[Event], calls: tuple[RawCall, ...]) -> None:
+    def _emit_calls(self, out: list[OutputEvent], calls: tuple[RawCall, ...]) -> None:
         for raw in calls:
             if self.limit_reached:
                 logger.info("dropped a call to %r: only %s call(s) allowed in this reply", raw.name, self._max)

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict
 from app.core.errors import HearthError
 
 __all__ = [
-    "Event",
     "IdFactory",
+    "OutputEvent",
     "ParsedOutput",
     "ReasoningDelta",
     "TextDelta",
@@ -92,7 +92,7 @@ class ToolCallArgs:
     fragment: str
 
 
-Event = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArgs
+OutputEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArgs
 
 
 @dataclass
@@ -114,7 +114,7 @@ def arguments_json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-def collect(events: list[Event]) -> ParsedOutput:
+def collect(events: list[OutputEvent]) -> ParsedOutput:
     """Fold a stream of events into the whole reply."""
     content: list[str] = []
     reasoning: list[str] = []

@@ -36,7 +36,7 @@ _NEW_CONVERSATION = Conversation(id=0, title=DEFAULT_TITLE, created_at=0.0, upda
 
 
 @dataclass(frozen=True)
-class Draft:
+class UnsentTurn:
     """A user turn not saved yet, as the context policy reads it."""
 
     content: str
@@ -109,7 +109,7 @@ class ReplyController(QObject):
         self.settings.save()
         conv_id = self.thread_view.conv_id
         conv = self.chats.get_conversation(conv_id) if conv_id is not None else _NEW_CONVERSATION
-        plan = self._plan(conv, [*self.thread_view.rows, Draft(text)])
+        plan = self._plan(conv, [*self.thread_view.rows, UnsentTurn(text)])
         title = " ".join(text.split())[:60] if conv.title == DEFAULT_TITLE else None
         self.composer.clear()
         return self._save_then_reply(
@@ -146,7 +146,7 @@ class ReplyController(QObject):
             return False
         conv = self.chats.get_conversation(old.conversation_id)
         before = self.thread_view.turns_to(conv.id, old.parent_id) if old.parent_id is not None else []
-        plan = self._plan(conv, [*before, Draft(text)])
+        plan = self._plan(conv, [*before, UnsentTurn(text)])
         self.editing = None
         self.composer.clear()
         return self._save_then_reply(self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok), conv, plan, text)

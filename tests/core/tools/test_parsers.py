@@ -12,26 +12,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.tools import FAMILIES, TextDelta, ToolCallArgs, ToolCallStart, collect, get_family
-from app.core.tools.types import Event
+from app.core.tools.types import OutputEvent
 from tests.core.tools.samples import SAMPLES, SCHEMAS, Sample
 
 BY_ID = {s.id: s for s in SAMPLES}
 
 
-def stream(sample: Sample, pieces: list[str], **kw) -> list[Event]:
+def stream(sample: Sample, pieces: list[str], **kw) -> list[OutputEvent]:
     parser = get_family(sample.family).stream(schemas=SCHEMAS, **kw)
-    events: list[Event] = []
+    events: list[OutputEvent] = []
     for piece in pieces:
         events += parser.feed(piece)
     return events + parser.finish()
 
 
-def summary(events: list[Event]) -> tuple[str, list[tuple[str, object]]]:
+def summary(events: list[OutputEvent]) -> tuple[str, list[tuple[str, object]]]:
     result = collect(events)
     return result.content, [(c.name, json.loads(c.arguments)) for c in result.tool_calls]
 
 
-def check_event_order(events: list[Event]) -> None:
+def check_event_order(events: list[OutputEvent]) -> None:
     """Starts come in index order with unique non-empty ids; args follow their own start."""
     starts = [e for e in events if isinstance(e, ToolCallStart)]
     assert [s.index for s in starts] == list(range(len(starts)))
