@@ -94,7 +94,7 @@ class SequenceRunner(Protocol):
 class OneStream:
     """The SequenceRunner of an engine that runs one generation at a time (the fake engine, MLX and
     llama.cpp with one slot, a remote server): one slot, and `step` is its next chunk. It lets the host
-    run every engine through the same loop (runtime.batching.BatchLoop). Owned by the host thread."""
+    run every engine through the same loop (runtime.generation_loop.GenerationLoop). Owned by the host thread."""
 
     def __init__(self, generate: Callable[[GenerateRequest, Any], Iterator[Chunk]]) -> None:
         self._generate = generate

@@ -7,7 +7,7 @@ Chat and API share this one host and its one bounded FIFO queue. A job may name 
 the host checks that model when the job starts and loads it first when another (or none) is loaded and
 JIT loading is on, so a job never runs on a model that was swapped in while it waited.
 
-An engine loaded with slots runs several generations at once (app.core.runtime.batching): jobs for the
+An engine loaded with slots runs several generations at once (app.core.runtime.generation_loop): jobs for the
 loaded model join the running ones between decode steps, and the queue holds only what exceeds the slots.
 """
 
@@ -25,8 +25,8 @@ from app.core.engines.slots import runner_of
 from app.core.errors import HearthError
 from app.core.events import Event
 from app.core.models.calibration import CalibrationStore
-from app.core.runtime.batching import BatchLoop
 from app.core.runtime.calibrate import record_run
+from app.core.runtime.generation_loop import GenerationLoop
 from app.core.runtime.job_queue import JobQueue
 from app.core.runtime.jobs import (
     ChunkEvent,
@@ -362,7 +362,7 @@ class EngineHost:
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
         """Every engine runs through the one loop: a batched one with its slots, any other as one stream."""
         engine = self._engine_for(job.model, handle)
-        BatchLoop(self, engine, runner_of(engine)).run(handle, job)
+        GenerationLoop(self, engine, runner_of(engine)).run(handle, job)
 
     def _calibrate(self, final: Chunk) -> None:
         if self.calibration is not None and self._engine is not None:

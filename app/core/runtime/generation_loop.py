@@ -59,7 +59,7 @@ class _Live:
     parts: list[str] = field(default_factory=list)
 
 
-class BatchLoop:
+class GenerationLoop:
     def __init__(self, host: Host, engine: Engine, runner: SequenceRunner) -> None:
         self.host = host
         self.engine = engine
