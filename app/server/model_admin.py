@@ -1,10 +1,14 @@
-"""Loading and unloading models over HTTP, in llama-server's router shape: `GET /models` lists the library
+"""Loading and unloading models over HTTP, in llama-server's router shape (`GET /models` lists the library
 with each model's status, `POST /models/load` and `POST /models/unload` take `{"model": id}` and answer
-`{"success": true}` once done. The same front door (Host, key, body caps) as every route."""
+`{"success": true}` once done) and LM Studio's (`POST /api/v1/models/load` with its load options,
+`POST /api/v1/models/unload` with the `instance_id` it answered). The same front door (Host, key, body caps)
+as every route."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -22,6 +26,24 @@ class ModelName(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, max_length=1000)
+
+
+class LmStudioLoad(ModelName):
+    """LM Studio's load options; `num_experts` and `offload_kv_cache_to_gpu` are taken and not applied
+    (the planner decides the offload, and llama-cpp-python sets no expert count)."""
+
+    context_length: int | None = Field(default=None, ge=16, le=1 << 22)
+    eval_batch_size: int | None = Field(default=None, ge=1, le=1 << 16)
+    flash_attention: bool | None = None
+    num_experts: int | None = Field(default=None, ge=1, le=1024)
+    offload_kv_cache_to_gpu: bool | None = None
+    echo_load_config: bool = False
+
+
+class InstanceId(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instance_id: str = Field(min_length=1, max_length=1000)
 
 
 def _loaded_id(ctx: ServerContext) -> str | None:
@@ -86,3 +108,42 @@ async def unload_model(body: ModelName, request: Request) -> dict[str, Any]:
     if model.id != _loaded_id(ctx):
         raise APIError(f"{model.name} is not loaded", code="model_not_loaded", param="model", status=400)
     return await _finish(ctx.host.submit(UnloadJob()))
+
+
+@router.post("/api/v1/models/load")
+async def lmstudio_load(body: LmStudioLoad, request: Request) -> dict[str, Any]:
+    """Loads the model with LM Studio's options over the planned ones, the loaded model unloaded first; the
+    instance id is the model's library name, as `POST /api/v1/models/unload` takes it back."""
+    ctx = hearth(request)
+    model = await asyncio.to_thread(_find, ctx, body.model)
+    assert ctx.resolver is not None
+    job = await asyncio.to_thread(ctx.resolver, model.name)
+    asked = {
+        "n_ctx": body.context_length,
+        "n_batch": body.eval_batch_size,
+        "flash_attn": body.flash_attention,
+    }
+    spec = job.spec.model_copy(update={k: v for k, v in asked.items() if v is not None})
+    began = time.monotonic()
+    if model.id != _loaded_id(ctx) or spec != job.spec:
+        await _finish(ctx.host.submit(dataclasses.replace(job, spec=spec)))
+    answer: dict[str, Any] = {
+        "type": "llm",
+        "instance_id": model.name,
+        "load_time_seconds": round(time.monotonic() - began, 3),
+        "status": "loaded",
+    }
+    if body.echo_load_config:
+        loaded = ctx.host.state.model
+        answer["load_config"] = {
+            "context_length": loaded.n_ctx if loaded is not None else spec.n_ctx,
+            "eval_batch_size": spec.n_batch,
+            "flash_attention": spec.flash_attn,
+        }
+    return answer
+
+
+@router.post("/api/v1/models/unload")
+async def lmstudio_unload(body: InstanceId, request: Request) -> dict[str, Any]:
+    await unload_model(ModelName(model=body.instance_id), request)
+    return {"instance_id": body.instance_id}

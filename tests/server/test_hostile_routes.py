@@ -30,6 +30,8 @@ VALID = {
     "/v1/messages/count_tokens": {"model": "alpha", "messages": MESSAGES},
     "/models/load": {"model": "alpha"},  # the loaded one: answered at once
     "/models/unload": {"model": "beta"},  # not loaded: a 400, so the walk never unloads alpha
+    "/api/v1/models/load": {"model": "alpha"},
+    "/api/v1/models/unload": {"instance_id": "beta"},
 }
 DEEP = 10_000
 # Whole bodies: (what, bytes, content type).

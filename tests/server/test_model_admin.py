@@ -52,3 +52,25 @@ def test_the_admin_routes_need_the_key(make_server):
     assert live.client.get("/models").status_code == 401
     assert live.client.post("/models/unload", json={"model": "alpha"}).status_code == 401
     assert live.host.state.model is not None
+
+
+def test_lm_studio_load_applies_its_options_and_unload_takes_the_instance_id(make_server):
+    live = make_server(load="alpha")
+    r = live.client.post(
+        "/api/v1/models/load",
+        json={"model": "beta", "context_length": 512, "flash_attention": True, "echo_load_config": True},
+    )
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["type"] == "llm" and answer["status"] == "loaded" and answer["instance_id"] == "beta"
+    assert answer["load_time_seconds"] >= 0
+    assert answer["load_config"]["context_length"] == 512 and answer["load_config"]["flash_attention"] is True
+    assert live.host.state.model.n_ctx == 512
+    assert _statuses(live)["beta"] == "loaded"
+    r = live.client.post("/api/v1/models/unload", json={"instance_id": "beta"})
+    assert r.status_code == 200 and r.json() == {"instance_id": "beta"}, r.text
+    assert live.host.state.model is None
+    r = live.client.post("/api/v1/models/unload", json={"instance_id": "beta"})
+    assert r.status_code == 400
+    r = live.client.post("/api/v1/models/load", json={"model": "alpha", "context_length": 4})
+    assert r.status_code == 400 and live.host.state.model is None  # under the smallest context: nothing loaded
