@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, Logprobs
-from app.core.runtime.jobs import ChunkEvent, JobDone
+from app.core.runtime.jobs import JobDone, JobFailed
 from app.core.tools import ToolCall
 from app.server.chat_output import ChatShape, checked_schema, delta, message
 from app.server.context import hearth
@@ -25,6 +25,7 @@ from app.server.replies import (
     SYSTEM_FINGERPRINT,
     begin,
     finish_reason,
+    framed,
     new_id,
     now,
     sampling,
@@ -32,7 +33,7 @@ from app.server.replies import (
     usage,
     whole_reply,
 )
-from app.server.sse import DONE, PING, PING_EVERY_S, sse, sse_response
+from app.server.sse import DONE, sse, sse_response
 
 router = APIRouter()
 
@@ -188,42 +189,39 @@ class Reply:
                     out.append(sse(self.chunk(d, with_usage=include_usage, logprobs=lp)))
             return out
 
+        def on_chunk(chunk: Chunk) -> list[bytes]:
+            nonlocal enough
+            if pending is not None:
+                pending.add(chunk.logprobs)
+            if not chunk.text:
+                return []
+            out = deltas(parser.feed(chunk.text))
+            if called and parser.limit_reached and not enough:
+                enough = True
+                stream.handle.cancel()
+            return out
+
+        def on_end(event: JobDone | JobFailed) -> list[bytes]:
+            out = deltas(parser.finish())
+            if enough and isinstance(event, JobDone) and event.result.final.finish_reason == "cancelled":
+                failure = None  # we stopped it: every call it may make is out
+            else:
+                failure = stream_failure(event)
+            if failure is not None:
+                return [*out, sse(failure)]
+            assert isinstance(event, JobDone)
+            final = event.result.final
+            request.state.usage = usage(final.stats)
+            finish = "tool_calls" if called else finish_reason(final)
+            last = self.chunk({}, finish, with_usage=include_usage)
+            out.append(sse({**last, "timings": timings(final.stats)}))
+            if include_usage:
+                out.append(sse({**self._base("chat.completion.chunk"), "choices": [], "usage": usage(final.stats)}))
+            return [*out, DONE]
+
         try:
             yield sse(self.chunk({"role": "assistant", "content": "", "refusal": None}, with_usage=include_usage))
-            async for batch in stream.relay(PING_EVERY_S):
-                if batch is None:
-                    yield PING
-                    continue
-                out: list[bytes] = []
-                for event in batch:
-                    if isinstance(event, ChunkEvent):
-                        if pending is not None:
-                            pending.add(event.chunk.logprobs)
-                        if event.chunk.text:
-                            out += deltas(parser.feed(event.chunk.text))
-                            if called and parser.limit_reached and not enough:
-                                enough = True
-                                stream.handle.cancel()
-                        continue
-                    out += deltas(parser.finish())
-                    if enough and isinstance(event, JobDone) and event.result.final.finish_reason == "cancelled":
-                        failure = None  # we stopped it: every call it may make is out
-                    else:
-                        failure = stream_failure(event)
-                    if failure is not None:
-                        out.append(sse(failure))
-                    elif isinstance(event, JobDone):
-                        final = event.result.final
-                        request.state.usage = usage(final.stats)
-                        finish = "tool_calls" if called else finish_reason(final)
-                        last = self.chunk({}, finish, with_usage=include_usage)
-                        out.append(sse({**last, "timings": timings(final.stats)}))
-                        if include_usage:
-                            out.append(
-                                sse({**self._base("chat.completion.chunk"), "choices": [], "usage": usage(final.stats)})
-                            )
-                        out.append(DONE)
-                if out:
-                    yield b"".join(out)
+            async for part in framed(stream, on_chunk, on_end):
+                yield part
         finally:
-            stream.cancel()  # the client left, or we are done (then a no-op)
+            stream.cancel()  # a client that left before the first event

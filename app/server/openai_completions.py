@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.core.engines.base import Chunk, GenerateRequest
-from app.core.runtime.jobs import ChunkEvent, JobDone
+from app.core.runtime.jobs import JobDone, JobFailed
 from app.server.context import hearth
 from app.server.host_jobs import JobStream, stream_failure
 from app.server.openai_logprobs import Pending, TextOffsets
@@ -21,6 +21,7 @@ from app.server.replies import (
     SYSTEM_FINGERPRINT,
     begin,
     finish_reason,
+    framed,
     new_id,
     now,
     sampling,
@@ -28,7 +29,7 @@ from app.server.replies import (
     usage,
     whole_reply,
 )
-from app.server.sse import DONE, PING, PING_EVERY_S, sse, sse_response
+from app.server.sse import DONE, sse, sse_response
 
 router = APIRouter()
 
@@ -86,7 +87,7 @@ class TextReply:
         choice = {"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish_reason(final)}
         return {**self._body([choice]), "usage": usage(final.stats), "timings": timings(final.stats)}
 
-    async def stream(self, stream: JobStream, include_usage: bool, request: Request) -> AsyncIterator[bytes]:
+    def stream(self, stream: JobStream, include_usage: bool, request: Request) -> AsyncIterator[bytes]:
         pending = Pending()
 
         def piece(text: str, finish: str | None = None) -> dict[str, Any]:
@@ -98,27 +99,19 @@ class TextReply:
                 out["usage"] = None
             return out
 
-        try:
-            async for batch in stream.relay(PING_EVERY_S):
-                if batch is None:
-                    yield PING
-                    continue
-                out: list[bytes] = []
-                for event in batch:
-                    if isinstance(event, ChunkEvent):
-                        pending.add(event.chunk.logprobs)
-                        if event.chunk.text:
-                            out.append(sse(piece(event.chunk.text)))
-                    elif (failure := stream_failure(event)) is not None:
-                        out.append(sse(failure))
-                    elif isinstance(event, JobDone):
-                        final = event.result.final
-                        request.state.usage = usage(final.stats)
-                        out.append(sse({**piece("", finish_reason(final)), "timings": timings(final.stats)}))
-                        if include_usage:
-                            out.append(sse({**self._body([]), "usage": usage(final.stats)}))
-                        out.append(DONE)
-                if out:
-                    yield b"".join(out)
-        finally:
-            stream.cancel()
+        def on_chunk(chunk: Chunk) -> list[bytes]:
+            pending.add(chunk.logprobs)
+            return [sse(piece(chunk.text))] if chunk.text else []
+
+        def on_end(event: JobDone | JobFailed) -> list[bytes]:
+            if (failure := stream_failure(event)) is not None:
+                return [sse(failure)]
+            assert isinstance(event, JobDone)
+            final = event.result.final
+            request.state.usage = usage(final.stats)
+            out = [sse({**piece("", finish_reason(final)), "timings": timings(final.stats)})]
+            if include_usage:
+                out.append(sse({**self._body([]), "usage": usage(final.stats)}))
+            return [*out, DONE]
+
+        return framed(stream, on_chunk, on_end)

@@ -6,18 +6,19 @@ from __future__ import annotations
 import secrets
 import string
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
 
 from app import __version__
 from app.core.engines.base import Capabilities, Chunk, GenerateRequest, GenerationStats, ModelInfo, SamplingParams
-from app.core.runtime.jobs import GenerateJob, GenerateResult, JobFailed, Started
+from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
 from app.server.context import ServerContext
 from app.server.errors import from_failure
 from app.server.host_jobs import JobStream, failure_error
 from app.server.openai_schemas import _Sampling
+from app.server.sse import PING, PING_EVERY_S
 
 # What a client that sets nothing gets: llama-server's defaults, which local-model clients expect.
 DEFAULT_TEMPERATURE = 0.8
@@ -160,3 +161,26 @@ async def whole_reply(stream: JobStream, request: Request, chunks: list[Chunk] |
         raise from_failure(result.final.error or "the generation failed", result.final.error_code or "engine_error")
     request.state.usage = usage(result.final.stats)
     return result
+
+
+async def framed(
+    stream: JobStream,
+    on_chunk: Callable[[Chunk], list[bytes]],
+    on_end: Callable[[JobDone | JobFailed], list[bytes]],
+    ping: bytes = PING,
+) -> AsyncIterator[bytes]:
+    """A streaming route's body: the job's events relayed in batches, each chunk and then its end framed by
+    the route, `ping` when nothing came for a while. A client that leaves cancels the generator, and so the
+    job, within one token."""
+    try:
+        async for batch in stream.relay(PING_EVERY_S):
+            if batch is None:
+                yield ping
+                continue
+            out: list[bytes] = []
+            for event in batch:
+                out += on_chunk(event.chunk) if isinstance(event, ChunkEvent) else on_end(event)
+            if out:
+                yield b"".join(out)
+    finally:
+        stream.cancel()  # the client left, or we are done (then a no-op)

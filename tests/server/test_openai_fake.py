@@ -201,11 +201,9 @@ def test_a_client_that_leaves_during_a_long_prefill_frees_the_host(make_server, 
 
 @pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions"])
 def test_a_long_prefill_sends_sse_pings_and_clients_read_past_them(make_server, monkeypatch, route):
-    import app.server.openai_chat as chat_route
-    import app.server.openai_completions as completions_route
+    import app.server.replies as replies
 
-    for module in (chat_route, completions_route):
-        monkeypatch.setattr(module, "PING_EVERY_S", 0.05)
+    monkeypatch.setattr(replies, "PING_EVERY_S", 0.05)  # the streaming loop both routes share (framed)
     live = make_server(prompt_batch=1, prompt_batch_delay_s=0.02, n_ctx=4096, script="done now")
     words = "word " * 30  # 30 batches: ~0.6 s before the first token
     body = {"model": "alpha", "stream": True, "max_tokens": 4}
