@@ -30,20 +30,22 @@ from app.core.engines.sandbox_limits import (
     OutputBuffer,
     OutputTooLarge,
     TemplateError,
-    brace_size,
     check_size,
     check_time,
     concat,
     finalize,
-    guard_filter,
     guarded_range,
-    join_filter,
-    percent_size,
     refuse_over,
-    str_method_call,
-    sum_filter,
     tilde,
     weight,
+)
+from app.core.engines.sandbox_ops import (
+    brace_size,
+    guard_filter,
+    join_filter,
+    percent_size,
+    str_method_call,
+    sum_filter,
 )
 
 __all__ = ["DEFAULT_MAX_CHARS", "MAX_POWER_BITS", "MAX_RANGE", "Budget", "TemplateError", "environment", "render"]
