@@ -14,7 +14,7 @@ from fastapi import Request
 from app.core.engines.base import Chunk
 from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import ChunkEvent, HostBusy, HostClosed, HostEvent, Job, JobDone, JobFailed, JobHandle
-from app.server.errors import APIError, error_body, from_failure
+from app.server.errors import FAILURES, APIError, error_body, from_failure
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def stream_failure(event: JobDone | JobFailed) -> dict | None:
     final = event.result.final
     if final.finish_reason == "error":
         code = final.error_code or "engine_error"
-        return error_body(final.error or "the generation failed", from_failure("", code).type, code)
+        return error_body(final.error or "the generation failed", FAILURES.get(code, FAILURES["engine_error"])[0], code)
     if final.finish_reason == "cancelled":
         return error_body("the generation was stopped (the server is shutting down)", "unavailable_error", "cancelled")
     return None

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.engines.base import LoadSpec
 from app.core.library.store import LocalModel
 from app.core.runtime.jobs import JobHandle, ModelNotFound, UnloadJob
 from app.server.context import ServerContext, hearth
@@ -63,6 +64,18 @@ def _find(ctx: ServerContext, name: str) -> LocalModel:
         raise APIError(str(exc), code="model_not_found", param="model", status=404) from exc
 
 
+async def _load(ctx: ServerContext, name: str, **overrides: Any) -> tuple[LocalModel, LoadSpec]:
+    """Load `name` with `overrides` (LoadSpec fields; None: as planned) over its planned load, unless it is
+    loaded so already; the loaded model is unloaded first (one model at a time for now)."""
+    model = await asyncio.to_thread(_find, ctx, name)
+    assert ctx.resolver is not None
+    job = await asyncio.to_thread(ctx.resolver, model.name)
+    spec = job.spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    if model.id != _loaded_id(ctx) or spec != job.spec:
+        await _finish(ctx.host.submit(dataclasses.replace(job, spec=spec)))
+    return model, spec
+
+
 async def _finish(handle: JobHandle) -> dict[str, Any]:
     await asyncio.to_thread(handle.wait)
     if handle.error is not None:
@@ -90,15 +103,9 @@ async def router_models(request: Request) -> dict[str, Any]:
 
 @router.post("/models/load")
 async def load_model(body: ModelName, request: Request) -> dict[str, Any]:
-    """Loads the model (the loaded one is unloaded first: one model at a time for now) and answers when it
-    is ready; a model already loaded answers at once."""
-    ctx = hearth(request)
-    model = await asyncio.to_thread(_find, ctx, body.model)
-    if model.id == _loaded_id(ctx):
-        return {"success": True}
-    assert ctx.resolver is not None
-    job = await asyncio.to_thread(ctx.resolver, model.name)
-    return await _finish(ctx.host.submit(job))
+    """Answers when the model is ready; a model already loaded answers at once."""
+    await _load(hearth(request), body.model)
+    return {"success": True}
 
 
 @router.post("/models/unload")
@@ -115,18 +122,10 @@ async def lmstudio_load(body: LmStudioLoad, request: Request) -> dict[str, Any]:
     """Loads the model with LM Studio's options over the planned ones, the loaded model unloaded first; the
     instance id is the model's library name, as `POST /api/v1/models/unload` takes it back."""
     ctx = hearth(request)
-    model = await asyncio.to_thread(_find, ctx, body.model)
-    assert ctx.resolver is not None
-    job = await asyncio.to_thread(ctx.resolver, model.name)
-    asked = {
-        "n_ctx": body.context_length,
-        "n_batch": body.eval_batch_size,
-        "flash_attn": body.flash_attention,
-    }
-    spec = job.spec.model_copy(update={k: v for k, v in asked.items() if v is not None})
     began = time.monotonic()
-    if model.id != _loaded_id(ctx) or spec != job.spec:
-        await _finish(ctx.host.submit(dataclasses.replace(job, spec=spec)))
+    model, spec = await _load(
+        ctx, body.model, n_ctx=body.context_length, n_batch=body.eval_batch_size, flash_attn=body.flash_attention
+    )
     answer: dict[str, Any] = {
         "type": "llm",
         "instance_id": model.name,

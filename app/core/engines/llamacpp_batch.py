@@ -136,7 +136,7 @@ class BatchRunner(SlotStates):
         elif grammar is not None:
             sampler = GrammarSampler(self._lib, self._llm, sampling, grammar, seed, self.grammar_budget_s)
         else:
-            sampler = build_sampler(self._lib, self._llm, sampling, grammar, seed)
+            sampler = build_sampler(self._lib, self._llm, sampling, seed)
         slot.busy = True
         self._order += 1
         seq = Sequence(

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from app.core.engines.base import EngineError, SamplingParams
+from app.core.engines.llamacpp_options import add_picking, add_shaping
 from app.core.native import import_native
 
 __all__ = ["GRAMMAR_SLICE", "GRAMMAR_TOKEN_BUDGET_S", "GrammarSampler", "GrammarTooSlow", "SamplingCancelled"]
@@ -65,15 +66,7 @@ class GrammarSampler:
         self.n_vocab = int(llm.n_vocab())
         self.budget_s = budget_s
         self.pre = internals.LlamaSampler()
-        if sp.logit_bias:
-            self.pre.add_logit_bias(self.n_vocab, sp.logit_bias)
-        self.pre.add_penalties(
-            n_vocab=self.n_vocab,
-            penalty_last_n=llm.last_n_tokens_size,
-            penalty_repeat=sp.repeat_penalty,
-            penalty_freq=sp.frequency_penalty,
-            penalty_present=sp.presence_penalty,
-        )
+        add_shaping(self.pre, llm, sp)
         self.grammar = lib.llama_sampler_init_grammar(
             llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
         )
@@ -81,14 +74,7 @@ class GrammarSampler:
             self.pre.close()
             raise EngineError("llama.cpp could not set up the grammar")
         self.post = internals.LlamaSampler()
-        if sp.temperature == 0.0:
-            self.post.add_greedy()
-        else:
-            self.post.add_top_k(sp.top_k)
-            self.post.add_top_p(sp.top_p, 1)
-            self.post.add_min_p(sp.min_p, 1)
-            self.post.add_temp(sp.temperature)
-            self.post.add_dist(seed)
+        add_picking(self.post, sp, seed)
         np = self._np
         self._dtype = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
         self._ids = np.arange(self.n_vocab, dtype=np.intc)

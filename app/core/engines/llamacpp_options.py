@@ -145,11 +145,10 @@ def plain_greedy(sp: SamplingParams, grammar: Any) -> bool:
     )
 
 
-def build_sampler(llama_cpp: ModuleType, llm: Any, sp: SamplingParams, grammar: Any, seed: int) -> Any:
-    """The sampler chain for one generation: the stages `Llama._init_sampler` builds for the knobs we expose,
-    with the logit bias first (llama-server's order: every later stage, the grammar included, sees the
-    biased logits). Built here because `_init_sampler` takes no bias."""
-    chain = import_native(f"{llama_cpp.__name__}._internals").LlamaSampler()
+def add_shaping(chain: Any, llm: Any, sp: SamplingParams) -> None:
+    """The stages before any choice: the logit bias first (llama-server's order: every later stage, a grammar
+    included, sees the biased logits), then the penalties. Built here because `Llama._init_sampler` takes
+    no bias."""
     if sp.logit_bias:
         chain.add_logit_bias(llm.n_vocab(), sp.logit_bias)  # llama.cpp copies the array
     chain.add_penalties(
@@ -159,8 +158,10 @@ def build_sampler(llama_cpp: ModuleType, llm: Any, sp: SamplingParams, grammar: 
         penalty_freq=sp.frequency_penalty,
         penalty_present=sp.presence_penalty,
     )
-    if grammar is not None:
-        chain.add_grammar(llm._model, grammar)
+
+
+def add_picking(chain: Any, sp: SamplingParams, seed: int) -> None:
+    """The stages that choose the token: greedy at temperature 0, else top-k, top-p, min-p, temperature, draw."""
     if sp.temperature == 0.0:
         chain.add_greedy()
     else:
@@ -169,6 +170,14 @@ def build_sampler(llama_cpp: ModuleType, llm: Any, sp: SamplingParams, grammar: 
         chain.add_min_p(sp.min_p, 1)
         chain.add_temp(sp.temperature)
         chain.add_dist(seed)
+
+
+def build_sampler(llama_cpp: ModuleType, llm: Any, sp: SamplingParams, seed: int) -> Any:
+    """The sampler chain for one generation without a grammar (llamacpp_grammar.GrammarSampler runs the same
+    stages around one): the stages `Llama._init_sampler` builds for the knobs we expose, and the bias."""
+    chain = import_native(f"{llama_cpp.__name__}._internals").LlamaSampler()
+    add_shaping(chain, llm, sp)
+    add_picking(chain, sp, seed)
     return chain
 
 
