@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.core.engines.base import Chunk, Engine, GenerateRequest, LoadSpec, ModelInfo
+from app.core.engines.base import Chunk, Engine, ModelInfo
 from app.core.engines.registry import EngineRegistry
 from app.core.engines.slots import runner_of
 from app.core.errors import HearthError
@@ -27,13 +27,12 @@ from app.core.events import Event
 from app.core.models.calibration import CalibrationStore
 from app.core.runtime.calibrate import record_run
 from app.core.runtime.generation_loop import GenerationLoop
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.job_queue import JobQueue
 from app.core.runtime.jobs import (
-    ChunkEvent,
     CountJob,
     EmbedJob,
     GenerateJob,
-    GenerateResult,
     HostEvent,
     HostState,
     Job,
@@ -49,7 +48,7 @@ from app.core.runtime.jobs import (
     failure_code,
     same_path,
 )
-from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightResult, format_for_path
+from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightResult
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +82,7 @@ def loaded_slots(engine: Engine) -> int:
     return 1
 
 
-class EngineHost:
+class EngineHost(JobHost):
     def __init__(
         self,
         registry: EngineRegistry,
@@ -152,38 +151,19 @@ class EngineHost:
             return False
         return True
 
-    def load_sync(
-        self, spec: LoadSpec, fmt: str | None = None, *, plan_check: bool = True, timeout: float | None = 600.0
-    ) -> ModelInfo:
-        """Load and wait (for callers that are not Qt: the CLI, tests). Raises HearthError on failure."""
-        job = LoadJob(spec=spec, format=fmt or format_for_path(spec.path), plan_check=plan_check)
-        return self._wait(self.submit(job), timeout)
+    def retire(self) -> None:
+        """Any thread: take no more jobs, run those in hand to their end, then unload and stop (the pool
+        unloading a model it makes room without). `join` waits for it."""
+        self._jobs.close(JobHandle(job=ShutdownJob()), cancel=False)
 
-    def generate_sync(
-        self,
-        request: GenerateRequest,
-        source: str = "cli",
-        on_chunk: Callable[[Chunk], None] | None = None,
-        timeout: float | None = 600.0,
-    ) -> tuple[str, Chunk]:
-        """Generate and wait; `on_chunk` runs on the host thread. Ctrl-C while waiting cancels the job."""
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end (after `retire` or `shutdown`); True if it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
-        def sink(event: HostEvent) -> None:
-            if on_chunk is not None and isinstance(event, ChunkEvent):
-                on_chunk(event.chunk)
-
-        handle = self.submit(GenerateJob(request=request, source=source), sink)
-        result: GenerateResult = self._wait(handle, timeout)
-        return result.text, result.final
-
-    def _wait(self, handle: JobHandle, timeout: float | None):
-        finished = handle.wait_or_cancel(timeout)
-        if not finished:
-            handle.cancel()
-            raise HearthError(f"the engine did not answer within {timeout:.0f} s")
-        if handle.error is not None:
-            raise HearthError(handle.error)
-        return handle.result
+    def idle_since(self) -> float | None:
+        """Any thread: the monotonic time the last job ended, if no job runs or waits now (else None)."""
+        return None if self._jobs.busy() else self._last_job_end
 
     # -- host thread -------------------------------------------------------------------------------
     def _set_state(self, **changes) -> None:
@@ -235,8 +215,8 @@ class EngineHost:
         self._fail(handle, message, failure_code(exc), getattr(exc, "details", None))
 
     def _ended(self, handle: JobHandle) -> None:
+        self._last_job_end = time.monotonic()  # first: idle_since never pairs "not busy" with an old end
         self._jobs.ended(handle)
-        self._last_job_end = time.monotonic()
         handle.done.set()
 
     def _run(self) -> None:
@@ -249,6 +229,7 @@ class EngineHost:
             job = handle.job
             if isinstance(job, ShutdownJob):
                 self._unload()
+                self._set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
                 self._finish(handle)
                 break
             if handle.cancelled:

@@ -46,16 +46,15 @@ class JobQueue:
             self._jobs.append(handle)
             self._cond.notify()
 
-    def close(self, marker: JobHandle) -> None:
-        """Any thread: cancel the running job and every waiting one, then queue `marker` (the host's
-        shutdown job) last. Later puts raise HostClosed; a second close does nothing."""
+    def close(self, marker: JobHandle, *, cancel: bool = True) -> None:
+        """Any thread: cancel the running job and every waiting one (unless not `cancel`: then they run
+        to their end first), then queue `marker` (the host's shutdown job) last. Later puts raise
+        HostClosed; a second close does nothing."""
         with self._cond:
             if self._closed:
                 return
             self._closed = True
-            for handle in self._jobs:
-                handle.cancel()
-            for handle in self._running:
+            for handle in (*self._jobs, *self._running) if cancel else ():
                 handle.cancel()
             self._jobs.append(marker)
             self._cond.notify()
@@ -100,6 +99,11 @@ class JobQueue:
             left = list(self._jobs)
             self._jobs.clear()
         return left
+
+    def busy(self) -> bool:
+        """Any thread: a job runs or waits."""
+        with self._cond:
+            return bool(self._running) or self._live() > 0
 
     def _live(self) -> int:
         return sum(1 for h in self._jobs if not h.cancelled)

@@ -65,16 +65,24 @@ def same_path(a: Path | str, b: Path | str) -> bool:
         return Path(a) == Path(b)
 
 
+# How long a model stays loaded without a job, as a job asks (Ollama's keep_alive, LM Studio's ttl):
+# None: as it was (the Settings default for a new model); 0: unloaded when the job ends; KEEP_FOREVER: never.
+KEEP_FOREVER = float("inf")
+
+
 @dataclass
 class LoadJob:
     spec: LoadSpec
     format: str
     plan_check: bool = True  # refuse a load the planner says will not fit
+    ttl_s: float | None = None  # see KEEP_FOREVER
+    pin: bool | None = None  # keep loaded: never unloaded to make room nor when idle (None: as it was)
 
 
 @dataclass
 class UnloadJob:
-    pass
+    model: str | None = None  # None: the model in focus (the last one loaded)
+    every: bool = False  # every loaded model
 
 
 @dataclass
@@ -87,6 +95,7 @@ class GenerateJob:
     # Called on the host thread once the model is known, before generating: what depends on the model
     # that runs it (its chat template's tool format, whether it takes grammars) is decided here.
     prepare: Callable[[ModelInfo, Capabilities], GenerateRequest] | None = None
+    ttl_s: float | None = None  # as LoadJob's: how long its model stays loaded after it
 
 
 @dataclass
@@ -103,6 +112,7 @@ class CountJob:
 class EmbedJob:
     texts: list[str]
     model: str | None = None
+    ttl_s: float | None = None
 
 
 @dataclass

@@ -229,8 +229,8 @@ class DefaultPreflight:
         return fit_check(model, spec, self.machine(), path.name)
 
 
-def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) -> PreflightResult:
-    """Plan at exactly the requested context; raise LoadRefused with the planner's explanation."""
+def planned_load(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str = "") -> PlannedLoad:
+    """`spec` planned on `machine` at exactly its context, slots and cache types (fitting or not)."""
     options = LoadOptions(
         n_ctx=spec.n_ctx,
         n_batch=spec.n_batch,
@@ -244,7 +244,12 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
         n_seq=1 if spec.embedding else spec.slots,
         kv_unified=spec.kv_unified,
     )
-    planned = plan_model(model, machine, spec.n_ctx, options, exact=True, label=label)
+    return plan_model(model, machine, spec.n_ctx, options, exact=True, label=label)
+
+
+def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) -> PreflightResult:
+    """Plan at exactly the requested context; raise LoadRefused with the planner's explanation."""
+    planned = planned_load(model, spec, machine, label)
     plan = planned.plan
     if not plan.fits:
         logger.warning("refusing to load %s: it will not fit", label)

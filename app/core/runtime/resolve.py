@@ -90,6 +90,17 @@ class ModelResolver:
             return LoadJob(spec=spec, format=REMOTE_FORMAT)
         return LoadJob(spec=self.load_spec(model), format=model.format)
 
+    def path_of(self, name: str) -> Path:
+        """The file (or remote pseudo-path) `name` loads, without planning: how the pool finds the model a
+        job is for. Raises ModelNotFound."""
+        try:
+            return Path(self.find(name).path)
+        except ModelNotFound:
+            spec = self.remotes.load_spec(name) if self.remotes is not None else None
+            if spec is None:
+                raise
+            return Path(spec.path)
+
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
         draft = self.draft_for(model) if self.draft_for is not None and traits(model.format).draft_model else None

@@ -1,0 +1,96 @@
+"""Letting a model into the pool: the preflight of a pool's host, run on that host's thread as it loads.
+
+It validates the file, makes room (the least recently used unpinned models unloaded until the new one
+fits beside the rest, residency.py), waits for those to be gone, then checks the fit against live memory
+as a single load would, with what the models that stay hold unseen taken off.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.core.engines.base import LoadSpec
+from app.core.models.spec import ModelSpec
+from app.core.runtime.preflight import LoadRefused, PreflightResult, check_model, fit_check, planned_load
+from app.core.runtime.residency import Candidate, Holding, beside, holding_of, pick_victims
+
+if TYPE_CHECKING:
+    from app.core.runtime.pool import ModelPool, _Slot
+
+logger = logging.getLogger(__name__)
+
+
+def loaded_holding(slot: _Slot) -> Holding:
+    """What `slot` holds once its model is in memory."""
+    return holding_of(slot.estimate, mapped=slot.mapped, loaded=True, unified=slot.unified)
+
+
+class PoolPreflight:
+    def __init__(self, pool: ModelPool, slot: _Slot) -> None:
+        self.pool = pool
+        self.slot = slot
+
+    def __call__(self, spec: LoadSpec, fmt: str, plan_check: bool) -> PreflightResult:
+        """On the slot's host thread, before native code sees the model."""
+        path = Path(spec.path).expanduser()
+        model = check_model(path, fmt)
+        self.slot.mapped = fmt == "gguf" and spec.use_mmap
+        for victim in self._make_room(model, spec, path.name, plan_check):
+            victim.host.join()  # it finishes the jobs it has in hand, then unloads
+        if model is None:
+            return PreflightResult()  # plug-in formats validate themselves and plan nothing
+        if not plan_check:
+            return PreflightResult(spec=model)
+        with self.pool._lock:
+            kept = self._others()
+            machine = beside(self.pool.machine(), [s.holding for s in kept if s.holding is not None])
+        try:
+            result = fit_check(model, spec, machine, path.name)
+        except LoadRefused as exc:
+            pinned = [Path(s.key).name for s in kept if s.pinned]
+            if pinned:
+                raise LoadRefused(f"{exc}\nKept loaded (pinned): {', '.join(pinned)}.") from exc
+            raise
+        if result.plan is not None:
+            self.slot.estimate = result.plan.estimate
+        return result
+
+    def _others(self) -> list[_Slot]:
+        return [s for s in self.pool._slots.values() if s is not self.slot and not s.retiring]
+
+    def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> list[_Slot]:
+        """Under the pool's lock: pick and retire the models to unload, and reserve what this one will hold
+        (so an admission running next counts it). Returns the retired ones, to wait for."""
+        pool = self.pool
+        with pool._lock:
+            others = self._others()
+            holding = {s.key: s.holding or Holding() for s in others}
+            # A model still loading cannot be unloaded yet; it stays, and counts.
+            loaded = [Candidate(s.key, s.last_used, s.pinned, holding[s.key]) for s in others if s.host.state.model]
+            machine = pool.machine() if model is not None and plan_check else None
+
+            def planned_beside(victims: list[Candidate] | tuple[Candidate, ...]):
+                assert model is not None and machine is not None
+                gone = {v.key for v in victims}
+                kept = [h for key, h in holding.items() if key not in gone]
+                return planned_load(model, spec, beside(machine, kept, [v.holding for v in victims]), label).plan
+
+            def fits(victims) -> bool:
+                return machine is None or planned_beside(victims).fits
+
+            picked = pick_victims(fits, loaded, pool.max_models, staying=len(others))
+            if picked is None:
+                picked = []  # nothing to gain: the fit check then refuses with the planner's reasons
+            victims = [s for s in others if s.key in {c.key for c in picked}]
+            for victim in victims:
+                pool._retire(victim, f"to make room for {label}")
+                pool.notice.emit(f"Unloaded {Path(victim.key).name} to make room for {label}")
+            if machine is not None and model is not None:
+                plan = planned_beside(picked)
+                self.slot.estimate, self.slot.unified = plan.estimate, machine.unified
+            self.slot.holding = holding_of(self.slot.estimate, mapped=self.slot.mapped, loaded=False)
+        if victims:
+            logger.info("unloading %s to make room for %s", ", ".join(Path(v.key).name for v in victims), label)
+        return victims
