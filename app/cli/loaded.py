@@ -19,8 +19,17 @@ def add_loaded_commands(subparsers: argparse._SubParsersAction) -> None:
     ps = subparsers.add_parser("ps", help="the models a running Hearth has loaded")
     ps.add_argument("--port", type=int, help=port_help)
     ps.set_defaults(handler=cmd_ps)
-    load = subparsers.add_parser("load", help="load a library model in a running Hearth")
+    load = subparsers.add_parser(
+        "load", help="load a library model in a running Hearth, beside those loaded (room made if it must)"
+    )
     load.add_argument("model", help="a library name (see `hearth ls`)")
+    load.add_argument(
+        "--ttl",
+        type=int,
+        metavar="S",
+        help="unload it after S seconds without a request; -1: never (default: Settings → Server)",
+    )
+    load.add_argument("--pin", action="store_true", help="keep it loaded: never unloaded to make room for another")
     load.add_argument("--port", type=int, help=port_help)
     load.set_defaults(handler=cmd_load)
     unload = subparsers.add_parser("unload", help="unload a model from a running Hearth")
@@ -61,9 +70,39 @@ def _call(ctx: CliContext, args: argparse.Namespace, method: str, path: str, bod
     return answer
 
 
-def _loaded(ctx: CliContext, args: argparse.Namespace) -> list[str]:
+def _loaded(ctx: CliContext, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The server's loaded models, as GET /models lists them (with their status)."""
     data = _call(ctx, args, "GET", "/models").get("data", [])
-    return [m["id"] for m in data if m.get("status", {}).get("value") == "loaded"]
+    return [m for m in data if m.get("status", {}).get("value") in ("loaded", "loading")]
+
+
+def _size(n: Any) -> str:
+    if not isinstance(n, (int, float)) or n <= 0:
+        return "-"
+    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
+
+
+def _until(status: dict[str, Any]) -> str:
+    """What `hearth ps` says of when a model goes: Ollama's UNTIL column, in words."""
+    if status.get("value") == "loading":
+        return "loading"
+    if status.get("pinned"):
+        return "pinned"
+    left, ttl = status.get("idle_left_s"), status.get("ttl_s")
+    if ttl is None:
+        return "forever"
+    if left is None:
+        return f"{_duration(ttl)} after use" if not status.get("busy") else "busy"
+    return f"in {_duration(left)}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
 
 
 def cmd_ps(ctx: CliContext, args: argparse.Namespace) -> int:
@@ -74,13 +113,25 @@ def cmd_ps(ctx: CliContext, args: argparse.Namespace) -> int:
     if not loaded:
         sys.stdout.write("No model is loaded.\n")
         return 0
-    sys.stdout.write("NAME\n" + "".join(f"{name}\n" for name in loaded))
+    rows = [("NAME", "MEMORY", "CONTEXT", "UNTIL")]
+    for m in loaded:
+        status = m.get("status", {})
+        context = status.get("context_length")
+        rows.append((m["id"], _size(status.get("memory_bytes")), f"{context:,}" if context else "-", _until(status)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        sys.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
     return 0
 
 
 def cmd_load(ctx: CliContext, args: argparse.Namespace) -> int:
     try:
-        _call(ctx, args, "POST", "/models/load", {"model": args.model})
+        body: dict[str, Any] = {"model": args.model}
+        if args.ttl is not None:
+            body["ttl"] = max(-1, args.ttl)
+        if args.pin:
+            body["pin"] = True
+        _call(ctx, args, "POST", "/models/load", body)
     except (ServerUnreachable, RuntimeError) as exc:
         return ctx.fail(exc)
     sys.stdout.write(f"Loaded {args.model}.\n")
@@ -91,7 +142,7 @@ def cmd_unload(ctx: CliContext, args: argparse.Namespace) -> int:
     if bool(args.model) == bool(args.all):
         return ctx.fail("name one loaded model, or --all", 2)
     try:
-        names = _loaded(ctx, args) if args.all else [args.model]
+        names = [m["id"] for m in _loaded(ctx, args)] if args.all else [args.model]
         for name in names:
             _call(ctx, args, "POST", "/models/unload", {"model": name})
             sys.stdout.write(f"Unloaded {name}.\n")

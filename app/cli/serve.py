@@ -22,7 +22,17 @@ def add_serve_command(subparsers: Any) -> None:
     from app.core.settings import DEFAULT_SERVER_PORT, SPECULATIVE_FLAGS
 
     serve = subparsers.add_parser("serve", help="serve the local API: OpenAI and Anthropic routes (no window)")
-    serve.add_argument("--model", help="load this model first (a library name or a model file)")
+    serve.add_argument(
+        "--model",
+        action="append",
+        help="load this model first and keep it loaded (a library name or a model file); repeat it to load several",
+    )
+    serve.add_argument(
+        "--max-models",
+        type=int,
+        metavar="N",
+        help="keep at most N models loaded at once; 0: as many as fit in memory (default: Settings → Server)",
+    )
     serve.add_argument(
         "--host",
         default="127.0.0.1",
@@ -69,7 +79,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.errors import HearthError
     from app.core.remote import open_remotes
     from app.core.runtime.drafts import DraftFinder
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.pool import ModelPool
     from app.core.runtime.resolve import ModelResolver
     from app.core.settings import load_speculative
     from app.server.app import create_app
@@ -112,31 +122,22 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
 
     for note in recover_native_crashes():  # a crash last time: that configuration is not used again
         _err(f"note: {note}")
-    host = EngineHost(
+    host = ModelPool(
         default_registry(),
         calibration=ctx.calibration,
         resolver=resolver,
         jit=not args.no_jit,
         queue_size=server.queue_size,
         idle_ttl_s=idle * 60 or None,
-        name="hearth-engine",
+        max_models=server.max_loaded_models if args.max_models is None else max(0, args.max_models),
     )
+    host.notice.connect(lambda text: _err(f"note: {text}"))
     stored = ResponseStore(ctx.paths.responses_file if server.keep_responses else None)
     context = ServerContext(host, library, resolver, responses=stored, remotes=RemotePool(remotes))
     runner = ServerThread(create_app(context, policy), args.host, args.port or server.port, context.cancel_streams)
     try:
-        if args.model:
-            name = _library_name(library, args.model)
-            _err(f"loading {name} …")
-            spec = resolver(name).spec
-            info = host.load_sync(spec, resolver.find(name).format)
-            drafts = f", speculative decoding: {spec.speculative}" if spec.speculative != "off" else ""
-            if spec.draft_model is not None:
-                drafts += f" ({spec.draft_model.name})"
-            elif args.draft_model and resolver.drafts is not None:
-                why = resolver.drafts.pick(resolver.find(name), args.draft_model, None)
-                _err(f"no draft model: {why.note if why.path is None else 'it does not fit beside the model'}")
-            _err(f"{name}: {info.n_ctx:,}-token context, {_slots_text(host.state.slots_total, slots)}{drafts}")
+        for model in args.model or []:
+            _load_first(host, resolver, _library_name(library, model), args.draft_model, slots)
         runner.start()
         _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))
         _err("Press Ctrl-C to stop.")
@@ -150,6 +151,23 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         if context.remotes is not None:
             context.remotes.close()
         library.close()
+
+
+def _load_first(host: Any, resolver: Any, name: str, draft_model: str | None, slots: int) -> None:
+    """Load `name` before serving (pinned: a model asked for on the command line is not unloaded to make
+    room for one a request asks for) and say how it loaded."""
+    from app.core.runtime.jobs import LoadJob
+
+    _err(f"loading {name} …")
+    spec = resolver(name).spec
+    info = host.wait_for(host.submit(LoadJob(spec=spec, format=resolver.find(name).format, pin=True)), 600.0)
+    drafts = f", speculative decoding: {spec.speculative}" if spec.speculative != "off" else ""
+    if spec.draft_model is not None:
+        drafts += f" ({spec.draft_model.name})"
+    elif draft_model and resolver.drafts is not None:
+        why = resolver.drafts.pick(resolver.find(name), draft_model, None)
+        _err(f"no draft model: {why.note if why.path is None else 'it does not fit beside the model'}")
+    _err(f"{name}: {info.n_ctx:,}-token context, {_slots_text(host.state.slots_total, slots)}{drafts}")
 
 
 def _slots_text(loaded: int, asked: int) -> str:

@@ -19,7 +19,7 @@ from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
 from app.core.remote import RemoteStore, open_remotes, register_remote
 from app.core.runtime.drafts import DraftFinder
-from app.core.runtime.host import EngineHost
+from app.core.runtime.pool import ModelPool
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import Settings, load_speculative
 
@@ -32,7 +32,7 @@ class Services:
     settings: Settings
     library: Library
     downloads: DownloadManager
-    host: EngineHost
+    host: ModelPool
     chats: ChatStore
     calibration: CalibrationStore
     resolver: ModelResolver
@@ -66,13 +66,14 @@ class Services:
             speculative=load_speculative(settings.speculative),
             drafts=DraftFinder(library),
         )
-        host = EngineHost(
+        host = ModelPool(
             register_remote(default_registry(), remotes),
             calibration=calibration,
             resolver=resolver,
             jit=settings.server.jit_load,
             queue_size=settings.server.queue_size,
             idle_ttl_s=settings.server.idle_ttl_minutes * 60 or None,
+            max_models=settings.server.max_loaded_models,
         )
         chats = ChatStore(paths.chats_db)
         services = cls(paths, settings, library, downloads, host, chats, calibration, resolver, remotes, env)
@@ -103,6 +104,7 @@ class Services:
         self.resolver.speculative = load_speculative(settings.speculative)
         self.host.queue_size = settings.server.queue_size
         self.host.idle_ttl_s = settings.server.idle_ttl_minutes * 60 or None
+        self.host.max_models = settings.server.max_loaded_models
 
     def start(self) -> None:
         """A background thread, after the window shows: catch up the library, resume unfinished downloads."""

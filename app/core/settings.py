@@ -58,6 +58,7 @@ class ServerSettings(BaseModel):
     keep_serving_in_tray: bool = True  # closing the window while serving leaves a tray icon, not a quit
     jit_load: bool = True  # a request for a model that is not loaded loads it
     idle_ttl_minutes: int = Field(default=0, ge=0, le=24 * 60)  # 0: never unload an idle model
+    max_loaded_models: int = Field(default=0, ge=0, le=64)  # 0: as many as fit in memory
     queue_size: int = Field(default=8, ge=1, le=256)
     # The context a JIT load asks the planner for; it lowers it to what fits. 0: the model's trained
     # length (agents send 10-30k-token system prompts; the chat's default of 8k is too short for them).

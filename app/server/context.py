@@ -11,7 +11,8 @@ from fastapi import Request
 
 from app.core.engines.base import ModelInfo
 from app.core.library.store import Library, LocalModel
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost, Resident
+from app.core.runtime.jobs import same_path
 from app.core.runtime.resolve import ModelResolver
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, cancel_all
@@ -22,7 +23,7 @@ from app.server.response_store import ResponseStore
 
 @dataclass
 class ServerContext:
-    host: EngineHost
+    host: JobHost
     library: Library | None = None
     resolver: ModelResolver | None = None
     log: RequestLog = field(default_factory=RequestLog)
@@ -52,7 +53,7 @@ class ServerContext:
             f"the model {name[:200]!r} is not the one loaded here", code="model_not_found", param="model", status=404
         )
 
-    def route(self, name: str | None) -> tuple[EngineHost, str | None]:
+    def route(self, name: str | None) -> tuple[JobHost, str | None]:
         """The host a request's `model` runs on and the model its job names: an exposed remote model goes
         to its own host (the local model stays loaded); anything else to the one host, as `job_model`."""
         pool = self.remotes
@@ -68,6 +69,10 @@ class ServerContext:
                 )
             return pool.host_for(name), name
         return self.host, self.job_model(name)
+
+    def resident(self, model: LocalModel) -> Resident | None:
+        """The loaded instance of a library model, if it is loaded."""
+        return next((r for r in self.host.residents() if same_path(r.key, model.path)), None)
 
     def in_library(self, name: str) -> bool:
         return self.library is not None and self.library.find(name) is not None

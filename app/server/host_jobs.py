@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 
 from app.core.engines.base import Chunk
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import ChunkEvent, HostBusy, HostClosed, HostEvent, Job, JobDone, JobFailed, JobHandle
 from app.server.errors import FAILURES, APIError, error_body, from_failure
 
@@ -24,7 +24,7 @@ DISCONNECT_POLL_S = 0.1  # a job of a client that left is cancelled within this 
 class JobStream:
     """`await stream.next()` gives the job's events in order; None once the client has disconnected."""
 
-    def __init__(self, host: EngineHost, job: Job, request: Request, live: weakref.WeakSet[JobStream]) -> None:
+    def __init__(self, host: JobHost, job: Job, request: Request, live: weakref.WeakSet[JobStream]) -> None:
         self.request = request
         self.queue: asyncio.Queue[HostEvent] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()

@@ -16,9 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.engines.base import LoadSpec
 from app.core.library.store import LocalModel
-from app.core.runtime.jobs import JobHandle, ModelNotFound, UnloadJob
+from app.core.runtime.jobs import KEEP_FOREVER, JobHandle, ModelNotFound, UnloadJob
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError, from_failure
+from app.server.openai_schemas import MAX_TTL_S
 
 router = APIRouter()
 
@@ -27,6 +28,14 @@ class ModelName(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, max_length=1000)
+
+
+class RouterLoad(ModelName):
+    """llama-server's load body, with how long the model stays when idle (LM Studio's `ttl`, seconds; -1:
+    for ever) and Hearth's pin (never unloaded to make room for another)."""
+
+    ttl: int | None = Field(default=None, ge=-1, le=MAX_TTL_S)
+    pin: bool | None = None
 
 
 class LmStudioLoad(ModelName):
@@ -47,10 +56,9 @@ class InstanceId(BaseModel):
     instance_id: str = Field(min_length=1, max_length=1000)
 
 
-def _loaded_id(ctx: ServerContext) -> str | None:
-    state = ctx.host.state
-    model = ctx.local_model(state.model.path) if state.model is not None else None
-    return model.id if model is not None else None
+def _loaded(ctx: ServerContext, model: LocalModel) -> bool:
+    resident = ctx.resident(model)
+    return resident is not None and resident.state.model is not None
 
 
 def _find(ctx: ServerContext, name: str) -> LocalModel:
@@ -64,15 +72,22 @@ def _find(ctx: ServerContext, name: str) -> LocalModel:
         raise APIError(str(exc), code="model_not_found", param="model", status=404) from exc
 
 
-async def _load(ctx: ServerContext, name: str, **overrides: Any) -> tuple[LocalModel, LoadSpec]:
+async def _load(
+    ctx: ServerContext, name: str, ttl: int | None = None, pin: bool | None = None, **overrides: Any
+) -> tuple[LocalModel, LoadSpec]:
     """Load `name` with `overrides` (LoadSpec fields; None: as planned) over its planned load, unless it is
-    loaded so already; the loaded model is unloaded first (one model at a time for now)."""
+    loaded so already; beside the loaded models, those least recently used unloaded first if it needs
+    their room. `ttl` (seconds, -1: for ever) and `pin` apply to it either way."""
     model = await asyncio.to_thread(_find, ctx, name)
     assert ctx.resolver is not None
     job = await asyncio.to_thread(ctx.resolver, model.name)
     spec = job.spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-    if model.id != _loaded_id(ctx) or spec != job.spec:
-        await _finish(ctx.host.submit(dataclasses.replace(job, spec=spec)))
+    ttl_s = None if ttl is None else KEEP_FOREVER if ttl < 0 else float(ttl)
+    resident = ctx.resident(model)
+    if resident is None or resident.state.model is None or spec != job.spec:
+        await _finish(ctx.host.submit(dataclasses.replace(job, spec=spec, ttl_s=ttl_s, pin=pin, focus=False)))
+    elif ttl_s is not None or pin is not None:
+        ctx.host.keep(model.name, ttl_s=ttl_s, pin=pin)
     return model, spec
 
 
@@ -87,24 +102,37 @@ async def _finish(handle: JobHandle) -> dict[str, Any]:
 async def router_models(request: Request) -> dict[str, Any]:
     ctx = hearth(request)
     models = await asyncio.to_thread(lambda: ctx.library.list(status="ready") if ctx.library is not None else [])
-    loaded = _loaded_id(ctx)
     data = [
-        {
-            "id": m.name,
-            "object": "model",
-            "owned_by": "hearth",
-            "created": int(m.added_at),
-            "status": {"value": "loaded" if m.id == loaded else "unloaded"},
-        }
+        {"id": m.name, "object": "model", "owned_by": "hearth", "created": int(m.added_at), "status": _status(ctx, m)}
         for m in models
     ]
     return {"object": "list", "data": data}
 
 
+def _status(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
+    """llama-server's status value ("loaded", "loading", "unloaded"), and for a loaded model what it holds and
+    how long it stays: memory as planned, its idle time-to-live and what is left of it (null: no limit, or
+    not counting while busy), pinned."""
+    resident = ctx.resident(model)
+    if resident is None:
+        return {"value": "unloaded"}
+    if resident.state.model is None:
+        return {"value": "loading"}
+    return {
+        "value": "loaded",
+        "memory_bytes": resident.memory_bytes,
+        "context_length": resident.state.model.n_ctx,
+        "ttl_s": resident.ttl_s,
+        "idle_left_s": None if resident.idle_left_s is None else round(resident.idle_left_s, 1),
+        "pinned": resident.pinned,
+        "busy": resident.state.status == "generating",
+    }
+
+
 @router.post("/models/load")
-async def load_model(body: ModelName, request: Request) -> dict[str, Any]:
+async def load_model(body: RouterLoad, request: Request) -> dict[str, Any]:
     """Answers when the model is ready; a model already loaded answers at once."""
-    await _load(hearth(request), body.model)
+    await _load(hearth(request), body.model, ttl=body.ttl, pin=body.pin)
     return {"success": True}
 
 
@@ -112,15 +140,15 @@ async def load_model(body: ModelName, request: Request) -> dict[str, Any]:
 async def unload_model(body: ModelName, request: Request) -> dict[str, Any]:
     ctx = hearth(request)
     model = await asyncio.to_thread(_find, ctx, body.model)
-    if model.id != _loaded_id(ctx):
+    if not _loaded(ctx, model):
         raise APIError(f"{model.name} is not loaded", code="model_not_loaded", param="model", status=400)
-    return await _finish(ctx.host.submit(UnloadJob()))
+    return await _finish(ctx.host.submit(UnloadJob(model=model.name)))
 
 
 @router.post("/api/v1/models/load")
 async def lmstudio_load(body: LmStudioLoad, request: Request) -> dict[str, Any]:
-    """Loads the model with LM Studio's options over the planned ones, the loaded model unloaded first; the
-    instance id is the model's library name, as `POST /api/v1/models/unload` takes it back."""
+    """Loads the model with LM Studio's options over the planned ones, beside the loaded models; the instance
+    id is the model's library name, as `POST /api/v1/models/unload` takes it back."""
     ctx = hearth(request)
     began = time.monotonic()
     model, spec = await _load(
@@ -133,7 +161,8 @@ async def lmstudio_load(body: LmStudioLoad, request: Request) -> dict[str, Any]:
         "status": "loaded",
     }
     if body.echo_load_config:
-        loaded = ctx.host.state.model
+        resident = ctx.resident(model)
+        loaded = resident.state.model if resident is not None else None
         answer["load_config"] = {
             "context_length": loaded.n_ctx if loaded is not None else spec.n_ctx,
             "eval_batch_size": spec.n_batch,

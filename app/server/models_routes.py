@@ -32,10 +32,10 @@ ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messa
 
 
 def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
-    state = ctx.host.state
-    loaded = state.model is not None and ctx.local_model(state.model.path) == model
-    if loaded and state.model is not None:
-        context = state.model.n_ctx
+    resident = ctx.resident(model)
+    loaded = resident is not None and resident.state.model is not None
+    if resident is not None and resident.state.model is not None:
+        context = resident.state.model.n_ctx
     else:
         try:
             context = ctx.resolver.context_length(model) if ctx.resolver is not None else 0
@@ -153,7 +153,7 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     except EngineError as exc:
         raise from_failure(str(exc), exc.code, param=exc.details.get("param")) from exc
     host, model_name = ctx.route(body.model)
-    stream = JobStream(host, EmbedJob(texts, model=model_name), request, ctx.streams)
+    stream = JobStream(host, EmbedJob(texts, model=model_name, ttl_s=body.ttl_s()), request, ctx.streams)
     done = await stream.result()
     if done is None:
         return Response(status_code=CLIENT_GONE)

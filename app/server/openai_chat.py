@@ -100,7 +100,7 @@ def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, C
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
     generate, shape = to_generate_request(body)
-    begun = await begin(ctx, request, generate, body.model, shape.prepare)
+    begun = await begin(ctx, request, generate, body.model, shape.prepare, body.ttl_s())
     if begun is None:
         return Response(status_code=CLIENT_GONE)
     stream, model = begun

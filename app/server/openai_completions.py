@@ -44,7 +44,7 @@ def to_generate_request(body: CompletionRequest) -> GenerateRequest:
 async def completions(body: CompletionRequest, request: Request) -> Response:
     ctx = hearth(request)
     generate = to_generate_request(body)
-    begun = await begin(ctx, request, generate, body.model)
+    begun = await begin(ctx, request, generate, body.model, ttl_s=body.ttl_s())
     if begun is None:
         return Response(status_code=CLIENT_GONE)
     stream, model = begun

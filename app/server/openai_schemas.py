@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from app.core.engines.embed_limits import MAX_EMBED_INPUTS
+from app.core.runtime.jobs import KEEP_FOREVER
 from app.server.request_text import MAX_PROMPT_CHARS, check_text
 
 MAX_TOKENS_CAP = 1 << 20  # no context is longer; 10^9 is a mistake, not a request
@@ -34,11 +35,18 @@ LogitBias = Annotated[
     ),
 ]
 
+MAX_TTL_S = 365 * 24 * 3600
+
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")  # unknown fields are dropped, as OpenAI-compatible servers do
     # The most characters of text the body may hold: it all goes into one prompt (None: not one prompt).
     max_text_chars: ClassVar[int | None] = MAX_PROMPT_CHARS
+    # LM Studio's: how many idle seconds the model stays loaded after this request (-1: for ever).
+    ttl: int | None = Field(default=None, ge=-1, le=MAX_TTL_S)
+
+    def ttl_s(self) -> float | None:
+        return None if self.ttl is None else KEEP_FOREVER if self.ttl < 0 else float(self.ttl)
 
     @model_validator(mode="before")
     @classmethod

@@ -122,12 +122,14 @@ async def begin(
     generate: GenerateRequest,
     name: str | None,
     prepare: Callable[[ModelInfo, Capabilities], GenerateRequest] | None = None,
+    ttl_s: float | None = None,
 ) -> tuple[JobStream, str] | None:
     """Queue a generation for the model a request `name`s and wait for it to start: its stream and the
     model id the reply names (also left for the request log); None when the client left meanwhile.
+    `ttl_s`: how long the model stays loaded when idle after it (the request's ttl or keep_alive).
     A failure before any output (no such model, a prompt over the context) raises as its APIError."""
     host, model_name = ctx.route(name)
-    job = GenerateJob(generate, source="api", model=model_name, prepare=prepare)
+    job = GenerateJob(generate, source="api", model=model_name, prepare=prepare, ttl_s=ttl_s)
     stream = JobStream(host, job, request, ctx.streams)
     first = await started(stream)
     if first is None:

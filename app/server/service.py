@@ -12,7 +12,7 @@ from pathlib import Path
 
 from app.core.events import Event
 from app.core.library.store import Library
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import ServerSettings
 from app.server.app import create_app
@@ -38,7 +38,7 @@ class ApiService:
 
     def __init__(
         self,
-        host: EngineHost,
+        host: JobHost,
         library: Library,
         resolver: ModelResolver,
         settings: Callable[[], ServerSettings],

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QMessageBox, QVBoxLayout, QWi
 from app.core.connect import Target, context_warning
 from app.core.errors import HearthError
 from app.core.library import Library
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
 from app.core.settings import ServerSettings, Settings, SettingsStore
 from app.ui.bridge import EventBridge
@@ -58,7 +58,7 @@ class ServerPage(QWidget):
         store: SettingsStore,
         settings: Callable[[], Settings],
         library: Library,
-        host: EngineHost,
+        host: JobHost,
         tasks: TaskRunner,
         *,
         new_key: Callable[[], str],

@@ -14,19 +14,33 @@ def _port(live) -> str:
     return str(urlparse(live.url).port)
 
 
+def _table(out: str) -> list[list[str]]:
+    return [[c for c in line.split("  ") if c.strip()] for line in out.splitlines()]
+
+
 def test_ps_load_unload_through_the_running_server(make_server, capsys):  # noqa: F811
-    live = make_server(load="alpha")
+    live = make_server(load="alpha", idle_ttl_s=300)
     port = _port(live)
     assert main(["ps", "--port", port]) == 0
-    assert capsys.readouterr().out.splitlines() == ["NAME", "alpha"]
-    assert main(["load", "beta", "--port", port]) == 0
+    rows = _table(capsys.readouterr().out)
+    assert [c.strip() for c in rows[0]] == ["NAME", "MEMORY", "CONTEXT", "UNTIL"]
+    assert [c.strip() for c in rows[1]][:3] == ["alpha", "-", "256"]
+    assert rows[1][3].strip() in ("in 5 min", "in 4 min")  # idle: counting down from the server's 300 s
+    assert main(["load", "beta", "--pin", "--port", port]) == 0
     assert "Loaded beta." in capsys.readouterr().out
-    assert live.host.state.model is not None and live.host.state.model.path.name.startswith("beta")
-    assert main(["unload", "alpha", "--port", port]) == 1  # not the loaded one: the server's message
+    assert main(["ps", "--port", port]) == 0
+    rows = _table(capsys.readouterr().out)
+    assert sorted((r[0].strip(), r[-1].strip()[:3]) for r in rows[1:]) == [("alpha", "in "), ("beta", "pin")]
+    assert main(["load", "alpha", "--ttl", "-1", "--port", port]) == 0  # loaded already: only how long it stays
+    capsys.readouterr()
+    assert main(["ps", "--port", port]) == 0
+    assert ["alpha", "forever"] in [[r[0].strip(), r[-1].strip()] for r in _table(capsys.readouterr().out)]
+    assert main(["unload", "alpha", "--port", port]) == 0
+    assert main(["unload", "alpha", "--port", port]) == 1  # no longer loaded: the server's message
     assert "alpha is not loaded" in capsys.readouterr().err
     assert main(["unload", "--all", "--port", port]) == 0
     assert "Unloaded beta." in capsys.readouterr().out
-    assert live.host.state.model is None
+    assert live.host.residents() == []
     assert main(["ps", "--port", port]) == 0
     assert "No model is loaded." in capsys.readouterr().out
     assert main(["load", "no-such-model", "--port", port]) == 1

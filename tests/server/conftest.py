@@ -18,6 +18,8 @@ from app.core.engines.fake import FakeEngine, registry_with_fake
 from app.core.library import Library
 from app.core.library.store import ModelFile
 from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
+from app.core.runtime.pool import ModelPool
 from app.core.runtime.preflight import PreflightResult
 from app.core.runtime.resolve import ModelResolver
 from app.server.app import create_app
@@ -34,7 +36,7 @@ class Live:
     """A running server: its URL, the host behind it, and a client (the API key, if any, is set)."""
 
     url: str
-    host: EngineHost
+    host: JobHost
     runner: ServerThread
     context: ServerContext
     client: httpx.Client
@@ -70,19 +72,33 @@ def make_server(tmp_path) -> Iterator:
         n_ctx: int = 256,
         body_timeout_s: float = BODY_TIMEOUT_S,
         limits: dict | None = None,
-        **engine_kwargs,
+        pool: bool = True,
+        **pool_kwargs,
     ) -> Live:
-        """`limits`: ServerThread's (header_timeout_s, max_connections, limit_concurrency)."""
+        """`limits`: ServerThread's (header_timeout_s, max_connections, limit_concurrency); `pool`: the app's
+        ModelPool (a host per model; `max_models`, `idle_ttl_s` go to it), else one EngineHost; other
+        keywords go to the FakeEngine."""
         engines: list[FakeEngine] = []
         library = fake_library(tmp_path / f"lib{len(made)}")
         resolver = ModelResolver(library, machine=lambda: None)
-        host = EngineHost(
-            registry_with_fake(engines, **engine_kwargs),
-            preflight=no_preflight,
-            resolver=resolver,
-            queue_size=queue_size,
-            name="test-api-host",
-        )
+        pooled = {k: pool_kwargs.pop(k) for k in ("max_models", "idle_ttl_s") if k in pool_kwargs}
+        host: JobHost
+        if pool:
+            host = ModelPool(
+                registry_with_fake(engines, **pool_kwargs),
+                resolver=resolver,
+                queue_size=queue_size,
+                name="test-api-host",
+                **pooled,
+            )
+        else:
+            host = EngineHost(
+                registry_with_fake(engines, **pool_kwargs),
+                preflight=no_preflight,
+                resolver=resolver,
+                queue_size=queue_size,
+                name="test-api-host",
+            )
         if load is not None:
             path = library.find(load).path
             host.load_sync(LoadSpec(path=path, n_ctx=n_ctx), "fake")

@@ -1,4 +1,4 @@
-"""A workload through the EngineHost: the model loaded with the workload's context, each request a
+"""A workload through the JobHost: the model loaded with the workload's context, each request a
 GenerateJob, a batch of concurrent requests submitted at once. The host runs one job at a time, so
 concurrent requests wait in its FIFO queue: their TTFT includes that wait (reported apart as
 `queue_wait_s`), and the report's engine says so.
@@ -33,7 +33,7 @@ from app.core.errors import HearthError
 from app.core.hardware.profile import HardwareProfile
 from app.core.models.calibration import CalibrationStore, SpeedRun
 from app.core.runtime.calibrate import MIN_CALIBRATION_TOKENS
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import (
     ChunkEvent,
     CountJob,
@@ -62,7 +62,7 @@ class HostRunner(Driver):
 
     def __init__(
         self,
-        host: EngineHost,
+        host: JobHost,
         load: LoadSpec,
         fmt: str,
         workload: Workload,

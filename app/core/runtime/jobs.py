@@ -77,6 +77,7 @@ class LoadJob:
     plan_check: bool = True  # refuse a load the planner says will not fit
     ttl_s: float | None = None  # see KEEP_FOREVER
     pin: bool | None = None  # keep loaded: never unloaded to make room nor when idle (None: as it was)
+    focus: bool = True  # becomes what jobs that name no model run on (the chat's model); an API load does not
 
 
 @dataclass

@@ -16,7 +16,6 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.engines.registry import EngineRegistry
@@ -24,7 +23,7 @@ from app.core.events import Event
 from app.core.models.calibration import CalibrationStore
 from app.core.models.memory import MemoryEstimate
 from app.core.runtime.host import EngineHost
-from app.core.runtime.job_host import JobHost
+from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import (
     HostClosed,
     HostState,
@@ -45,24 +44,6 @@ from app.core.runtime.resolve import ModelResolver
 logger = logging.getLogger(__name__)
 
 REAP_POLL_S = 1.0  # how often idle times are looked at while a model is busy (its end is not announced)
-
-
-@dataclass(frozen=True)
-class Resident:
-    """A loaded model as views show it (`ModelPool.residents()`)."""
-
-    key: str  # the model's file (or remote pseudo-path)
-    state: HostState
-    memory_bytes: int  # the planner's total for its load (0: not planned, a remote model)
-    pinned: bool
-    ttl_s: float | None  # idle time-to-live; None: never unloaded for being idle
-    idle_left_s: float | None  # until unloaded for being idle; None: not counting (busy, pinned, no ttl)
-    last_used: float  # monotonic
-    focus: bool  # what a job that names no model runs on
-
-    @property
-    def name(self) -> str:
-        return Path(self.state.model.path).name if self.state.model is not None else Path(self.key).name
 
 
 class _Slot:
@@ -108,8 +89,7 @@ class ModelPool(JobHost):
         self.registry = registry
         self.resolver = resolver
         self.calibration = calibration
-        self.jit = jit  # any thread may change these three: the next job uses them
-        self.idle_ttl_s = idle_ttl_s
+        self.jit = jit  # any thread may change these two: the next job uses them
         self.max_models = max_models
         self.machine = machine
         self._queue_size = queue_size
@@ -123,6 +103,7 @@ class ModelPool(JobHost):
         self.state_changed: Event[HostState] = Event("pool.state_changed")  # the focus model's state
         self.residents_changed: Event[None] = Event("pool.residents_changed")  # any model's state or keep
         self.notice: Event[str] = Event("pool.notice")  # a sentence for the user: "unloaded A to make room for B"
+        self._idle_ttl_s = idle_ttl_s
         self._reaper = threading.Thread(target=self._reap, name=f"{name}-residency", daemon=True)
         self._reaper.start()
 
@@ -131,6 +112,17 @@ class ModelPool(JobHost):
     def state(self) -> HostState:
         focus = self._focus
         return focus.host.state if focus is not None else HostState()
+
+    @property
+    def idle_ttl_s(self) -> float | None:
+        """The time-to-live of an idle model that no job or load gave one (None: never unloaded)."""
+        return self._idle_ttl_s
+
+    @idle_ttl_s.setter
+    def idle_ttl_s(self, ttl: float | None) -> None:
+        with self._lock:
+            self._idle_ttl_s = ttl
+            self._wake.notify_all()
 
     @property
     def queue_size(self) -> int:
@@ -178,13 +170,21 @@ class ModelPool(JobHost):
         self.residents_changed.emit(None)
         return handle
 
-    def pin(self, name: str, pinned: bool = True) -> bool:
-        """Keep a loaded model loaded (never unloaded to make room nor for being idle); False if not loaded."""
+    def keep(self, name: str, *, ttl_s: float | None = None, pin: bool | None = None) -> bool:
+        """Change how long a loaded model stays (`ttl_s` as a job's) and whether it is pinned (never
+        unloaded to make room nor for being idle); False if it is not loaded."""
+        try:
+            key = self._key_of(name)
+        except ModelNotFound:
+            return False
         with self._lock:
-            slot = self._slots.get(self._key_of(name))
+            slot = self._slots.get(key)
             if slot is None:
                 return False
-            slot.pinned = pinned
+            if pin is not None:
+                slot.pinned = pin
+            if ttl_s is not None:
+                slot.ttl_s = ttl_s if ttl_s >= 0 else math.inf
             self._wake.notify_all()
         self.residents_changed.emit(None)
         return True
@@ -253,8 +253,9 @@ class ModelPool(JobHost):
         if isinstance(job, LoadJob):
             if job.pin is not None:
                 slot.pinned = job.pin
-            self._focus = slot
-        elif self._focus is None:
+            if job.focus:
+                self._focus = slot
+        if self._focus is None:
             self._focus = slot
 
     def _latest(self) -> _Slot | None:

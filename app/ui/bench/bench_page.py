@@ -36,7 +36,7 @@ from app.core.events import Event
 from app.core.hardware.profile import HardwareProfile
 from app.core.library import Library, LocalModel
 from app.core.models.calibration import CalibrationStore
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.ui.bench.run_view import RunView
 from app.ui.bench.saved_runs import SavedRuns
 from app.ui.bridge import EventBridge
@@ -67,7 +67,7 @@ class BenchPage(QWidget):
 
     def __init__(
         self,
-        host: EngineHost,
+        host: JobHost,
         library: Library,
         store: BenchStore,
         tasks: TaskRunner,

@@ -25,7 +25,7 @@ from app.core.chat.store import ChatStore
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.runtime.drafts import DraftPrefs
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
 from app.ui.bridge import EventBridge
 from app.ui.chat import render
@@ -50,7 +50,7 @@ class ChatPage(QWidget):
 
     def __init__(
         self,
-        host: EngineHost,
+        host: JobHost,
         store: ChatStore,
         library: Library | None,
         tasks: TaskRunner,

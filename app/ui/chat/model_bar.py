@@ -31,7 +31,7 @@ from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.memory import KV_CACHE_TYPES
 from app.core.runtime.drafts import DraftPrefs, drafting_text
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS, MAX_PARALLEL_REQUESTS
 from app.ui.chat.load_plan import LoadPlanDefaults, load_failure_sentence, plan_defaults
@@ -102,7 +102,7 @@ class ModelBar(QWidget):
 
     def __init__(
         self,
-        host: EngineHost,
+        host: JobHost,
         library: Library | None,
         tasks: TaskRunner,
         machine_source: Callable[[], Machine | None] | None = None,

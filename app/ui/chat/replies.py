@@ -20,7 +20,7 @@ from app.core.chat.models import Conversation
 from app.core.chat.operations import ChatOperations, SavedTurn
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
 from app.core.engines.base import GenerateRequest
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed, HostState
 from app.ui.chat.composer import ComposerBox, reason_not_to_send
 from app.ui.chat.settings_panel import SettingsPanel
@@ -59,7 +59,7 @@ class ReplyController(QObject):
 
     def __init__(
         self,
-        host: EngineHost,
+        host: JobHost,
         store: ChatStore,
         chats: ChatOperations,
         writes: TaskRunner,

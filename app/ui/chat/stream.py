@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.core.chat.operations import ChatOperations
 from app.core.engines.base import Chunk, GenerationStats
-from app.core.runtime.host import EngineHost
+from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import ChunkEvent, HostEvent, HostState, JobDone, JobFailed, JobHandle
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class _Buffer:
 
 
 class StreamBridge(QObject):
-    """One reply in flight: `sink` goes to `EngineHost.submit`; `updated` / `finished` on the UI thread."""
+    """One reply in flight: `sink` goes to `JobHost.submit`; `updated` / `finished` on the UI thread."""
 
     updated = Signal(int, str)  # message id, the whole text so far
     finished = Signal(int, object)  # message id, StreamResult
@@ -165,11 +165,11 @@ class StreamBridge(QObject):
 
 
 class HostWatcher(QObject):
-    """Re-posts `EngineHost.state_changed` (host thread) to the UI thread as `changed(HostState)`."""
+    """Re-posts `JobHost.state_changed` (host thread) to the UI thread as `changed(HostState)`."""
 
     changed = Signal(object)
 
-    def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
+    def __init__(self, host: JobHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._lock = threading.Lock()
         self._alive = True

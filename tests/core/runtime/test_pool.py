@@ -207,11 +207,11 @@ def test_idle_models_unload_after_their_time_to_live(make_pool, tmp_path):
 def test_pinning_stops_the_clock(make_pool, tmp_path):
     pool = make_pool(tmp_path, idle_ttl_s=0.2)
     assert pool.submit(GenerateJob(req(), model="a")).wait(5)
-    assert pool.pin("a")
+    assert pool.keep("a", pin=True)
     time.sleep(1.5)
     assert loaded_names(pool) == ["a"]
-    assert not pool.pin("b")  # not loaded
-    assert pool.pin("a", False)
+    assert not pool.keep("b", pin=True)  # not loaded
+    assert pool.keep("a", pin=False)
     wait_until(lambda: loaded_names(pool) == [], 5)
 
 
