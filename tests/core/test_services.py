@@ -14,7 +14,7 @@ def test_services_open_and_close_cleanly():
         assert (paths.data / "library.db").exists() and (paths.data / "chats.sqlite3").exists()
     finally:
         services.close()
-    assert not services.host._thread.is_alive()
+    assert services.host.residents() == [] and not services.host._reaper.is_alive()
 
 
 def test_the_speculative_setting_and_draft_picks_reach_the_resolver():

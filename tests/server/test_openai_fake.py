@@ -277,12 +277,16 @@ def test_a_request_for_another_model_loads_it(make_server):
     live = make_server()
     r = live.client.post("/v1/chat/completions", json={**CHAT, "model": "beta"})
     assert r.status_code == 200 and r.json()["model"] == "beta"
-    assert live.host.state.model.path.name == "beta.fake"
+    # Loaded beside alpha, which stays the model a request naming none runs on.
+    assert sorted(r.name for r in live.host.residents()) == ["alpha.fake", "beta.fake"]
+    assert live.host.state.model.path.name == "alpha.fake"
     r = live.client.post("/v1/chat/completions", json={**CHAT, "model": "gamma"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    assert live.client.post("/models/unload", json={"model": "beta"}).status_code == 200
     live.host.jit = False
-    r = live.client.post("/v1/chat/completions", json={**CHAT, "model": "alpha"})
+    r = live.client.post("/v1/chat/completions", json={**CHAT, "model": "beta"})
     assert r.status_code == 404 and "JIT" in r.json()["error"]["message"]
+    assert live.client.post("/v1/chat/completions", json={**CHAT, "model": "alpha"}).status_code == 200
 
 
 def test_without_a_model_name_the_loaded_one_answers(make_server):

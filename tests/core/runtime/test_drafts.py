@@ -171,7 +171,7 @@ def test_a_jit_load_drafts_with_the_picked_model_on_the_real_engine(family):
             sampling=SamplingParams(temperature=0.0, max_tokens=24),
         )
         handle = host.submit(GenerateJob(request=request, source="api", model="big"))
-        result = host._wait(handle, 120)
+        result = host.wait_for(handle, 120)
         assert host.state.model is not None and host.state.model.extra["draft_model"] == "small.gguf"
         assert host.state.model.extra["speculative"] == "draft"
         assert result.final.stats.generated_tokens > 0 and result.final.stats.draft_tokens > 0
