@@ -21,6 +21,7 @@ from app.server.openai_chat import router as chat_router
 from app.server.openai_completions import router as completions_router
 from app.server.openai_responses import router as responses_router
 from app.server.request_log import RequestLog, Timer
+from app.server.rerank_routes import router as rerank_router
 from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,15 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
     api.add_exception_handler(RequestValidationError, errors.validation_error_handler)
     api.add_exception_handler(StarletteHTTPException, errors.http_error_handler)
     api.add_exception_handler(Exception, errors.unexpected_error_handler)
-    routers = (models_router, admin_router, chat_router, completions_router, responses_router, messages_router)
+    routers = (
+        models_router,
+        admin_router,
+        chat_router,
+        completions_router,
+        responses_router,
+        messages_router,
+        rerank_router,
+    )
     for router in routers:
         api.include_router(router)
     _document_errors(api)

@@ -155,7 +155,7 @@ async def lmstudio_load(body: LmStudioLoad, request: Request) -> dict[str, Any]:
         ctx, body.model, n_ctx=body.context_length, n_batch=body.eval_batch_size, flash_attn=body.flash_attention
     )
     answer: dict[str, Any] = {
-        "type": "llm",
+        "type": "embedding" if spec.embedding else "llm",  # LM Studio's two kinds; a reranker loads as the second
         "instance_id": model.name,
         "load_time_seconds": round(time.monotonic() - began, 3),
         "status": "loaded",

@@ -41,6 +41,7 @@ def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
             context = ctx.resolver.context_length(model) if ctx.resolver is not None else 0
         except ModelNotFound:
             context = 0
+    role = ctx.resolver.role(model) if ctx.resolver is not None else "chat"
     owner = model.repo_id.split("/")[0] if model.repo_id else "local"
     return {
         "id": model.name,
@@ -57,16 +58,26 @@ def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
         # The one context every route gets: loaded, what it runs with; else what a request would load it with.
         "context_length": context,
         "context_by_route": dict.fromkeys(ROUTES, context),
-        # Tools: in the model's own format when its template has one, else Hearth's prompt fallback;
-        # forced calls and JSON schemas need grammars, which the GGUF engine has.
-        "capabilities": {
-            "chat": True,
-            "completion": True,
-            "tools": True,
-            "forced_tool_calls": traits(model.format).grammar,
-            "json_schema": traits(model.format).grammar,
-            "embeddings": traits(model.format).embeddings,  # a second context on the chat model's weights
-        },
+        # What the file is for (models.roles): a chat model, an embedding model or a reranker.
+        "role": role,
+        "capabilities": capabilities(model.format, role),
+    }
+
+
+def capabilities(fmt: str, role: str) -> dict[str, bool]:
+    """The routes a model of `fmt` serves in its role. A chat model: tools in its own format when its template
+    has one, else Hearth's prompt fallback; forced calls and JSON schemas need grammars, which the GGUF engine
+    has; embeddings from a second context on its weights. An embedding model embeds; a reranker ranks."""
+    chat = role == "chat"
+    grammar = chat and traits(fmt).grammar
+    return {
+        "chat": chat,
+        "completion": chat,
+        "tools": chat,
+        "forced_tool_calls": grammar,
+        "json_schema": grammar,
+        "embeddings": role == "embedding" or (chat and traits(fmt).embeddings),
+        "rerank": role == "rerank",
     }
 
 
@@ -87,6 +98,7 @@ def describe_remote(entry: RemoteEntry) -> dict[str, Any]:
         "context_length": context,
         "context_by_route": dict.fromkeys(ROUTES, context),
         "remote": {"name": remote.name, "kind": remote.kind, "model": entry.model.id, "reachable": remote.reachable},
+        "role": "chat",
         # The remote parses tool calls and applies JSON schemas itself; embeddings are not forwarded (yet).
         "capabilities": {
             "chat": True,
@@ -95,6 +107,7 @@ def describe_remote(entry: RemoteEntry) -> dict[str, Any]:
             "forced_tool_calls": False,
             "json_schema": True,
             "embeddings": False,
+            "rerank": False,
         },
     }
 

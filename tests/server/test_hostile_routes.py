@@ -32,6 +32,10 @@ VALID = {
     "/models/unload": {"model": "beta"},  # not loaded: a 400, so the walk never unloads alpha
     "/api/v1/models/load": {"model": "alpha"},
     "/api/v1/models/unload": {"instance_id": "beta"},
+    "/v1/rerank": {"model": "alpha", "query": "hi", "documents": ["hi", {"text": "ho"}]},
+    "/rerank": {"model": "alpha", "query": "hi", "documents": ["hi"]},
+    "/v1/reranking": {"model": "alpha", "query": "hi", "documents": ["hi"]},
+    "/reranking": {"model": "alpha", "query": "hi", "documents": ["hi"]},
 }
 DEEP = 10_000
 # Whole bodies: (what, bytes, content type).

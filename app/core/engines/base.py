@@ -88,6 +88,7 @@ class Capabilities(BaseModel):
     chat: bool = True
     completion: bool = True
     embeddings: bool = False
+    rerank: bool = False  # scores (query, document) pairs: a reranker loaded with rank pooling
     grammar: bool = False  # GBNF grammars and JSON-schema constrained output
     tools: bool = False
     logprobs: bool = False  # SamplingParams.logprobs: per-token log-probabilities on the chunks
@@ -118,6 +119,9 @@ class LoadSpec(BaseModel):
     # canary turns them off where they crash (AMX on some Xeons); the planner then counts no repack copy.
     extra_bufts: bool = True
     embedding: bool = False
+    # With embedding: how a sequence's hidden states become its one output. None: what the model declares
+    # (else mean); "rank": a reranker's classification head scores the sequence (needs one in the file).
+    pooling: Literal["mean", "cls", "last", "rank"] | None = None
     seed: int | None = None
     chat_template: str | None = None  # override (from the library, never from a request)
     # Sequences decoded together in one context (continuous batching; engines that cannot batch run one).
@@ -145,6 +149,8 @@ class LoadSpec(BaseModel):
     def _draft_needs_a_model(self) -> LoadSpec:
         if self.speculative == "draft" and self.draft_model is None:
             raise ValueError('speculative="draft" needs a draft_model')
+        if self.pooling is not None and not self.embedding:
+            raise ValueError("pooling applies to a load for embeddings (embedding=True)")
         return self
 
     def drafts_at_most(self) -> int:
@@ -327,6 +333,12 @@ class Embeddings:
     prompt_tokens: int = 0  # tokens embedded, for usage
 
 
+@dataclass
+class Rankings:
+    scores: list[float]  # one relevance score per document, in the documents' order (higher: more relevant)
+    prompt_tokens: int = 0  # tokens of every (query, document) pair scored, for usage
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "llama.cpp", "mlx"
@@ -350,4 +362,9 @@ class Engine(Protocol):
 
     def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
         """One vector per input; check the bounds in embed_limits before tokenizing, and `cancel` between inputs."""
+        ...
+
+    def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
+        """One score per document for its relevance to `query`; engines or models that cannot rank raise
+        Unsupported. Check the bounds in rerank_limits before tokenizing, and `cancel` between documents."""
         ...

@@ -55,12 +55,14 @@ class EmbeddingInputTooLong(ContextLengthExceeded):
 
 
 class EmbeddingCancelled(EngineError):
-    """The job's cancel flag was set (its client left, the server stopping): raised between two inputs."""
+    """The job's cancel flag was set (its client left, the server stopping): raised between two inputs
+    (`unit`: what they are, "documents" for a rerank)."""
 
     code = "cancelled"
 
-    def __init__(self, done: int, total: int) -> None:
-        super().__init__(f"embedding cancelled after {done} of {total} inputs", done=done, total=total)
+    def __init__(self, done: int, total: int, unit: str = "inputs") -> None:
+        job = "reranking" if unit == "documents" else "embedding"
+        super().__init__(f"{job} cancelled after {done} of {total} {unit}", done=done, total=total)
 
 
 def check_embed_texts(texts: Sequence[str]) -> None:
@@ -93,7 +95,7 @@ def check_embed_tokens(lengths: Sequence[int], n_tokens: int) -> None:
         raise EmbeddingsTooLarge("tokens", total, MAX_EMBED_TOKENS, len(lengths))
 
 
-def check_cancel(cancel: threading.Event | None, done: int, total: int) -> None:
+def check_cancel(cancel: threading.Event | None, done: int, total: int, unit: str = "inputs") -> None:
     """Between two inputs: raise EmbeddingCancelled once the job is cancelled."""
     if cancel is not None and cancel.is_set():
-        raise EmbeddingCancelled(done, total)
+        raise EmbeddingCancelled(done, total, unit)

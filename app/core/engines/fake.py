@@ -24,12 +24,15 @@ from app.core.engines.base import (
     LoadSpec,
     Logprobs,
     ModelInfo,
+    Rankings,
     TokenLogprob,
+    Unsupported,
     check_logit_bias,
     check_prompt_size,
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts, check_embed_tokens
 from app.core.engines.registry import EngineRegistry
+from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
 from app.core.engines.stops import StopScanner
 
 logger = logging.getLogger(__name__)
@@ -99,6 +102,9 @@ class FakeEngine:
     fail_on_load: True, a message, or a predicate on the path; raise_on_token: fail at that index.
     embed_delay_s: each embeddings input takes that long, without looking at cancel (a native decode);
     `embedded` counts the inputs embedded. An input may have at most n_ctx words.
+    rerank: whether a loaded model ranks (True, or a predicate on the path): a document scores the share of the
+    query's words it holds, and a pair (query, document and 3 markers) may have at most n_ctx words;
+    `ranked` counts the documents scored, each taking embed_delay_s.
     logit_bias and logprobs follow `_FakeDistribution`: greedy over fixed logits, so tests know the answer.
     """
 
@@ -116,6 +122,7 @@ class FakeEngine:
         raise_on_token: int | None = None,
         load_delay_s: float = 0.0,
         embed_delay_s: float = 0.0,
+        rerank: bool | Callable[[Path], bool] = True,
         seed: int = 0,
     ) -> None:
         self.tok_s = tok_s
@@ -127,6 +134,8 @@ class FakeEngine:
         self.load_delay_s = load_delay_s
         self.embed_delay_s = embed_delay_s
         self.embedded = 0
+        self.rerank_models = rerank
+        self.ranked = 0
         self.seed = seed
         self.capabilities = Capabilities(chat=True, completion=True, embeddings=True, logprobs=True)
         self.info: ModelInfo | None = None
@@ -144,6 +153,8 @@ class FakeEngine:
             raise EngineError(fail if isinstance(fail, str) else f"fake engine failed to load {spec.path.name}")
         self.loads += 1
         self._cache = []
+        ranks = self.rerank_models(spec.path) if callable(self.rerank_models) else self.rerank_models
+        self.capabilities = self.capabilities.model_copy(update={"rerank": bool(ranks)})
         self.info = ModelInfo(
             path=spec.path,
             format="fake",
@@ -191,6 +202,24 @@ class FakeEngine:
             out.append([v / norm for v in vec])
             self.embedded += 1
         return Embeddings(out, sum(len(w) for w in words))
+
+    def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
+        info = self._require_loaded()
+        if not self.capabilities.rerank:
+            raise Unsupported("this model is a chat model, not a reranker")
+        check_rerank_texts(query, documents)  # as the llama.cpp engine refuses them, before tokenizing
+        asked = query.lower().split()
+        words = [document.lower().split() for document in documents]
+        lengths = [len(asked) + len(w) + 3 for w in words]
+        check_pair_tokens(len(asked), lengths, info.n_ctx)
+        scores: list[float] = []
+        for ws in words:
+            check_cancel(cancel, len(scores), len(words), "documents")
+            if self.embed_delay_s:
+                time.sleep(self.embed_delay_s)
+            scores.append(len(set(asked) & set(ws)) / len(set(asked)))
+            self.ranked += 1
+        return Rankings(scores, sum(lengths))
 
     def _require_loaded(self) -> ModelInfo:
         if self.info is None:

@@ -25,25 +25,29 @@ from app.core.engines.base import (
     GenerateRequest,
     LoadSpec,
     ModelInfo,
+    Rankings,
     Unsupported,
     check_logit_bias,
     check_prompt_size,
     utf8,
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts
-from app.core.engines.llamacpp_embed import Embedder, pooling_for
+from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
     build_grammar,
     llama_kwargs,
     model_params_for,
 )
+from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_a_reranker, not_chat
 from app.core.engines.llamacpp_slots import Prepared, Sequences, open_slots
 from app.core.engines.llamacpp_validate import validated_gguf
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
 from app.core.engines.native_inflight import InflightMarkers, NativeActivity
+from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
 from app.core.hardware.engines import LLAMACPP
+from app.core.models.roles import ModelRole, has_rank_head, role_of
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -76,6 +80,9 @@ class LlamaCppEngine:
         self._eos_text = ""
         self._embedder: Embedder | None = None
         self._pooling = 0
+        self._role: ModelRole = "chat"  # what the file is for (roles.role_of), for the refusals' wording
+        self._rerank_template: str | None = None
+        self._pair_format: PairFormat | None = None
         self._marker_ids: dict[tuple[str, ...], frozenset[int]] = {}
         self._sequences: Sequences | None = None  # slots > 1: the batched path
         self._batch_ctx: Any = None
@@ -110,8 +117,17 @@ class LlamaCppEngine:
             kwargs["n_threads"],
             spec.n_gpu_layers,
         )
+        names = {t.name for t in header.tensors}
+        self._role = role_of(header.metadata, names)
+        template = header.metadata.get(TEMPLATE_KEY)
+        self._rerank_template = template if isinstance(template, str) else None
         self._pooling = pooling_for(header.arch_value("pooling_type"))
         if spec.embedding:
+            if spec.pooling is not None:
+                self._pooling = POOLINGS[spec.pooling]
+            # Rank pooling reads a classification head: a file without one is refused before native code runs.
+            if self._pooling == POOLING_RANK and not has_rank_head(names):
+                raise Unsupported(f"{path.name} has no classification head (cls tensors), so it cannot rerank")
             kwargs["pooling_type"] = self._pooling
             # A whole input in one micro-batch: non-causal (BERT-like) models cannot split one.
             kwargs["n_batch"] = kwargs["n_ubatch"] = spec.n_ctx
@@ -140,8 +156,11 @@ class LlamaCppEngine:
         self._template = spec.chat_template or header.chat_template
         notice = None if self._template else CHATML_NOTICE
         chat = not spec.embedding  # an embeddings context yields pooled vectors, not logits
+        rank = spec.embedding and self._pooling == POOLING_RANK  # a rank-pooled context yields scores, not vectors
         # A chat model embeds too, through a second context on its weights (opened on first use).
-        self.capabilities = Capabilities(chat=chat, completion=chat, embeddings=True, grammar=chat, logprobs=chat)
+        self.capabilities = Capabilities(
+            chat=chat, completion=chat, embeddings=not rank, rerank=rank, grammar=chat, logprobs=chat
+        )
         self.info = ModelInfo(
             path=path,
             format="gguf",
@@ -197,6 +216,7 @@ class LlamaCppEngine:
             activity.end()
         llm, self._llm = self._llm, None
         self._marker_ids = {}
+        self._pair_format = None
         self.info = None
         self._spec = None
         self._template = None
@@ -264,14 +284,14 @@ class LlamaCppEngine:
         """
         if self._sequences is None:
             self._require()
-            raise Unsupported("this model was loaded for embeddings; load it again without embeddings to chat")
+            raise Unsupported(not_chat(self._role))
         return self._sequences.run_one(request, cancel)
 
     def _prepare(self, request: GenerateRequest) -> Prepared:
         """Check a request and tokenize it; raises EngineError before anything runs."""
         llm = self._require()
         if not self.capabilities.chat:
-            raise Unsupported("this model was loaded for embeddings; load it again without embeddings to chat")
+            raise Unsupported(not_chat(self._role))
         tokens = self.prompt_tokens(request)
         if not tokens:
             raise EngineError("the prompt is empty")
@@ -314,6 +334,8 @@ class LlamaCppEngine:
         """Unit-length vectors. A model loaded for embeddings embeds in its own context; a chat model in a
         second one on the same weights, so its KV cache (and the chat's reusable prefix) is untouched."""
         llm = self._require()
+        if not self.capabilities.embeddings:
+            raise Unsupported("this model is a reranker: it scores documents (POST /v1/rerank), it gives no vectors")
         if not texts:
             return Embeddings([], 0)
         check_embed_texts(texts)  # before the tokenizer reads them
@@ -323,20 +345,47 @@ class LlamaCppEngine:
         for text in texts:  # up to 2 M characters in all: a cancel need not wait for every one
             check_cancel(cancel, 0, len(texts))
             tokens.append(list(model.tokenize(utf8(text), True, False)))
+        embedder = self._embedder_for(llm)
+        if self.native_activity is not None:
+            self.native_activity.begin("embedding")
+        try:
+            vectors = embedder.embed(tokens, cancel)
+        finally:
+            if self.native_activity is not None:
+                self.native_activity.end()
+        return Embeddings(vectors, sum(len(t) for t in tokens))
+
+    def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
+        """One relevance score per document (the reranker's raw logit: higher is more relevant), each from one
+        decode of its (query, document) pair laid out as llama-server does (llamacpp_rerank)."""
+        llm = self._require()
+        if not self.capabilities.rerank:
+            raise Unsupported(not_a_reranker(self._role))
+        check_rerank_texts(query, documents)  # before the tokenizer reads them
+        if self._pair_format is None:
+            self._pair_format = PairFormat.of(self._lib, llm._model.vocab, self._rerank_template)
+        query_tokens, pairs = self._pair_format.pairs(
+            lambda text, special: self.tokenize(text, special=special), query, documents, cancel
+        )
+        embedder = self._embedder_for(llm)
+        check_pair_tokens(query_tokens, [len(p) for p in pairs], embedder.n_tokens)
+        if self.native_activity is not None:
+            self.native_activity.begin("reranking")
+        try:
+            scores = embedder.rank(pairs, cancel)
+        finally:
+            if self.native_activity is not None:
+                self.native_activity.end()
+        return Rankings(scores, sum(len(p) for p in pairs))
+
+    def _embedder_for(self, llm: Any) -> Embedder:
         if self._embedder is None:
             if self.capabilities.chat:
                 threads = int(self.info.extra.get("n_threads", 1)) if self.info else 1
                 self._embedder = Embedder.beside(self._lib, llm, self._pooling, threads)
             else:
                 self._embedder = Embedder.of(self._lib, llm)
-        if self.native_activity is not None:
-            self.native_activity.begin("embedding")
-        try:
-            vectors = self._embedder.embed(tokens, cancel)
-        finally:
-            if self.native_activity is not None:
-                self.native_activity.end()
-        return Embeddings(vectors, sum(len(t) for t in tokens))
+        return self._embedder
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 SIDE_CONTEXT = 2048
 # llama.cpp's enum llama_pooling_type
 POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST, POOLING_RANK = 0, 1, 2, 3, 4
+# LoadSpec.pooling by name
+POOLINGS = {"mean": POOLING_MEAN, "cls": POOLING_CLS, "last": POOLING_LAST, "rank": POOLING_RANK}
 
 
 def pooling_for(declared: Any) -> int:
@@ -77,8 +79,11 @@ class Embedder:
     def embed(self, token_lists: list[list[int]], cancel: threading.Event | None = None) -> list[list[float]]:
         """One unit-length vector per input (already tokenized, specials included, checked against
         embed_limits). `cancel` is checked before each input's decode, the chunk a cancel waits for."""
-        if self._lib.llama_pooling_type(self._ctx.ctx) == POOLING_NONE:
+        pooling = self._lib.llama_pooling_type(self._ctx.ctx)
+        if pooling == POOLING_NONE:
             raise Unsupported("this model's context has no pooling, so it gives no single vector per input")
+        if pooling == POOLING_RANK:
+            raise Unsupported("this model is a reranker: it scores documents (POST /v1/rerank), it gives no vectors")
         check_embed_tokens([len(tokens) for tokens in token_lists], self.n_tokens)
         out: list[list[float]] = []
         try:
@@ -89,7 +94,31 @@ class Embedder:
             self._ctx.kv_cache_clear()
         return out
 
+    def rank(self, token_lists: list[list[int]], cancel: threading.Event | None = None) -> list[float]:
+        """One relevance score per (query, document) pair, already tokenized and checked against
+        rerank_limits, in a context loaded with rank pooling; `cancel` is checked before each pair's decode."""
+        if self._lib.llama_pooling_type(self._ctx.ctx) != POOLING_RANK:
+            raise Unsupported("this model was not loaded as a reranker, so it gives no relevance scores")
+        out: list[float] = []
+        try:
+            for i, tokens in enumerate(token_lists):
+                check_cancel(cancel, len(out), len(token_lists), "documents")
+                # The head's first output is the relevance logit (a reranker has one; a classifier's first).
+                score = float(self._pooled(tokens)[0])
+                if not math.isfinite(score):
+                    raise EngineError(f"the reranker gave no finite score for document {i}")
+                out.append(score)
+        finally:
+            self._ctx.kv_cache_clear()
+        return out
+
     def _one(self, tokens: list[int]) -> list[float]:
+        vec = [float(v) for v in self._pooled(tokens)[: self.n_embd]]
+        norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+        return [v / norm for v in vec]
+
+    def _pooled(self, tokens: list[int]) -> Any:
+        """The pooled output of one input, decoded alone (a pointer into llama.cpp's buffer)."""
         self._ctx.kv_cache_clear()
         self._batch.reset()
         # Every token an output: pooling reads them all (llama.cpp would otherwise override and warn).
@@ -101,9 +130,7 @@ class Embedder:
         ptr = self._lib.llama_get_embeddings_seq(self._ctx.ctx, 0)
         if not ptr:
             raise EngineError("llama.cpp returned no embedding for the input")
-        vec = [float(v) for v in ptr[: self.n_embd]]
-        norm = math.sqrt(sum(v * v for v in vec)) or 1.0
-        return [v / norm for v in vec]
+        return ptr
 
     def close(self) -> None:
         """Frees the batch, and the context when it is ours; before the model is freed."""

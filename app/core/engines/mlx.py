@@ -30,6 +30,7 @@ from app.core.engines.base import (
     GenerationStats,
     LoadSpec,
     ModelInfo,
+    Rankings,
     Unsupported,
     check_logit_bias,
     check_prompt_size,
@@ -238,6 +239,9 @@ class MlxEngine:
 
     def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
         raise Unsupported("the MLX engine does not compute embeddings; use a GGUF embedding model")
+
+    def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
+        raise Unsupported("the MLX engine does not rerank; use a GGUF reranker")
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:

@@ -21,7 +21,8 @@ def _say(result: dict) -> None:
 
 
 def check(payload: dict) -> dict:
-    """Load, decode two tokens, unload; an ordinary failure comes back as {"ok": False, "error": ...}."""
+    """Load, decode two tokens (or embed or score one input), unload; an ordinary failure comes back as
+    {"ok": False, "error": ...}."""
     from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
     from app.core.engines.llamacpp import LlamaCppEngine
 
@@ -32,6 +33,11 @@ def check(payload: dict) -> dict:
     engine = LlamaCppEngine(checked=False)
     try:
         info = engine.load(spec)
+        # A model loaded for embeddings or ranking runs its own decode path: that is the one to try.
+        if engine.capabilities.rerank:
+            return {"ok": True, "n_ctx": info.n_ctx, "chars": len(engine.rerank("Hi", ["Hi"]).scores)}
+        if not engine.capabilities.chat:
+            return {"ok": True, "n_ctx": info.n_ctx, "chars": len(engine.embed(["Hi"]).vectors)}
         request = GenerateRequest(prompt="Hi", sampling=SamplingParams(temperature=0.0, max_tokens=2))
         text = "".join(chunk.text for chunk in engine.generate(request, threading.Event()))
         return {"ok": True, "n_ctx": info.n_ctx, "chars": len(text)}

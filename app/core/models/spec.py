@@ -9,6 +9,7 @@ from typing import Any
 
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf import GGUFHeader
+from app.core.models.roles import ModelRole, role_of
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 # Tensors whose bytes belong to the experts (only n_expert_used of n_expert are read per token).
@@ -56,6 +57,7 @@ class ModelSpec:
     tensor_types: dict[str, int] = field(default_factory=dict)  # ggml type name -> bytes
     repack_block_bytes: list[int] = field(default_factory=list)  # per block, copied by CPU REPACK
     repack_embd_bytes: int = 0
+    role: ModelRole = "chat"  # what the model is for: chat, embeddings or reranking (roles.role_of)
 
     @property
     def weight_bytes(self) -> int:
@@ -137,6 +139,7 @@ def spec_from_gguf(headers: GGUFHeader | Sequence[GGUFHeader]) -> ModelSpec:
         file_type=first.ftype_label,
         has_chat_template=first.chat_template is not None,
         file_bytes=sum(h.file_size or 0 for h in shards),
+        role=role_of(md, {t.name for h in shards for t in h.tensors}),
     )
     if spec.kv_lora_rank:
         # With MLA the cache stores the latent (kv_lora_rank) plus the rope part per token, one "head".

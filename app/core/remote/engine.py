@@ -26,6 +26,7 @@ from app.core.engines.base import (
     GenerateRequest,
     LoadSpec,
     ModelInfo,
+    Rankings,
     Unsupported,
 )
 from app.core.remote.errors import RemoteError, RemoteUnreachable
@@ -132,6 +133,9 @@ class RemoteEngine:
 
     def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
         raise Unsupported("embeddings from a remote model are not supported yet")
+
+    def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
+        raise Unsupported("reranking with a remote model is not supported yet")
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, request: GenerateRequest, cancel: threading.Event) -> Iterator[Chunk]:

@@ -29,6 +29,7 @@ from app.core.runtime.jobs import (
     HostEvent,
     JobHandle,
     LoadJob,
+    RerankJob,
     Started,
     same_path,
 )
@@ -104,7 +105,7 @@ class GenerationLoop:
                 if isinstance(job, GenerateJob):
                     self._admit(handle, job)
                 else:
-                    self.host._dispatch(handle, job)  # a count or an embedding, between two steps
+                    self.host._dispatch(handle, job)  # a count, an embedding or a rerank, between two steps
             except Exception as exc:
                 if not isinstance(exc, HearthError):
                     logger.exception("job %d (%s) failed", handle.id, type(job).__name__)
@@ -116,7 +117,7 @@ class GenerationLoop:
         job = handle.job
         if isinstance(job, GenerateJob):
             return self.runner.can_admit(job.request) and self._same_model(job.model)
-        if isinstance(job, CountJob | EmbedJob):
+        if isinstance(job, CountJob | EmbedJob | RerankJob):
             return self._same_model(job.model)
         return False
 

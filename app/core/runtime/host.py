@@ -41,6 +41,7 @@ from app.core.runtime.jobs import (
     JobHandle,
     LoadJob,
     ModelNotFound,
+    RerankJob,
     ShutdownJob,
     Sink,
     TokenCount,
@@ -266,6 +267,10 @@ class EngineHost(JobHost):
         elif isinstance(job, EmbedJob):
             # Cancel is checked between inputs: a client that left frees the host within one input's decode.
             self._finish(handle, self._engine_for(job.model, handle).embed(job.texts, handle.cancel_event))
+        elif isinstance(job, RerankJob):
+            # As an embed job: cancel is checked between documents, one pair's decode apart.
+            engine = self._engine_for(job.model, handle)
+            self._finish(handle, engine.rerank(job.query, job.documents, handle.cancel_event))
         else:
             self._fail(handle, f"unknown job {type(job).__name__}")
 

@@ -117,11 +117,20 @@ class EmbedJob:
 
 
 @dataclass
+class RerankJob:
+    """Scores each document for its relevance to `query` (a reranker model); the result is engines.Rankings."""
+
+    query: str
+    documents: list[str]
+    model: str | None = None
+
+
+@dataclass
 class ShutdownJob:
     pass
 
 
-Job = LoadJob | UnloadJob | GenerateJob | CountJob | EmbedJob | ShutdownJob
+Job = LoadJob | UnloadJob | GenerateJob | CountJob | EmbedJob | RerankJob | ShutdownJob
 
 
 @dataclass

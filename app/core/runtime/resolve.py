@@ -4,6 +4,9 @@ A job that names a model is resolved when it starts (see host.py); a JIT load us
 plan on this machine: the largest context up to `max_context` that fits (0: up to the model's trained
 length, what agents need), GPU layers and KV cache type as planned, and as many parallel slots (up to
 `max_slots`) as fit beside that context.
+
+An embedding model or a reranker (models.roles) loads as what it is: for pooled output (rank pooling for a
+reranker) in one sequence, without drafting, at its trained context up to ENCODER_MAX_CONTEXT.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from app.core.engines.traits import traits
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
+from app.core.models.memory import LoadOptions
+from app.core.models.roles import ModelRole
 from app.core.models.spec import ModelSpec
 from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.remote import RemoteStore
@@ -35,6 +40,12 @@ from app.core.runtime.preflight import (
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 
 logger = logging.getLogger(__name__)
+
+# The longest context an embedding model or reranker is loaded with: each input is decoded whole in one
+# micro-batch, so the compute buffer grows with the square of this (non-causal attention over the batch).
+# 8,192 covers nomic-bert and jina's long encoders; Qwen3-Embedding's 32k would cost gigabytes for inputs
+# that are chunks of a few hundred tokens in practice.
+ENCODER_MAX_CONTEXT = 8192
 
 
 class ModelResolver:
@@ -69,6 +80,7 @@ class ModelResolver:
         self._lock = threading.Lock()
         # (path, size, mtime, context asked, slots asked, speculative, draft asked) -> spec
         self._planned: dict[tuple[str, int, int, int | None, int, str | None, str | None], LoadSpec] = {}
+        self._roles: dict[tuple[str, int, int], ModelRole] = {}  # file version -> what it is for, once read
 
     def find(self, name: str) -> LocalModel:
         """The ready library model `name` means (its name, id, `repo:QUANT` or path); else ModelNotFound."""
@@ -117,13 +129,35 @@ class ModelResolver:
     def context_length(self, model: LocalModel) -> int:
         return self.load_spec(model).n_ctx
 
+    def role(self, model: LocalModel) -> ModelRole:
+        """What `model` is for (chat, embedding, rerank), read from its file when it is planned; a model whose
+        file cannot be read, and any format but GGUF, is taken as a chat model."""
+        if model.format != "gguf":
+            return "chat"
+        key = _file_key(model.path)
+        with self._lock:
+            role = self._roles.get(key)
+        if role is None:
+            try:
+                self.load_spec(model)
+            except ModelNotFound:
+                return "chat"
+            with self._lock:
+                role = self._roles.get(key, "chat")
+        return role
+
     def _plan(self, model: LocalModel, draft: str | None = None) -> LoadSpec:
         path = Path(model.path)
         try:
             spec = check_model(path, model.format)
         except ModelFileError as exc:
             raise ModelNotFound(f"{model.name} cannot be loaded: {exc}") from exc
+        if spec is not None:
+            with self._lock:
+                self._roles[_file_key(path)] = spec.role
         machine = self.machine()
+        if spec is not None and spec.role != "chat":
+            return self._plan_encoder(path, spec, machine)
         if spec is None or machine is None:
             return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
         # An engine that cannot batch plans (and is checked for) one sequence.
@@ -141,6 +175,30 @@ class ModelResolver:
             else:
                 logger.warning("%s loads without a draft model: %s", model.name, picked.note)
         return load
+
+    def _plan_encoder(self, path: Path, spec: ModelSpec, machine: Machine | None) -> LoadSpec:
+        """An embedding model or reranker: one sequence, its pooled output, a whole input per decode."""
+        asked = min(spec.n_ctx_train or FALLBACK_CTX, ENCODER_MAX_CONTEXT)
+        if self.max_context:
+            asked = min(asked, self.max_context)
+        if machine is None:
+            load = LoadSpec(path=path, n_ctx=asked)
+        else:
+            options = LoadOptions(n_ctx=asked, n_batch=asked, n_ubatch=asked, embeddings=True)
+            load = spec_from_plan(path, plan_model(spec, machine, asked, options, label=path.name, max_slots=1).plan)
+        n_ctx = load.n_ctx
+        return load.model_copy(
+            update={
+                "embedding": True,
+                "pooling": "rank" if spec.role == "rerank" else None,
+                "slots": 1,
+                "kv_unified": False,
+                "speculative": "off",
+                "draft_model": None,
+                "n_batch": n_ctx,
+                "n_ubatch": n_ctx,
+            }
+        )
 
     def _asked(self, spec: ModelSpec) -> int:
         trained = spec.n_ctx_train or FALLBACK_CTX

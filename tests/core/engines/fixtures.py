@@ -52,3 +52,19 @@ def smollm2_engine(smollm2_gguf: Path):
         pass
     yield engine
     engine.unload()
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_engine(tiny_encoder_gguf: Path):
+    """The tiny BERT embedding model on llama.cpp, loaded for embeddings as the resolver plans it."""
+    engine = load_llamacpp(tiny_encoder_gguf, n_ctx=256, n_batch=256, n_ubatch=256, embedding=True)
+    yield engine
+    engine.unload()
+
+
+@pytest.fixture(scope="session")
+def tiny_reranker_engine(tiny_reranker_gguf: Path):
+    """The tiny BERT reranker on llama.cpp, loaded with rank pooling as the resolver plans it."""
+    engine = load_llamacpp(tiny_reranker_gguf, n_ctx=256, n_batch=256, n_ubatch=256, embedding=True, pooling="rank")
+    yield engine
+    engine.unload()

@@ -1,12 +1,13 @@
-"""Embed jobs on the EngineHost (T40): a cancel stops one between two inputs and the next job starts at once;
-an input over the context fails the job with the field named, before any input is embedded."""
+"""Embed and rerank jobs on the EngineHost (T40): a cancel stops one between two inputs (documents) and the
+next job starts at once; an input over the context fails the job with the field named, before any input is
+embedded."""
 
 from __future__ import annotations
 
 import time
 
 from app.core.engines.fake import FakeEngine
-from app.core.runtime.jobs import EmbedJob, JobFailed
+from app.core.runtime.jobs import EmbedJob, JobFailed, RerankJob
 from tests.core.runtime.conftest import Recorder, fake_spec
 from tests.helpers import wait_until
 
@@ -42,3 +43,18 @@ def test_an_embed_job_with_an_input_over_the_context_fails_before_embedding_any(
     assert failed.details["index"] == 10 and engines[0].embedded == 0
     following = host.submit(EmbedJob(["fine"]))
     assert following.wait(5) and following.error is None and engines[0].embedded == 1
+
+
+def test_a_cancelled_rerank_job_stops_between_documents_and_frees_the_host(make_host):
+    engines: list[FakeEngine] = []
+    host = make_host(engines, embed_delay_s=0.02)
+    host.load_sync(fake_spec(), "fake")
+    record = Recorder()
+    long = host.submit(RerankJob("warm fire", [f"document {i}" for i in range(500)]), record)  # 10 s uncancelled
+    engine = engines[0]
+    assert wait_until(lambda: engine.ranked >= 3, 5)
+    following = host.submit(RerankJob("warm fire", ["a warm fire", "cold"]))
+    long.cancel()
+    assert following.wait(5) and following.result.scores == [1.0, 0.0]
+    (failed,) = [e for e in record.events if isinstance(e, JobFailed)]
+    assert failed.code == "cancelled" and failed.details["done"] < 100 and failed.details["total"] == 500
