@@ -202,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         key = label.replace(" ", "_").replace(",", "").replace("+", "_")
         metrics[f"{key}_loads"] = {"value": row["loads_after_warmup"], "target": 0 if "kept" in label else None}
-        metrics[f"{key}_ttft_ratio"] = {"value": round(ratio, 3), "target": 1.1 if "kept" in label else None, "op": "<="}
+        metrics[f"{key}_ttft_ratio"] = {
+            "value": round(ratio, 3),
+            "target": 1.1 if "kept" in label else None,
+            "op": "<=",
+        }
         if "kept" in label:
             gap = abs(row["predicted_mib"] - row["rss_growth_mib"])
             within = gap <= max(100, 0.05 * row["rss_growth_mib"])

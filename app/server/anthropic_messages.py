@@ -183,6 +183,7 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> Response:
     request with this prompt reports as input_tokens plus cache_read_input_tokens."""
     ctx = hearth(request)
     shape = _shape(body, SamplingParams())
+    await ctx.check_role(body.model, ("chat",), "counting a chat's tokens")
     host, model = ctx.route(body.model)
     job = CountJob(shape.base, model=model, prepare=shape.prepare)
     done = await JobStream(host, job, request, ctx.streams).result()

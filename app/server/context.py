@@ -3,6 +3,7 @@ resolver, and the request log. Reached from a route as `hearth(request)`."""
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,9 @@ from app.server.host_jobs import JobStream, cancel_all
 from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
+
+
+_ROLE_NAMES = {"chat": "a chat model", "embedding": "an embedding model", "rerank": "a reranker"}
 
 
 @dataclass
@@ -73,6 +77,25 @@ class ServerContext:
     def resident(self, model: LocalModel) -> Resident | None:
         """The loaded instance of a library model, if it is loaded."""
         return next((r for r in self.host.residents() if same_path(r.key, model.path)), None)
+
+    async def check_role(self, name: str | None, serves: tuple[str, ...], route: str) -> None:
+        """Refuse (400) a request naming a library model whose role (chat, embedding, rerank) is not in
+        `serves`, before anything loads it: an embedding model asked to chat would otherwise be loaded,
+        maybe unloading others to make room, only to refuse."""
+        if not name or self.resolver is None or self.library is None:
+            return
+        resolver = self.resolver
+        model = await asyncio.to_thread(self.library.find, name)
+        if model is None or not model.ready or model.format != "gguf":
+            return  # not found answers as before, from the job; only a GGUF says its role before loading
+        role = await asyncio.to_thread(resolver.role, model)
+        if role not in serves:
+            raise APIError(
+                f"{model.name} is {_ROLE_NAMES[role]}; {route} needs {' or '.join(_ROLE_NAMES[r] for r in serves)}",
+                code="unsupported",
+                param="model",
+                status=400,
+            )
 
     def in_library(self, name: str) -> bool:
         return self.library is not None and self.library.find(name) is not None

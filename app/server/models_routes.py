@@ -165,6 +165,7 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
         check_embed_texts(texts)
     except EngineError as exc:
         raise from_failure(str(exc), exc.code, param=exc.details.get("param")) from exc
+    await ctx.check_role(body.model, ("chat", "embedding"), "/v1/embeddings")
     host, model_name = ctx.route(body.model)
     stream = JobStream(host, EmbedJob(texts, model=model_name, ttl_s=body.ttl_s()), request, ctx.streams)
     done = await stream.result()

@@ -128,6 +128,7 @@ async def begin(
     model id the reply names (also left for the request log); None when the client left meanwhile.
     `ttl_s`: how long the model stays loaded when idle after it (the request's ttl or keep_alive).
     A failure before any output (no such model, a prompt over the context) raises as its APIError."""
+    await ctx.check_role(name, ("chat",), "generating text")
     host, model_name = ctx.route(name)
     job = GenerateJob(generate, source="api", model=model_name, prepare=prepare, ttl_s=ttl_s)
     stream = JobStream(host, job, request, ctx.streams)

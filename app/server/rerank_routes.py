@@ -67,6 +67,7 @@ async def rerank(body: RerankRequest, request: Request) -> Response:
         check_rerank_texts(body.query, texts)
     except EngineError as exc:
         raise from_failure(str(exc), exc.code, param=exc.details.get("param")) from exc
+    await ctx.check_role(body.model, ("rerank",), "/v1/rerank")
     host, model_name = ctx.route(body.model)
     stream = JobStream(host, RerankJob(body.query, texts, model=model_name), request, ctx.streams)
     done = await stream.result()

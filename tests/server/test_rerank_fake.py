@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.engines.rerank_limits import MAX_RERANK_DOCUMENTS
+from tests.helpers import wait_until
 
 DOCS = ["the river is cold", "a warm fire in the hearth", "warm bread", "nothing here"]
 
@@ -89,5 +90,6 @@ def test_a_model_that_cannot_rerank_is_400_and_an_unknown_one_404(make_server):
 def test_the_request_log_records_the_model_and_usage(make_server):
     live = make_server()
     assert _rerank(live).status_code == 200
+    assert wait_until(lambda: len(live.context.log.items()) == 1, 5)  # written as the response ends
     entry = live.context.log.items()[-1]
     assert entry.path == "/v1/rerank" and entry.model == "alpha" and entry.prompt_tokens > 0
