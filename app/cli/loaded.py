@@ -97,7 +97,7 @@ def _until(status: dict[str, Any]) -> str:
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 120:
         return f"{seconds} s"
     if seconds < 7200:

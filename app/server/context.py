@@ -21,7 +21,6 @@ from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
 
-
 _ROLE_NAMES = {"chat": "a chat model", "embedding": "an embedding model", "rerank": "a reranker"}
 
 

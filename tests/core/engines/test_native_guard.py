@@ -273,6 +273,21 @@ def test_the_real_check_child_passes_a_real_model(tmp_path, tiny_gguf_q8_0):
 
 
 @pytest.mark.slow
+def test_the_real_check_child_embeds_with_an_embedding_model_and_catches_its_abort(tmp_path, tiny_encoder_gguf):
+    """An encoder whose token types are F16 loads, then aborts llama.cpp on its first decode: the check child
+    runs the embedding it will serve (a chat generation would be refused before any decode and pass it)."""
+    _llama_cpp()
+    from tests.fixtures.tiny_encoder_gguf import write_tiny_bert_gguf
+
+    lib_guard = NativeGuard(NativeCheckStore(tmp_path / "c.json"), lambda: FP)
+    good = lib_guard.safe_spec(LoadSpec(path=tiny_encoder_gguf, n_ctx=256, embedding=True), ["F16", "F32"])
+    assert good.turned_off == []
+    bad = write_tiny_bert_gguf(tmp_path / "half-token-types.gguf", half_token_types=True)
+    with pytest.raises(EngineError, match="crashed"):
+        lib_guard.safe_spec(LoadSpec(path=bad, n_ctx=256, embedding=True), ["F16"])
+
+
+@pytest.mark.slow
 def test_the_engine_loads_and_answers_in_the_safe_configuration(tmp_path, tiny_gguf_q8_0, fake_child, monkeypatch):
     """The injected crash (a SIGSEGV child while extra buffer types are on) makes the real engine load without
     them, and it still answers; the load's info says what was turned off."""

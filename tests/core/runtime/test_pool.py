@@ -14,7 +14,7 @@ import pytest
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.fake import FakeEngine
 from app.core.engines.registry import EngineRegistry
-from app.core.models.devices import GiB, Device, Machine
+from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.jobs import (
     KEEP_FOREVER,
     ChunkEvent,

@@ -3,7 +3,7 @@ which models go first."""
 
 from __future__ import annotations
 
-from app.core.models.devices import GiB, Device, Machine
+from app.core.models.devices import Device, GiB, Machine
 from app.core.models.memory import DeviceUse, LoadOptions, MemoryEstimate
 from app.core.runtime.residency import Candidate, Holding, beside, holding_of, pick_victims
 
