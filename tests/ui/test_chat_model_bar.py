@@ -207,3 +207,23 @@ def test_a_slow_plan_for_the_model_picked_before_never_overwrites_the_latest(qtb
         assert host.shutdown(5.0)
         pool.shutdown(wait=True)
         library.close()
+
+
+def test_the_chat_plans_a_load_as_the_api_does_embedding_models_included(tiny_gguf_f16, tiny_reranker_gguf, tmp_path):
+    """One planning step for both: the chat's defaults carry the spec the API's resolver would load."""
+    from app.core.library import Library, import_path
+    from app.core.runtime.resolve import ModelResolver
+
+    roomy = Machine("cpu", Device("CPU", "cpu", 16 * GiB, 16 * GiB, 20.0, "RAM"), cores=2, simd=("avx2",))
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    try:
+        resolver = ModelResolver(library, machine=lambda: roomy, max_context=None, max_slots=1, speculative="auto")
+        for path in (tiny_gguf_f16, tiny_reranker_gguf):
+            entry = import_path(library, path).imported[0]
+            defaults = plan_defaults(path, "gguf", lambda: roomy)
+            assert defaults.spec == resolver.load_spec(entry)
+        reranker = plan_defaults(tiny_reranker_gguf, "gguf", lambda: roomy)
+        assert reranker.role == "rerank" and not reranker.ngram and reranker.speculative == "off"
+        assert reranker.spec is not None and reranker.spec.embedding and reranker.spec.pooling == "rank"
+    finally:
+        library.close()

@@ -21,13 +21,13 @@ from app.core.engines.traits import traits
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
-from app.core.models.memory import LoadOptions
 from app.core.models.roles import ModelRole
 from app.core.models.spec import ModelSpec
 from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.remote import RemoteStore
 from app.core.runtime.drafts import DraftFinder
 from app.core.runtime.jobs import LoadJob, ModelNotFound
+from app.core.runtime.load_plan import ENCODER_MAX_CONTEXT, plan_load
 from app.core.runtime.preflight import (
     FALLBACK_CTX,
     check_model,
@@ -35,17 +35,10 @@ from app.core.runtime.preflight import (
     live_machine,
     plan_model,
     spec_from_plan,
-    speculation_for,
 )
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 
 logger = logging.getLogger(__name__)
-
-# The longest context an embedding model or reranker is loaded with: each input is decoded whole in one
-# micro-batch, so the compute buffer grows with the square of this (non-causal attention over the batch).
-# 8,192 covers nomic-bert and jina's long encoders; Qwen3-Embedding's 32k would cost gigabytes for inputs
-# that are chunks of a few hundred tokens in practice.
-ENCODER_MAX_CONTEXT = 8192
 
 
 class ModelResolver:
@@ -156,18 +149,19 @@ class ModelResolver:
             with self._lock:
                 self._roles[_file_key(path)] = spec.role
         machine = self.machine()
+        asked = self._asked(spec) if spec is not None else FALLBACK_CTX
         if spec is not None and spec.role != "chat":
-            return self._plan_encoder(path, spec, machine)
-        if spec is None or machine is None:
-            return LoadSpec(path=path, n_ctx=FALLBACK_CTX)
-        # An engine that cannot batch plans (and is checked for) one sequence.
-        slots = self.max_slots if traits(model.format).batches else 1
-        plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=slots).plan
-        load = spec_from_plan(path, plan)
-        load = load.model_copy(update={"speculative": speculation_for(model.format, self.speculative)})
+            asked = self.max_context or ENCODER_MAX_CONTEXT  # its trained length, within the encoders' cap
+        loaded = plan_load(
+            path, model.format, spec, machine, asked, max_slots=self.max_slots, speculative=self.speculative
+        )
+        load = loaded.spec
+        if spec is None or machine is None or spec.role != "chat" or loaded.planned is None:
+            return load
         if draft and self.drafts is not None and self.speculative != "off":  # a picked draft, unless turned off
+            plan = loaded.planned.plan
             if traits(model.format).draft_alone:  # one slot with a draft model
-                plan = plan_model(spec, machine, self._asked(spec), label=path.name, max_slots=1).plan
+                plan = plan_model(spec, machine, asked, label=path.name, max_slots=1).plan
             picked = self.drafts.pick(model, draft, plan)
             if picked.path is not None:
                 base = spec_from_plan(path, plan) if traits(model.format).draft_alone else load
@@ -175,30 +169,6 @@ class ModelResolver:
             else:
                 logger.warning("%s loads without a draft model: %s", model.name, picked.note)
         return load
-
-    def _plan_encoder(self, path: Path, spec: ModelSpec, machine: Machine | None) -> LoadSpec:
-        """An embedding model or reranker: one sequence, its pooled output, a whole input per decode."""
-        asked = min(spec.n_ctx_train or FALLBACK_CTX, ENCODER_MAX_CONTEXT)
-        if self.max_context:
-            asked = min(asked, self.max_context)
-        if machine is None:
-            load = LoadSpec(path=path, n_ctx=asked)
-        else:
-            options = LoadOptions(n_ctx=asked, n_batch=asked, n_ubatch=asked, embeddings=True)
-            load = spec_from_plan(path, plan_model(spec, machine, asked, options, label=path.name, max_slots=1).plan)
-        n_ctx = load.n_ctx
-        return load.model_copy(
-            update={
-                "embedding": True,
-                "pooling": "rank" if spec.role == "rerank" else None,
-                "slots": 1,
-                "kv_unified": False,
-                "speculative": "off",
-                "draft_model": None,
-                "n_batch": n_ctx,
-                "n_ubatch": n_ctx,
-            }
-        )
 
     def _asked(self, spec: ModelSpec) -> int:
         trained = spec.n_ctx_train or FALLBACK_CTX

@@ -7,18 +7,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.core.engines.base import LoadSpec
 from app.core.engines.traits import traits
 from app.core.library.store import LocalModel
 from app.core.models.devices import Machine
 from app.core.runtime.drafts import DraftPrefs
+from app.core.runtime.load_plan import plan_load
 from app.core.runtime.preflight import (
     FALLBACK_CTX,
     PROMPT_CACHE_MIB,
     check_model,
     default_context,
-    plan_model,
     prompt_cache_mib,
-    speculation_for,
 )
 from app.core.settings import load_speculative
 
@@ -42,6 +42,9 @@ class LoadPlanDefaults:
     ngram: bool = True  # prompt-lookup drafting is offered (llama.cpp; mlx-lm drafts only with a model)
     # The engine cannot use the GPU the plan counts on (a CPU-only llama.cpp beside a GPU), and the fix.
     engine_note: str = ""
+    # The planned load (runtime.load_plan, as the API plans it): the Advanced form's values go on top of it.
+    spec: LoadSpec | None = None
+    role: str = "chat"  # what the file is for: an embedding model or reranker shows no chat options
 
 
 def plan_defaults(
@@ -62,10 +65,12 @@ def plan_defaults(
     machine = machine_source()
     if model is None or machine is None:
         return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
-    slots = max_slots if traits(fmt).batches else 1
-    planned = plan_model(model, machine, default_context(model), label=path.name, max_slots=slots)
-    plan, opts = planned.plan, planned.plan.options
     speculative = load_speculative(drafts.setting()) if drafts is not None else None
+    loaded = plan_load(path, fmt, model, machine, default_context(model), max_slots=max_slots, speculative=speculative)
+    if loaded.planned is None:
+        return LoadPlanDefaults(n_ctx=loaded.spec.n_ctx, spec=loaded.spec, role=model.role, note="nothing to plan")
+    planned = loaded.planned
+    plan, opts = planned.plan, planned.plan.options
     found: tuple[tuple[str, str, str], ...] = ()
     picked = ""
     if drafts is not None and entry is not None and plan.fits:
@@ -82,11 +87,13 @@ def plan_defaults(
         predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
         note="" if plan.fits else plan.explanation,
-        speculative=speculation_for(fmt, speculative),
+        speculative=loaded.spec.speculative,
         drafts=found,
         draft=picked,
-        ngram=traits(fmt).ngram,
+        ngram=traits(fmt).ngram and model.role == "chat",
         engine_note=next((n for n in plan.notes if "make engine" in n), "") if traits(fmt).llama_cpp_build else "",
+        spec=loaded.spec,
+        role=model.role,
     )
 
 

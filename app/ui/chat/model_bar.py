@@ -249,17 +249,28 @@ class ModelBar(QWidget):
             return
         a = self.advanced
         mode, draft_id, draft_path = a.speculation()
-        spec = LoadSpec(
-            path=Path(model.path),
-            n_ctx=a.n_ctx.value(),
-            n_gpu_layers=a.gpu_layers.value(),
-            flash_attn=a.flash_attn.isChecked(),
-            cache_type_k=a.kv_type.currentText(),
-            cache_type_v=a.kv_type.currentText(),
-            slots=1 if mode == "draft" and traits(model.format).draft_alone else a.slots.value(),
-            prompt_cache_mib=self.defaults.prompt_cache_mib,
-            speculative=mode if traits(model.format).ngram or mode == "draft" else "off",
-            draft_model=Path(draft_path) if mode == "draft" else None,
+        # The Advanced form's values over the load as planned (runtime.load_plan), which also carries what
+        # the form does not show (an embedding model's pooling, its batch sizes).
+        planned = self.defaults.spec
+        base = planned if planned is not None and planned.path == Path(model.path) else LoadSpec(path=Path(model.path))
+        n_ctx = a.n_ctx.value()
+        chat = {
+            "slots": 1 if mode == "draft" and traits(model.format).draft_alone else a.slots.value(),
+            "prompt_cache_mib": self.defaults.prompt_cache_mib,
+            "speculative": mode if traits(model.format).ngram or mode == "draft" else "off",
+            "draft_model": Path(draft_path) if mode == "draft" else None,
+        }
+        # An embedding model or reranker decodes a whole input at once: its batch is its context.
+        pooled = {"n_batch": n_ctx, "n_ubatch": n_ctx}
+        spec = base.model_copy(
+            update={
+                "n_ctx": n_ctx,
+                "n_gpu_layers": a.gpu_layers.value(),
+                "flash_attn": a.flash_attn.isChecked(),
+                "cache_type_k": a.kv_type.currentText(),
+                "cache_type_v": a.kv_type.currentText(),
+                **(pooled if base.embedding else chat),
+            }
         )
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None and model.source != "remote":

@@ -8,7 +8,8 @@ import pytest
 
 from app.core.library import Library, import_path
 from app.core.models.devices import GiB
-from app.core.runtime.resolve import ENCODER_MAX_CONTEXT, ModelResolver
+from app.core.runtime.load_plan import ENCODER_MAX_CONTEXT
+from app.core.runtime.resolve import ModelResolver
 from tests.core.runtime.test_preflight import machine
 from tests.fixtures.tiny_encoder_gguf import write_tiny_bert_gguf
 
