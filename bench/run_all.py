@@ -351,6 +351,13 @@ BENCHES = [
         quick_timeout_s=180,
     ),
     Bench(
+        "residency",
+        "residency.py",
+        "two clients alternating on two resident models vs a single-model pool, and vs swapping (a cap of one)",
+        quick=("--requests", "3", "--tokens", "16"),
+        quick_timeout_s=300,
+    ),
+    Bench(
         "agent_turns",
         "agent_turns.py",
         "two agents alternating turns on a shared 6 k-token prompt: TTFT vs llama-server's slot cache",

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
@@ -24,6 +23,7 @@ from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSam
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
 from app.core.engines.llamacpp_slotstates import SlotStates
+from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import PromptCache, Slot, pick_slot
 from app.core.engines.speculative import SeqDrafts, Speculator
 from app.core.native import import_native
@@ -31,29 +31,19 @@ from app.core.native import import_native
 logger = logging.getLogger(__name__)
 
 
-@dataclass(eq=False)
-class Sequence:
-    """One generation in a slot; the host keys its chunks by this object."""
+@dataclass(eq=False, kw_only=True)
+class BatchSequence(SequenceState):
+    """One generation in a slot, with what llama.cpp's batched decode needs of it."""
 
     slot: Slot
-    sampling: SamplingParams
-    cancel: threading.Event
-    start: float
     sampler: Any  # the sampler chain, a GrammarSampler, or None for plain greedy (LogitRows.argmax)
     stream: TextStream
     visible: frozenset[int]
     pending: list[int]  # prompt tokens not yet evaluated
-    stats: GenerationStats
     order: int  # admission order: prompt chunks go to the oldest first
     next_token: int | None = None  # sampled, to be decoded at the next step
     logits_at: int = -1  # this step's batch index of its output, -1: none
-    first_token_at: float = 0.0
-    last_token_at: float = 0.0
-    prefill_s: float = 0.0
-    shared: bool = False
-    done: bool = False
     drafts: SeqDrafts | None = None  # with speculative decoding
-    out: list[Chunk] = field(default_factory=list)
 
 
 class BatchRunner(SlotStates):
@@ -90,7 +80,7 @@ class BatchRunner(SlotStates):
         self._batch = import_native("llama_cpp._internals").LlamaBatch(
             n_tokens=self.n_batch, embd=0, n_seq_max=1, verbose=False
         )
-        self._running: list[Sequence] = []
+        self._running: list[BatchSequence] = []
         self._order = 0
         self.cache = PromptCache(cache_bytes)
         self.speculator = speculator
@@ -115,7 +105,7 @@ class BatchRunner(SlotStates):
         visible: frozenset[int],
         cancel: Any,
         start: float,
-    ) -> Sequence:
+    ) -> BatchSequence:
         """Take a free slot for an already checked prompt; its cached prefix is kept, the rest dropped."""
         picked = pick_slot(self.slots, tokens)
         if picked is None:
@@ -139,7 +129,7 @@ class BatchRunner(SlotStates):
             sampler = build_sampler(self._lib, self._llm, sampling, seed)
         slot.busy = True
         self._order += 1
-        seq = Sequence(
+        seq = BatchSequence(
             slot=slot,
             sampling=sampling,
             cancel=cancel,
@@ -194,7 +184,7 @@ class BatchRunner(SlotStates):
 
     # -- one step ---------------------------------------------------------------------------------
 
-    def _fill(self) -> list[tuple[Sequence, int, bool]]:
+    def _fill(self) -> list[tuple[BatchSequence, int, bool]]:
         """Plan this step's batch as (sequence, tokens taken, wants logits), making room in the KV cache:
         idle slots' cached tokens go first (least recently used first), then the newest decoding
         sequences end with "length" when the shared context is full."""
@@ -208,7 +198,7 @@ class BatchRunner(SlotStates):
             # Drafts get what the next tokens leave, half of it while a prompt is read (its chunk, the rest).
             room = budget // 2 if reading else budget
             budget -= self.speculator.plan([(s.drafts, self._draft_cap(s)) for s in decoding if s.drafts], room)
-        plan: list[tuple[Sequence, int, bool]] = [
+        plan: list[tuple[BatchSequence, int, bool]] = [
             (s, 1 + len(s.drafts.draft if s.drafts else ()), True) for s in decoding
         ]
         for seq in reading:
@@ -243,14 +233,14 @@ class BatchRunner(SlotStates):
             free += self._evict_idle(need - free) if need > free else 0
         return plan
 
-    def _draft_cap(self, seq: Sequence) -> int:
+    def _draft_cap(self, seq: BatchSequence) -> int:
         """Drafts that could all be kept: within the sequence's context and its max_tokens."""
         cap = self.n_ctx_seq - len(seq.slot.tokens) - 2
         if seq.sampling.max_tokens is not None:
             cap = min(cap, seq.sampling.max_tokens - seq.stats.generated_tokens - 1)
         return cap
 
-    def _decode(self, plan: list[tuple[Sequence, int, bool]]) -> None:
+    def _decode(self, plan: list[tuple[BatchSequence, int, bool]]) -> None:
         b = self._batch.batch
         i = 0
         for seq, n, logits in plan:
@@ -303,7 +293,7 @@ class BatchRunner(SlotStates):
                     logger.exception("sampling failed")
                     self._end(seq, "error", f"generation failed: {exc}")
 
-    def _sample(self, seq: Sequence) -> None:
+    def _sample(self, seq: BatchSequence) -> None:
         """The next token, or with drafts in the batch, tokens while they equal the drafts (speculative.py)."""
         draft = seq.drafts.draft if seq.drafts else []
         if not draft:
@@ -330,25 +320,19 @@ class BatchRunner(SlotStates):
             self.speculator.checked(seq.drafts, len(draft), accepted)
         seq.drafts.draft = []
 
-    def _sample_at(self, seq: Sequence, at: int) -> int | None:
+    def _sample_at(self, seq: BatchSequence, at: int) -> int | None:
         """Sample at batch index `at` and emit the token; None when the sequence ended without one."""
         sp = seq.sampling
         if len(seq.slot.tokens) >= self.n_ctx_seq:
             self._end(seq, "length")
             return None
-        if seq.stats.generated_tokens == 0 and seq.prefill_s > 0:
-            seq.stats.prompt_tok_s = seq.stats.prompt_tokens_evaluated / seq.prefill_s
         if seq.sampler is None:
             token = self._rows.argmax(at)
         elif isinstance(seq.sampler, GrammarSampler):
             token = seq.sampler.sample(self._ctx.ctx, at, seq.cancel)
         else:
             token = int(self._lib.llama_sampler_sample(seq.sampler.sampler, self._ctx.ctx, at))
-        now = time.perf_counter()
-        if not seq.first_token_at:
-            seq.first_token_at = now
-            seq.stats.time_to_first_token_s = now - seq.start
-        seq.last_token_at = now
+        seq.sampled()
         if self._lib.llama_vocab_is_eog(self._vocab, token):
             self._end(seq, "stop")
             return None
@@ -375,25 +359,12 @@ class BatchRunner(SlotStates):
         array = self._rows.row(at)
         return from_logits(array, token, piece, n_top, lambda i: self._piece(self._vocab, i, True))
 
-    def _end(self, seq: Sequence, reason: str, error: str | None = None, code: str | None = None) -> None:
+    def _end(self, seq: BatchSequence, reason: str, error: str | None = None, code: str | None = None) -> None:
         if seq.done:
             return
-        seq.done = True
-        stats = seq.stats
-        now = time.perf_counter()
-        if not seq.first_token_at:
-            stats.time_to_first_token_s = now - seq.start
-        if stats.generated_tokens > 1 and seq.last_token_at > seq.first_token_at:
-            stats.decode_tok_s = (stats.generated_tokens - 1) / (seq.last_token_at - seq.first_token_at)
-        stats.peak_memory_bytes = peak_memory_bytes()
-        text = seq.stream.flush()
         hit = seq.stream.hit if reason == "stop" else None
-        seq.out.append(
-            Chunk(text=text, finish_reason=reason, stats=stats, error=error, error_code=code, stop_sequence=hit)  # type: ignore[arg-type]
-        )
+        seq.finish(reason, seq.stream.flush(), peak_memory=peak_memory_bytes(), error=error, code=code, stop=hit)  # type: ignore[arg-type]
         seq.next_token = None
         seq.pending = []
         if seq.sampler is not None:
             seq.sampler.close()
-        seq.slot.busy = False
-        seq.slot.touch()

@@ -39,6 +39,7 @@ from app.core.engines.base import (
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of, token_bytes_fn
+from app.core.engines.sequence_state import SequenceState
 from app.core.engines.stops import StopScanner
 from app.core.errors import HearthError
 from app.core.native import import_native
@@ -291,6 +292,7 @@ class MlxEngine:
         reuse = align(ids, held)
         cache = self._held.cache
         stats = GenerationStats(prompt_tokens=len(ids), prompt_tokens_evaluated=len(ids) - reuse)
+        state = SequenceState(sampling=s, cancel=cancel, start=t0, stats=stats)
 
         def on_progress(done: int, total: int) -> None:  # called between prefill chunks
             if cancel.is_set():
@@ -328,16 +330,14 @@ class MlxEngine:
         generated: list[int] = []  # tokens the caller sees
         fed: list[int] = []  # every token generate_step yielded (it feeds each one before yielding)
         finish: FinishReason = "length"
-        t_first = t0
         token_bytes = self.token_bytes() if s.logprobs is not None else None
         try:
             for token, _logprobs in steps:
                 token = int(token)
                 logits = raw.popleft() if s.logprobs is not None else None  # generate_step runs a step ahead
-                if not fed:
-                    t_first = time.perf_counter()
-                    stats.time_to_first_token_s = t_first - t0
-                    stats.prompt_tok_s = stats.prompt_tokens_evaluated / max(t_first - t0, 1e-9)
+                if not fed:  # the prompt was read in one go before it: its time is the prefill's
+                    state.prefill_s = max(time.perf_counter() - t0, 1e-9)
+                state.sampled()
                 fed.append(token)
                 if token in eos:
                     finish = "stop"
@@ -368,7 +368,6 @@ class MlxEngine:
             raise EngineError(f"MLX generation failed: {type(exc).__name__}: {exc}") from exc
         finally:
             steps.close()
-        t_end = time.perf_counter()
         for h in held:
             h.settle(ids + fed)
         if draft is not None:
@@ -379,10 +378,9 @@ class MlxEngine:
             tail = stops.feed(detok.last_segment) if stops.hit is None else ""
         tail += stops.flush()
         stats.generated_tokens = len(generated)
-        n = len(generated)
-        stats.decode_tok_s = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
-        stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
-        yield Chunk(text=tail, finish_reason=finish, stats=stats, stop_sequence=stops.hit)
+        from app.core.engines.mlx_batch import mlx_peak_memory
+
+        yield state.finish(finish, tail, peak_memory=mlx_peak_memory(), stop=stops.hit)
 
     def token_bytes(self) -> Callable[[int], bytes]:
         """A token's bytes (for logprobs), from the detokenizer's own tables."""

@@ -34,11 +34,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats, SamplingParams
+from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
+from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, drain, pick_slot
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native
@@ -63,26 +64,21 @@ class Loaded:
     token_bytes: Callable[[], Callable[[int], bytes]]  # for logprobs
 
 
-@dataclass(eq=False)
-class Sequence:
-    """One generation in a slot; the host keys its chunks by this object."""
+@dataclass(eq=False, kw_only=True)
+class MlxSequence(SequenceState):
+    """One generation in a slot, with what mlx-lm's BatchGenerator needs of it."""
 
     uid: int
     slot: Slot
-    sampling: SamplingParams
-    cancel: Any
-    start: float
-    stats: GenerationStats
     detok: Any
     stops: StopScanner
     alone: bool
     raw: deque[Any] | None  # each step's raw logits, oldest first, when it asks for logprobs
-    first_token_at: float = 0.0
-    last_token_at: float = 0.0
-    prefill_s: float = 0.0
-    shared: bool = False
-    done: bool = False
-    out: list[Chunk] = field(default_factory=list)
+
+
+def mlx_peak_memory() -> int:
+    """The most memory MLX has held (0 where this mlx has no counter)."""
+    return int(getattr(import_native("mlx.core"), "get_peak_memory", lambda: 0)())
 
 
 class MlxSequences:
@@ -99,7 +95,7 @@ class MlxSequences:
         # BatchGenerator drops a sequence at its end-of-generation token itself (one step sooner).
         self._stop_tokens = gen_mod.StopSequences([[t] for t in eos] or None)
         self._caches: dict[int, list[Any]] = {}  # a free slot's KV cache, holding exactly slot.tokens
-        self._running: dict[int, Sequence] = {}  # by BatchGenerator uid
+        self._running: dict[int, MlxSequence] = {}  # by BatchGenerator uid
         self._samplers: dict[tuple[float, float, int, float], Any] = {}
         self.cache = PromptCache(cache_bytes)
 
@@ -119,7 +115,7 @@ class MlxSequences:
     def shared(self, key: object) -> bool:
         return bool(getattr(key, "shared", False))
 
-    def admit(self, request: GenerateRequest, cancel: Any) -> Sequence:
+    def admit(self, request: GenerateRequest, cancel: Any) -> MlxSequence:
         """Check and start a request in a free slot; raises EngineError before anything runs."""
         start = time.perf_counter()
         ids = self._loaded.check(request)
@@ -154,7 +150,7 @@ class MlxSequences:
         slot.tokens = list(ids[:shared])
         detok = copy.copy(self._loaded.tokenizer.detokenizer)  # older mlx-lm hands out one shared instance
         detok.reset()
-        seq = Sequence(
+        seq = MlxSequence(
             uid=uid,
             slot=slot,
             sampling=s,
@@ -206,7 +202,7 @@ class MlxSequences:
 
     def abort(self, key: object) -> None:
         """End a sequence now, its chunks unread (a direct caller that stopped reading)."""
-        if isinstance(key, Sequence) and not key.done:
+        if isinstance(key, MlxSequence) and not key.done:
             self._end(key, "cancelled")
             key.out.clear()
             self._running.pop(key.uid, None)
@@ -262,7 +258,7 @@ class MlxSequences:
         if cache is not None and tokens:
             self.cache.put(tokens, cache, _nbytes(cache))
 
-    def _keep(self, seq: Sequence, cache: list[Any] | None, tokens: list[int] | None) -> None:
+    def _keep(self, seq: MlxSequence, cache: list[Any] | None, tokens: list[int] | None) -> None:
         """A finished sequence's cache stays with its slot when it holds exactly its tokens."""
         slot = seq.slot
         if cache is not None and tokens is not None and _offset(cache) in (None, len(tokens)):
@@ -289,17 +285,11 @@ class MlxSequences:
 
     # -- one token --------------------------------------------------------------------------------
 
-    def _token(self, seq: Sequence, r: Any) -> None:
+    def _token(self, seq: MlxSequence, r: Any) -> None:
         token = int(r.token)
         logits = seq.raw.popleft() if seq.raw else None  # the keeper runs once per sampled token, in order
-        now = time.perf_counter()
+        seq.sampled()
         stats = seq.stats
-        if not seq.first_token_at:
-            seq.first_token_at = now
-            stats.time_to_first_token_s = now - seq.start
-            if seq.prefill_s > 0:
-                stats.prompt_tok_s = stats.prompt_tokens_evaluated / seq.prefill_s
-        seq.last_token_at = now
         gone = r.finish_reason is not None  # BatchGenerator has dropped it and handed back its cache
         if gone:
             self._keep(seq, r.prompt_cache, r.all_tokens)
@@ -319,7 +309,7 @@ class MlxSequences:
         elif gone:
             self._end(seq, "length", gone=True)
 
-    def _end(self, seq: Sequence, reason: FinishReason, error: str | None = None, *, gone: bool = False) -> None:
+    def _end(self, seq: MlxSequence, reason: FinishReason, error: str | None = None, *, gone: bool = False) -> None:
         if seq.done:
             return
         seq.done = True
@@ -328,24 +318,13 @@ class MlxSequences:
             caches = self._gen.remove([seq.uid], return_prompt_caches=bool(seq.first_token_at))
             cache, tokens = caches.get(seq.uid, (None, None))
             self._keep(seq, cache, tokens)
-        stats = seq.stats
-        now = time.perf_counter()
-        if not seq.first_token_at:
-            stats.time_to_first_token_s = now - seq.start
-        n = stats.generated_tokens
-        if n > 1 and seq.last_token_at > seq.first_token_at:
-            stats.decode_tok_s = (n - 1) / (seq.last_token_at - seq.first_token_at)
-        mx = import_native("mlx.core")
-        stats.peak_memory_bytes = int(getattr(mx, "get_peak_memory", lambda: 0)())
         tail = ""
-        if reason != "cancelled" or n:
+        if reason != "cancelled" or seq.stats.generated_tokens:
             seq.detok.finalize()
             tail = seq.stops.feed(seq.detok.last_segment) if seq.stops.hit is None else ""
         tail += seq.stops.flush()
         hit = seq.stops.hit if reason == "stop" else None
-        seq.out.append(Chunk(text=tail, finish_reason=reason, stats=stats, error=error, stop_sequence=hit))
-        seq.slot.busy = False
-        seq.slot.touch()
+        seq.finish(reason, tail, peak_memory=mlx_peak_memory(), error=error, stop=hit)
 
     def _collect(self) -> list[tuple[object, Chunk]]:
         out: list[tuple[object, Chunk]] = []

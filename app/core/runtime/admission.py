@@ -9,26 +9,53 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from app.core.engines.base import LoadSpec
+from app.core.models.devices import Machine
+from app.core.models.memory import MemoryEstimate
 from app.core.models.spec import ModelSpec
 from app.core.runtime.preflight import LoadRefused, PreflightResult, check_model, fit_check, planned_load
 from app.core.runtime.residency import Candidate, Holding, beside, holding_of, pick_victims
 
-if TYPE_CHECKING:
-    from app.core.runtime.pool import ModelPool, _Slot
+
+class Resident(Protocol):
+    """What admission reads and sets of one of the pool's models (pool._Slot)."""
+
+    key: str
+    host: Any
+    pinned: bool
+    last_used: float
+    retiring: bool
+    holding: Holding | None
+    estimate: MemoryEstimate | None
+    mapped: bool
+    unified: bool
+
+
+class Pool(Protocol):
+    """What admission needs of the pool: its lock, its models, live memory, the cap, and retiring one."""
+
+    _lock: Any
+    _slots: dict[str, Any]
+    max_models: int
+    notice: Any
+
+    def machine(self) -> Machine: ...
+
+    def _retire(self, slot: Any, why: str) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
 
-def loaded_holding(slot: _Slot) -> Holding:
+def loaded_holding(slot: Resident) -> Holding:
     """What `slot` holds once its model is in memory."""
     return holding_of(slot.estimate, mapped=slot.mapped, loaded=True, unified=slot.unified)
 
 
 class PoolPreflight:
-    def __init__(self, pool: ModelPool, slot: _Slot) -> None:
+    def __init__(self, pool: Pool, slot: Resident) -> None:
         self.pool = pool
         self.slot = slot
 
@@ -57,10 +84,10 @@ class PoolPreflight:
             self.slot.estimate = result.plan.estimate
         return result
 
-    def _others(self) -> list[_Slot]:
+    def _others(self) -> list[Resident]:
         return [s for s in self.pool._slots.values() if s is not self.slot and not s.retiring]
 
-    def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> list[_Slot]:
+    def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> list[Resident]:
         """Under the pool's lock: pick and retire the models to unload, and reserve what this one will hold
         (so an admission running next counts it). Returns the retired ones, to wait for."""
         pool = self.pool

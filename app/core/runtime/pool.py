@@ -22,6 +22,7 @@ from app.core.engines.registry import EngineRegistry
 from app.core.events import Event
 from app.core.models.calibration import CalibrationStore
 from app.core.models.memory import MemoryEstimate
+from app.core.runtime.admission import PoolPreflight, loaded_holding
 from app.core.runtime.host import EngineHost
 from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import (
@@ -229,8 +230,6 @@ class ModelPool(JobHost):
         return self._new_slot(key)
 
     def _new_slot(self, key: str) -> _Slot:
-        from app.core.runtime.admission import PoolPreflight
-
         slot = _Slot(key, None, None)  # type: ignore[arg-type]  # the host needs the slot for its preflight
         slot.host = EngineHost(
             self.registry,
@@ -308,8 +307,6 @@ class ModelPool(JobHost):
     # -- host threads ------------------------------------------------------------------------------
     def _on_state(self, slot: _Slot, state: HostState) -> None:
         """On `slot`'s host thread: keep what it holds current, drop it after a failed load, pass it on."""
-        from app.core.runtime.admission import loaded_holding
-
         with self._lock:
             if state.model is not None and slot.holding is not None:
                 slot.holding = loaded_holding(slot)
