@@ -218,3 +218,37 @@ def test_the_row_texts():
     busy = HostState(status="generating", slots_total=4, slots_busy=2)
     assert status_text(resident(state=busy)) == "Generating 2 of 4"
     assert status_text(resident(state=HostState(status="loading"))) == "Loading…"
+
+
+def test_my_models_and_the_chat_bar_list_the_loaded_models(qtbot, make_pool, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.core.library import Library
+    from app.ui.chat.model_bar import ModelBar
+    from app.ui.library_page import LibraryPage
+    from app.ui.tasks import TaskRunner
+
+    pool = make_pool()
+    executor = ThreadPoolExecutor(2)
+    tasks = TaskRunner(executor)
+    (tmp_path / "models").mkdir()
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    try:
+        page = LibraryPage(library, tasks, host=pool)
+        bar = ModelBar(pool, library, tasks)
+        for w in (page, bar):
+            qtbot.addWidget(w)
+            w.show()
+        assert page.loaded_models is not None and page.loaded_models.empty.isVisible()
+        assert not bar.loaded_models.isVisible()  # compact: nothing loaded, nothing shown
+        load(pool, "a", "b")
+        for strip in (page.loaded_models, bar.loaded_models):
+            qtbot.waitUntil(lambda s=strip: sorted(names(s)) == ["a.fake", "b.fake"], timeout=5_000)
+        assert bar.loaded_models.isVisible()
+        bare = LibraryPage(library, tasks)
+        qtbot.addWidget(bare)
+        assert bare.loaded_models is None  # no host given: no such section
+    finally:
+        tasks.close()
+        executor.shutdown(wait=True)
+        library.close()
