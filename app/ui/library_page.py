@@ -91,6 +91,9 @@ class LibraryPage(QWidget):
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.setWordWrap(False)
         self.table.itemSelectionChanged.connect(self._selection_changed)
+        # A few rows always show: the loaded models and the remote servers below take the rest of a small window.
+        rows = 3 * self.table.verticalHeader().defaultSectionSize()
+        self.table.setMinimumHeight(header.sizeHint().height() + rows + 2 * self.table.frameWidth())
         # Double-clicking a model is the quickest way to talk to it; Reveal and Delete stay deliberate.
         self.table.cellDoubleClicked.connect(lambda row, _col: self._chat_row(row))
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)

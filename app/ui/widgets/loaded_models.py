@@ -93,7 +93,7 @@ class ResidentRow(QWidget):
     pin_toggled = Signal(str, bool)
     eject_clicked = Signal(str)
 
-    def __init__(self, key: str, *, can_pin: bool, parent: QWidget | None = None) -> None:
+    def __init__(self, key: str, *, can_pin: bool, compact: bool = False, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.key = key
         self.name = ElidedLabel()  # a long file name elides; its tooltip has the whole of it
@@ -112,15 +112,21 @@ class ResidentRow(QWidget):
         self.eject.setText("Eject")
         self.eject.setToolTip("Unload this model and free its memory")
         self.eject.clicked.connect(lambda: self.eject_clicked.emit(self.key))
-        # Fixed widths line the rows up as columns, and a changing countdown does not shift the buttons.
         metrics = self.fontMetrics()
-        for label, widest in ((self.memory, "1023.9 GiB"), (self.status, "Generating 16 of 16")):
-            label.setFixedWidth(metrics.horizontalAdvance(widest) + 8)
-        self.leaves.setFixedWidth(metrics.horizontalAdvance("unloads 59 min after use") + 8)
+        self.name.setMinimumWidth(metrics.horizontalAdvance("M" * 8))  # a few letters even when squeezed
+        if not compact:  # columns that line up, and a countdown that does not shift what is beside it
+            for label, wide in (
+                (self.memory, "1023.9 GiB"),
+                (self.status, "Generating 4 of 4"),
+                (self.leaves, "unloads in 59 min"),
+            ):
+                label.setMinimumWidth(metrics.horizontalAdvance(wide) + 8)  # minimum: a narrow page does not scroll
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.name, 1)
+        row.setSpacing(12 if compact else 6)  # compact: the spacing tells its words apart, not columns
+        row.addWidget(self.name)
         row.addWidget(self.focus)
+        row.addStretch(1)  # "· in chat" beside the name; the long names elide first
         for w in (self.memory, self.status, self.leaves, self.pin, self.eject):
             row.addWidget(w)
 
@@ -172,7 +178,7 @@ class LoadedModelsStrip(QWidget):
         self._rows_layout = QVBoxLayout()
         self._rows_layout.setSpacing(2 if compact else 4)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setContentsMargins(0, 0 if compact else 6, 0, 0)  # the title apart from what is above it
         layout.setSpacing(4)
         layout.addWidget(self.title)
         layout.addWidget(self.empty)
@@ -211,7 +217,7 @@ class LoadedModelsStrip(QWidget):
         for r in residents:
             row = self.rows.get(r.key)
             if row is None:
-                row = self.rows[r.key] = ResidentRow(r.key, can_pin=self._can_pin)
+                row = self.rows[r.key] = ResidentRow(r.key, can_pin=self._can_pin, compact=self.compact)
                 row.pin_toggled.connect(self._pin)
                 row.eject_clicked.connect(self.eject)
                 self._rows_layout.addWidget(row)

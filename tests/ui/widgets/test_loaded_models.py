@@ -252,3 +252,19 @@ def test_my_models_and_the_chat_bar_list_the_loaded_models(qtbot, make_pool, tmp
         tasks.close()
         executor.shutdown(wait=True)
         library.close()
+
+
+def test_a_name_that_fits_shows_whole_and_a_long_one_elides(qtbot, themed):
+    from app.ui.widgets.loaded_models import ResidentRow
+
+    row = ResidentRow("/m/Tiny-Llama-F16.gguf", can_pin=True, compact=True)
+    qtbot.addWidget(row)
+    row.resize(900, 40)
+    row.show()
+    row.show_resident(resident(key="/m/Tiny-Llama-F16.gguf"), unloading=False)
+    qtbot.waitUntil(lambda: row.name.text() == "Tiny-Llama-F16.gguf")  # room for it: not "Tiny-Llama-F16.g…"
+    long = "a-very-long-model-file-name-" * 6 + ".gguf"
+    row.show_resident(resident(key=f"/m/{long}"), unloading=False)
+    qtbot.waitUntil(lambda: row.name.text().endswith("…"))
+    assert row.name.full_text() == long and row.name.toolTip() == long
+    assert row.pin.geometry().right() <= row.width()  # the buttons stay inside the row
