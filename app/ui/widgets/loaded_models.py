@@ -4,7 +4,6 @@ notice ("Unloaded b.gguf to make room for c.gguf"), which is how the user learns
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Callable
 
@@ -15,47 +14,14 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWi
 from app.core.errors import HearthError
 from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import HostEvent, JobFailed, UnloadJob
-from app.core.units import GiB, fmt_bytes
 from app.ui.theme import set_status
 from app.ui.widgets.elided_label import ElidedLabel
+from app.ui.widgets.resident_text import leaves_text, memory_text, status_text
 
 logger = logging.getLogger(__name__)
 
 NOTICE_MS = 10_000  # how long "Unloaded … to make room for …" stays
 TICK_MS = 1000
-
-
-def memory_text(n: int) -> str:
-    return "—" if n <= 0 else fmt_bytes(n, 1 if n >= GiB else 0)
-
-
-def status_text(r: Resident) -> str:
-    s = r.state
-    if s.status == "generating":
-        return f"Generating {s.slots_busy} of {s.slots_total}" if s.slots_total > 1 else "Generating"
-    if s.status == "error" and s.model is None:
-        return "Failed to load"
-    # "idle" without a model: a host made for a job that has not started its load yet.
-    return "Loading…" if s.status == "loading" or s.model is None else "Ready"
-
-
-def duration_text(seconds: float) -> str:
-    if seconds < 60:
-        return f"{math.ceil(seconds)} s"
-    if seconds < 3600:
-        return f"{math.ceil(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
-
-
-def leaves_text(r: Resident) -> str:
-    """When the model goes: pinned, never for being idle, in so long, or so long after it is idle again."""
-    if r.pinned:
-        return "pinned"
-    if r.ttl_s is None:
-        return "stays loaded"
-    if r.idle_left_s is None:  # busy: the countdown starts when it is idle
-        return f"unloads {duration_text(r.ttl_s)} after use"
-    return f"unloads in {duration_text(r.idle_left_s)}"
 
 
 class _UiThread(QObject):
@@ -79,7 +45,7 @@ class _UiThread(QObject):
             if self._alive:
                 self._posted.emit(call)
 
-    def detach(self, *_: object) -> None:
+    def detach(self) -> None:
         with self._lock:
             self._alive = False
             unsubscribers, self.unsubscribers = self.unsubscribers, []

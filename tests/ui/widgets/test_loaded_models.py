@@ -17,7 +17,8 @@ from app.core.runtime.job_host import Resident
 from app.core.runtime.jobs import HostState, LoadJob, ModelNotFound
 from app.core.runtime.pool import ModelPool
 from app.core.units import GiB, MiB
-from app.ui.widgets.loaded_models import LoadedModelsStrip, leaves_text, memory_text, status_text
+from app.ui.widgets.loaded_models import LoadedModelsStrip
+from app.ui.widgets.resident_text import leaves_text, memory_text, status_text
 from tests.ui.chat_harness import no_preflight
 
 
