@@ -133,17 +133,17 @@ def test_the_pools_notice_shows_for_a_while(qtbot, make_pool):
 
 
 def test_the_idle_countdown_ticks_then_the_model_goes(qtbot, make_pool):
-    pool = make_pool(idle_ttl_s=4)
+    pool = make_pool(idle_ttl_s=5)
     strip = shown_strip(qtbot, pool)
     load(pool, "a")
     qtbot.waitUntil(lambda: len(strip.rows) == 1, timeout=5_000)
     row = next(iter(strip.rows.values()))
     first = row.leaves.text()
-    assert re.fullmatch(r"unloads in [34] s", first)
+    assert re.fullmatch(r"unloads in [345] s", first)  # not 5 s on the dot: a busy machine is slow to show it
     qtbot.waitUntil(lambda: row.leaves.text() not in ("", first), timeout=3_000)
     assert int(row.leaves.text().split()[2]) < int(first.split()[2])
     # Idle past its time-to-live: the pool unloads it and says so.
-    qtbot.waitUntil(lambda: strip.rows == {}, timeout=8_000)
+    qtbot.waitUntil(lambda: strip.rows == {}, timeout=10_000)
     assert strip.empty.isVisible()
     assert strip.notice.text() == "Unloaded a.fake: idle past its time-to-live"
 
