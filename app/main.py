@@ -129,7 +129,7 @@ def build_shell(
     discover = DiscoverPage(tasks, hub=services.hub, add_remote=add_remote)
     discover.set_parallel(services.settings.parallel_requests)
     hardware.profile_ready.connect(discover.set_profile)
-    library = LibraryPage(services.library, tasks, remotes=services.remotes)
+    library = LibraryPage(services.library, tasks, remotes=services.remotes, host=services.host)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
     discover.download_requested.connect(downloads.request_download)
     feed = DownloadFeed(downloads, services.library, tasks, parent=discover)

@@ -5,7 +5,7 @@ offscreen platform); exits non-zero if a page cannot render.
 Demo data: a fresh HEARTH_HOME with a tiny generated GGUF and (when installed) the real SmolLM2 in My
 Models, a chat with reasoning and a code reply, the catalogue's recommendations for a fixed 16 GB
 machine, search results and a repo page with its card from a local fake Hub, a catalogue model page,
-and the Server page. Nothing reaches the network.
+and the Server page; My Models, Chat and Server again with two models loaded. Nothing reaches the network.
 """
 
 from __future__ import annotations
@@ -40,7 +40,12 @@ PAGES = (
     "bench",
     "hardware",
     "settings",
+    # The same pages with two demo models loaded, one pinned: the Loaded models strip on each.
+    "models-loaded",
+    "chat-loaded",
+    "server-loaded",
 )
+LOADED = "-loaded"
 CARD = (
     "# Llama 3.2 1B Instruct (GGUF)\n\nQuantized builds of a small instruction-tuned model, for chat on a laptop."
     "\n\n| Quant | Use |\n|---|---|\n| Q8_0 | best quality |\n| Q4_K_M | smaller, faster |\n"
@@ -294,8 +299,31 @@ def _render_seeded(home: Path, out: Path, sizes, themes, pages, hub) -> list[Pat
     return written
 
 
+def demo_models_loaded(app, shell, loaded: bool) -> None:
+    """Two library models loaded on the app's pool (the real engine), the second pinned and the first
+    counting down to its unload; or none loaded. A page without "-loaded" in its name is shot with none."""
+    from app.core.runtime.jobs import UnloadJob
+
+    host = shell.services.host
+    if not loaded:
+        if host.residents():
+            host.wait_for(host.submit(UnloadJob(every=True)), 60)
+            settle(app)
+        return
+    if len(host.residents()) >= 2:
+        return
+    host.idle_ttl_s = 15 * 60
+    names = [m.name for m in shell.services.library.list(status="ready")][:2]
+    for name in names:
+        host.wait_for(host.submit(shell.services.resolver(name)), 120)
+    if len(names) == 2:
+        host.keep(names[1], pin=True)
+    settle(app)
+
+
 def _shot(app, shell, page: str, theme: str, width: int, height: int, out: Path) -> Path:
     window = shell.window
+    demo_models_loaded(app, shell, page.endswith(LOADED))
     target = window
     dialog = None
     if page == "settings":
@@ -320,7 +348,7 @@ def _shot(app, shell, page: str, theme: str, width: int, height: int, out: Path)
         if discover.picks:
             discover.open_pick(discover.picks[0])
     else:
-        window.show_page(page)
+        window.show_page(page.removesuffix(LOADED))
         if page == "discover":
             discover = window.page("discover")
             discover.stack.setCurrentIndex(0)

@@ -26,10 +26,12 @@ from PySide6.QtWidgets import (
 
 from app.core.library import ImportResult, Library, LocalModel, import_path
 from app.core.remote import RemoteStore
+from app.core.runtime.job_host import JobHost
 from app.core.units import fmt_ago, fmt_bytes
 from app.ui.bridge import EventBridge
 from app.ui.remotes_panel import RemotesPanel
 from app.ui.tasks import TaskRunner
+from app.ui.widgets.loaded_models import LoadedModelsStrip
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +60,11 @@ class LibraryPage(QWidget):
         confirm: Callable[[str, str], bool] | None = None,
         open_url: Callable[[QUrl], bool] = QDesktopServices.openUrl,
         remotes: RemoteStore | None = None,
+        host: JobHost | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`remotes`: the remote servers, listed below the library (None: no such section)."""
+        """`remotes`: the remote servers, listed below the library (None: no such section); `host`: the
+        engine, whose loaded models are listed below the library, with Pin and Eject (None: not listed)."""
         super().__init__(parent)
         self.library = library
         self._tasks = tasks
@@ -87,6 +91,9 @@ class LibraryPage(QWidget):
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.setWordWrap(False)
         self.table.itemSelectionChanged.connect(self._selection_changed)
+        # A few rows always show: the loaded models and the remote servers below take the rest of a small window.
+        rows = 3 * self.table.verticalHeader().defaultSectionSize()
+        self.table.setMinimumHeight(header.sizeHint().height() + rows + 2 * self.table.frameWidth())
         # Double-clicking a model is the quickest way to talk to it; Reveal and Delete stay deliberate.
         self.table.cellDoubleClicked.connect(lambda row, _col: self._chat_row(row))
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -121,6 +128,10 @@ class LibraryPage(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(self.table, 1)
+        self.loaded_models: LoadedModelsStrip | None = None
+        if host is not None:
+            self.loaded_models = LoadedModelsStrip(host)
+            layout.addWidget(self.loaded_models)
         self.remotes_panel: RemotesPanel | None = None
         if remotes is not None:
             self.remotes_panel = RemotesPanel(remotes, tasks)

@@ -37,6 +37,7 @@ from app.ui.server_model import (
 )
 from app.ui.server_settings import ServerSettingsForm, validation_text
 from app.ui.tasks import TaskRunner
+from app.ui.widgets.loaded_models import LoadedModelsStrip
 from app.ui.widgets.scroll import scrolling
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,9 @@ class ServerPage(QWidget):
         self.status_card = StatusCard()
         self.status_card.start_button.clicked.connect(self.start)
         self.status_card.stop_button.clicked.connect(self.stop)
+        # What the API serves now without a load first (a request for another model loads it beside these).
+        self.loaded_models = LoadedModelsStrip(host)
+        self.status_card.body.addWidget(self.loaded_models)
         self.form = ServerSettingsForm(settings().server, parallel=settings().parallel_requests)
         self.form.save_button.clicked.connect(self.save_settings)
         self.key_card = KeyCard()

@@ -615,3 +615,12 @@ def test_parallel_requests_is_edited_here_and_saved_to_settings_without_a_restar
     form.parallel.setValue(7)
     form.revert_button.click()
     assert form.parallel.value() == 2
+
+
+def test_the_status_card_lists_the_model_the_api_serves_now(make_env, qtbot):
+    env = make_env()
+    strip = env.page.loaded_models
+    assert strip.parentWidget() is env.page.status_card
+    qtbot.waitUntil(lambda: [row.name.full_text() for row in strip.rows.values()] == [env.host.state.model.path.name])
+    next(iter(strip.rows.values())).eject.click()
+    qtbot.waitUntil(lambda: strip.rows == {} and env.host.state.model is None, timeout=WAIT_MS)

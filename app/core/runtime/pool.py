@@ -207,6 +207,8 @@ class ModelPool(JobHost):
 
     # -- routing (under the lock) ------------------------------------------------------------------
     def _key_of(self, name: str) -> str:
+        if name in self._slots:  # a loaded model's key (`Resident.key`): how views pin and unload one
+            return name
         if self.resolver is None:
             # Without a library only what is loaded answers, by its file name or path.
             for slot in self._slots.values():

@@ -37,6 +37,7 @@ from app.core.settings import DEFAULT_PARALLEL_REQUESTS, MAX_PARALLEL_REQUESTS
 from app.ui.chat.load_plan import LoadPlanDefaults, load_failure_sentence, plan_defaults
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
+from app.ui.widgets.loaded_models import LoadedModelsStrip
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +185,9 @@ class ModelBar(QWidget):
         error_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(error_row)
         layout.addWidget(self.details)
+        # Every loaded model, under the one the chat is on: which others hold memory, Pin and Eject them.
+        self.loaded_models = LoadedModelsStrip(host, compact=True)
+        layout.addWidget(self.loaded_models)
         self.refresh_models()
         self._render()
 

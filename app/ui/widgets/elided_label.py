@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QLabel, QWidget
 
 
@@ -26,7 +28,10 @@ class ElidedLabel(QLabel):
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt API): room for the whole text when there is some
         hint = super().sizeHint()
-        return QSize(self.fontMetrics().horizontalAdvance(self._full) + 2 * self.margin(), hint.height())
+        # Rounded up from the exact width: elidedText measures exactly, and the rounded-down integer
+        # advance elided a text that had just its own width ("Tiny-Llama-F16.g…").
+        width = math.ceil(QFontMetricsF(self.font()).horizontalAdvance(self._full))
+        return QSize(width + 2 * self.margin(), hint.height())
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API): shrinks to "…", never widens the window
         return QSize(self.fontMetrics().horizontalAdvance("…"), super().minimumSizeHint().height())

@@ -263,3 +263,15 @@ def test_a_model_that_cannot_fit_beside_pinned_ones_is_refused(make_pool, tmp_pa
     assert refused.wait(10) and refused.error is not None
     assert "will not fit" in refused.error and "Kept loaded (pinned): a.gguf" in refused.error
     wait_until(lambda: loaded_names(pool) == ["a"] and len(pool.residents()) == 1, 5)
+
+
+def test_a_loaded_model_is_kept_and_unloaded_by_its_key(make_pool, tmp_path):
+    """Views name a model by `Resident.key` (its file), which the resolver, asked for library names, need not know."""
+    pool = make_pool(tmp_path)
+    assert pool.submit(GenerateJob(req(), model="a")).wait(5)
+    key = pool.residents()[0].key
+    assert pool.keep(key, pin=True)
+    assert pool.residents()[0].pinned
+    handle = pool.submit(UnloadJob(model=key))
+    assert handle.wait(5) and handle.error is None
+    assert pool.residents() == []

@@ -1,0 +1,257 @@
+"""The models loaded now, one row each: memory, status, when it unloads, Pin and Eject; and the pool's latest
+notice ("Unloaded b.gguf to make room for c.gguf"), which is how the user learns why a model went."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+
+from app.core.errors import HearthError
+from app.core.runtime.job_host import JobHost, Resident
+from app.core.runtime.jobs import HostEvent, JobFailed, UnloadJob
+from app.ui.theme import set_status
+from app.ui.widgets.elided_label import ElidedLabel
+from app.ui.widgets.resident_text import leaves_text, memory_text, status_text
+
+logger = logging.getLogger(__name__)
+
+NOTICE_MS = 10_000  # how long "Unloaded … to make room for …" stays
+TICK_MS = 1000
+
+
+class _UiThread(QObject):
+    """Hands calls from any thread (engine threads, the residency thread) to the UI thread, and stops
+    listening to the host when it is destroyed (a later emit would reach a deleted widget)."""
+
+    _posted = Signal(object)
+
+    def __init__(self, parent: QObject) -> None:
+        super().__init__(parent)
+        self._lock = threading.Lock()
+        self._alive = True
+        self.unsubscribers: list[Callable[[], None]] = []
+        self._posted.connect(lambda call: call(), Qt.ConnectionType.QueuedConnection)
+        # A lambda: PySide never calls a slot bound to the object being destroyed (HostWatcher's detach).
+        self.destroyed.connect(lambda *_: self.detach())
+
+    def post(self, call: Callable[[], None]) -> None:
+        """Any thread."""
+        with self._lock:
+            if self._alive:
+                self._posted.emit(call)
+
+    def detach(self) -> None:
+        with self._lock:
+            self._alive = False
+            unsubscribers, self.unsubscribers = self.unsubscribers, []
+        for unsubscribe in unsubscribers:
+            unsubscribe()
+
+
+class ResidentRow(QWidget):
+    """One loaded model. `pin_toggled(key, pinned)` and `eject_clicked(key)` say what the user asked."""
+
+    pin_toggled = Signal(str, bool)
+    eject_clicked = Signal(str)
+
+    def __init__(self, key: str, *, can_pin: bool, compact: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.key = key
+        self.name = ElidedLabel()  # a long file name elides; its tooltip has the whole of it
+        self.focus = QLabel("· in chat")
+        self.focus.setToolTip("The model the chat (and a request that names no model) runs on")
+        self.memory, self.status, self.leaves = QLabel(), QLabel(), QLabel()
+        for label in (self.focus, self.memory, self.leaves):
+            set_status(label, "muted")
+        self.pin = QToolButton()
+        self.pin.setText("Pin")
+        self.pin.setCheckable(True)
+        self.pin.setToolTip("Keep loaded: never unloaded to make room, nor for being idle")
+        self.pin.setVisible(can_pin)  # a single engine host has one model and nothing to pin it against
+        self.pin.toggled.connect(lambda on: self.pin_toggled.emit(self.key, on))
+        self.eject = QToolButton()
+        self.eject.setText("Eject")
+        self.eject.setToolTip("Unload this model and free its memory")
+        self.eject.clicked.connect(lambda: self.eject_clicked.emit(self.key))
+        metrics = self.fontMetrics()
+        self.name.setMinimumWidth(metrics.horizontalAdvance("M" * 8))  # a few letters even when squeezed
+        if not compact:  # columns that line up, and a countdown that does not shift what is beside it
+            for label, wide in (
+                (self.memory, "1023.9 GiB"),
+                (self.status, "Generating 4 of 4"),
+                (self.leaves, "unloads in 59 min"),
+            ):
+                label.setMinimumWidth(metrics.horizontalAdvance(wide) + 8)  # minimum: a narrow page does not scroll
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(12 if compact else 6)  # compact: the spacing tells its words apart, not columns
+        row.addWidget(self.name)
+        row.addWidget(self.focus)
+        row.addStretch(1)  # "· in chat" beside the name; the long names elide first
+        for w in (self.memory, self.status, self.leaves, self.pin, self.eject):
+            row.addWidget(w)
+
+    def show_resident(self, r: Resident, unloading: bool) -> None:
+        self.name.setText(r.name)
+        self.focus.setVisible(r.focus)
+        self.memory.setText(memory_text(r.memory_bytes))
+        self.memory.setToolTip("What its load was planned to hold" if r.memory_bytes else "Not planned")
+        self.status.setText("Unloading…" if unloading else status_text(r))
+        self.leaves.setText(leaves_text(r))
+        self.pin.blockSignals(True)  # showing the pool's pin is not the user asking for one
+        self.pin.setChecked(r.pinned)
+        self.pin.blockSignals(False)
+        self.pin.setEnabled(not unloading)
+        self.eject.setEnabled(not unloading)
+
+    def texts(self) -> list[str]:
+        """What the row says, for tests and accessibility."""
+        shown = [self.name.full_text(), self.focus.text() if not self.focus.isHidden() else ""]
+        return [t for t in (*shown, self.memory.text(), self.status.text(), self.leaves.text()) if t]
+
+
+class LoadedModelsStrip(QWidget):
+    """The host's residents (a ModelPool's models, or a single EngineHost's one). `compact`: no title, and
+    hidden while nothing is loaded (the chat's model bar already says so)."""
+
+    def __init__(
+        self, host: JobHost, *, compact: bool = False, notice_ms: int = NOTICE_MS, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.compact = compact
+        self.rows: dict[str, ResidentRow] = {}
+        self._unloading: set[str] = set()
+        self._pending = threading.Lock()  # held from a change's post until its refresh: a burst is one refresh
+        # A single EngineHost has no residents_changed; its state_changed says as much for its one model.
+        changes = getattr(host, "residents_changed", None) or host.state_changed
+        self._can_pin = hasattr(host, "residents_changed")
+
+        self.title = QLabel("Loaded models")
+        self.title.setObjectName("cardTitle")
+        self.title.setVisible(not compact)
+        self.empty = QLabel("No model loaded")
+        set_status(self.empty, "muted")
+        self.notice = QLabel()
+        self.notice.setWordWrap(True)
+        set_status(self.notice, "muted")
+        self.notice.setVisible(False)
+        self._rows_layout = QVBoxLayout()
+        self._rows_layout.setSpacing(2 if compact else 4)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0 if compact else 6, 0, 0)  # the title apart from what is above it
+        layout.setSpacing(4)
+        layout.addWidget(self.title)
+        layout.addWidget(self.empty)
+        layout.addLayout(self._rows_layout)
+        layout.addWidget(self.notice)
+
+        self._tick = QTimer(self, interval=TICK_MS)
+        self._tick.timeout.connect(self.refresh)
+        self._notice_timer = QTimer(self, singleShot=True, interval=notice_ms)
+        self._notice_timer.timeout.connect(lambda: self.show_notice(""))
+        self._ui = _UiThread(self)
+        self._ui.unsubscribers.append(changes.connect(self._on_change))
+        if (notice := getattr(host, "notice", None)) is not None:
+            self._ui.unsubscribers.append(notice.connect(lambda text: self._ui.post(lambda: self.show_notice(text))))
+        self.refresh()
+
+    # -- what the host says ----------------------------------------------------------------------
+    def _on_change(self, _value: object) -> None:
+        """Any thread (an engine thread, the residency thread): one refresh posted for a burst of changes."""
+        if self._pending.acquire(blocking=False):
+            self._ui.post(self._posted_refresh)
+
+    def _posted_refresh(self) -> None:
+        """UI thread."""
+        self._pending.release()  # first: a change while refreshing posts the next refresh
+        self.refresh()
+
+    def refresh(self) -> None:
+        """UI thread: the rows as the host has them now."""
+        residents = self.host.residents()
+        keys = {r.key for r in residents}
+        for key in [k for k in self.rows if k not in keys]:
+            self.rows.pop(key).deleteLater()
+        self._unloading &= keys  # gone: a later load of the same file is not "Unloading…"
+        # Rows keep their place (the order they came in): sorted by last use they would jump with each reply.
+        for r in residents:
+            row = self.rows.get(r.key)
+            if row is None:
+                row = self.rows[r.key] = ResidentRow(r.key, can_pin=self._can_pin, compact=self.compact)
+                row.pin_toggled.connect(self._pin)
+                row.eject_clicked.connect(self.eject)
+                self._rows_layout.addWidget(row)
+            row.show_resident(r, r.key in self._unloading)
+        self.empty.setVisible(not residents and not self.compact)
+        self._show_self()
+        counting = any(r.idle_left_s is not None for r in residents)
+        if counting and self.isVisible():
+            if not self._tick.isActive():
+                self._tick.start()
+        else:
+            self._tick.stop()
+
+    def show_notice(self, text: str) -> None:
+        """UI thread: `text` for a while ("" clears it)."""
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+        if text:
+            self._notice_timer.start()
+        self._show_self()
+
+    def _show_self(self) -> None:
+        if not self.compact:
+            return
+        if not self.rows and self.notice.isHidden():
+            self.hide()
+        elif self.isHidden() and self.parentWidget() is not None:  # without a parent, show() opens a window
+            self.show()
+
+    # -- what the user asks ----------------------------------------------------------------------
+    def _pin(self, key: str, pinned: bool) -> None:
+        if not self.host.keep(key, pin=pinned):
+            self.show_notice("That model is no longer loaded.")
+        self.refresh()  # a plain host emits nothing for a pin; the row shows what the host holds
+
+    def eject(self, key: str) -> None:
+        """Unload `key`; its row says "Unloading…" until the host no longer lists it."""
+        name = self.rows[key].name.full_text() if key in self.rows else key
+
+        def ended(event: HostEvent) -> None:
+            """Any thread (the host's, or this one when the host refuses at once)."""
+            if isinstance(event, JobFailed):
+                self._ui.post(lambda: self._eject_failed(key, f"Could not unload {name}: {event.error_message}"))
+
+        self._unloading.add(key)
+        try:
+            self.host.submit(UnloadJob(model=key), ended)
+        except HearthError as exc:  # the host's queue is full, or it has shut down
+            self._eject_failed(key, f"Could not unload {name}: {exc}")
+            return
+        self.refresh()
+
+    def _eject_failed(self, key: str, text: str) -> None:
+        """UI thread."""
+        logger.warning("%s", text)
+        self._unloading.discard(key)
+        self.show_notice(text)
+        self.refresh()
+
+    # -- the countdowns tick only while they can be seen ------------------------------------------
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        self.refresh()
+
+    def hideEvent(self, event: QHideEvent) -> None:  # noqa: N802 (Qt API)
+        super().hideEvent(event)
+        self._tick.stop()
+
+    def row_texts(self) -> list[list[str]]:
+        """Each row's text, top to bottom (tests, accessibility)."""
+        return [self.rows[k].texts() for k in self.rows]
