@@ -397,12 +397,12 @@ def test_sigterm_closes_the_app_cleanly(hearth_home):
     )
     log = hearth_home / "logs" / "hearth.log"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (log.exists() and "engine host" in log.read_text()):
+    while time.monotonic() < deadline and not (log.exists() and "model pool" in log.read_text()):
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     text = log.read_text()
-    assert "engine host hearth-engine stopped" in text and "Hearth stopped" in text
+    assert "model pool hearth-engine stopped" in text and "Hearth stopped" in text
 
 
 def test_chat_model_picked_before_the_probe_is_planned_again_when_it_arrives(shell_factory, qtbot, tiny_gguf_f16):

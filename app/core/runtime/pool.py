@@ -107,6 +107,7 @@ class ModelPool(JobHost):
         self._idle_ttl_s = idle_ttl_s
         self._reaper = threading.Thread(target=self._reap, name=f"{name}-residency", daemon=True)
         self._reaper.start()
+        logger.info("model pool %s started (at most %s models)", name, max_models or "as many as fit")
 
     # -- any thread --------------------------------------------------------------------------------
     @property
@@ -203,6 +204,7 @@ class ModelPool(JobHost):
             slot.host._jobs.close(JobHandle(job=ShutdownJob()))
         done = [slot.host.shutdown(max(0.1, end - time.monotonic())) for slot in slots]
         self._reaper.join(max(0.1, end - time.monotonic()))
+        logger.info("model pool %s stopped", self._name)
         return all(done)
 
     # -- routing (under the lock) ------------------------------------------------------------------
