@@ -24,7 +24,7 @@ from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
 from app.core.engines.llamacpp_slotstates import SlotStates
 from app.core.engines.sequence_state import SequenceState
-from app.core.engines.slots import PromptCache, Slot, pick_slot
+from app.core.engines.slots import PromptCache, Slot, pick_slot, plan_reuse
 from app.core.engines.speculative import SeqDrafts, Speculator
 from app.core.native import import_native
 
@@ -111,8 +111,7 @@ class BatchRunner(SlotStates):
         if picked is None:
             raise EngineError("every slot is busy")
         slot, shared = picked
-        shared = self._swap_in(slot, tokens, shared)
-        shared = self._copy_prefix(slot, tokens, shared)
+        shared = self._reuse(slot, plan_reuse(slot, tokens, shared, self.cache, self._donors(slot)))
         if shared >= len(tokens):
             shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
         if shared < len(slot.tokens):

@@ -1,12 +1,13 @@
-"""What a BatchRunner does with the tokens its slots keep: a free slot's state saved to the RAM prompt
-cache and a cached one restored, a prefix copied from another slot, idle slots emptied for room."""
+"""What a BatchRunner does with the tokens its slots keep, as slots.plan_reuse decides: a slot's state
+saved to the RAM prompt cache and a cached one restored, a prefix copied from another slot; and idle slots
+emptied for room."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix
+from app.core.engines.slots import PromptCache, Reuse, SavedState, Slot
 
 logger = logging.getLogger(__name__)
 
@@ -22,23 +23,23 @@ class SlotStates:
     unified: bool
     cache: PromptCache
 
-    def _swap_in(self, slot: Slot, tokens: list[int], shared: int) -> int:
-        """Before `slot` is given to `tokens`: keep the conversation it holds in the RAM cache if this
-        request would evict it, and restore a cached state that shares more of `tokens` than the slot does.
-        Returns the prefix the slot now shares."""
-        if self.cache.budget <= 0:
-            return shared
-        # A request that would drop a stretch of the slot's conversation (another one sharing only its
-        # system prompt) saves it first: copying a sequence's cells costs far less than reading tokens again.
-        evicting = len(slot.tokens) - shared >= MIN_COPY_GAIN or (
-            len(slot.tokens) > 0 and shared < MIN_REUSE * len(slot.tokens)
-        )
-        found = self.cache.take(tokens, shared)
-        if evicting or found is not None:
+    def _donors(self, slot: Slot) -> list[Slot]:
+        """The slots `slot` may start from a copy of: any other holding tokens (their cells are shared or
+        copied at the next decode, busy or not)."""
+        return [s for s in self.slots if s is not slot and s.tokens]
+
+    def _reuse(self, slot: Slot, reuse: Reuse) -> int:
+        """Carry out what plan_reuse decided for `slot`; returns the prefix it now shares (0 when a saved
+        state would not restore)."""
+        if reuse.set_aside:
             self._save(slot)
-        if found is None:
-            return shared
-        entry, reused = found
+        if reuse.restore is not None:
+            return self._restore(slot, reuse.restore, reuse.shared)
+        if reuse.donor is not None:
+            self._copy_prefix(slot, reuse.donor, reuse.shared)
+        return reuse.shared
+
+    def _restore(self, slot: Slot, entry: SavedState, shared: int) -> int:
         self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
         slot.tokens.clear()
         buf = (self._ctypes.c_uint8 * entry.size).from_buffer(entry.data)
@@ -48,20 +49,11 @@ class SlotStates:
             return 0
         slot.tokens = list(entry.tokens)
         logger.debug("slot %d: restored %d cached tokens from RAM", slot.seq_id, len(entry.tokens))
-        return reused
+        return shared
 
-    def _copy_prefix(self, slot: Slot, tokens: list[int], shared: int) -> int:
-        """Start `slot` from another slot's cells when that one shares a longer prefix with `tokens` (a
-        system prompt or a document two conversations share, whose own slot was kept for its owner)."""
-        others = [s for s in self.slots if s is not slot and s.tokens]
-        donor = max(others, key=lambda s: common_prefix(s.tokens, tokens), default=None)
-        if donor is None:
-            return shared
-        prefix = common_prefix(donor.tokens, tokens)
-        if prefix - shared < MIN_COPY_GAIN:
-            return shared
-        if slot.tokens:
-            self._save(slot)
+    def _copy_prefix(self, slot: Slot, donor: Slot, prefix: int) -> None:
+        """Start `slot` from `donor`'s first `prefix` cells (a system prompt or a document two conversations
+        share, whose own slot was kept for its owner)."""
         mem, dst = self._memory, slot.seq_id
         self._lib.llama_memory_seq_rm(mem, dst, 0, -1)
         if self.unified:
@@ -72,7 +64,6 @@ class SlotStates:
             self._lib.llama_memory_seq_rm(mem, dst, prefix, -1)
         slot.tokens = list(donor.tokens[:prefix])
         logger.debug("slot %d: %d prompt tokens copied from slot %d", dst, prefix, donor.seq_id)
-        return prefix
 
     def _save(self, slot: Slot) -> None:
         if not slot.tokens:

@@ -40,7 +40,7 @@ from typing import Any
 from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
 from app.core.engines.sequence_state import SequenceState
-from app.core.engines.slots import MIN_COPY_GAIN, MIN_REUSE, PromptCache, Slot, common_prefix, drain, pick_slot
+from app.core.engines.slots import MIN_COPY_GAIN, PromptCache, Slot, drain, pick_slot, plan_reuse
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native
 
@@ -224,27 +224,22 @@ class MlxSequences:
         one. A cache set aside on the way goes to the RAM cache."""
         cache = self._caches.pop(slot.seq_id, None)
         held = list(slot.tokens) if cache is not None else []
-        found = self.cache.take(ids, shared)  # a conversation that comes back, or a longer prefix
-        if found is not None:
+        if cache is None:
+            slot.tokens = []
+        donors = [s for s in self.slots if s is not slot and not s.busy and s.seq_id in self._caches]
+        reuse = plan_reuse(slot, ids, shared if cache is not None else 0, self.cache, donors)
+        shared = reuse.shared
+        if reuse.set_aside:
             self._stash(cache, held)
-            entry, shared = found
-            cache, held = entry.data, entry.tokens
-        elif cache is not None and (shared < MIN_REUSE * len(held) or len(held) - shared >= MIN_COPY_GAIN):
-            # Another conversation's (or one sharing only its system prompt with this request, which would
-            # drop the rest): it goes to the RAM cache whole, this request starts from a copy of the prefix
+        if reuse.restore is not None:
+            cache, held = reuse.restore.data, reuse.restore.tokens
+        elif reuse.donor is not None:
+            cache, held = copy.deepcopy(self._caches[reuse.donor.seq_id]), list(reuse.donor.tokens)
+            logger.debug("slot %d: %d prompt tokens copied from slot %d", slot.seq_id, shared, reuse.donor.seq_id)
+        elif reuse.set_aside:
+            # Its own conversation went to the RAM cache whole; this prompt starts from a copy of the prefix
             # they share when that saves enough to be worth the copy.
-            self._stash(cache, held)
             cache = copy.deepcopy(cache) if shared >= MIN_COPY_GAIN else None
-        donor = max(
-            (s for s in self.slots if s is not slot and not s.busy and s.seq_id in self._caches),
-            key=lambda s: common_prefix(s.tokens, ids),
-            default=None,
-        )
-        if donor is not None and common_prefix(donor.tokens, ids) - shared >= MIN_COPY_GAIN:
-            self._stash(cache, held)
-            shared = common_prefix(donor.tokens, ids)
-            cache, held = copy.deepcopy(self._caches[donor.seq_id]), list(donor.tokens)
-            logger.debug("slot %d: %d prompt tokens copied from slot %d", slot.seq_id, shared, donor.seq_id)
         shared = min(shared, len(ids) - 1)  # the last prompt token is fed again for the first logits
         if cache is None or shared <= 0 or not self._cache_mod.can_trim_prompt_cache(cache):
             return self._cache_mod.make_prompt_cache(self._loaded.model), 0

@@ -216,3 +216,34 @@ class PromptCache:
             return None
         self._entries.remove(best)
         return best, shared
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """How a slot takes a new prompt, decided once for every engine (`plan_reuse`) and carried out by each
+    on its own cache (llama.cpp's sequence cells, mlx-lm's cache objects)."""
+
+    set_aside: bool  # first, the slot's conversation goes to the RAM prompt cache whole
+    restore: SavedState | None  # then the slot starts from this state, taken out of the RAM cache
+    donor: Slot | None  # or from a copy of this slot's prefix
+    shared: int  # the prefix of the prompt the slot holds once that is done
+
+
+def plan_reuse(slot: Slot, tokens: list[int], shared: int, cache: PromptCache, donors: list[Slot]) -> Reuse:
+    """For `slot` (as pick_slot chose it, sharing `shared` of `tokens`): a saved state in the RAM cache that
+    shares more of the prompt, else one of `donors` (the slots an engine can copy from) whose prefix saves at
+    least MIN_COPY_GAIN tokens of prompt more; and whether the slot's own conversation is set aside first,
+    which it is when the prompt would drop a stretch of it or it makes way for a state or a copy."""
+    held = len(slot.tokens)
+    dropping = held > 0 and (held - shared >= MIN_COPY_GAIN or shared < MIN_REUSE * held)
+    found = cache.take(tokens, shared) if cache.budget > 0 else None
+    start = found[1] if found is not None else shared
+    donor = max(donors, key=lambda s: common_prefix(s.tokens, tokens), default=None)
+    gain = common_prefix(donor.tokens, tokens) - start if donor is not None else 0
+    if donor is not None and gain >= MIN_COPY_GAIN:
+        if found is not None:  # the copy holds more: the state goes back where it was
+            cache.put(found[0].tokens, found[0].data, found[0].size)
+        return Reuse(held > 0, None, donor, start + gain)
+    if found is not None:
+        return Reuse(held > 0, found[0], None, found[1])
+    return Reuse(dropping, None, None, shared)
