@@ -40,7 +40,7 @@ from app.core.engines.llamacpp_options import (
     model_params_for,
 )
 from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_a_reranker, not_chat
-from app.core.engines.llamacpp_slots import Prepared, Sequences, open_slots
+from app.core.engines.llamacpp_slots import LlamaSequences, Prepared, open_slots
 from app.core.engines.llamacpp_validate import validated_gguf
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
 from app.core.engines.native_inflight import InflightMarkers, NativeActivity
@@ -84,7 +84,7 @@ class LlamaCppEngine:
         self._rerank_template: str | None = None
         self._pair_format: PairFormat | None = None
         self._marker_ids: dict[tuple[str, ...], frozenset[int]] = {}
-        self._sequences: Sequences | None = None  # slots > 1: the batched path
+        self._sequences: LlamaSequences | None = None  # slots > 1: the batched path
         self._batch_ctx: Any = None
 
     # -- loading -------------------------------------------------------------------------
@@ -192,12 +192,12 @@ class LlamaCppEngine:
         except EngineError:
             self.unload()
             raise
-        self._sequences = Sequences(runner, self._prepare)
+        self._sequences = LlamaSequences(runner, self._prepare)
         kwargs["n_batch"] = runner.n_batch
         self._llm._ctx.close()  # the token context Llama opened: its buffers are not needed
 
     @property
-    def sequences(self) -> Sequences | None:
+    def sequences(self) -> LlamaSequences | None:
         """The batched path (a SequenceRunner) of a model loaded for chat (None for embeddings)."""
         return self._sequences
 

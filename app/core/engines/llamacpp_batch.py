@@ -22,7 +22,7 @@ from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs,
 from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
-from app.core.engines.llamacpp_slotstates import SlotStates
+from app.core.engines.llamacpp_slot_cache import SlotCache
 from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import PromptCache, Slot, pick_slot, plan_reuse
 from app.core.engines.speculative import SeqDrafts, Speculator
@@ -46,7 +46,7 @@ class BatchSequence(SequenceState):
     drafts: SeqDrafts | None = None  # with speculative decoding
 
 
-class BatchRunner(SlotStates):
+class BatchRunner(SlotCache):
     """Owned by the engine host's thread, like the engine that made it."""
 
     def __init__(

@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 Prepared = tuple[list[int], SamplingParams, Any, frozenset[int]]
 
 
-class Sequences:
+class LlamaSequences:
     """The SequenceRunner the host drives: requests checked by the engine, then run by the BatchRunner."""
 
     def __init__(self, runner: BatchRunner, prepare: Callable[[GenerateRequest], Prepared]) -> None:
@@ -52,13 +52,7 @@ class Sequences:
     def forget(self) -> None:
         """Drop every cached prompt (the slots' KV cells and the RAM cache): the next prompt is read whole,
         as after a fresh load. For benchmarks that measure cold prompts; call it with no sequence running."""
-        runner = self.runner
-        memory = runner._lib.llama_get_memory(runner._ctx.ctx)
-        for slot in runner.slots:
-            if not slot.busy:
-                runner._lib.llama_memory_seq_rm(memory, slot.seq_id, 0, -1)
-                slot.tokens.clear()
-        runner.cache.clear()
+        self.runner.forget()
 
     def run_one(self, request: GenerateRequest, cancel: Any) -> Iterator[Chunk]:
         """`Engine.generate` on a batched engine: this request alone (the host batches; direct callers,

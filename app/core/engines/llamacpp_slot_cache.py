@@ -12,7 +12,7 @@ from app.core.engines.slots import PromptCache, Reuse, SavedState, Slot
 logger = logging.getLogger(__name__)
 
 
-class SlotStates:
+class SlotCache:
     """Mixed into the BatchRunner, whose attributes these are."""
 
     _lib: Any
@@ -76,6 +76,14 @@ class SlotStates:
         written = int(self._lib.llama_state_seq_get_data(self._ctx.ctx, buf, size, slot.seq_id))
         if written == size:
             self.cache.put(slot.tokens, data, size)
+
+    def forget(self) -> None:
+        """Drop every cached prompt (the free slots' KV cells and the RAM cache)."""
+        for slot in self.slots:
+            if not slot.busy:
+                self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
+                slot.tokens.clear()
+        self.cache.clear()
 
     def _evict_idle(self, cells: int) -> int:
         freed = 0
