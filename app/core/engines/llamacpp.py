@@ -8,6 +8,7 @@ cannot create control tokens from its text either.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import logging
@@ -346,14 +347,21 @@ class LlamaCppEngine:
             check_cancel(cancel, 0, len(texts))
             tokens.append(list(model.tokenize(utf8(text), True, False)))
         embedder = self._embedder_for(llm)
-        if self.native_activity is not None:
-            self.native_activity.begin("embedding")
-        try:
+        with self._native("embedding"):
             vectors = embedder.embed(tokens, cancel)
-        finally:
-            if self.native_activity is not None:
-                self.native_activity.end()
         return Embeddings(vectors, sum(len(t) for t in tokens))
+
+    @contextlib.contextmanager
+    def _native(self, what: str) -> Iterator[None]:
+        """Mark a native run in flight for crash attribution (T26), for the length of the block."""
+        activity = self.native_activity
+        if activity is not None:
+            activity.begin(what)
+        try:
+            yield
+        finally:
+            if activity is not None:
+                activity.end()
 
     def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
         """One relevance score per document (the reranker's raw logit: higher is more relevant), each from one
@@ -369,13 +377,8 @@ class LlamaCppEngine:
         )
         embedder = self._embedder_for(llm)
         check_pair_tokens(query_tokens, [len(p) for p in pairs], embedder.n_tokens)
-        if self.native_activity is not None:
-            self.native_activity.begin("reranking")
-        try:
+        with self._native("reranking"):
             scores = embedder.rank(pairs, cancel)
-        finally:
-            if self.native_activity is not None:
-                self.native_activity.end()
         return Rankings(scores, sum(len(p) for p in pairs))
 
     def _embedder_for(self, llm: Any) -> Embedder:

@@ -14,28 +14,13 @@ from app.core.engines.base import LoadSpec
 from app.core.engines.fake import registry_with_fake
 from app.core.runtime.host import EngineHost
 from app.core.runtime.job_host import Resident
-from app.core.runtime.jobs import HostState, LoadJob, ModelNotFound
+from app.core.runtime.jobs import HostState, LoadJob
 from app.core.runtime.pool import ModelPool
 from app.core.units import GiB, MiB
 from app.ui.widgets.loaded_models import LoadedModelsStrip
 from app.ui.widgets.resident_text import leaves_text, memory_text, status_text
+from tests.core.runtime.test_pool import NameResolver  # name → <folder>/<name>.fake
 from tests.ui.chat_harness import no_preflight
-
-
-class NameResolver:
-    """name → `<folder>/<name>.fake`, as the library's resolver finds a model's file."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def path_of(self, name: str) -> Path:
-        path = self.folder / f"{name}.fake"
-        if not path.exists():
-            raise ModelNotFound(f"no model {name}")
-        return path
-
-    def __call__(self, name: str) -> LoadJob:
-        return LoadJob(spec=LoadSpec(path=self.path_of(name), n_ctx=512), format="fake")
 
 
 @pytest.fixture
