@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.core.engines.base import LoadSpec
+from app.core.errors import HearthError
 from app.core.models.devices import Machine
 from app.core.models.memory import MemoryEstimate
 from app.core.models.spec import ModelSpec
@@ -38,6 +39,7 @@ class Pool(Protocol):
 
     _lock: Any
     _slots: dict[str, Any]
+    _leaving: list[Any]
     max_models: int
     notice: Any
 
@@ -62,10 +64,15 @@ class PoolPreflight:
     def __call__(self, spec: LoadSpec, fmt: str, plan_check: bool) -> PreflightResult:
         """On the slot's host thread, before native code sees the model."""
         path = Path(spec.path).expanduser()
+        if self.slot.retiring:  # a job left in the hand of a model being unloaded does not load it again
+            raise HearthError(f"{path.name} is being unloaded; ask again to load it anew")
         model = check_model(path, fmt)
         self.slot.mapped = fmt == "gguf" and spec.use_mmap
-        for victim in self._make_room(model, spec, path.name, plan_check):
-            victim.host.join()  # it finishes the jobs it has in hand, then unloads
+        self._make_room(model, spec, path.name, plan_check)
+        with self.pool._lock:
+            leaving = [s for s in self.pool._leaving if s is not self.slot]
+        for gone in leaving:  # those just picked, and any other still unloading: their memory comes back
+            gone.host.join()
         if model is None:
             return PreflightResult()  # plug-in formats validate themselves and plan nothing
         if not plan_check:
@@ -87,9 +94,9 @@ class PoolPreflight:
     def _others(self) -> list[Resident]:
         return [s for s in self.pool._slots.values() if s is not self.slot and not s.retiring]
 
-    def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> list[Resident]:
-        """Under the pool's lock: pick and retire the models to unload, and reserve what this one will hold
-        (so an admission running next counts it). Returns the retired ones, to wait for."""
+    def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> None:
+        """Under the pool's lock: pick and retire the models to unload (the caller waits for them), and
+        reserve what this one will hold, so an admission running next counts it."""
         pool = self.pool
         with pool._lock:
             others = self._others()
@@ -120,4 +127,3 @@ class PoolPreflight:
             self.slot.holding = holding_of(self.slot.estimate, mapped=self.slot.mapped, loaded=False)
         if victims:
             logger.info("unloading %s to make room for %s", ", ".join(Path(v.key).name for v in victims), label)
-        return victims

@@ -162,6 +162,9 @@ class EngineHost(JobHost):
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def thread_alive(self) -> bool:
+        return self._thread.is_alive()
+
     def idle_since(self) -> float | None:
         """Any thread: the monotonic time the last job ended, if no job runs or waits now (else None)."""
         return None if self._jobs.busy() else self._last_job_end

@@ -100,6 +100,7 @@ class ModelPool(JobHost):
         self._wake = threading.Condition(self._lock)
         self._slots: dict[str, _Slot] = {}
         self._focus: _Slot | None = None
+        self._leaving: list[_Slot] = []  # retired, still finishing their jobs or unloading
         self._closed = False
         self.state_changed: Event[HostState] = Event("pool.state_changed")  # the focus model's state
         self.residents_changed: Event[None] = Event("pool.residents_changed")  # any model's state or keep
@@ -271,6 +272,7 @@ class ModelPool(JobHost):
         slot.retiring = True
         if self._slots.get(slot.key) is slot:
             del self._slots[slot.key]
+        self._leaving = [s for s in self._leaving if s.host.thread_alive()] + [slot]
         logger.info("unloading %s: %s", Path(slot.key).name, why)
         slot.host.retire()
         if self._focus is slot:

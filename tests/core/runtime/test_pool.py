@@ -275,3 +275,21 @@ def test_a_loaded_model_is_kept_and_unloaded_by_its_key(make_pool, tmp_path):
     handle = pool.submit(UnloadJob(model=key))
     assert handle.wait(5) and handle.error is None
     assert pool.residents() == []
+
+
+def test_a_load_waits_for_a_model_still_unloading(make_pool, tmp_path):
+    engines: list[FakeEngine] = []
+    pool = make_pool(tmp_path, engines=engines, tok_s=40, script="w " * 30)
+    running = pool.submit(GenerateJob(req(15), model="a"))
+    wait_until(lambda: pool.state.status == "generating", 5)
+    assert pool.submit(UnloadJob(model="a")) is not None  # it finishes its reply first, then unloads
+    seen: list[int] = []
+
+    def sink(event) -> None:
+        if isinstance(event, ChunkEvent) and not seen:
+            seen.append(engines[0].unloads)
+
+    b = pool.submit(GenerateJob(req(2), model="b"), sink)
+    assert running.wait(10) and b.wait(10)
+    assert running.error is None and running.result.final.finish_reason == "length"  # not cut off
+    assert seen == [1]  # a's memory was back before b was loaded
