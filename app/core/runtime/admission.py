@@ -37,15 +37,19 @@ class Resident(Protocol):
 class Pool(Protocol):
     """What admission needs of the pool: its lock, its models, live memory, the cap, and retiring one."""
 
-    _lock: Any
-    _slots: dict[str, Any]
-    _leaving: list[Any]
+    @property
+    def lock(self) -> Any: ...
+
     max_models: int
     notice: Any
 
     def machine(self) -> Machine: ...
 
-    def _retire(self, slot: Any, why: str) -> None: ...
+    def others(self, slot: Any) -> list[Any]: ...
+
+    def leaving(self, slot: Any) -> list[Any]: ...
+
+    def retire(self, slot: Any, why: str) -> None: ...
 
 
 logger = logging.getLogger(__name__)
@@ -69,16 +73,16 @@ class PoolPreflight:
         model = check_model(path, fmt)
         self.slot.mapped = fmt == "gguf" and spec.use_mmap
         self._make_room(model, spec, path.name, plan_check)
-        with self.pool._lock:
-            leaving = [s for s in self.pool._leaving if s is not self.slot]
+        with self.pool.lock:
+            leaving = self.pool.leaving(self.slot)
         for gone in leaving:  # those just picked, and any other still unloading: their memory comes back
             gone.host.join()
         if model is None:
             return PreflightResult()  # plug-in formats validate themselves and plan nothing
         if not plan_check:
             return PreflightResult(spec=model)
-        with self.pool._lock:
-            kept = self._others()
+        with self.pool.lock:
+            kept = self.pool.others(self.slot)
             machine = beside(self.pool.machine(), [s.holding for s in kept if s.holding is not None])
         try:
             result = fit_check(model, spec, machine, path.name)
@@ -91,15 +95,12 @@ class PoolPreflight:
             self.slot.estimate = result.plan.estimate
         return result
 
-    def _others(self) -> list[Resident]:
-        return [s for s in self.pool._slots.values() if s is not self.slot and not s.retiring]
-
     def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> None:
         """Under the pool's lock: pick and retire the models to unload (the caller waits for them), and
         reserve what this one will hold, so an admission running next counts it."""
         pool = self.pool
-        with pool._lock:
-            others = self._others()
+        with pool.lock:
+            others = self.pool.others(self.slot)
             holding = {s.key: s.holding or Holding() for s in others}
             # A model still loading cannot be unloaded yet; it stays, and counts.
             loaded = [Candidate(s.key, s.last_used, s.pinned, holding[s.key]) for s in others if s.host.state.model]
@@ -119,7 +120,7 @@ class PoolPreflight:
                 picked = []  # nothing to gain: the fit check then refuses with the planner's reasons
             victims = [s for s in others if s.key in {c.key for c in picked}]
             for victim in victims:
-                pool._retire(victim, f"to make room for {label}")
+                pool.retire(victim, f"to make room for {label}")
                 pool.notice.emit(f"Unloaded {Path(victim.key).name} to make room for {label}")
             if machine is not None and model is not None:
                 plan = planned_beside(picked)

@@ -40,16 +40,18 @@ logger = logging.getLogger(__name__)
 class Host(Protocol):
     """What the loop needs of the EngineHost that runs it (the host's own thread, its own queue)."""
 
-    _jobs: JobQueue
+    @property
+    def jobs(self) -> JobQueue: ...
+
     resolver: Callable[[str], LoadJob] | None
 
-    def _dispatch(self, handle: JobHandle, job: Any) -> None: ...
-    def _emit(self, handle: JobHandle, event: HostEvent) -> None: ...
-    def _finish(self, handle: JobHandle, result: Any = None) -> None: ...
-    def _fail(self, handle: JobHandle, message: str, code: str = ..., details: dict | None = None) -> None: ...
-    def _fail_with(self, handle: JobHandle, exc: BaseException) -> None: ...
-    def _set_state(self, **changes: Any) -> None: ...
-    def _calibrate(self, final: Chunk) -> None: ...
+    def dispatch(self, handle: JobHandle, job: Any) -> None: ...
+    def emit(self, handle: JobHandle, event: HostEvent) -> None: ...
+    def finish(self, handle: JobHandle, result: Any = None) -> None: ...
+    def fail(self, handle: JobHandle, message: str, code: str = ..., details: dict | None = None) -> None: ...
+    def fail_with(self, handle: JobHandle, exc: BaseException) -> None: ...
+    def set_state(self, **changes: Any) -> None: ...
+    def calibrate(self, final: Chunk) -> None: ...
 
 
 @dataclass
@@ -73,30 +75,30 @@ class GenerationLoop:
         self._admit(first, job)
         while self.live:
             self._take_joiners()
-            self.host._set_state()  # the queue's depth, as jobs arrive during the stream
+            self.host.set_state()  # the queue's depth, as jobs arrive during the stream
             try:
                 produced = self.runner.step()
             except Exception as exc:  # a native failure: end every live sequence, keep the host
                 if not isinstance(exc, HearthError):
                     logger.exception("a generation step failed")
                 for live in list(self.live.values()):
-                    self.host._fail_with(live.handle, exc)
+                    self.host.fail_with(live.handle, exc)
                 self.live.clear()
                 break
             for key, chunk in produced:
                 self._deliver(key, chunk)
-        self.host._set_state(status="ready", source=None, slots_busy=0)
+        self.host.set_state(status="ready", source=None, slots_busy=0)
 
     # -- joining ---------------------------------------------------------------------------------
 
     def _take_joiners(self) -> None:
-        jobs = self.host._jobs
+        jobs = self.host.jobs
         while True:
             handle = jobs.take_if(self._can_join)
             if handle is None:
                 return
             if handle.cancelled:
-                self.host._fail(handle, "cancelled before it started", "cancelled")
+                self.host.fail(handle, "cancelled before it started", "cancelled")
                 continue
             handle.started = True
             job = handle.job
@@ -105,11 +107,11 @@ class GenerationLoop:
                 if isinstance(job, GenerateJob):
                     self._admit(handle, job)
                 else:
-                    self.host._dispatch(handle, job)  # a count, an embedding or a rerank, between two steps
+                    self.host.dispatch(handle, job)  # a count, an embedding or a rerank, between two steps
             except Exception as exc:
                 if not isinstance(exc, HearthError):
                     logger.exception("job %d (%s) failed", handle.id, type(job).__name__)
-                self.host._fail_with(handle, exc)
+                self.host.fail_with(handle, exc)
             if not isinstance(job, GenerateJob):
                 jobs.took(time.monotonic() - began)
 
@@ -146,12 +148,12 @@ class GenerationLoop:
         except Exception as exc:
             if not isinstance(exc, HearthError):
                 logger.exception("generation failed in %s", engine.name)
-            host._fail_with(handle, exc)
+            host.fail_with(handle, exc)
             return
         self.live[key] = _Live(handle, job.source)
-        host._set_state(status="generating", source=job.source, slots_busy=len(self.live))
+        host.set_state(status="generating", source=job.source, slots_busy=len(self.live))
         if engine.info is not None:
-            host._emit(handle, Started(engine.info))
+            host.emit(handle, Started(engine.info))
 
     # -- output ----------------------------------------------------------------------------------
 
@@ -162,19 +164,19 @@ class GenerationLoop:
         if chunk.text:
             live.parts.append(chunk.text)
             live.handle.output_started = True
-        self.host._emit(live.handle, ChunkEvent(chunk))
+        self.host.emit(live.handle, ChunkEvent(chunk))
         if chunk.finish_reason is None:
             return
         del self.live[key]
         if self.live:
-            self.host._set_state(slots_busy=len(self.live))
+            self.host.set_state(slots_busy=len(self.live))
         else:  # before the job's end is told: its waiter reads the host ready (a joiner makes it generating again)
-            self.host._set_state(status="ready", source=None, slots_busy=0)
+            self.host.set_state(status="ready", source=None, slots_busy=0)
         if not self.runner.shared(key):
-            self.host._calibrate(chunk)  # only a stream that ran alone measures single-stream speed
+            self.host.calibrate(chunk)  # only a stream that ran alone measures single-stream speed
         if live.handle is not self._first:
-            self.host._jobs.took(time.monotonic() - live.began)
-        self.host._finish(live.handle, GenerateResult(text="".join(live.parts), final=chunk))
+            self.host.jobs.took(time.monotonic() - live.began)
+        self.host.finish(live.handle, GenerateResult(text="".join(live.parts), final=chunk))
         if self.live:
             latest = max(self.live.values(), key=lambda v: v.began)
-            self.host._set_state(status="generating", source=latest.source)
+            self.host.set_state(status="generating", source=latest.source)

@@ -142,9 +142,13 @@ class EngineHost(JobHost):
         self._jobs.put(handle)
         return handle
 
+    def close(self) -> None:
+        """Any thread: cancel the running and queued jobs, then unload and stop; `join` waits for it."""
+        self._jobs.close(JobHandle(job=ShutdownJob()))
+
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Cancel the running and queued jobs, unload, and join the thread. True if it ended in time."""
-        self._jobs.close(JobHandle(job=ShutdownJob()))
+        self.close()
         self._thread.join(timeout)
         if self._thread.is_alive():
             # Last resort: a native call that ignores cancel must not keep the process alive.
@@ -169,8 +173,12 @@ class EngineHost(JobHost):
         """Any thread: the monotonic time the last job ended, if no job runs or waits now (else None)."""
         return None if self._jobs.busy() else self._last_job_end
 
-    # -- host thread -------------------------------------------------------------------------------
-    def _set_state(self, **changes) -> None:
+    # -- host thread: the host's own steps, which the generation loop (generation_loop.py) takes too --
+    @property
+    def jobs(self) -> JobQueue:
+        return self._jobs
+
+    def set_state(self, **changes) -> None:
         state = HostState(**{**self._state.__dict__, **changes, "queue_depth": self._jobs.waiting()})
         if state != self._state:
             decoding_changed = (state.status == "generating") != (self._state.status == "generating")
@@ -195,7 +203,7 @@ class EngineHost(JobHost):
             return None
         return max(0.0, self._last_job_end + self.idle_ttl_s - time.monotonic())
 
-    def _emit(self, handle: JobHandle, event: HostEvent) -> None:
+    def emit(self, handle: JobHandle, event: HostEvent) -> None:
         if handle.sink is None:
             return
         try:
@@ -204,19 +212,19 @@ class EngineHost(JobHost):
             logger.exception("sink of job %d failed; cancelling the job", handle.id)
             handle.cancel()
 
-    def _finish(self, handle: JobHandle, result=None) -> None:
+    def finish(self, handle: JobHandle, result=None) -> None:
         handle.result = result
-        self._emit(handle, JobDone(result))
+        self.emit(handle, JobDone(result))
         self._ended(handle)
 
-    def _fail(self, handle: JobHandle, message: str, code: str = "engine_error", details: dict | None = None) -> None:
+    def fail(self, handle: JobHandle, message: str, code: str = "engine_error", details: dict | None = None) -> None:
         handle.error, handle.error_code = message, code
-        self._emit(handle, JobFailed(message, code, dict(details or {}), handle.output_started))
+        self.emit(handle, JobFailed(message, code, dict(details or {}), handle.output_started))
         self._ended(handle)
 
-    def _fail_with(self, handle: JobHandle, exc: BaseException) -> None:
+    def fail_with(self, handle: JobHandle, exc: BaseException) -> None:
         message = str(exc) if isinstance(exc, HearthError) else f"{type(exc).__name__}: {exc}"
-        self._fail(handle, message, failure_code(exc), getattr(exc, "details", None))
+        self.fail(handle, message, failure_code(exc), getattr(exc, "details", None))
 
     def _ended(self, handle: JobHandle) -> None:
         self._last_job_end = time.monotonic()  # first: idle_since never pairs "not busy" with an old end
@@ -233,55 +241,55 @@ class EngineHost(JobHost):
             job = handle.job
             if isinstance(job, ShutdownJob):
                 self._unload()
-                self._set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
-                self._finish(handle)
+                self.set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
+                self.finish(handle)
                 break
             if handle.cancelled:
-                self._fail(handle, "cancelled before it started", "cancelled")
+                self.fail(handle, "cancelled before it started", "cancelled")
                 continue
             handle.started = True
             began = time.monotonic()
             try:
-                self._dispatch(handle, job)
+                self.dispatch(handle, job)
             except Exception as exc:  # the host outlives any engine bug
                 if not isinstance(exc, HearthError):
                     logger.exception("job %d (%s) failed", handle.id, type(job).__name__)
-                self._fail_with(handle, exc)
+                self.fail_with(handle, exc)
             self._jobs.took(time.monotonic() - began)
         # Anything submitted after the shutdown marker is told so.
         for h in self._jobs.drain():
-            self._fail(h, "the engine has shut down", "unavailable")
+            self.fail(h, "the engine has shut down", "unavailable")
         logger.info("engine host %s stopped", self._thread.name)
 
-    def _dispatch(self, handle: JobHandle, job: Job) -> None:
+    def dispatch(self, handle: JobHandle, job: Job) -> None:
         if isinstance(job, LoadJob):
             self._load(handle, job)
         elif isinstance(job, UnloadJob):
             self._unload()
-            self._set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
-            self._finish(handle)
+            self.set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
+            self.finish(handle)
         elif isinstance(job, GenerateJob):
             self._generate(handle, job)
         elif isinstance(job, CountJob):
             engine = self._engine_for(job.model, handle)
             info = engine.info
             request = job.prepare(info, engine.capabilities) if job.prepare is not None and info else job.request
-            self._finish(handle, TokenCount(engine.count_tokens(request), info.n_ctx if info else 0))
+            self.finish(handle, TokenCount(engine.count_tokens(request), info.n_ctx if info else 0))
         elif isinstance(job, EmbedJob):
             # Cancel is checked between inputs: a client that left frees the host within one input's decode.
-            self._finish(handle, self._engine_for(job.model, handle).embed(job.texts, handle.cancel_event))
+            self.finish(handle, self._engine_for(job.model, handle).embed(job.texts, handle.cancel_event))
         elif isinstance(job, RerankJob):
             # As an embed job: cancel is checked between documents, one pair's decode apart.
             engine = self._engine_for(job.model, handle)
-            self._finish(handle, engine.rerank(job.query, job.documents, handle.cancel_event))
+            self.finish(handle, engine.rerank(job.query, job.documents, handle.cancel_event))
         else:
-            self._fail(handle, f"unknown job {type(job).__name__}")
+            self.fail(handle, f"unknown job {type(job).__name__}")
 
     def _idle_unload(self) -> None:
         if self._engine is not None:
             logger.info("no job for %.0f s: unloading the model", self.idle_ttl_s or 0)
             self._unload()
-            self._set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
+            self.set_state(status="idle", model=None, source=None, error=None, slots_total=0, slots_busy=0)
 
     def _require_engine(self) -> Engine:
         if self._engine is None:
@@ -314,12 +322,12 @@ class EngineHost(JobHost):
                 logger.exception("unloading %s failed", engine.name)
 
     def _load(self, handle: JobHandle, job: LoadJob) -> None:
-        self._finish(handle, self._load_model(job, handle))
+        self.finish(handle, self._load_model(job, handle))
 
     def _load_model(self, job: LoadJob, handle: JobHandle) -> ModelInfo:
         """Unload, check and load; raises HearthError (the host state says what went wrong)."""
         self._unload()  # loading another model is an unload + load; frees memory before the fit check
-        self._set_state(status="loading", model=None, source=None, error=None, slots_total=0, slots_busy=0)
+        self.set_state(status="loading", model=None, source=None, error=None, slots_total=0, slots_busy=0)
         path = Path(job.spec.path)
         try:
             pre = self.preflight(job.spec, job.format, job.plan_check)
@@ -336,16 +344,16 @@ class EngineHost(JobHost):
                 raise
         except HearthError as exc:
             logger.warning("could not load %s: %s", path.name, exc)
-            self._set_state(status="error", model=None, error=str(exc))
+            self.set_state(status="error", model=None, error=str(exc))
             raise
         except Exception as exc:  # a native failure (T26) must leave the host alive
             logger.exception("loading %s failed", path.name)
             message = f"could not load {path.name}: {exc}"
-            self._set_state(status="error", model=None, error=message)
+            self.set_state(status="error", model=None, error=message)
             raise HearthError(message) from exc
         self._engine, self._preflight = engine, pre
         logger.info("loaded %s with %s", path.name, engine.name)
-        self._set_state(status="ready", model=info, error=None, slots_total=loaded_slots(engine))
+        self.set_state(status="ready", model=info, error=None, slots_total=loaded_slots(engine))
         return info
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
@@ -353,7 +361,7 @@ class EngineHost(JobHost):
         engine = self._engine_for(job.model, handle)
         GenerationLoop(self, engine, runner_of(engine)).run(handle, job)
 
-    def _calibrate(self, final: Chunk) -> None:
+    def calibrate(self, final: Chunk) -> None:
         if self.calibration is not None and self._engine is not None:
             record_run(self.calibration, self._preflight, self._engine.info, final)
 

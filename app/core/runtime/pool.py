@@ -143,6 +143,19 @@ class ModelPool(JobHost):
         with self._lock:
             return sum(s.host.queue_depth for s in self._slots.values())
 
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while the models are looked at or changed (admission.py takes it to make room)."""
+        return self._lock
+
+    def others(self, slot: _Slot) -> list[_Slot]:
+        """Under the lock: the models that stay beside `slot` (neither it nor one being unloaded)."""
+        return [s for s in self._slots.values() if s is not slot and not s.retiring]
+
+    def leaving(self, slot: _Slot) -> list[_Slot]:
+        """Under the lock: the models being unloaded (finishing their jobs or unloading), but `slot`."""
+        return [s for s in self._leaving if s is not slot]
+
     def residents(self) -> list[Resident]:
         """The loaded (and loading) models, most recently used first."""
         now = time.monotonic()
@@ -202,7 +215,7 @@ class ModelPool(JobHost):
             self._wake.notify_all()
         end = time.monotonic() + timeout
         for slot in slots:
-            slot.host._jobs.close(JobHandle(job=ShutdownJob()))
+            slot.host.close()  # all at once: each stops while the others are joined
         done = [slot.host.shutdown(max(0.1, end - time.monotonic())) for slot in slots]
         self._reaper.join(max(0.1, end - time.monotonic()))
         logger.info("model pool %s stopped", self._name)
@@ -265,7 +278,7 @@ class ModelPool(JobHost):
     def _latest(self) -> _Slot | None:
         return max(self._slots.values(), key=lambda s: s.last_used, default=None)
 
-    def _retire(self, slot: _Slot, why: str) -> None:
+    def retire(self, slot: _Slot, why: str) -> None:
         """Unload `slot` once its jobs in hand are done; jobs from now on go to a new host."""
         if slot.retiring:
             return
@@ -293,7 +306,7 @@ class ModelPool(JobHost):
                 else:
                     slots = [self._focus] if self._focus is not None else []
                 for slot in slots:
-                    self._retire(slot, "asked to")
+                    self.retire(slot, "asked to")
         except ModelNotFound as exc:
             return _failed(job, sink, str(exc), "model_not_found")
         handle = JobHandle(job=job, sink=sink)
@@ -317,7 +330,7 @@ class ModelPool(JobHost):
             if state.model is not None and slot.holding is not None:
                 slot.holding = loaded_holding(slot)
             if state.status == "error" and state.model is None:
-                self._retire(slot, "its load failed")
+                self.retire(slot, "its load failed")
             focus = self._focus is slot
             self._wake.notify_all()
         if focus:
@@ -335,7 +348,7 @@ class ModelPool(JobHost):
                     if busy:
                         wait = min(wait or REAP_POLL_S, REAP_POLL_S)
                     elif left is not None and left <= 0:
-                        self._retire(slot, "idle past its time-to-live")
+                        self.retire(slot, "idle past its time-to-live")
                         self.notice.emit(f"Unloaded {Path(slot.key).name}: idle past its time-to-live")
                         self.residents_changed.emit(None)
                     elif left is not None:
