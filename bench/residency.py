@@ -47,6 +47,11 @@ QUESTIONS = ["What is the capital of France?", "Name three colours.", "Why is th
 SENTENCES = [f"Sentence {i}: the quick brown fox jumps over the lazy dog {i} times." for i in range(8)]
 
 
+def question(i: int) -> str:
+    """Each turn a new question (a number first), so its prompt is read, not found whole in the slot's cache."""
+    return f"{i}. {QUESTIONS[i % len(QUESTIONS)]}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=6, help="requests per client per workload")
@@ -109,13 +114,13 @@ def workload(pool: ModelPool, second: str, args: argparse.Namespace) -> list[flo
                 turn.notify_all()
 
     def client_one(i: int) -> None:
-        ttfts.append(chat(pool, "chat-a", QUESTIONS[i % len(QUESTIONS)], args.tokens))
+        ttfts.append(chat(pool, "chat-a", question(i), args.tokens))
 
     def client_two(i: int) -> None:
         if second == "embed":
             embed(pool, "embed")
         else:
-            chat(pool, second, QUESTIONS[(i + 1) % len(QUESTIONS)], args.tokens)
+            chat(pool, second, question(i + 1), args.tokens)
 
     threads = [
         threading.Thread(target=take_turns, args=(1, client_one)),
@@ -180,9 +185,7 @@ def single(resolver: ModelResolver, args: argparse.Namespace) -> float:
     pool = make_pool(resolver, CountingRegistry(), 1)
     try:
         chat(pool, "chat-a", "hi", 4)
-        return statistics.median(
-            chat(pool, "chat-a", QUESTIONS[i % len(QUESTIONS)], args.tokens) for i in range(args.requests)
-        )
+        return statistics.median(chat(pool, "chat-a", question(i), args.tokens) for i in range(args.requests))
     finally:
         pool.shutdown(30)
 
