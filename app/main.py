@@ -282,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("Hearth")
     collector = MainThreadGC(app)
     _quit_on_signals(app)
+    from app.ui.wheel_guard import WheelGuard
+
+    WheelGuard.install(app)
     from app.ui.theme import ThemeManager
 
     themes = ThemeManager(app, settings.theme)
