@@ -75,6 +75,12 @@ class ServerSettingsForm(QFrame):
         self.idle = _spin("idle_ttl_minutes", " min")
         self.idle.setSpecialValueText("never")  # shown at the minimum, 0
         self.queue = _spin("queue_size", " requests")
+        self.max_models = _spin("max_loaded_models", " models")
+        self.max_models.setSpecialValueText("as many as fit")  # shown at the minimum, 0
+        self.max_models.setToolTip(
+            "Models kept loaded at once; when a new one needs room, the least recently used unpinned one is "
+            "unloaded first. As many as fit: memory alone decides."
+        )
         self.parallel = QSpinBox()
         self.parallel.setRange(*settings_bounds("parallel_requests"))
         self.parallel.setSuffix(" at once")
@@ -98,6 +104,7 @@ class ServerSettingsForm(QFrame):
         form.addRow(self.jit)
         form.addRow("Context for JIT loads", self.jit_context)
         form.addRow("Unload an idle model after", self.idle)
+        form.addRow("Models loaded at once", self.max_models)
         form.addRow("Parallel requests", self.parallel)
         form.addRow("Queue size", self.queue)
         form.addRow(self.keep_responses)
@@ -138,6 +145,7 @@ class ServerSettingsForm(QFrame):
         self.keep_in_tray.setChecked(settings.keep_serving_in_tray)
         self.jit.setChecked(settings.jit_load)
         self.idle.setValue(settings.idle_ttl_minutes)
+        self.max_models.setValue(settings.max_loaded_models)
         self.queue.setValue(settings.queue_size)
         self.jit_context.setValue(settings.jit_context)
         self.keep_responses.setChecked(settings.keep_responses)
@@ -167,6 +175,7 @@ class ServerSettingsForm(QFrame):
             "keep_serving_in_tray": self.keep_in_tray.isChecked(),
             "jit_load": self.jit.isChecked(),
             "idle_ttl_minutes": self.idle.value(),
+            "max_loaded_models": self.max_models.value(),
             "queue_size": self.queue.value(),
             "jit_context": self.jit_context.value(),
             "keep_responses": self.keep_responses.isChecked(),

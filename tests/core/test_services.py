@@ -77,3 +77,18 @@ def test_a_crash_left_by_the_last_run_is_recorded_and_told(tmp_path):
         assert again.crash_notes == []
     finally:
         again.close()
+
+
+def test_the_server_settings_reach_the_model_pool():
+    from app.core.settings import ServerSettings
+
+    paths = app_paths().ensure()
+    server = ServerSettings(max_loaded_models=3, idle_ttl_minutes=5, jit_load=False)
+    services = Services.open(paths, Settings(server=server), env={})
+    try:
+        pool = services.host
+        assert (pool.max_models, pool.idle_ttl_s, pool.jit) == (3, 300, False)
+        services.apply_settings(Settings(server=ServerSettings(max_loaded_models=1)))
+        assert (pool.max_models, pool.idle_ttl_s, pool.jit) == (1, None, True)
+    finally:
+        services.close()

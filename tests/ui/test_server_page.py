@@ -323,6 +323,7 @@ def test_valid_edits_are_saved_and_invalid_ones_show_pydantic_words_and_save_not
 
     form.origins.setPlainText("http://localhost:3000/\n  https://app.example:8443 \n")
     form.idle.setValue(15)
+    form.max_models.setValue(2)
     form.queue.setValue(4)
     form.jit.setChecked(False)
     form.start_with_app.setChecked(True)
@@ -334,6 +335,7 @@ def test_valid_edits_are_saved_and_invalid_ones_show_pydantic_words_and_save_not
     saved = env.store.load().server
     assert saved.cors_origins == ["http://localhost:3000", "https://app.example:8443"]
     assert (saved.idle_ttl_minutes, saved.queue_size, saved.jit_load) == (15, 4, False)
+    assert saved.max_loaded_models == 2
     assert saved.start_with_app and not saved.keep_serving_in_tray
     assert saved.jit_context == 32768 and saved.keep_responses
     assert not form.error.isVisibleTo(form) and form.note.text() == "Saved."
