@@ -31,6 +31,11 @@ def fmt_count(n: int) -> str:
     return str(n)
 
 
+def fmt_n(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for one: "1 token", "2,048 tokens"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def fmt_ago(when: datetime | float | None, never: str = "-", now: float | None = None) -> str:
     """When, in words: "today", "12 d ago", or the date (local time) once two months old; `never` for None."""
     if when is None:

@@ -132,7 +132,7 @@ class HardwarePage(QWidget):
     def _on_profile(self, profile: HardwareProfile) -> None:
         """Main thread."""
         self._done()
-        self.status.setText(f"Probed in {profile.probe_ms:.0f} ms")
+        self.status.setText(f"Hardware checked in {profile.probe_ms / 1000:.1f} s")
         self.show_profile(profile)
         self.profile_ready.emit(profile)
         if self._diagnose is not None:
@@ -261,7 +261,7 @@ class HardwarePage(QWidget):
 
     def _no_gpu_card(self, p: HardwareProfile) -> Card:
         card = Card("GPU")
-        card.add_row("NVIDIA", p.nvidia.reason or "no NVIDIA GPU")
+        card.add_row("NVIDIA", p.nvidia.reason or "none found")
         card.add_row("AMD / Intel", p.amd_intel.reason or "no AMD or Intel GPU")
         return card
 

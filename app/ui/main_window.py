@@ -69,7 +69,8 @@ class MainWindow(QMainWindow):
     def _build_menu(self) -> None:
         menu = self.menuBar().addMenu("&File")
         settings = QAction("&Settings…", self)
-        settings.setShortcut(QKeySequence.StandardKey.Preferences)
+        # The platform's Preferences key where it has one (macOS: Cmd+,); Ctrl+, everywhere, as in most apps.
+        settings.setShortcuts([*QKeySequence.keyBindings(QKeySequence.StandardKey.Preferences), QKeySequence("Ctrl+,")])
         settings.triggered.connect(self.open_settings)
         menu.addAction(settings)
         menu.addSeparator()

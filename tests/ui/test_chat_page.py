@@ -426,3 +426,11 @@ def test_a_failed_save_puts_the_text_back_and_says_why(make_chat, qtbot, monkeyp
     assert "disk is full" in page.notice.text()
     assert page.composer.text() == "keep me" and page.replies.stream is None and page.replies.reason == ""
     assert h.engines[0].generations == []
+
+
+def test_a_reply_of_one_token_says_token():
+    from app.ui.chat.messages_model import stats_line
+
+    assert "1 token ·" in stats_line({"generated_tokens": 1, "decode_tok_s": 5.0}, "stop") + " ·"
+    assert "1 tokens" not in stats_line({"generated_tokens": 1}, "stop")
+    assert "2,048 tokens" in stats_line({"generated_tokens": 2048}, "length")

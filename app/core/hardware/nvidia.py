@@ -11,8 +11,8 @@ from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
 
-NO_DRIVER_REASON = "no NVIDIA GPU (no NVIDIA driver found)"
-NO_BINDINGS_REASON = "no NVIDIA GPU (nvidia-ml-py is not installed)"
+NO_DRIVER_REASON = "none found (no NVIDIA driver is installed)"
+NO_BINDINGS_REASON = "none found (nvidia-ml-py is not installed)"
 # NVML_ERROR_* values that mean "there is no usable NVIDIA driver here", not a fault.
 _NO_DRIVER_VALUES = {9: "driver not loaded", 12: "library not found"}
 _NO_DRIVER_NAMES = ("LibraryNotFound", "DriverNotLoaded")

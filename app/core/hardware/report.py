@@ -28,7 +28,7 @@ def format_profile(p: HardwareProfile) -> str:
     if p.nvidia.gpus:
         gpu_rows.append(("Driver", f"{p.nvidia.driver_version or '?'} (CUDA {p.nvidia.cuda_version or '?'})"))
     else:
-        gpu_rows.append(("NVIDIA", p.nvidia.reason or "no NVIDIA GPU"))
+        gpu_rows.append(("NVIDIA", p.nvidia.reason or "none found"))
     if not p.amd_intel.gpus or p.amd_intel.reason:
         gpu_rows.append(("AMD / Intel", p.amd_intel.reason or "no AMD or Intel GPU"))
     lines += _table(gpu_rows)

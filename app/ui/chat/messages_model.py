@@ -17,6 +17,7 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 from app.core.chat.models import Message
 from app.core.engines.base import GenerationStats
+from app.core.units import fmt_n
 from app.ui.chat.render import Rendered, look, look_generation, plain_html, render_message
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ def stats_line(stats: dict[str, Any] | None, finish_reason: str | None) -> str:
     if tps:
         parts.append(f"{tps:.1f} tok/s")
     if s.get("generated_tokens"):
-        parts.append(f"{int(s['generated_tokens'])} tokens")
+        parts.append(fmt_n(int(s["generated_tokens"]), "token"))
     # Prompt tokens reused from the engine's cache (a slot's or the RAM cache's), not evaluated again.
     cached = int(s.get("prompt_tokens") or 0) - int(s.get("prompt_tokens_evaluated") or 0)
     if s.get("prompt_tokens_evaluated") is not None and cached > 0:
