@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
@@ -50,6 +51,9 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
     assert "tokens" in page.header.meter.label.text()
     assert "measured" in page.model_bar.status.text()
     assert page.conversations.list.count() == 1 and page.conversations.list.item(0).text() == "Tell me a tale"
+    # Export offers the Documents folder and the chat's title, not "chat.md" wherever Hearth was started.
+    offered = page.conversations.export_suggestion("md")
+    assert offered.name == "Tell me a tale.md" and offered.parent != Path.cwd()
 
 
 def test_stop_mid_stream_keeps_partial_text_marked_stopped(make_chat, qtbot):

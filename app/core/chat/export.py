@@ -30,6 +30,18 @@ MAX_MESSAGES = 100_000
 MAX_MESSAGE_CHARS = 4 * 1024 * 1024
 MAX_TEXT = 1024 * 1024
 
+# What a file name may not hold on Windows, macOS or Linux, and the most characters kept of a title.
+_UNSAFE_IN_NAME = re.compile(r'[<>:"/\\|?*\x00-\x1f]+')
+MAX_NAME_CHARS = 80
+
+
+def export_file_name(title: str, ext: str) -> str:
+    """A chat's title as the file name its export is offered under ("Reverse a string in Python.md"),
+    with what no file system takes removed; "chat" for a title with nothing left."""
+    name = " ".join(_UNSAFE_IN_NAME.sub(" ", title).split()).strip(". ")[:MAX_NAME_CHARS].rstrip(". ")
+    return f"{name or 'chat'}.{ext}"
+
+
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
 _StatValue = _Finite | None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -177,11 +177,18 @@ class ConversationList(QWidget):
 
         self.tasks.run(op, self.exported.emit, self.failed.emit, owner=self)
 
+    def export_suggestion(self, fmt: str) -> Path:
+        """Where Export offers to save the current chat: the Documents folder, named after the chat."""
+        conv_id = self._current()
+        title = self.chats.get_conversation(conv_id).title if conv_id is not None else ""
+        folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+        return Path(folder or Path.home()) / export.export_file_name(title, fmt)
+
     def _ask_export(self, fmt: str) -> None:
         if self._current() is None:
             return
         filt = "Markdown (*.md)" if fmt == "md" else "JSON (*.json)"
-        path, _ = QFileDialog.getSaveFileName(self, "Export chat", f"chat.{fmt}", filt)
+        path, _ = QFileDialog.getSaveFileName(self, "Export chat", str(self.export_suggestion(fmt)), filt)
         if path:
             self.export_to(self._current(), Path(path), fmt)
 

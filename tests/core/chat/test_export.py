@@ -185,3 +185,15 @@ def test_size_caps(store, conv, monkeypatch):
     with pytest.raises(ChatImportError, match=r"messages\.0\.content"):
         import_json(store, json.dumps(doc))
     assert len(store.list_conversations()) == 1
+
+
+def test_an_export_is_offered_under_the_chats_title():
+    from app.core.chat.export import MAX_NAME_CHARS, export_file_name
+
+    assert export_file_name("Reverse a string in Python", "md") == "Reverse a string in Python.md"
+    assert export_file_name('a/b\\c: "why?" <x>|*', "json") == "a b c why x.json"
+    assert export_file_name("  ...  ", "md") == "chat.md"
+    assert export_file_name("", "md") == "chat.md"
+    assert export_file_name("line\nbreak\ttab", "md") == "line break tab.md"
+    long = export_file_name("word " * 100, "md")
+    assert len(long) <= MAX_NAME_CHARS + 3 and long.endswith(".md") and not long.endswith(" .md")
