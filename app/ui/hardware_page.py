@@ -132,7 +132,8 @@ class HardwarePage(QWidget):
     def _on_profile(self, profile: HardwareProfile) -> None:
         """Main thread."""
         self._done()
-        self.status.setText(f"Hardware checked in {profile.probe_ms / 1000:.1f} s")
+        took = f" in {profile.probe_ms / 1000:.1f} s" if profile.probe_ms >= 100 else ""  # "0.0 s" reads as broken
+        self.status.setText(f"Hardware checked{took}")
         self.show_profile(profile)
         self.profile_ready.emit(profile)
         if self._diagnose is not None:

@@ -206,7 +206,7 @@ def test_refresh_runs_off_the_ui_thread(shell_factory, qtbot):
     with qtbot.waitSignal(page.profile_ready, timeout=5_000):
         release.set()
     assert not page.probing
-    assert "Hardware checked in" in page.status.text() and " s" in page.status.text()
+    assert page.status.text().startswith("Hardware checked")
 
 
 def test_probe_failure_is_shown_and_page_stays_usable(shell_factory, qtbot):
