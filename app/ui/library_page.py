@@ -138,6 +138,7 @@ class LibraryPage(QWidget):
             self.remotes_panel.chat_requested.connect(self.chat_requested.emit)
             layout.addWidget(self.remotes_panel)
 
+        self._select_next: str | None = None  # the id of a model just imported, selected when it is listed
         # Coalesced to one key: a bulk import fires `changed` per model, one reload is enough.
         self._bridge = EventBridge(library.changed, self, coalesce_key=lambda _: None)
         self._bridge.fired.connect(lambda _: self.reload())
@@ -152,6 +153,9 @@ class LibraryPage(QWidget):
 
     def _show(self, models: list[LocalModel]) -> None:
         selected = self.selected()
+        just_imported = next((m for m in models if m.id == self._select_next), None)
+        if just_imported is not None:  # selected, so Chat, Reveal and Delete work at once
+            selected, self._select_next = just_imported, None
         self.models = list(models)
         self.table.setRowCount(len(self.models))
         for row, m in enumerate(self.models):
@@ -300,6 +304,11 @@ class LibraryPage(QWidget):
         def done(result: ImportResult) -> None:
             text = describe_import(result)
             self.status.setText(text)
+            if result.imported:
+                self._select_next = result.imported[0].id
+                if any(m.id == self._select_next for m in self.models):  # the table already has it
+                    self.select(self._select_next)
+                    self._select_next = None
             self.import_finished.emit(text)
 
         def failed(exc: BaseException) -> None:

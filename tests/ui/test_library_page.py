@@ -74,9 +74,9 @@ def test_import_in_place_then_reveal_and_delete_keeps_outside_files(qtbot, make_
     assert got.args[0] == "Imported 1 model."
     qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
     assert page.row_text(0)[4] == str(outside) and page.row_text(0)[2] == "F16"
-    assert not page.reveal_button.isEnabled()
-    page.table.selectRow(0)
-    assert page.reveal_button.isEnabled()
+    # The model just imported is selected: Chat, Reveal and Delete work at once.
+    qtbot.waitUntil(page.reveal_button.isEnabled, timeout=5_000)
+    assert page.selected() is not None and page.selected().path == outside and page.chat_button.isEnabled()
     page.reveal_selected()
     assert page.opened == [QUrl.fromLocalFile(str(outside.parent))]
     page.delete_selected()
