@@ -74,6 +74,7 @@ class ServerPage(QWidget):
         self._new_key = new_key
         self._confirm = confirm or self._ask
         self.busy = False
+        self._refocus = False  # Start or Stop had the focus when a start or stop began
         self.model_id = ""
         self.model_context: int | None = None  # what model_id loads with (None: not known)
         self._loaded: tuple[str, int] | None = None  # the loaded model's (path, n_ctx), to follow a new one
@@ -211,6 +212,11 @@ class ServerPage(QWidget):
         if busy:
             self.status_card.set_state(text, running=False)
         card = self.status_card
+        if busy and (card.start_button.hasFocus() or card.stop_button.hasFocus()):
+            # A disabled button hands focus to the next field (the Port box): keep it on the card instead,
+            # and give it to whichever of Start and Stop comes back (_show_status).
+            self._refocus = True
+            card.copy_url_button.setFocus()
         for button in (card.start_button, card.stop_button, self.form.save_button):
             button.setEnabled(not busy)
         self.key_card.regenerate_button.setEnabled(not busy)
@@ -223,6 +229,9 @@ class ServerPage(QWidget):
             card.set_state("● Running" if status.running else "Stopped", running=status.running)
             card.start_button.setEnabled(not status.running)
             card.stop_button.setEnabled(status.running)
+            if self._refocus:
+                self._refocus = False
+                (card.stop_button if status.running else card.start_button).setFocus()
         card.url.setText(status.url if status.running else base_url(self._settings().server))
         card.set_error(f"Could not start: {status.error}" if status.error else "")
         self._show_snippets()

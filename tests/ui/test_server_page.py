@@ -626,3 +626,19 @@ def test_the_status_card_lists_the_model_the_api_serves_now(make_env, qtbot):
     qtbot.waitUntil(lambda: [row.name.full_text() for row in strip.rows.values()] == [env.host.state.model.path.name])
     next(iter(strip.rows.values())).eject.click()
     qtbot.waitUntil(lambda: strip.rows == {} and env.host.state.model is None, timeout=WAIT_MS)
+
+
+def test_start_and_stop_keep_the_keyboard_focus_on_the_card(make_env, qtbot):
+    env = make_env()
+    page, card = env.page, env.page.status_card
+    page.show()
+    qtbot.waitExposed(page)
+    page.activateWindow()
+    card.start_button.setFocus()
+    qtbot.waitUntil(card.start_button.hasFocus)
+    card.start_button.click()
+    qtbot.waitUntil(lambda: env.api.status.running and not page.busy, timeout=WAIT_MS)
+    assert card.stop_button.hasFocus()  # not the Port box below, where a key press would change it
+    card.stop_button.click()
+    qtbot.waitUntil(lambda: not env.api.status.running and not page.busy, timeout=WAIT_MS)
+    assert card.start_button.hasFocus()
