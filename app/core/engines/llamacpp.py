@@ -8,7 +8,6 @@ cannot create control tokens from its text either.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import logging
@@ -44,7 +43,7 @@ from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_a_rer
 from app.core.engines.llamacpp_slots import LlamaSequences, Prepared, open_slots
 from app.core.engines.llamacpp_validate import validated_gguf
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
-from app.core.engines.native_inflight import InflightMarkers, NativeActivity
+from app.core.engines.native_inflight import InflightMarkers, NativeActivity, native_run
 from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
 from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
 from app.core.hardware.engines import LLAMACPP
@@ -347,21 +346,9 @@ class LlamaCppEngine:
             check_cancel(cancel, 0, len(texts))
             tokens.append(list(model.tokenize(utf8(text), True, False)))
         embedder = self._embedder_for(llm)
-        with self._native("embedding"):
+        with native_run(self.native_activity, "embedding"):
             vectors = embedder.embed(tokens, cancel)
         return Embeddings(vectors, sum(len(t) for t in tokens))
-
-    @contextlib.contextmanager
-    def _native(self, what: str) -> Iterator[None]:
-        """Mark a native run in flight for crash attribution (T26), for the length of the block."""
-        activity = self.native_activity
-        if activity is not None:
-            activity.begin(what)
-        try:
-            yield
-        finally:
-            if activity is not None:
-                activity.end()
 
     def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
         """One relevance score per document (the reranker's raw logit: higher is more relevant), each from one
@@ -377,7 +364,7 @@ class LlamaCppEngine:
         )
         embedder = self._embedder_for(llm)
         check_pair_tokens(query_tokens, [len(p) for p in pairs], embedder.n_tokens)
-        with self._native("reranking"):
+        with native_run(self.native_activity, "reranking"):
             scores = embedder.rank(pairs, cancel)
         return Rankings(scores, sum(len(p) for p in pairs))
 

@@ -9,10 +9,12 @@ side by side; a marker whose process is still alive is someone else's work, not 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +160,19 @@ class NativeActivity:
             self._phase = None
             if self._markers is not None:
                 self._markers.clear(self._owner)
+
+
+@contextlib.contextmanager
+def native_run(activity: NativeActivity | None, phase: str) -> Iterator[None]:
+    """`activity` marked in `phase` for the length of the block (nothing when there is no activity)."""
+    if activity is None:
+        yield
+        return
+    activity.begin(phase)
+    try:
+        yield
+    finally:
+        activity.end()
 
 
 def recover_crashes(markers: InflightMarkers, record_crash: Any) -> list[Inflight]:
