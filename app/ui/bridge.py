@@ -48,7 +48,10 @@ class EventBridge(QObject):
         # Explicitly queued: the emitting thread is a worker, delivery must happen on ours.
         self._posted.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
         self._wake.connect(self._on_wake, Qt.ConnectionType.QueuedConnection)
-        self._unsubscribe = event.connect(self._on_event)
+        self._unsubscribe = unsubscribe = event.connect(self._on_event)
+        # Stop listening as soon as this (or the widget owning it) is deleted, not at the next emit. A lambda:
+        # PySide never calls a slot bound to the object being destroyed.
+        self.destroyed.connect(lambda *_: unsubscribe())
 
     def close(self) -> None:
         """Main thread: stop listening, and drop what is already queued: at quit the service it came

@@ -4,16 +4,16 @@ notice ("Unloaded b.gguf to make room for c.gguf"), which is how the user learns
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+import shiboken6
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.core.errors import HearthError
 from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import HostEvent, JobFailed, UnloadJob
+from app.ui.bridge import EventBridge
 from app.ui.theme import set_status
 from app.ui.widgets.elided_label import ElidedLabel
 from app.ui.widgets.resident_text import leaves_text, memory_text, status_text
@@ -22,35 +22,6 @@ logger = logging.getLogger(__name__)
 
 NOTICE_MS = 10_000  # how long "Unloaded … to make room for …" stays
 TICK_MS = 1000
-
-
-class _UiThread(QObject):
-    """Hands calls from any thread (engine threads, the residency thread) to the UI thread, and stops
-    listening to the host when it is destroyed (a later emit would reach a deleted widget)."""
-
-    _posted = Signal(object)
-
-    def __init__(self, parent: QObject) -> None:
-        super().__init__(parent)
-        self._lock = threading.Lock()
-        self._alive = True
-        self.unsubscribers: list[Callable[[], None]] = []
-        self._posted.connect(lambda call: call(), Qt.ConnectionType.QueuedConnection)
-        # A lambda: PySide never calls a slot bound to the object being destroyed (HostWatcher's detach).
-        self.destroyed.connect(lambda *_: self.detach())
-
-    def post(self, call: Callable[[], None]) -> None:
-        """Any thread."""
-        with self._lock:
-            if self._alive:
-                self._posted.emit(call)
-
-    def detach(self) -> None:
-        with self._lock:
-            self._alive = False
-            unsubscribers, self.unsubscribers = self.unsubscribers, []
-        for unsubscribe in unsubscribers:
-            unsubscribe()
 
 
 class ResidentRow(QWidget):
@@ -119,6 +90,8 @@ class LoadedModelsStrip(QWidget):
     """The host's residents (a ModelPool's models, or a single EngineHost's one). `compact`: no title, and
     hidden while nothing is loaded (the chat's model bar already says so)."""
 
+    _unload_failed = Signal(str, str)  # (key, why), from the host's thread
+
     def __init__(
         self, host: JobHost, *, compact: bool = False, notice_ms: int = NOTICE_MS, parent: QWidget | None = None
     ) -> None:
@@ -127,7 +100,6 @@ class LoadedModelsStrip(QWidget):
         self.compact = compact
         self.rows: dict[str, ResidentRow] = {}
         self._unloading: set[str] = set()
-        self._pending = threading.Lock()  # held from a change's post until its refresh: a burst is one refresh
         # A single EngineHost has no residents_changed; its state_changed says as much for its one model.
         changes = getattr(host, "residents_changed", None) or host.state_changed
         self._can_pin = hasattr(host, "residents_changed")
@@ -155,21 +127,13 @@ class LoadedModelsStrip(QWidget):
         self._tick.timeout.connect(self.refresh)
         self._notice_timer = QTimer(self, singleShot=True, interval=notice_ms)
         self._notice_timer.timeout.connect(lambda: self.show_notice(""))
-        self._ui = _UiThread(self)
-        self._ui.unsubscribers.append(changes.connect(self._on_change))
+        # Changes come from any thread (engine threads, the residency thread); a burst is one refresh.
+        self._changes = EventBridge(changes, self, coalesce_key=lambda _: None)
+        self._changes.fired.connect(lambda _: self.refresh())
         if (notice := getattr(host, "notice", None)) is not None:
-            self._ui.unsubscribers.append(notice.connect(lambda text: self._ui.post(lambda: self.show_notice(text))))
-        self.refresh()
-
-    # -- what the host says ----------------------------------------------------------------------
-    def _on_change(self, _value: object) -> None:
-        """Any thread (an engine thread, the residency thread): one refresh posted for a burst of changes."""
-        if self._pending.acquire(blocking=False):
-            self._ui.post(self._posted_refresh)
-
-    def _posted_refresh(self) -> None:
-        """UI thread."""
-        self._pending.release()  # first: a change while refreshing posts the next refresh
+            self._notices = EventBridge(notice, self)
+            self._notices.fired.connect(self.show_notice)
+        self._unload_failed.connect(self._eject_failed)  # queued: a sink runs on the host's thread
         self.refresh()
 
     def refresh(self) -> None:
@@ -225,8 +189,8 @@ class LoadedModelsStrip(QWidget):
 
         def ended(event: HostEvent) -> None:
             """Any thread (the host's, or this one when the host refuses at once)."""
-            if isinstance(event, JobFailed):
-                self._ui.post(lambda: self._eject_failed(key, f"Could not unload {name}: {event.error_message}"))
+            if isinstance(event, JobFailed) and shiboken6.isValid(self):
+                self._unload_failed.emit(key, f"Could not unload {name}: {event.error_message}")
 
         self._unloading.add(key)
         try:
