@@ -73,9 +73,11 @@ class ServerContext:
             return pool.host_for(name), name
         return self.host, self.job_model(name)
 
-    def resident(self, model: LocalModel) -> Resident | None:
-        """The loaded instance of a library model, if it is loaded."""
-        return next((r for r in self.host.residents() if same_path(r.key, model.path)), None)
+    def resident(self, model: LocalModel, residents: list[Resident] | None = None) -> Resident | None:
+        """The loaded instance of a library model, if it is loaded; `residents`: the host's, when a listing
+        has already asked for them (one snapshot for every model it describes)."""
+        listed = self.host.residents() if residents is None else residents
+        return next((r for r in listed if same_path(r.key, model.path)), None)
 
     async def check_role(self, name: str | None, serves: tuple[str, ...], route: str) -> None:
         """Refuse (400) a request naming a library model whose role (chat, embedding, rerank) is not in

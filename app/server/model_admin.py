@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.engines.base import LoadSpec
 from app.core.library.store import LocalModel
-from app.core.runtime.jobs import KEEP_FOREVER, JobHandle, ModelNotFound, UnloadJob
+from app.core.runtime.job_host import Resident
+from app.core.runtime.jobs import JobHandle, ModelNotFound, UnloadJob, keep_for
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError, from_failure
 from app.server.openai_schemas import MAX_TTL_S
@@ -82,7 +83,7 @@ async def _load(
     assert ctx.resolver is not None
     job = await asyncio.to_thread(ctx.resolver, model.name)
     spec = job.spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-    ttl_s = None if ttl is None else KEEP_FOREVER if ttl < 0 else float(ttl)
+    ttl_s = keep_for(ttl)
     resident = ctx.resident(model)
     if resident is None or resident.state.model is None or spec != job.spec:
         await _finish(ctx.host.submit(dataclasses.replace(job, spec=spec, ttl_s=ttl_s, pin=pin, focus=False)))
@@ -102,18 +103,24 @@ async def _finish(handle: JobHandle) -> dict[str, Any]:
 async def router_models(request: Request) -> dict[str, Any]:
     ctx = hearth(request)
     models = await asyncio.to_thread(lambda: ctx.library.list(status="ready") if ctx.library is not None else [])
+    residents = ctx.host.residents()
     data = [
-        {"id": m.name, "object": "model", "owned_by": "hearth", "created": int(m.added_at), "status": _status(ctx, m)}
+        {
+            "id": m.name,
+            "object": "model",
+            "owned_by": "hearth",
+            "created": int(m.added_at),
+            "status": _status(ctx.resident(m, residents)),
+        }
         for m in models
     ]
     return {"object": "list", "data": data}
 
 
-def _status(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
+def _status(resident: Resident | None) -> dict[str, Any]:
     """llama-server's status value ("loaded", "loading", "unloaded"), and for a loaded model what it holds and
     how long it stays: memory as planned, its idle time-to-live and what is left of it (null: no limit, or
     not counting while busy), pinned."""
-    resident = ctx.resident(model)
     if resident is None:
         return {"value": "unloaded"}
     if resident.state.model is None:

@@ -20,6 +20,7 @@ from app.core.engines.embed_limits import check_embed_texts
 from app.core.engines.traits import traits
 from app.core.library.store import LocalModel
 from app.core.remote import RemoteEntry
+from app.core.runtime.job_host import Resident
 from app.core.runtime.jobs import EmbedJob, ModelNotFound
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError, from_failure
@@ -31,8 +32,8 @@ router = APIRouter()
 ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
 
 
-def describe(ctx: ServerContext, model: LocalModel) -> dict[str, Any]:
-    resident = ctx.resident(model)
+def describe(ctx: ServerContext, model: LocalModel, residents: list[Resident] | None = None) -> dict[str, Any]:
+    resident = ctx.resident(model, residents)
     loaded = resident is not None and resident.state.model is not None
     if resident is not None and resident.state.model is not None:
         context = resident.state.model.n_ctx
@@ -126,7 +127,10 @@ def _ready_models(ctx: ServerContext) -> list[LocalModel]:
 async def list_models(request: Request) -> dict[str, Any]:
     ctx = hearth(request)
     # Planning a model reads its header: off the event loop, so a long list never stalls a stream.
-    data = await asyncio.to_thread(lambda: [describe(ctx, m) for m in _ready_models(ctx)] + _remote_models(ctx))
+    residents = ctx.host.residents()
+    data = await asyncio.to_thread(
+        lambda: [describe(ctx, m, residents) for m in _ready_models(ctx)] + _remote_models(ctx)
+    )
     ids = [m["id"] for m in data]
     # OpenAI's list, with Anthropic's paging fields (one page: a library is small).
     return {

@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from app.core.engines.embed_limits import MAX_EMBED_INPUTS
-from app.core.runtime.jobs import KEEP_FOREVER
+from app.core.runtime.jobs import keep_for
 from app.server.request_text import MAX_PROMPT_CHARS, check_text
 
 MAX_TOKENS_CAP = 1 << 20  # no context is longer; 10^9 is a mistake, not a request
@@ -46,7 +46,7 @@ class _Request(BaseModel):
     ttl: int | None = Field(default=None, ge=-1, le=MAX_TTL_S)
 
     def ttl_s(self) -> float | None:
-        return None if self.ttl is None else KEEP_FOREVER if self.ttl < 0 else float(self.ttl)
+        return keep_for(self.ttl)
 
     @model_validator(mode="before")
     @classmethod

@@ -70,6 +70,12 @@ def same_path(a: Path | str, b: Path | str) -> bool:
 KEEP_FOREVER = float("inf")
 
 
+def keep_for(ttl: float | None) -> float | None:
+    """A time-to-live as clients give it (seconds; negative: for ever, LM Studio's -1 and Ollama's) as a
+    job's `ttl_s`."""
+    return None if ttl is None else KEEP_FOREVER if ttl < 0 else float(ttl)
+
+
 @dataclass
 class LoadJob:
     spec: LoadSpec

@@ -37,6 +37,7 @@ from app.core.runtime.jobs import (
     ShutdownJob,
     Sink,
     UnloadJob,
+    keep_for,
 )
 from app.core.runtime.preflight import live_machine
 from app.core.runtime.residency import Holding
@@ -50,10 +51,11 @@ REAP_POLL_S = 1.0  # how often idle times are looked at while a model is busy (i
 class _Slot:
     """One resident model: its host and what the pool knows of it. Changed under the pool's lock."""
 
-    def __init__(self, key: str, host: EngineHost, ttl_s: float | None) -> None:
+    host: EngineHost  # made just after the slot: the host's preflight needs the slot
+
+    def __init__(self, key: str) -> None:
         self.key = key
-        self.host = host
-        self.ttl_s = ttl_s  # None: the pool's default
+        self.ttl_s: float | None = None  # None: the pool's default
         self.pinned = False
         self.last_used = time.monotonic()
         # Set when admitted (admission.py): what its load was planned to hold, and how.
@@ -200,7 +202,7 @@ class ModelPool(JobHost):
             if pin is not None:
                 slot.pinned = pin
             if ttl_s is not None:
-                slot.ttl_s = ttl_s if ttl_s >= 0 else math.inf
+                slot.ttl_s = keep_for(ttl_s)
             self._wake.notify_all()
         self.residents_changed.emit(None)
         return True
@@ -248,7 +250,7 @@ class ModelPool(JobHost):
         return self._new_slot(key)
 
     def _new_slot(self, key: str) -> _Slot:
-        slot = _Slot(key, None, None)  # type: ignore[arg-type]  # the host needs the slot for its preflight
+        slot = _Slot(key)
         slot.host = EngineHost(
             self.registry,
             queue_size=self._queue_size,
@@ -266,7 +268,7 @@ class ModelPool(JobHost):
         slot.last_used = time.monotonic()
         ttl = getattr(job, "ttl_s", None)
         if ttl is not None:
-            slot.ttl_s = ttl if ttl >= 0 else math.inf
+            slot.ttl_s = keep_for(ttl)
         if isinstance(job, LoadJob):
             if job.pin is not None:
                 slot.pinned = job.pin
