@@ -6,22 +6,25 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.core.errors import HearthError
-from app.core.hardware import HardwareProfile, probe_hardware
-from app.core.hardware.engines import prewarm_engines
 from app.core.logs import configure_logging
-from app.core.models.devices import Machine, machine_from_profile
 from app.core.paths import AppPaths, app_paths
-from app.core.services import Services
 from app.core.settings import Settings, SettingsStore
+
+if TYPE_CHECKING:  # imported where used: the window shows before the services and their imports load
+    from app.core.hardware import HardwareProfile
+    from app.core.models.devices import Machine
+    from app.core.services import Services
 
 logger = logging.getLogger(__name__)
 
-QUIT_AFTER_ENV = "HEARTH_QUIT_AFTER_MS"  # quit this long after the window shows: how bundle-check runs the GUI
+QUIT_AFTER_ENV = "HEARTH_QUIT_AFTER_MS"  # quit this long after the window is filled: how bundle-check runs the GUI
 QUANT_PROBE_DELAY_S = 30.0  # let start-up (the window, resumed downloads, the API) settle before measuring
 
 
@@ -73,6 +76,8 @@ def make_api(services: Services, store: SettingsStore) -> ApiService:  # noqa: F
 
 
 def make_probe(paths: AppPaths, settings: Settings) -> Callable[[bool], HardwareProfile]:
+    from app.core.hardware import probe_hardware
+
     def probe(refresh_bandwidth: bool = False) -> HardwareProfile:
         """Runs on the background pool."""
         return probe_hardware(
@@ -84,6 +89,18 @@ def make_probe(paths: AppPaths, settings: Settings) -> Callable[[bool], Hardware
     return probe
 
 
+# The sidebar, top to bottom: (page key, label). The window can show these before the pages are built.
+PAGES = (
+    ("discover", "Discover"),
+    ("models", "My Models"),
+    ("downloads", "Downloads"),
+    ("chat", "Chat"),
+    ("server", "Server"),
+    ("bench", "Benchmark"),
+    ("hardware", "Hardware"),
+)
+
+
 def build_shell(
     paths: AppPaths,
     store: SettingsStore,
@@ -91,13 +108,17 @@ def build_shell(
     probe: Callable[[bool], HardwareProfile] | None = None,
     services: Services | None = None,
     themes: ThemeManager | None = None,  # noqa: F821 (Qt type, imported lazily)
+    window: MainWindow | None = None,  # noqa: F821
 ) -> Shell:
+    """Build every page and wire them to the services. Into `window` when given (the app shows it first,
+    with its sidebar and empty pages, and fills it here), else into a new one."""
     from PySide6.QtWidgets import QSystemTrayIcon
 
     from app.core.bench.store import BenchStore
+    from app.core.models.devices import machine_from_profile
     from app.core.runtime.doctor import diagnose_this_machine
     from app.core.runtime.drafts import DraftFinder, DraftPrefs
-    from app.server.config import new_api_key
+    from app.server.keys import new_api_key
     from app.ui.bench.bench_page import BenchPage
     from app.ui.bridge import EventBridge
     from app.ui.chat.chat_page import ChatPage
@@ -113,7 +134,10 @@ def build_shell(
     from app.ui.server_tray import ServerTray
     from app.ui.tasks import TaskRunner
 
-    services = services or Services.open(paths, settings)
+    if services is None:
+        from app.core.services import Services
+
+        services = Services.open(paths, settings)
     store.changed.connect(services.apply_settings)
     api = make_api(services, store)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
@@ -169,16 +193,20 @@ def build_shell(
         hardware=lambda: profile.get("now"),
     )
     library_changed.fired.connect(lambda _id: bench.refresh_models())
-    pages = [
-        ("discover", "Discover", discover),
-        ("models", "My Models", library),
-        ("downloads", "Downloads", downloads),
-        ("chat", "Chat", chat),
-        ("server", "Server", server),
-        ("bench", "Benchmark", bench),
-        ("hardware", "Hardware", hardware),
-    ]
-    window = MainWindow(store, settings, paths, pages)
+    built = {
+        "discover": discover,
+        "models": library,
+        "downloads": downloads,
+        "chat": chat,
+        "server": server,
+        "bench": bench,
+        "hardware": hardware,
+    }
+    if window is None:
+        window = MainWindow(store, settings, paths, [(key, label, built[key]) for key, label in PAGES])
+    else:
+        for key, page in built.items():
+            window.set_page(key, page)
     shown["window"] = window
     launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"))
     library.chat_requested.connect(launcher.chat_with)
@@ -250,7 +278,7 @@ def _quit_on_signals(app) -> None:
 
 
 def _quit_after(app) -> None:
-    """With HEARTH_QUIT_AFTER_MS=N, quit N ms after the event loop starts, the way Quit does (the same
+    """With HEARTH_QUIT_AFTER_MS=N, quit N ms after the window's pages are built, the way Quit does (the same
     shutdown path), so a packaged build can prove headless that its window opens and closes cleanly."""
     raw = os.environ.get(QUIT_AFTER_ENV, "").strip()
     if not raw:
@@ -266,49 +294,87 @@ def _quit_after(app) -> None:
     QTimer.singleShot(max(0, ms), app.quit)
 
 
+def seconds_since_process_start() -> float:
+    """Wall time since this process began, interpreter start included: what a person waits for."""
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
+
+
 def main(argv: list[str] | None = None) -> int:
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
     settings = store.load()
     log_file = configure_logging(paths.logs, settings.log_level)
     logger.info("Hearth starting; log at %s", log_file)
-    prewarm_engines()  # importing llama_cpp takes ~0.3 s: do it while Qt starts, off the UI thread
 
+    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from app.ui.main_thread_gc import MainThreadGC
+    from app.ui.main_window import MainWindow
+    from app.ui.theme import ThemeManager
+    from app.ui.wheel_guard import WheelGuard
 
     app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv)
     app.setApplicationName("Hearth")
     collector = MainThreadGC(app)
     _quit_on_signals(app)
-    from app.ui.wheel_guard import WheelGuard
-
     WheelGuard.install(app)
-    from app.ui.theme import ThemeManager
-
     themes = ThemeManager(app, settings.theme)
     themes.apply()
-    try:
-        services = Services.open(paths, settings)
-    except HearthError as exc:  # e.g. a damaged chat database: say what happened and how to recover
-        from PySide6.QtWidgets import QMessageBox
+    # The window first, with its sidebar and empty pages; the services and pages fill it a moment later.
+    window = MainWindow(store, settings, paths, [(key, label, None) for key, label in PAGES])
+    window.apply_icons(themes.palette["text"], themes.palette["accent_text"])
+    window.show()
+    shells: list[Shell] = []
 
-        logger.error("cannot start: %s", exc)
-        QMessageBox.critical(None, "Hearth cannot start", str(exc))
-        collector.stop()
-        return 1
-    shell = build_shell(paths, store, settings, services=services, themes=themes)
-    shell.window.show()
-    shell.window.page("hardware").refresh()
-    start_quant_probe_if_wanted(paths, settings)
-    shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
-    if settings.server.start_with_app:
-        shell.tasks.run(shell.api.start)  # binding and starting uvicorn stay off the UI thread
-    _quit_after(app)
+    def fill() -> None:
+        """Main thread, once the window is on screen: open the services, build the pages, start work."""
+        from app.core.services import Services
+
+        try:
+            services = Services.open(paths, settings)
+        except HearthError as exc:  # e.g. a damaged chat database: say what happened and how to recover
+            from PySide6.QtWidgets import QMessageBox
+
+            logger.error("cannot start: %s", exc)
+            QMessageBox.critical(window, "Hearth cannot start", str(exc))
+            app.exit(1)
+            return
+        shell = build_shell(paths, store, settings, services=services, themes=themes, window=window)
+        shells.append(shell)
+        from app.core.hardware.engines import prewarm_engines
+
+        # Importing llama_cpp takes ~0.3 s of the GIL: begun only once the window is up, so it cannot delay it.
+        prewarm_engines()
+        window.page("hardware").refresh()
+        start_quant_probe_if_wanted(paths, settings)
+        shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
+        if settings.server.start_with_app:
+            shell.tasks.run(shell.api.start)  # binding and starting uvicorn stay off the UI thread
+        _quit_after(app)
+
+    def shown() -> None:
+        """Main thread: the loop has run the show and its first paint; the next turn fills the window."""
+        logger.info("window shown %.2f s after the process started", seconds_since_process_start())
+        QTimer.singleShot(0, fill)
+
+    QTimer.singleShot(0, shown)
+    quitting: dict[str, float] = {}
+
+    def quit_asked() -> None:
+        """Main thread: the loop is ending (Quit, a signal, the last window closed); bench/app_lifecycle.py
+        times the exit from this line."""
+        quitting.setdefault("at", time.monotonic())
+        logger.info("quit asked")
+
+    app.aboutToQuit.connect(quit_asked)
     try:
         return app.exec()
     finally:
-        shell.shutdown()
+        for shell in shells:
+            shell.shutdown()
         collector.stop()
-        logger.info("Hearth stopped")
+        took = time.monotonic() - quitting.get("at", time.monotonic())
+        logger.info("Hearth stopped, %.2f s after quit was asked", took)

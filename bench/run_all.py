@@ -304,7 +304,7 @@ BENCHES = [
     Bench(
         "ui_latency",
         "ui_latency.py",
-        "Qt event-loop stalls, chat open and scroll times, memory growth",
+        "Qt event-loop stalls, chat open and scroll times, memory growth, cold start and quit",
         quick=(
             "--seconds",
             "5",
@@ -312,11 +312,13 @@ BENCHES = [
             "5",
             "--long-seconds",
             "3",
+            "--lifecycle-runs",
+            "3",
             "--screenshot",
             str(OUT / "ui_latency.png"),
         ),
         full=("--screenshot", str(OUT / "ui_latency.png")),
-        quick_timeout_s=150,
+        quick_timeout_s=180,
     ),
     Bench(
         "fit_accuracy",

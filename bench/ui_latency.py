@@ -15,6 +15,8 @@ Run:  QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_latency.py [--seconds 
   of that 1,000-message conversation (every send and every flush lays out a 1,000-row list).
   Target < 50 ms.
 - Memory: RSS after 100 short generations vs after 10. Target: flat within 5 %.
+- Cold start and quit of the real app (bench/app_lifecycle.py): launch to the window shown, and quit asked
+  to the process gone; median of --lifecycle-runs. Target ≤ 1.0 s each, on a quiet machine.
 """
 
 from __future__ import annotations
@@ -220,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--long-seconds", type=float, default=10.0)
     ap.add_argument("--no-real", action="store_true")
     ap.add_argument("--screenshot", default="/tmp/chat.png")
+    ap.add_argument("--lifecycle-runs", type=int, default=5, help="cold starts and quits of the app (0: skip)")
     add_json(ap)
     return ap
 
@@ -339,6 +342,18 @@ def main(argv: list[str] | None = None) -> int:
     tasks.close()
     pool.shutdown(wait=True)
     collector.stop()
+    if args.lifecycle_runs > 0:
+        import app_lifecycle
+
+        results, _home = app_lifecycle.measure(args.lifecycle_runs)
+        start, quit_s = app_lifecycle.summary(results)
+        spread = (
+            f"of {len(results)}; start {min(r.start_s for r in results):.2f}–{max(r.start_s for r in results):.2f} s"
+        )
+        rows.append(("cold start to window", f"{start:.2f} s", "≤ 1.0 s", f"median {spread}"))
+        rows.append(("quit to process gone", f"{quit_s:.2f} s", "≤ 1.0 s", f"median of {len(results)}"))
+        metric("cold start", start, 1.0, "<=", "s", "launch to the window shown, median")
+        metric("quit", quit_s, 1.0, "<=", "s", "quit asked to the process gone, median")
     widths = [max(len(r[i]) for r in rows + [("measure", "result", "target", "detail")]) for i in range(4)]
     for r in [("measure", "result", "target", "detail")] + rows:
         sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "\n")

@@ -83,8 +83,9 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.runtime.resolve import ModelResolver
     from app.core.settings import load_speculative
     from app.server.app import create_app
-    from app.server.config import new_api_key, policy_for
+    from app.server.config import policy_for
     from app.server.context import ServerContext
+    from app.server.keys import new_api_key
     from app.server.remote_forward import RemotePool
     from app.server.response_store import ResponseStore
     from app.server.runner import ServerThread

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import secrets
 import socket
 
 from app.core.settings import ServerSettings
@@ -13,11 +12,6 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 ANY = "0.0.0.0"  # LAN mode: every interface of this machine
-KEY_PREFIX = "hearth-"
-
-
-def new_api_key() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(24)
 
 
 def bind_address(settings: ServerSettings) -> str:

@@ -9,19 +9,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.core.events import Event
 from app.core.library.store import Library
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import ServerSettings
-from app.server.app import create_app
-from app.server.config import bind_address, new_api_key, policy_for
-from app.server.context import ServerContext
-from app.server.remote_forward import RemotePool
+from app.server.keys import new_api_key
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
-from app.server.runner import ServerError, ServerThread
+
+if TYPE_CHECKING:
+    from app.server.remote_forward import RemotePool
+    from app.server.runner import ServerThread
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,13 @@ class ApiService:
         self._remotes: RemotePool | None = None
 
     def start(self) -> ServerStatus:
+        # FastAPI and the routes are imported on the first start, not with the window: they take ~0.3 s.
+        from app.server.app import create_app
+        from app.server.config import bind_address, policy_for
+        from app.server.context import ServerContext
+        from app.server.remote_forward import RemotePool
+        from app.server.runner import ServerError, ServerThread
+
         with self._lock:
             if self._runner is not None:
                 return self.status

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
@@ -19,7 +19,9 @@ from PySide6.QtWidgets import (
 
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore, WindowState
-from app.ui.settings_dialog import SettingsDialog
+
+if TYPE_CHECKING:
+    from app.ui.settings_dialog import SettingsDialog
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ class MainWindow(QMainWindow):
         store: SettingsStore,
         settings: Settings,
         paths: AppPaths,
-        pages: list[tuple[str, str, QWidget]],  # (key, sidebar label, page)
+        pages: list[tuple[str, str, QWidget | None]],  # (key, sidebar label, page; None: placed later)
     ) -> None:
         super().__init__()
         self.setWindowTitle("Hearth")
@@ -52,7 +54,7 @@ class MainWindow(QMainWindow):
             item = QListWidgetItem(label)
             item.setData(Qt.ItemDataRole.UserRole, key)
             self.sidebar.addItem(item)
-            self.stack.addWidget(page)
+            self.stack.addWidget(page if page is not None else QWidget())
         self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
 
         central = QWidget()
@@ -91,6 +93,16 @@ class MainWindow(QMainWindow):
         """The page widget registered under `key` (each page's own type; the caller knows which)."""
         return self.stack.widget(self._keys.index(key))
 
+    def set_page(self, key: str, page: QWidget) -> None:
+        """Main thread: put `page` in the place made for `key` (the window can show before its pages are
+        built); the sidebar keeps its selection."""
+        index = self._keys.index(key)
+        old = self.stack.widget(index)
+        self.stack.insertWidget(index, page)
+        self.stack.removeWidget(old)
+        old.deleteLater()
+        self.stack.setCurrentIndex(self.sidebar.currentRow())
+
     def apply_icons(self, colour: str, selected: str) -> None:
         """Main thread: each sidebar entry's icon, in the theme's text colour (and on the accent when
         selected); called again when the theme changes."""
@@ -113,6 +125,9 @@ class MainWindow(QMainWindow):
         return self._keys[self.stack.currentIndex()]
 
     def open_settings(self) -> SettingsDialog:
+        # Imported here: its forms pull in most of the app, and the window must show before they load.
+        from app.ui.settings_dialog import SettingsDialog
+
         dialog = SettingsDialog(self._store, self.settings, self._paths, self)
         dialog.accepted.connect(lambda: self._settings_saved(dialog.settings))
         dialog.open()

@@ -7,6 +7,7 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QSystemTrayIcon
+from shiboken6 import isValid
 
 from app.core.hardware import probe_hardware
 from app.core.paths import app_paths
@@ -540,3 +541,58 @@ def test_settings_open_with_ctrl_comma_on_every_platform(shell_factory):
     shell, _ = shell_factory()
     [action] = [a for a in shell.window.menuBar().actions()[0].menu().actions() if "Settings" in a.text()]
     assert QKeySequence("Ctrl+,") in action.shortcuts()
+
+
+def test_the_window_shows_before_the_services_open_and_is_filled_after(qapp, monkeypatch):
+    """main(): the sidebar and empty pages are on screen before the services open and the pages are
+    built (they take most of the start); then the real pages take their places, Discover still selected."""
+    import app.main
+    from app.core.services import Services
+    from app.ui.chat.chat_page import ChatPage
+    from app.ui.main_window import MainWindow
+
+    seen = {}
+    real_open = Services.open
+
+    def open_after_the_window(paths, settings):
+        windows = [w for w in qapp.topLevelWidgets() if isinstance(w, MainWindow)]
+        seen["visible"] = [w.isVisible() for w in windows]
+        seen["pages"] = [type(w.page("chat")).__name__ for w in windows]
+        return real_open(paths, settings)
+
+    filled = {}
+    real_build = app.main.build_shell
+
+    def build(*args, **kwargs):
+        shell = real_build(*args, **kwargs)
+        filled["chat"] = shell.window.page("chat")
+        filled["key"] = shell.window.current_page_key
+        filled["same window"] = kwargs.get("window") is shell.window
+        return shell
+
+    monkeypatch.setattr(Services, "open", staticmethod(open_after_the_window))
+    monkeypatch.setattr(app.main, "build_shell", build)
+    monkeypatch.setenv(app.main.QUIT_AFTER_ENV, "0")
+    assert app.main.main([]) == 0
+    assert seen["visible"] == [True] and seen["pages"] == ["QWidget"]  # shown, with a blank page for Chat
+    assert isinstance(filled["chat"], ChatPage) and filled["same window"] and filled["key"] == "discover"
+
+
+def test_a_page_put_in_later_keeps_the_sidebar_selection(qtbot):
+    from PySide6.QtCore import QCoreApplication, QEvent
+    from PySide6.QtWidgets import QLabel
+
+    from app.ui.main_window import MainWindow
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    window = MainWindow(store, store.load(), paths, [("a", "A", None), ("b", "B", None)])
+    qtbot.addWidget(window)
+    window.show_page("b")
+    placeholder = window.page("b")
+    late = QLabel("late")
+    window.set_page("b", late)
+    assert window.page("b") is late and window.stack.currentWidget() is late
+    assert window.current_page_key == "b" and window.stack.count() == 2
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    assert not isValid(placeholder)  # the blank page is deleted, not left behind

@@ -26,7 +26,7 @@ from app.core.runtime.host import EngineHost
 from app.core.runtime.jobs import GenerateJob, UnloadJob
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import ServerSettings, Settings, SettingsStore
-from app.server.config import new_api_key
+from app.server.keys import new_api_key
 from app.server.request_log import LoggedRequest
 from app.server.service import ApiService
 from app.ui.server_log import MAX_UPDATES_HZ, RequestLogModel
