@@ -19,6 +19,9 @@ from app.server.model_admin import router as admin_router
 from app.server.models_routes import router as models_router
 from app.server.openai_chat import router as chat_router
 from app.server.openai_completions import router as completions_router
+from app.server.ollama_chat import router as ollama_chat_router
+from app.server.ollama_embed import router as ollama_embed_router
+from app.server.ollama_models import router as ollama_models_router
 from app.server.openai_responses import router as responses_router
 from app.server.request_log import RequestLog, Timer
 from app.server.rerank_routes import router as rerank_router
@@ -35,7 +38,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
         version=__version__,
         docs_url=None,
         redoc_url=None,
-        description="OpenAI- and Anthropic-compatible API over the models in Hearth's library.",
+        description="OpenAI-, Anthropic- and Ollama-compatible API over the models in Hearth's library.",
     )
     api.state.hearth = ctx
     api.add_exception_handler(errors.APIError, errors.api_error_handler)
@@ -50,6 +53,9 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
         responses_router,
         messages_router,
         rerank_router,
+        ollama_models_router,
+        ollama_chat_router,
+        ollama_embed_router,
     )
     for router in routers:
         api.include_router(router)

@@ -1,7 +1,8 @@
 """Errors in each API's own shape: OpenAI's `{"error": {"message", "type", "param", "code"}}` (string codes,
 and the HTTP status llama-server uses for each type, so clients that branch on either keep working), and
 Anthropic's `{"type": "error", "error": {"type", "message"}}` on the Messages routes, with its types and
-its 529 for an overloaded server. Routes raise one APIError; the path decides how it is written."""
+its 529 for an overloaded server, and Ollama's `{"error": "..."}` on its `/api/` routes. Routes raise one
+APIError; the path decides how it is written."""
 
 from __future__ import annotations
 
@@ -52,6 +53,14 @@ ANTHROPIC_TYPES = {
 }
 
 
+OLLAMA_PREFIX = "/api/"
+LMSTUDIO_PREFIX = "/api/v1/"  # LM Studio's routes share Ollama's prefix and answer in OpenAI's shape
+
+
+def is_ollama(path: str) -> bool:
+    return path.startswith(OLLAMA_PREFIX) and not path.startswith(LMSTUDIO_PREFIX)
+
+
 def is_anthropic(path: str) -> bool:
     return path == ANTHROPIC_PREFIX or path.startswith(ANTHROPIC_PREFIX + "/")
 
@@ -67,6 +76,8 @@ def shaped_error(
 ) -> tuple[dict[str, Any], int]:
     """The body and status of an error on `path`, in the shape its API uses."""
     status = status or STATUS.get(type_, 400)
+    if is_ollama(path):  # Ollama's shape is the message alone; its clients read the status for the rest
+        return {"error": message}, status
     if is_anthropic(path):
         if status == 404:
             type_ = "not_found_error"  # a missing model is "invalid_request_error" to OpenAI, 404 to both

@@ -73,7 +73,7 @@ def _find(ctx: ServerContext, name: str) -> LocalModel:
         raise APIError(str(exc), code="model_not_found", param="model", status=404) from exc
 
 
-async def _load(
+async def load_library_model(
     ctx: ServerContext, name: str, ttl: int | None = None, pin: bool | None = None, **overrides: Any
 ) -> tuple[LocalModel, LoadSpec]:
     """Load `name` with `overrides` (LoadSpec fields; None: as planned) over its planned load, unless it is
@@ -139,7 +139,7 @@ def _status(resident: Resident | None) -> dict[str, Any]:
 @router.post("/models/load")
 async def load_model(body: RouterLoad, request: Request) -> dict[str, Any]:
     """Answers when the model is ready; a model already loaded answers at once."""
-    await _load(hearth(request), body.model, ttl=body.ttl, pin=body.pin)
+    await load_library_model(hearth(request), body.model, ttl=body.ttl, pin=body.pin)
     return {"success": True}
 
 
@@ -158,7 +158,7 @@ async def lmstudio_load(body: LmStudioLoad, request: Request) -> dict[str, Any]:
     id is the model's library name, as `POST /api/v1/models/unload` takes it back."""
     ctx = hearth(request)
     began = time.monotonic()
-    model, spec = await _load(
+    model, spec = await load_library_model(
         ctx, body.model, n_ctx=body.context_length, n_batch=body.eval_batch_size, flash_attn=body.flash_attention
     )
     answer: dict[str, Any] = {

@@ -160,22 +160,30 @@ async def get_model(model_id: str, request: Request) -> dict[str, Any]:
     return await asyncio.to_thread(describe, ctx, model)
 
 
+async def embed_texts(
+    ctx: ServerContext, request: Request, texts: list[str], name: str | None, ttl_s: float | None, route: str
+) -> Embeddings | None:
+    """The vectors of `texts` from the model `name`s (None: the client left). Any embeddings route's job:
+    the bounds that need no tokenizer are answered before it queues (T40; the engine checks again), and a
+    model of the wrong role is refused before anything loads."""
+    try:
+        check_embed_texts(texts)
+    except EngineError as exc:
+        raise from_failure(str(exc), exc.code, param=exc.details.get("param")) from exc
+    await ctx.check_role(name, ("chat", "embedding"), route)
+    host, model_name = ctx.route(name)
+    stream = JobStream(host, EmbedJob(texts, model=model_name, ttl_s=ttl_s), request, ctx.streams)
+    done = await stream.result()
+    return None if done is None else done.result
+
+
 @router.post("/v1/embeddings")
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     ctx = hearth(request)
     # The schema has already made `input` a string or a non-empty list of strings.
-    texts = body.texts()
-    try:  # the bounds that need no tokenizer, answered before the job queues (T40); the engine checks again
-        check_embed_texts(texts)
-    except EngineError as exc:
-        raise from_failure(str(exc), exc.code, param=exc.details.get("param")) from exc
-    await ctx.check_role(body.model, ("chat", "embedding"), "/v1/embeddings")
-    host, model_name = ctx.route(body.model)
-    stream = JobStream(host, EmbedJob(texts, model=model_name, ttl_s=body.ttl_s()), request, ctx.streams)
-    done = await stream.result()
-    if done is None:
+    result = await embed_texts(ctx, request, body.texts(), body.model, body.ttl_s(), "/v1/embeddings")
+    if result is None:
         return Response(status_code=CLIENT_GONE)
-    result: Embeddings = done.result
     vectors = result.vectors
     data = [
         {"object": "embedding", "index": i, "embedding": _b64(v) if body.encoding_format == "base64" else v}
