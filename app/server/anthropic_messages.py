@@ -68,10 +68,11 @@ def message_usage(stats: GenerationStats | None) -> dict[str, Any]:
 
 
 def stop_reason(final: Chunk, called: bool) -> tuple[str, str | None]:
-    if called:
-        return "tool_use", None
+    # The token limit first: a reply cut off while it made calls did not end on its own.
     if final.finish_reason == "length":
         return "max_tokens", None
+    if called:
+        return "tool_use", None
     if final.stop_sequence:
         return "stop_sequence", final.stop_sequence
     return "end_turn", None
@@ -111,7 +112,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     result = await whole_reply(stream, request)
     if result is None:
         return Response(status_code=CLIENT_GONE)
-    segments = segments_of(whole_events(shape, result.text))
+    segments = segments_of(whole_events(shape, result.text, result.final))
     called = any(s.kind == "tool" for s in segments)
     reason, sequence = stop_reason(result.final, called)
     return JSONResponse(

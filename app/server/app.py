@@ -17,11 +17,11 @@ from app.server.body import BODY_TIMEOUT_S
 from app.server.context import ServerContext
 from app.server.model_admin import router as admin_router
 from app.server.models_routes import router as models_router
-from app.server.openai_chat import router as chat_router
-from app.server.openai_completions import router as completions_router
 from app.server.ollama_chat import router as ollama_chat_router
 from app.server.ollama_embed import router as ollama_embed_router
 from app.server.ollama_models import router as ollama_models_router
+from app.server.openai_chat import router as chat_router
+from app.server.openai_completions import router as completions_router
 from app.server.openai_responses import router as responses_router
 from app.server.request_log import RequestLog, Timer
 from app.server.rerank_routes import router as rerank_router

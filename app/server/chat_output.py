@@ -107,8 +107,9 @@ class ChatShape:
             return self.plan.parser(reasoning=None)
         return self.plan.parser(start_in_reasoning=self.starts_in_reasoning)
 
-    def parse(self, text: str) -> ParsedOutput:
-        return self.parser().parse(text)
+    def parse(self, text: str, truncated: bool = False) -> ParsedOutput:
+        """The whole reply; `truncated`: it ended at the token limit (a call it had begun is dropped)."""
+        return self.parser().parse(text, truncated)
 
 
 def message(out: ParsedOutput) -> dict[str, Any]:

@@ -291,7 +291,8 @@ async def _reply(body: _Generation, shape: ChatShape, request: Request, chat: bo
     result = await whole_reply(stream, request)
     if result is None:
         return Response(status_code=CLIENT_GONE)
-    return JSONResponse(reply.whole(shape.parse(result.text), result.final))
+    truncated = result.final.finish_reason == "length"
+    return JSONResponse(reply.whole(shape.parse(result.text, truncated), result.final))
 
 
 async def _logged(steps: AsyncIterator[Any], request: Request) -> AsyncIterator[Any]:

@@ -115,6 +115,14 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     return JSONResponse(reply.completion(result.text, result.final, chunks))
 
 
+def chat_finish(final: Chunk, called: bool) -> str:
+    """The finish reason: the token limit first (a reply cut off while it made calls did not end on its
+    own), then tool_calls, then stop."""
+    if final.finish_reason == "length":
+        return "length"
+    return "tool_calls" if called else finish_reason(final)
+
+
 class Reply:
     """One chat completion's envelope: the same id, created time and model on everything it sends."""
 
@@ -132,8 +140,8 @@ class Reply:
         }
 
     def completion(self, text: str, final: Chunk, chunks: list[Chunk] | None = None) -> dict[str, Any]:
-        out = self.shape.parse(text)
-        finish = "tool_calls" if out.tool_calls else finish_reason(final)
+        out = self.shape.parse(text, truncated=final.finish_reason == "length")
+        finish = chat_finish(final, bool(out.tool_calls))
         logprobs = None if chunks is None else chat_logprobs(self.content_logprobs(chunks))
         return {
             **self._base("chat.completion"),
@@ -202,7 +210,8 @@ class Reply:
             return out
 
         def on_end(event: JobDone | JobFailed) -> list[bytes]:
-            out = deltas(parser.finish())
+            cut = isinstance(event, JobDone) and event.result.final.finish_reason == "length"
+            out = deltas(parser.finish(truncated=cut))
             if enough and isinstance(event, JobDone) and event.result.final.finish_reason == "cancelled":
                 failure = None  # we stopped it: every call it may make is out
             else:
@@ -212,7 +221,7 @@ class Reply:
             assert isinstance(event, JobDone)
             final = event.result.final
             request.state.usage = usage(final.stats)
-            finish = "tool_calls" if called else finish_reason(final)
+            finish = chat_finish(final, called)
             last = self.chunk({}, finish, with_usage=include_usage)
             out.append(sse({**last, "timings": timings(final.stats)}))
             if include_usage:

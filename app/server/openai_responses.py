@@ -151,7 +151,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     result = await whole_reply(stream, request)
     if result is None:
         return Response(status_code=CLIENT_GONE)
-    segments = segments_of(whole_events(prepared.shape, result.text))
+    segments = segments_of(whole_events(prepared.shape, result.text, result.final))
     response = output.finished(segments, result.final)
     await _store(ctx, body, prepared, output, segments, response)
     return JSONResponse(response)

@@ -60,7 +60,8 @@ async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | N
                             enough = True
                             stream.handle.cancel()
                     continue
-                events += parser.finish()
+                cut = isinstance(event, JobDone) and event.result.final.finish_reason == "length"
+                events += parser.finish(truncated=cut)
                 called = called or any(isinstance(e, ToolCallStart) for e in events)
                 if events:
                     yield events
@@ -81,7 +82,9 @@ async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | N
         stream.cancel()  # the client left, or we are done (then a no-op)
 
 
-def whole_events(shape: ChatShape, text: str) -> list[OutputEvent]:
-    """A whole reply's parser events, exactly as its stream would have given them."""
+def whole_events(shape: ChatShape, text: str, final: Chunk) -> list[OutputEvent]:
+    """A whole reply's parser events, exactly as its stream would have given them (a call the token limit
+    cut off is dropped, as there)."""
     parser = shape.parser()
-    return parser.feed(text) + parser.finish() if text else parser.finish()
+    truncated = final.finish_reason == "length"
+    return parser.feed(text) + parser.finish(truncated) if text else parser.finish(truncated)

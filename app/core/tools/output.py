@@ -32,14 +32,15 @@ class OutputParser:
             out.extend([delta] if isinstance(delta, ReasoningDelta) else self._calls.feed(delta.text))
         return out
 
-    def finish(self) -> list[OutputEvent]:
+    def finish(self, truncated: bool = False) -> list[OutputEvent]:
+        """`truncated`: the reply was cut off by the token limit (a call it had begun is dropped)."""
         out: list[OutputEvent] = []
         if self._reasoning is not None:
             for delta in self._reasoning.finish():
                 out.extend([delta] if isinstance(delta, ReasoningDelta) else self._calls.feed(delta.text))
-        out.extend(self._calls.finish())
+        out.extend(self._calls.finish(truncated))
         return out
 
-    def parse(self, text: str) -> ParsedOutput:
+    def parse(self, text: str, truncated: bool = False) -> ParsedOutput:
         """The whole reply at once (this parser must be fresh)."""
-        return collect(self.feed(text) + self.finish())
+        return collect(self.feed(text) + self.finish(truncated))

@@ -156,17 +156,27 @@ class ToolCallParser:
         self._run(out, final=False)
         return out
 
-    def finish(self) -> list[OutputEvent]:
-        """The end of the output: an open block is settled (usually as text), held text is released."""
+    def finish(self, truncated: bool = False) -> list[OutputEvent]:
+        """The end of the output: an open block is settled (usually as text), held text is released.
+        `truncated`: the output was cut off (the token limit), so a block still open is a call that never
+        finished: it is dropped, never shown as text."""
         if self._finished:
             return []
         out: list[OutputEvent] = []
+        if truncated and (self._opener is not None or self._partial_opener()):
+            self._buf = self._held_ws = ""
+            self._opener = None
         if self._family is not None:
             self._run(out, final=True)
         rest, self._buf = self._buf, ""
         self._emit_text(out, rest.lstrip() if self._after_call else rest)
         self._finished = True
         return out
+
+    def _partial_opener(self) -> bool:
+        """The held text is the start of a call marker the output stopped inside of."""
+        tail = self._buf.lstrip()
+        return bool(tail) and any(o.startswith(tail) for o in (*self._openers, *self._start_openers))
 
     # -- the machine ----------------------------------------------------------------------------
 
