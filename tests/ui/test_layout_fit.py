@@ -136,9 +136,7 @@ def test_every_page_fits_900x600(shell, theme, page):
 
 def test_the_cases_cover_every_page_of_the_window(shell):
     window = shell[0].window
-    assert [window.sidebar.item(i).data(Qt.ItemDataRole.UserRole) for i in range(window.sidebar.count())] == list(
-        PAGES
-    )
+    assert [window.sidebar.item(i).data(Qt.ItemDataRole.UserRole) for i in range(window.sidebar.count())] == list(PAGES)
 
 
 @pytest.mark.parametrize("theme", THEMES)
