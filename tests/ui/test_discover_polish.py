@@ -125,17 +125,20 @@ def test_another_download_error_wraps_across_the_start_here_card(qtbot, wired):
     assert card.error.width() > card.button.width()  # across the card, not squeezed beside the button
 
 
-def test_start_here_keeps_its_place_from_the_first_view(qtbot, wired):
+def test_start_here_keeps_its_place_from_the_first_view(qtbot, wired, themed):
     page, _panel, _url = wired
     page.show()
     card = page.start_here
     qtbot.waitUntil(lambda: card.isVisible(), timeout=5_000)  # once the library is read, before any ranking
     settle()
     assert card.name.text() == WAITING_NAME and not card.button.button.isEnabled()
-    search_at, card_height = page.search.mapTo(page, QPoint(0, 0)).y(), card.height()
+    search_at, card_height = page.search.mapTo(page, QPoint(0, 0)), card.height()
+    search_width = page.search.width()
     ranked(qtbot, page)
     assert card.pick is not None and card.pick.model.name in card.name.text()
-    assert page.search.mapTo(page, QPoint(0, 0)).y() == search_at and card.height() == card_height
+    # Nothing moves: the search box neither down (the card's height) nor narrower (a new scroll bar).
+    assert page.search.mapTo(page, QPoint(0, 0)) == search_at and card.height() == card_height
+    assert page.search.width() == search_width
 
 
 def test_the_start_here_pick_is_not_listed_again_below(qtbot, wired, env):  # noqa: F811

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.hardware.profile import HardwareProfile
@@ -82,6 +82,9 @@ class DiscoverPage(QWidget):
         home_layout.addWidget(self.recommended)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        # The list below always outgrows the window once ranked: a scroll bar that appeared then would
+        # narrow everything above it, a sideways jump on the first view.
+        scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         scroll.setWidget(home)
 
         self.stack = QStackedWidget()

@@ -10,6 +10,7 @@ from app.core.units import fmt_bytes
 from app.ui.download_button import DownloadButton, DownloadFeed
 from app.ui.theme import set_verdict
 from app.ui.widgets.fit_view import fmt_rate
+from app.ui.widgets.message_label import MessageLabel
 from app.ui.widgets.slow_speed import is_slow, slow_text, slow_why
 
 
@@ -27,10 +28,13 @@ class PickRow(QFrame):
         self.setObjectName("card")
         m, best = pick.model, pick.best
         grid = QGridLayout(self)
-        name = QLabel(m.name)
+        # Wrapping, so a long name beside a wide badge (a slow pick's) wraps instead of widening the page.
+        name = MessageLabel(m.name)
         name.setObjectName("cardTitle")
+        name.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)  # level with the badge
         grid.addWidget(name, 0, 0)
-        grid.addWidget(QLabel(f"{m.family} · {_params(m.params)} parameters · licence {m.license}"), 1, 0)
+        about = MessageLabel(f"{m.family} · {_params(m.params)} parameters · licence {m.license}")
+        grid.addWidget(about, 1, 0, 1, 2)  # under the badge too: it has the room
         self.badge = QLabel()
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.detail = QLabel()

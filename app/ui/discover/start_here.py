@@ -49,10 +49,8 @@ class StartHereCard(QFrame):
         set_status(self.slow, "warning")
         self.slow.setVisible(False)
         self.name = MessageLabel(WAITING_NAME)
-        self.detail = MessageLabel(WAITING_DETAIL)
         # Two lines kept from the start: the placeholder's text and the pick's are then the same height.
-        self.detail.setMinimumHeight(2 * self.detail.fontMetrics().lineSpacing())
-        self.detail.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.detail = MessageLabel(WAITING_DETAIL, min_lines=2)
         self.error = MessageLabel()  # a failed download's whole message, wrapped across the card
         set_status(self.error, "error")
         self.error.setVisible(False)

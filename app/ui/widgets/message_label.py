@@ -53,11 +53,31 @@ class MessageLabel(QLabel):
     """A word-wrapped plain-text label that never widens its layout: long words break at invisible points.
     `text()` is the message as given; only what is painted holds the break points."""
 
-    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, text: str = "", parent: QWidget | None = None, *, min_lines: int = 0) -> None:
+        """`min_lines`: at least this many lines tall whatever the text, so a text that changes keeps the
+        layout below it still (measured in the font it has when laid out: the style sheet's, once polished)."""
         super().__init__(parent)
         self.setWordWrap(True)
+        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self._message = ""
+        self._min_lines = min_lines
         self.setText(text)
+
+    def _lines_height(self) -> int:
+        if not self._min_lines:
+            return 0
+        margins = self.contentsMargins()
+        lines = self.fontMetrics().boundingRect(
+            0, 0, 10_000, 0, Qt.TextFlag.TextWordWrap, "\n".join(["X"] * self._min_lines)
+        )
+        return lines.height() + margins.top() + margins.bottom() + 2 * self.margin()
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt API)
+        return max(super().heightForWidth(width), self._lines_height())
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        hint = super().sizeHint()
+        return QSize(hint.width(), max(hint.height(), self._lines_height()))
 
     def setText(self, text: str) -> None:  # noqa: N802 (Qt API)
         self._message = text
@@ -70,4 +90,5 @@ class MessageLabel(QLabel):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API): a few words wide at least, never a URL wide
         hint = super().minimumSizeHint()
-        return QSize(min(hint.width(), 12 * self.fontMetrics().averageCharWidth()), hint.height())
+        width = min(hint.width(), 12 * self.fontMetrics().averageCharWidth())
+        return QSize(width, max(hint.height(), self._lines_height()))
