@@ -64,7 +64,7 @@ class DiscoverPage(QWidget):
         self.recommended.download_requested.connect(self._download_pick)
         self.search = SearchPanel(tasks, self._hub)
         self.search.open_requested.connect(self.open_repo)
-        self.search.search_failed.connect(lambda why: self.set_offline(True) if is_offline(why) else None)
+        self.search.search_failed.connect(self._search_failed)
         self.search.results_ready.connect(lambda _n: self.set_offline(False))
         # Said once for the page (search, model pages, every Download), with one Retry.
         self.offline_banner = OfflineBanner()
@@ -113,6 +113,10 @@ class DiscoverPage(QWidget):
         """Main thread: show or hide the offline banner (a Hub call could not reach it, or one got through)."""
         self.offline_banner.set_checking(False)
         self.offline_banner.setVisible(offline)
+
+    def _search_failed(self, why: str) -> None:
+        if is_offline(why):
+            self.set_offline(True)
 
     def check_hub(self) -> None:
         """Main thread: the banner's Retry. Ask the Hub for one search result on the pool; once it answers,
