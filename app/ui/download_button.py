@@ -21,11 +21,15 @@ from app.core.models.recommend import Variant
 from app.ui.bridge import EventBridge
 from app.ui.downloads_panel import DownloadsPanel
 from app.ui.tasks import TaskRunner
-from app.ui.theme import set_status
+from app.ui.theme import restyle_by, set_status
+from app.ui.widgets.elided_label import ElidedLabel
+from app.ui.widgets.message_label import as_sentences, capitalised
+from app.ui.widgets.offline_banner import is_offline
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]
+NOTE_CHARS = 24  # the width of a failure's short words beside a button, in average characters
 
 
 def variant_key(v: Variant) -> Key:
@@ -42,6 +46,7 @@ class DownloadFeed(QObject):
 
     updated = Signal()
     chat_requested = Signal(object)  # LocalModel: main.py hands it to the ChatLauncher
+    offline_changed = Signal(bool)  # a download request found the Hub unreachable (True), or one got through
 
     def __init__(self, panel: DownloadsPanel, library: Library, tasks: TaskRunner, parent: QObject | None = None):
         super().__init__(parent)
@@ -53,6 +58,7 @@ class DownloadFeed(QObject):
         self.progress: dict[str, Progress] = {}
         self.preparing: set[Key] = set()
         self.request_errors: dict[Key, str] = {}
+        self.offline = False  # the last download request could not reach the Hub at all
         # Items seen finishing while Hearth runs: until the library lists them they read "adding…";
         # a done item from an earlier run whose model was deleted since offers Download again instead.
         self.finished_here: set[str] = set()
@@ -115,6 +121,18 @@ class DownloadFeed(QObject):
         self.preparing.discard(key)
         if error:
             self.request_errors[key] = error
+        self._set_offline(is_offline(error) if error else False)
+        self.updated.emit()
+
+    def _set_offline(self, offline: bool) -> None:
+        if offline != self.offline:
+            self.offline = offline
+            self.offline_changed.emit(offline)
+
+    def clear_offline(self) -> None:
+        """Main thread: the Hub answers again; the buttons that failed for want of it offer Download again."""
+        self.request_errors = {k: e for k, e in self.request_errors.items() if not is_offline(e)}
+        self._set_offline(False)
         self.updated.emit()
 
     @property
@@ -171,6 +189,7 @@ class DownloadButton(QWidget):
     """Download for one variant, turning into its download's progress, result or error in place."""
 
     download_requested = Signal(object)  # the payload given (an Assessment or a Variant)
+    changed = Signal()  # after each refresh: what it shows may have changed
 
     def __init__(
         self,
@@ -179,8 +198,11 @@ class DownloadButton(QWidget):
         *,
         can_download: bool = True,
         why_not: str = "",
+        inline_note: bool = True,
         parent: QWidget | None = None,
     ) -> None:
+        """`why_not`: why Download is off when `can_download` is False (its tooltip). `inline_note`: show a
+        failure's short words beside the button; without it the owner shows `error_text()` where it has room."""
         super().__init__(parent)
         self.payload = payload
         self.variant: Variant | None = getattr(payload, "variant", payload)
@@ -190,7 +212,12 @@ class DownloadButton(QWidget):
         self.view = ButtonView("Download", self.can_download, "download")
         self._item: DownloadItem | None = None
         self._model: LocalModel | None = None
-        self.note = QLabel()  # a failure in short words; the whole text is the button's tooltip
+        self.inline_note = inline_note
+        # A failure in short words, cut to the room there is (never widening a card or a table column);
+        # the whole text is the button's tooltip.
+        self.note: QLabel = ElidedLabel()
+        # A few words at most: in a table the column would otherwise grow to the note and scroll sideways.
+        self.note.setMaximumWidth(NOTE_CHARS * self.note.fontMetrics().averageCharWidth())
         set_status(self.note, "error")
         self.note.setVisible(False)
         self.button = QPushButton("Download")
@@ -217,12 +244,27 @@ class DownloadButton(QWidget):
                 self.variant, can_download=self.can_download, why_not=self.why_not
             )
         v = self.view
+        tooltip = as_sentences(v.tooltip) if v.error or not v.enabled else v.tooltip
         self.button.setText(v.text)
         self.button.setEnabled(v.enabled)
-        self.button.setToolTip(v.tooltip)
-        self.note.setText(v.error)
-        self.note.setToolTip(v.tooltip)
-        self.note.setVisible(bool(v.error))
+        self.button.setToolTip(tooltip)
+        self.setToolTip(tooltip if not v.enabled else "")  # a disabled button's reason, wherever the cell is hovered
+        self.note.setText(capitalised(v.error))
+        self.note.setToolTip(tooltip)
+        # Offline is said once, by the page's banner; the button just offers Retry.
+        self.note.setVisible(self.inline_note and bool(self.error_text()))
+        self.changed.emit()
+
+    def error_text(self) -> str:
+        """The failure to show for this button, as sentences; "" when none, or when it only means offline."""
+        v = self.view
+        if not v.error or is_offline(v.tooltip):
+            return ""
+        return as_sentences(v.tooltip)
+
+    def set_primary(self, primary: bool) -> None:
+        """The orange main action, or a plain button (a pick that would run too slowly to recommend)."""
+        restyle_by(self.button, "role", "primary" if primary else None)
 
     def _clicked(self) -> None:
         action = self.view.action

@@ -76,7 +76,9 @@ def test_the_results_list_replaces_the_hint_once_a_search_starts(page, qtbot):
     with qtbot.waitSignal(search.search_failed, timeout=10_000):  # nothing listens on port 9
         search.query.setText("qwen")
         search.search()
-    assert not search.hint.isVisible() and search.view.isVisible()
+        assert not search.hint.isVisible() and search.view.isVisible()  # while it searches
+    # A failed search leaves no empty results box (issue 33): only what happened, in words.
+    assert not search.hint.isVisible() and not search.view.isVisible() and search.status.isVisible()
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,10 @@ def test_search_offline_says_so(qtbot, discover, fake_hub):
     with qtbot.waitSignal(discover.search.search_failed, timeout=20_000) as got:
         discover.search.search()
     assert "can't reach the Hub" in got.args[0]
-    assert "can't reach the Hub" in discover.search.status.text()
+    # Said once, by the page's banner; under the search box, what it means there, and no empty results box.
+    assert discover.offline_banner.isVisibleTo(discover) and "You're offline" in discover.offline_banner.message.text()
+    assert discover.search.status.text() == "Search needs a connection to Hugging Face."
+    assert discover.search.view.isHidden()
 
 
 def test_search_open_download_progress_done_in_my_models(qtbot, fake_hub, env, discover, quant_files):  # noqa: F811

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.hardware.profile import HardwareProfile
@@ -20,6 +20,8 @@ from app.ui.discover.search import SearchPanel
 from app.ui.discover.start_here import StartHereCard
 from app.ui.download_button import DownloadFeed
 from app.ui.tasks import TaskRunner
+from app.ui.widgets.message_label import as_sentences
+from app.ui.widgets.offline_banner import OfflineBanner, is_offline
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ class DiscoverPage(QWidget):
     picks_ready = Signal(list)  # list[CatalogPick], on the main thread
     download_requested = Signal(object)  # app.core.models.recommend.Assessment
     repo_ready = Signal(object)  # HubModel, once a Hub repo's page is shown
-    repo_failed = Signal(str)  # why a Hub repo could not be opened
+    repo_failed = Signal(str)  # why a Hub repo could not be opened (as shown: sentences)
 
     def __init__(
         self,
@@ -49,6 +51,7 @@ class DiscoverPage(QWidget):
         self._hub = hub  # a client for the current Settings (token and mirror can change while Hearth runs)
         self._opening = 0  # only the last repo asked for is shown
         self._loading: str | None = None  # the repo whose page is being fetched now
+        self.feed: DownloadFeed | None = None
         self.machine: Machine | None = None
         self.picks: list[CatalogPick] = []
 
@@ -61,18 +64,27 @@ class DiscoverPage(QWidget):
         self.recommended.download_requested.connect(self._download_pick)
         self.search = SearchPanel(tasks, self._hub)
         self.search.open_requested.connect(self.open_repo)
+        self.search.search_failed.connect(self._search_failed)
+        self.search.results_ready.connect(lambda _n: self.set_offline(False))
+        # Said once for the page (search, model pages, every Download), with one Retry.
+        self.offline_banner = OfflineBanner()
+        self.offline_banner.retry_requested.connect(self.check_hub)
         search_title = QLabel("Search the Hub")
         search_title.setObjectName("cardTitle")
         home = QWidget()
         home_layout = QVBoxLayout(home)
         home_layout.addWidget(title)
         home_layout.addWidget(start_here := StartHereCard(self))  # hidden unless My Models has no ready model
+        start_here.pick_shown.connect(self.recommended.leave_out)  # its pick is not listed again below
         home_layout.addWidget(search_title)
         home_layout.addWidget(self.search)
         home_layout.addWidget(subtitle)
         home_layout.addWidget(self.recommended)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        # The list below always outgrows the window once ranked: a scroll bar that appeared then would
+        # narrow everything above it, a sideways jump on the first view.
+        scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         scroll.setWidget(home)
 
         self.stack = QStackedWidget()
@@ -85,13 +97,43 @@ class DiscoverPage(QWidget):
         self.stack.addWidget(scroll)
         self.stack.addWidget(self.model_view)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.offline_banner)
         layout.addWidget(self.stack)
         self.start_here = start_here
 
     def set_feed(self, feed: DownloadFeed | None) -> None:
         """Main thread: Download buttons show their download's progress and the library's copy (DownloadFeed)."""
+        if feed is not None and feed is not self.feed:
+            feed.offline_changed.connect(self.set_offline)
+        self.feed = feed
         for w in (self.recommended, self.model_view.table, self.start_here):
             w.set_feed(feed)
+
+    def set_offline(self, offline: bool) -> None:
+        """Main thread: show or hide the offline banner (a Hub call could not reach it, or one got through)."""
+        self.offline_banner.set_checking(False)
+        self.offline_banner.setVisible(offline)
+
+    def _search_failed(self, why: str) -> None:
+        if is_offline(why):
+            self.set_offline(True)
+
+    def check_hub(self) -> None:
+        """Main thread: the banner's Retry. Ask the Hub for one search result on the pool; once it answers,
+        the buttons that failed for want of it offer Download again and a failed search runs again."""
+        hub = self._hub
+        self._tasks.run(lambda: hub().search(limit=1), lambda _page: self._hub_back(), self._hub_still_gone, owner=self)
+
+    def _hub_back(self) -> None:
+        self.set_offline(False)
+        if self.feed is not None:
+            self.feed.clear_offline()
+        if self.search.searched and self.search.model.rowCount() == 0:
+            self.search.search()
+
+    def _hub_still_gone(self, exc: BaseException) -> None:
+        logger.info("the Hub is still out of reach: %s", exc)
+        self.set_offline(is_offline(exc))
 
     def set_parallel(self, slots: int) -> None:
         """Main thread: Settings → Parallel requests; the next model page's fit view plans for them."""
@@ -161,6 +203,7 @@ class DiscoverPage(QWidget):
         m = pick.model
         rec = with_hub_variants([a.variant for a in pick.recommendation.assessments], hm)
         self.model_view.show_model(m.name, f"{m.family} · licence {m.license} · {hm.subtitle}", rec, hm.machine)
+        self.set_offline(False)
         if hm.access_needed:
             self.model_view.show_access_needed(hm.repo_id, hm.page_url)
         else:
@@ -175,8 +218,12 @@ class DiscoverPage(QWidget):
         m = pick.model
         logger.info("asking the Hub about %s failed: %s", m.name, exc)
         self.model_view.subtitle.setText(f"{m.family} · licence {m.license} · sizes estimated")
-        self.model_view.show_notice(f"{exc} The sizes and fit shown are estimates from Hearth's catalogue.")
-        self.repo_failed.emit(str(exc))
+        estimates = "The sizes and fit shown are estimates from Hearth's catalogue."
+        offline = is_offline(exc)
+        why = "" if offline else as_sentences(str(exc)) + " "  # offline: the banner above says so
+        self.set_offline(offline)
+        self.model_view.show_notice(why + estimates)
+        self.repo_failed.emit(as_sentences(str(exc)))
 
     def _show_details(self) -> None:
         self.stack.setCurrentIndex(1)
@@ -212,6 +259,7 @@ class DiscoverPage(QWidget):
             return
         self._loading = None
         self.model_view.show_model(m.repo_id, m.subtitle, m.recommendation, m.machine)
+        self.set_offline(False)
         if m.access_needed:
             self.model_view.show_access_needed(m.repo_id, m.page_url)
         else:
@@ -226,8 +274,12 @@ class DiscoverPage(QWidget):
         self._loading = None
         logger.info("opening %s failed: %s", repo_id, exc)
         self.model_view.subtitle.setText("")
-        self.model_view.show_notice(str(exc))
-        self.repo_failed.emit(str(exc))
+        why = as_sentences(str(exc))
+        if is_offline(exc):  # the banner says why; here, what it means for this page
+            self.set_offline(True)
+            why = "This model's files are on Hugging Face: open it again once Hearth is back online."
+        self.model_view.show_notice(why)
+        self.repo_failed.emit(why)
 
     def _download_pick(self, pick: CatalogPick) -> None:
         if pick.best is not None:

@@ -14,7 +14,9 @@ from app.core.models.recommend import Assessment, Recommendation, assess
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 from app.ui.discover.model_page import CardBrowser
 from app.ui.discover.variants_table import VariantsTable
+from app.ui.theme import set_status
 from app.ui.widgets.fit_view import FitView
+from app.ui.widgets.message_label import MessageLabel
 
 
 class ModelView(QWidget):
@@ -39,10 +41,8 @@ class ModelView(QWidget):
             shortcut.activated.connect(self.back.emit)
         self.title = QLabel()
         self.title.setObjectName("pageTitle")
-        self.subtitle = QLabel()
-        self.subtitle.setWordWrap(True)
-        self.why = QLabel()
-        self.why.setWordWrap(True)
+        self.subtitle = MessageLabel()
+        self.why = MessageLabel()
         # Nothing fits here: say what would, on which hardware (issue 17's deployment plan).
         self.plan_button = QPushButton("Plan a server for it…")
         self.plan_button.setToolTip("Which GPUs it needs, the engine and the command that serves it")
@@ -53,8 +53,7 @@ class ModelView(QWidget):
         self.source.setOpenExternalLinks(True)
         self.source.setTextFormat(Qt.TextFormat.RichText)
         self.source.setVisible(False)
-        self.notice = QLabel()  # gated repo: what to do; or why details are missing
-        self.notice.setWordWrap(True)
+        self.notice = MessageLabel()  # gated repo: what to do; or why details are missing
         self.notice.setOpenExternalLinks(True)  # the gated repo's page, where its licence is accepted
         self.notice.setObjectName("notice")
         self.notice.setVisible(False)
@@ -70,16 +69,20 @@ class ModelView(QWidget):
         self.table.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.table.variant_selected.connect(self._show_fit)
         self.table.download_requested.connect(self.download_requested.emit)
+        self.download_error = MessageLabel()
+        set_status(self.download_error, "error")
+        self.download_error.setVisible(False)
+        self.table.download_errors.connect(self._show_download_error)
         # A variant that cannot run here says why, instead of a fit that would read as if it could.
-        self.cannot_run = QLabel()
-        self.cannot_run.setWordWrap(True)
+        self.cannot_run = MessageLabel()
         self.cannot_run.setObjectName("notice")
         self.cannot_run.setVisible(False)
         self._fit_host = QVBoxLayout()
         self._fit_host.addWidget(self.cannot_run)
         body = QWidget()
         layout = QVBoxLayout(body)
-        for w in (back, self.title, self.subtitle, self.source, self.notice, self.why, self.plan_button, self.table):
+        widgets = (back, self.title, self.subtitle, self.source, self.notice, self.why, self.plan_button, self.table)
+        for w in (*widgets, self.download_error):
             layout.addWidget(w)
         layout.addLayout(self._fit_host)
         layout.addWidget(self.card)
@@ -143,6 +146,10 @@ class ModelView(QWidget):
         self.recommendation = again
         self._show_why(again)
         self._fill_table(again.assessments, min(rows) if rows else None)
+
+    def _show_download_error(self, text: str) -> None:
+        self.download_error.setText(text)
+        self.download_error.setVisible(bool(text))
 
     def show_source(self, repo_id: str, page_url: str) -> None:
         """A link to the repo's page on the Hub (opened in the system browser); hidden with ""."""

@@ -32,6 +32,7 @@ from app.core.deploy.shape import ModelShape
 from app.core.deploy.targets import all_targets, find_target
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
+from app.ui.widgets.message_label import MessageLabel, as_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +90,7 @@ class PlanDialog(QDialog):
         form.addRow("Users at once", self.users)
         form.addRow("Context per user", self.ctx)
         form.addRow("Weights", self.dtype)
-        self.status = QLabel("Reading the model…")
-        self.status.setWordWrap(True)
+        self.status = MessageLabel("Reading the model…")  # a failure's long words break here, not the dialog
         set_status(self.status, "muted")
         self.verdict = QLabel()
         self.verdict.setObjectName("cardTitle")
@@ -145,7 +145,7 @@ class PlanDialog(QDialog):
 
     def _shape_failed(self, exc: BaseException) -> None:
         logger.info("no shape for the plan: %s", exc)
-        self.status.setText(f"Could not read the model's configuration: {exc}")
+        self.status.setText(as_sentences(f"Could not read the model's configuration: {exc}"))
         set_status(self.status, "error")
 
     def replan(self) -> None:
@@ -164,7 +164,7 @@ class PlanDialog(QDialog):
             )
         except PlanError as exc:
             self.plan = None
-            self.verdict.setText(str(exc))
+            self.verdict.setText(as_sentences(str(exc)))
             set_status(self.verdict, "error")
             self.report.setPlainText("")
             self.copy_button.setEnabled(False)

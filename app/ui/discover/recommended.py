@@ -10,6 +10,8 @@ from app.core.units import fmt_bytes
 from app.ui.download_button import DownloadButton, DownloadFeed
 from app.ui.theme import set_verdict
 from app.ui.widgets.fit_view import fmt_rate
+from app.ui.widgets.message_label import MessageLabel
+from app.ui.widgets.slow_speed import is_slow, slow_text, slow_why
 
 
 def _params(n: int) -> str:
@@ -26,19 +28,30 @@ class PickRow(QFrame):
         self.setObjectName("card")
         m, best = pick.model, pick.best
         grid = QGridLayout(self)
-        name = QLabel(m.name)
+        # Wrapping, so a long name beside a wide badge (a slow pick's) wraps instead of widening the page.
+        name = MessageLabel(m.name)
         name.setObjectName("cardTitle")
+        name.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)  # level with the badge
         grid.addWidget(name, 0, 0)
-        grid.addWidget(QLabel(f"{m.family} · {_params(m.params)} parameters · licence {m.license}"), 1, 0)
+        about = MessageLabel(f"{m.family} · {_params(m.params)} parameters · licence {m.license}")
+        grid.addWidget(about, 1, 0, 1, 2)  # under the badge too: it has the room
         self.badge = QLabel()
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.detail = QLabel()
         self.detail.setWordWrap(True)
-        if best is not None and best.plan is not None:
+        rate = best.speed.decode_tok_s if best is not None and best.speed else None
+        self.slow = is_slow(rate)
+        if best is not None and best.plan is not None and self.slow and rate is not None:
+            # It fits, but would write slower than people read: not the same badge as a pick that is quick.
+            self.badge.setText(slow_text(rate))
+            set_verdict(self.badge, "partial")  # the theme's amber: a caution, not a failure
+            self.badge.setToolTip(f"{slow_why(rate)}\n\n{best.plan.label}: {best.plan.explanation}")
+        elif best is not None and best.plan is not None:
             self.badge.setText(best.plan.label)
             set_verdict(self.badge, best.plan.verdict)
             self.badge.setToolTip(best.plan.explanation)
-            speed = f"≈ {fmt_rate(best.speed.decode_tok_s)} tok/s" if best.speed else ""
+        if best is not None and best.plan is not None:
+            speed = f"≈ {fmt_rate(rate)} tok/s" if rate else ""
             self.detail.setText(
                 f"{best.variant.label} {best.variant.format.upper()} · "
                 f"{fmt_bytes(best.variant.size_bytes)} · {speed} · {best.quality}"
@@ -52,6 +65,7 @@ class PickRow(QFrame):
         # Made before Details so Tab reaches the card's main action first (tab order is creation order).
         self.download_widget = DownloadButton(best, feed, can_download=best is not None)
         self.download_widget.download_requested.connect(lambda _a: self.download_requested.emit(self.pick))
+        self.download_widget.set_primary(not self.slow)  # a slow pick is offered, not urged
         self.download = self.download_widget.button
         self.details = QPushButton("Details")
         self.details.clicked.connect(lambda: self.open_requested.emit(self.pick))
@@ -71,6 +85,7 @@ class RecommendedList(QWidget):
         super().__init__(parent)
         self.rows: list[PickRow] = []
         self.feed: DownloadFeed | None = None
+        self.left_out: str | None = None  # the model 'Start here' already offers above: not listed twice
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self.status = QLabel("Ranking models for this machine…")
@@ -93,5 +108,18 @@ class RecommendedList(QWidget):
             row.download_requested.connect(self.download_requested.emit)
             self._layout.insertWidget(1 + i, row)
             self.rows.append(row)
+        self._leave_out()
         fits = sum(p.best is not None for p in picks)
         self.status.setText(f"{fits} of {len(picks)} catalogue models run on this machine; best first.")
+
+    def leave_out(self, pick: CatalogPick | None) -> None:
+        """Main thread: hide `pick`'s row while 'Start here' offers it (None: list every pick)."""
+        self.left_out = pick.model.name if pick is not None else None
+        self._leave_out()
+
+    def _leave_out(self) -> None:
+        for row in self.rows:
+            row.setVisible(row.pick.model.name != self.left_out)
+
+    def visible_rows(self) -> list[PickRow]:
+        return [row for row in self.rows if not row.isHidden()]

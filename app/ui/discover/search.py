@@ -26,6 +26,8 @@ from app.core.models.devices import Machine
 from app.core.units import fmt_ago, fmt_bytes, fmt_count
 from app.ui.tasks import TaskRunner
 from app.ui.theme import VERDICTS, verdict_colours
+from app.ui.widgets.message_label import MessageLabel, as_sentences
+from app.ui.widgets.offline_banner import is_offline
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +129,7 @@ class SearchResultsModel(QAbstractListModel):
 class SearchPanel(QWidget):
     open_requested = Signal(str)  # repo id
     results_ready = Signal(int)  # rows now listed
-    search_failed = Signal(str)
+    search_failed = Signal(str)  # why, as the Hub client said it (the page tells offline from the rest)
 
     def __init__(self, tasks: TaskRunner, hub: Callable[[], HubClient], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -173,8 +175,7 @@ class SearchPanel(QWidget):
         # clicked and activated: DiscoverPage.open_repo ignores a second ask for the repo it is opening.
         self.view.clicked.connect(self._open)
         self.view.activated.connect(self._open)
-        self.status = QLabel()
-        self.status.setWordWrap(True)
+        self.status = MessageLabel()  # a failure's words wrap here; a long URL in them breaks, not the page
         self.more = QPushButton("Load more")
         self.more.setVisible(False)
         self.more.clicked.connect(self.load_more)
@@ -272,7 +273,10 @@ class SearchPanel(QWidget):
             return
         self.busy = False
         self.more.setEnabled(True)
-        self.status.setText(str(exc))
+        # An empty results box under a failed search reads as "nothing found": only rows already listed stay.
+        self.view.setVisible(self.model.rowCount() > 0)
+        offline = is_offline(exc)  # the page's banner says the Hub is out of reach; here, what that means
+        self.status.setText("Search needs a connection to Hugging Face." if offline else as_sentences(str(exc)))
         self.search_failed.emit(str(exc))
 
     def _open(self, index: QModelIndex) -> None:

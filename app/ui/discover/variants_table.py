@@ -18,6 +18,9 @@ COLUMNS = ["Variant", "Format", "Size", "Fit", "Context", "tok/s", "Quality", ""
 class VariantsTable(QTableWidget):
     variant_selected = Signal(object)  # Assessment
     download_requested = Signal(object)  # Assessment
+    # Why Downloads failed, one line a variant ("" when none): shown under the table, where it can wrap,
+    # not beside the button, where it would widen the column and scroll the table sideways.
+    download_errors = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, len(COLUMNS), parent)
@@ -83,9 +86,25 @@ class VariantsTable(QTableWidget):
                 item.setFont(font)
             self.setItem(row, col, item)
         can = (a.runnable or a.variant.format == "gguf") and not self.locked
-        button = DownloadButton(a, self.feed, can_download=can, why_not=self.locked)
+        # A grey Download says why: a gated repo's lock, or a format this machine cannot run (MLX off a Mac).
+        why_not = self.locked or f"{a.variant.format.upper()} models cannot run on this machine: {a.reason}"
+        button = DownloadButton(a, self.feed, can_download=can, why_not=why_not, inline_note=False)
         button.download_requested.connect(self.download_requested.emit)
+        button.changed.connect(self._errors_changed)
         self.setCellWidget(row, len(COLUMNS) - 1, button)
+        self._errors_changed()
+
+    def download_error_text(self) -> str:
+        """Each failed Download's message, with its variant's name."""
+        errors = []
+        for row in range(self.rowCount()):
+            widget = self.cellWidget(row, len(COLUMNS) - 1)
+            if isinstance(widget, DownloadButton) and (text := widget.error_text()):
+                errors.append(f"{self.assessments[row].variant.label}: {text}")
+        return "\n".join(errors)
+
+    def _errors_changed(self) -> None:
+        self.download_errors.emit(self.download_error_text())
 
     def _selected(self) -> None:
         rows = {i.row() for i in self.selectedIndexes()}
