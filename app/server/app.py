@@ -91,6 +91,7 @@ ANTHROPIC_ERROR_SCHEMA = {
         },
     },
 }
+OLLAMA_ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
 # What any route may answer besides success: OpenAI's error shape, with llama-server's statuses.
 ERRORS = {
     "400": "invalid request (also a prompt over the context: code context_length_exceeded)",
@@ -108,6 +109,7 @@ ANTHROPIC_ERRORS = {**{k: v for k, v in ERRORS.items() if k not in ("501", "503"
 
 
 STREAMING = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
+NDJSON_STREAMING = ("/api/chat", "/api/generate")  # Ollama's: one JSON object per line
 
 
 def _document_errors(api: FastAPI) -> None:
@@ -124,6 +126,8 @@ def _document_errors(api: FastAPI) -> None:
                 responses.pop("422", None)
                 anthropic = errors.is_anthropic(route)
                 shape = ANTHROPIC_ERROR_SCHEMA if anthropic else ERROR_SCHEMA
+                if errors.is_ollama(route):
+                    shape = OLLAMA_ERROR_SCHEMA
                 for status, text in (ANTHROPIC_ERRORS if anthropic else ERRORS).items():
                     responses.setdefault(
                         status, {"description": text, "content": {"application/json": {"schema": shape}}}
@@ -131,6 +135,9 @@ def _document_errors(api: FastAPI) -> None:
                 if route in STREAMING:
                     ok = responses.setdefault("200", {"description": "Successful Response"}).setdefault("content", {})
                     ok.setdefault("text/event-stream", {"schema": {}})
+                if route in NDJSON_STREAMING:
+                    ok = responses.setdefault("200", {"description": "Successful Response"}).setdefault("content", {})
+                    ok.setdefault("application/x-ndjson", {"schema": {}})
         schema.get("components", {}).get("schemas", {}).pop("HTTPValidationError", None)
         schema.get("components", {}).get("schemas", {}).pop("ValidationError", None)
         api.openapi_schema = schema

@@ -187,7 +187,17 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     }.get(exc.status_code, "invalid_request_error")
     if exc.status_code >= 500:
         type_ = "server_error"
-    return error_response(request.url.path, str(exc.detail), type_, status=exc.status_code)
+    message = str(exc.detail)
+    if exc.status_code == 404 and message == "Not Found":  # no route: say which there are
+        message = f"there is no {request.method} {request.url.path[:200]} here; {ROUTES_HINT}"
+    return error_response(request.url.path, message, type_, status=exc.status_code)
+
+
+ROUTES_HINT = (
+    "Hearth answers OpenAI's /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings and "
+    "/v1/models, Anthropic's /v1/messages, and Ollama's /api/chat, /api/generate, /api/embed, /api/tags, "
+    "/api/show and /api/ps"
+)
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:

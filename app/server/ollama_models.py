@@ -183,7 +183,7 @@ async def ps(request: Request) -> dict[str, Any]:
     return {"models": await asyncio.to_thread(describe)}
 
 
-@router.delete("/api/delete")
+@router.delete("/api/delete", response_class=Response, responses={200: {"description": "deleted", "content": {}}})
 async def delete(body: OllamaModelName, request: Request) -> Response:
     """Forgets the model, unloading it first if it is loaded. Files in Hearth's models folder are deleted;
     a file imported in place stays where the user keeps it (only the app's own Delete removes those)."""

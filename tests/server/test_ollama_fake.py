@@ -220,3 +220,26 @@ def wait(predicate, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return predicate()
+
+
+def test_the_front_door_guards_ollama_routes_and_answers_in_their_shape(make_server):
+    from app.server.security import Policy
+
+    live = make_server(policy=Policy(api_key="hearth-secret"))
+    bare = __import__("httpx").Client(base_url=live.url)
+    assert bare.get("/api/version").status_code == 200  # open, like /health: only the version
+    refused = bare.post("/api/chat", json={"model": "alpha", "messages": ASK})
+    assert refused.status_code == 401 and set(refused.json()) == {"error"}
+    keyed = ollama.Client(host=live.url, headers={"Authorization": "Bearer hearth-secret"})
+    assert [m.model for m in keyed.list().models]
+    foreign = bare.get("/api/tags", headers={"Host": "evil.example"})
+    assert foreign.status_code == 403
+
+
+def test_an_unknown_path_names_the_routes(make_server):
+    live = make_server()
+    for path in ("/api/nothing", "/v1/nothing"):
+        r = live.client.get(path)
+        assert r.status_code == 404
+        text = r.json()["error"] if path.startswith("/api/") else r.json()["error"]["message"]
+        assert "/v1/chat/completions" in text and "/api/chat" in text
