@@ -362,9 +362,9 @@ def test_valid_edits_are_saved_and_invalid_ones_show_pydantic_words_and_save_not
 def test_the_spin_boxes_offer_what_the_settings_accept(make_env):
     form = make_env().page.form
     assert (form.port.minimum(), form.port.maximum()) == (1, 65535)
-    assert (form.idle.minimum(), form.idle.maximum()) == (0, 24 * 60) and form.idle.text() == "never"
+    assert (form.idle.minimum(), form.idle.maximum()) == (0, 24 * 60) and form.idle.text() == "Never"
     assert (form.queue.minimum(), form.queue.maximum()) == (1, 256)
-    assert form.jit_context.minimum() == 0 and form.jit_context.text() == "the largest that fits"
+    assert form.jit_context.minimum() == 0 and form.jit_context.text() == "The largest that fits"
 
 
 def test_a_new_port_restarts_a_running_server_there(make_env, qtbot):
