@@ -210,6 +210,7 @@ def build_shell(
     shown["window"] = window
     launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"))
     library.chat_requested.connect(launcher.chat_with)
+    library.discover_requested.connect(lambda: window.show_page("discover"))  # "Find a model" on an empty My Models
     feed.chat_requested.connect(launcher.chat_with)  # "Downloaded — Chat" / "In My Models — Chat" on Discover
     # The panel's count arrives on the UI thread (its EventBridges re-post the manager's events).
     downloads.active_count_changed.connect(lambda _n: window.set_page_label("downloads", downloads.sidebar_label()))

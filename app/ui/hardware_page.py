@@ -16,7 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.hardware.profile import AppleInfo, GpuInfo, HardwareProfile
+from app.core.hardware.engines import MLX
+from app.core.hardware.profile import AppleInfo, EngineAvailability, GpuInfo, HardwareProfile
 from app.core.hardware.report import bandwidth_text
 from app.core.runtime.doctor import DoctorReport
 from app.core.units import fmt_bytes, fmt_gbps
@@ -29,6 +30,33 @@ logger = logging.getLogger(__name__)
 
 ProbeFn = Callable[[bool], HardwareProfile]  # argument: re-measure the CPU bandwidth
 DiagnoseFn = Callable[[HardwareProfile], DoctorReport]  # runs on the pool
+ENGINE_NAMES = {MLX: "MLX"}  # as people write it; llama.cpp's own name is already right
+MLX_NEEDS_A_MAC = "Installed, but MLX models need an Apple silicon Mac."
+
+
+def sentence(text: str) -> str:
+    """A note as a sentence: capitalised, with its full stop (the probes write lower-case fragments)."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?)" else text + "."
+
+
+def engine_text(e: EngineAvailability, apple_silicon: bool) -> str:
+    """What an engine row says: installed or not, and where it runs. MLX outside an Apple silicon Mac is
+    installed but of no use (its models need Metal): "available — CPU" there misled people."""
+    if not e.available:
+        return f"Not available: {e.reason or 'unknown reason'}."
+    if e.name == MLX and not apple_silicon:
+        return MLX_NEEDS_A_MAC
+    version = f"version {e.version}, " if e.version else ""
+    if e.gpu_offload:
+        where = f"runs on the GPU ({e.backend})" if e.backend else "runs on the GPU"
+    else:
+        where = "runs on the CPU"
+    extra = f" ({e.reason})" if e.reason else ""
+    return f"Installed: {version}{where}{extra}."
 
 
 class Card(QFrame):
@@ -201,7 +229,7 @@ class HardwarePage(QWidget):
         for fix in report.fixes:
             card.add_row("Fix", fix)
         for note in report.notes:
-            card.add_row("Note", note)
+            card.add_row("Note", sentence(note))
         failed = [c for c in report.checks if not c["passed"]]
         passed = len(report.checks) - len(failed)
         if report.checks:
@@ -232,7 +260,7 @@ class HardwarePage(QWidget):
             card.add_row("Swap", f"{fmt_bytes(m.swap_free_bytes)} free of {fmt_bytes(m.swap_total_bytes)}")
         card.add_row("Memory bandwidth", bandwidth_text(p))
         for w in p.warnings:
-            card.add_row("Note", w)
+            card.add_row("Note", sentence(w))
         return card
 
     def _gpu_card(self, g: GpuInfo, p: HardwareProfile) -> Card:
@@ -257,13 +285,13 @@ class HardwarePage(QWidget):
         else:
             card.add_row("Driver", g.driver or "unknown")
         if g.note:
-            card.add_row("Note", g.note)
+            card.add_row("Note", sentence(g.note))
         return card
 
     def _no_gpu_card(self, p: HardwareProfile) -> Card:
         card = Card("GPU")
-        card.add_row("NVIDIA", p.nvidia.reason or "none found")
-        card.add_row("AMD / Intel", p.amd_intel.reason or "no AMD or Intel GPU")
+        card.add_row("NVIDIA", sentence(p.nvidia.reason or "none found"))
+        card.add_row("AMD / Intel", sentence(p.amd_intel.reason or "no AMD or Intel GPU"))
         return card
 
     def _apple_card(self, a: AppleInfo) -> Card:
@@ -283,16 +311,9 @@ class HardwarePage(QWidget):
 
     def _engines_card(self, p: HardwareProfile) -> Card:
         card = Card("Engines")
+        apple_silicon = p.os == "macOS" and p.apple is not None
         for e in p.engines:
-            if e.available:
-                detail = f"available — {e.version or ''} {e.backend or ''}".strip()
-                if e.gpu_offload:
-                    detail += ", GPU offload"
-                if e.reason:
-                    detail += f" ({e.reason})"
-            else:
-                detail = f"not available — {e.reason or 'unknown reason'}"
-            card.add_row(e.name, detail)
+            card.add_row(ENGINE_NAMES.get(e.name, e.name), engine_text(e, apple_silicon))
         if not p.engines:
-            card.add_row("Engines", "not probed")
+            card.add_row("Engines", "Not checked yet.")
         return card

@@ -11,6 +11,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -36,6 +37,34 @@ from app.ui.widgets.loaded_models import LoadedModelsStrip
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["Name", "Format", "Quant", "Size", "Path", "Last used", "Status"]
+EMPTY_TEXT = (
+    "My Models lists the models on this computer: the ones you download in Discover and the GGUF files you "
+    "import. Pick one here to chat with it, or to serve it on the Server page's API."
+)
+
+
+class EmptyLibrary(QFrame):
+    """What My Models shows before it holds a model: what the page is for, and the two ways to fill it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("card")
+        title = QLabel("No models yet")
+        title.setObjectName("cardTitle")
+        text = QLabel(EMPTY_TEXT)
+        text.setWordWrap(True)
+        self.find_button = QPushButton("Find a model")
+        self.find_button.setProperty("role", "primary")
+        self.import_button = QPushButton("Import a file…")
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.find_button)
+        buttons.addWidget(self.import_button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setSpacing(8)
+        layout.addWidget(title)
+        layout.addWidget(text)
+        layout.addLayout(buttons)
 
 
 def describe_import(result: ImportResult) -> str:
@@ -51,6 +80,7 @@ class LibraryPage(QWidget):
     models_shown = Signal(list)  # list[LocalModel], after every reload (main thread)
     import_finished = Signal(str)  # what happened, in plain words
     chat_requested = Signal(object)  # LocalModel: open it in Chat (main.py wires this to the Chat page)
+    discover_requested = Signal()  # "Find a model" on the empty page: show Discover (main.py wires it)
 
     def __init__(
         self,
@@ -123,10 +153,17 @@ class LibraryPage(QWidget):
         buttons.addStretch(1)
         buttons.addWidget(self.total)
 
+        # Instead of an empty table, once the first listing finds nothing.
+        self.empty = EmptyLibrary()
+        self.empty.find_button.clicked.connect(self.discover_requested.emit)
+        self.empty.import_button.clicked.connect(self._import_file)
+        self.empty.setVisible(False)
+
         layout = QVBoxLayout(self)
         layout.addWidget(title)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
+        layout.addWidget(self.empty)
         layout.addWidget(self.table, 1)
         self.loaded_models: LoadedModelsStrip | None = None
         if host is not None:
@@ -137,6 +174,7 @@ class LibraryPage(QWidget):
             self.remotes_panel = RemotesPanel(remotes, tasks)
             self.remotes_panel.chat_requested.connect(self.chat_requested.emit)
             layout.addWidget(self.remotes_panel)
+        layout.addStretch(0)  # spare height gathers at the bottom while the table (stretch 1) is hidden
 
         self._select_next: str | None = None  # the id of a model just imported, selected when it is listed
         # Coalesced to one key: a bulk import fires `changed` per model, one reload is enough.
@@ -176,6 +214,8 @@ class LibraryPage(QWidget):
                 self.table.setItem(row, col, item)
             if selected is not None and m.id == selected.id:
                 self.table.selectRow(row)
+        self.empty.setVisible(not self.models)
+        self.table.setVisible(bool(self.models))
         total = sum(m.size for m in self.models)
         self.total.setText(
             f"{len(self.models)} model{'s' if len(self.models) != 1 else ''} · {fmt_bytes(total)} on disk"

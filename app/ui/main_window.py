@@ -6,14 +6,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QListWidget,
     QListWidgetItem,
     QMainWindow,
+    QPushButton,
     QStackedWidget,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -56,11 +58,26 @@ class MainWindow(QMainWindow):
             self.sidebar.addItem(item)
             self.stack.addWidget(page if page is not None else QWidget())
         self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+        # Settings at the foot of the sidebar, where a newcomer looks for it (File → Settings… and Ctrl+, too).
+        self.settings_button = QPushButton("Settings")
+        self.settings_button.setObjectName("sidebarSettings")
+        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        self.settings_button.setIconSize(QSize(20, 20))  # as the pages' icons above it
+        self.settings_button.clicked.connect(self.open_settings)
+        side = QWidget()
+        side.setObjectName("sidebarPanel")
+        side.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)  # a plain QWidget paints no style sheet background
+        side.setFixedWidth(self.sidebar.width())
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 0, 8)
+        side_layout.setSpacing(0)
+        side_layout.addWidget(self.sidebar, 1)
+        side_layout.addWidget(self.settings_button)
 
         central = QWidget()
         layout = QHBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.sidebar)
+        layout.addWidget(side)
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
         self._build_menu()
@@ -110,6 +127,7 @@ class MainWindow(QMainWindow):
 
         for row, key in enumerate(self._keys):
             self.sidebar.item(row).setIcon(icon(key, colour, selected))
+        self.settings_button.setIcon(icon("settings", colour, selected))
 
     def set_page_label(self, key: str, label: str) -> None:
         """Main thread: change a page's sidebar text (e.g. a count); its key and place stay the same."""
@@ -128,10 +146,18 @@ class MainWindow(QMainWindow):
         # Imported here: its forms pull in most of the app, and the window must show before they load.
         from app.ui.settings_dialog import SettingsDialog
 
-        dialog = SettingsDialog(self._store, self.settings, self._paths, self)
+        to_server = self.show_server_settings if "server" in self._keys else None
+        dialog = SettingsDialog(self._store, self.settings, self._paths, self, show_server_settings=to_server)
         dialog.accepted.connect(lambda: self._settings_saved(dialog.settings))
         dialog.open()
         return dialog
+
+    def show_server_settings(self) -> None:
+        """The Server page, its Parallel requests field in view and focused (the one place it is edited)."""
+        self.show_page("server")
+        focus = getattr(self.page("server"), "focus_parallel_requests", None)  # a stand-in page may lack it
+        if callable(focus):
+            focus()
 
     def _settings_saved(self, settings: Settings) -> None:
         # Keep our window state: the dialog edited everything else.

@@ -139,7 +139,7 @@ class RemotesPanel(QWidget):
         self.table.setMaximumHeight(180)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.table.cellDoubleClicked.connect(lambda _r, _c: self.chat_selected())
-        self.add_button = QPushButton("Add a server…")
+        self.add_button = QPushButton("Add a remote server…")
         self.add_button.clicked.connect(lambda: self.add_clicked())
         self.chat_button = QPushButton("Chat")
         self.chat_button.clicked.connect(self.chat_selected)
@@ -154,9 +154,14 @@ class RemotesPanel(QWidget):
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.status.setVisible(False)
+        # Until a server is added, the section is one line: the Add button and what it is for.
+        self.collapsed_hint = QLabel("Models served elsewhere: vLLM, Ollama, LM Studio, another Hearth.")
+        self.collapsed_hint.setObjectName("hint")
+        self.collapsed_hint.setWordWrap(True)
         buttons = QHBoxLayout()
         for w in (self.add_button, self.chat_button, self.refresh_button, self.expose_box, self.remove_button):
             buttons.addWidget(w)
+        buttons.addWidget(self.collapsed_hint, 10)  # the spare width, nearly all, while it shows
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 8, 0, 0)
@@ -165,13 +170,32 @@ class RemotesPanel(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(self.table)
+        self._expanded_only = (title, hint, self.chat_button, self.refresh_button, self.expose_box, self.remove_button)
+        self.collapsed = False
+        self._collapse(True)  # nothing is known yet: the short form, until the store says otherwise
         self.reload()
 
     # ---- reading ----
 
     def reload(self) -> None:
         """Main thread: read the store on the pool (no network) and refill the table."""
-        self._tasks.run(self.store.entries, self._show, self._failed, owner=self)
+        store = self.store
+        self._tasks.run(lambda: (bool(store.list()), store.entries()), self._listed, self._failed, owner=self)
+
+    def _listed(self, listed: tuple[bool, list[RemoteEntry]]) -> None:
+        any_remote, entries = listed
+        self._collapse(not any_remote)
+        self._show(entries)
+
+    def _collapse(self, collapsed: bool) -> None:
+        """One line (the Add button and what it is for) while no server is added; the full section once one is."""
+        if collapsed == self.collapsed:
+            return
+        self.collapsed = collapsed
+        for w in self._expanded_only:
+            w.setVisible(not collapsed)
+        self.table.setVisible(not collapsed)
+        self.collapsed_hint.setVisible(collapsed)
 
     def _show(self, entries: list[RemoteEntry]) -> None:
         selected = self.selected()

@@ -18,9 +18,24 @@ class ServerStatusLike(Protocol):
     def error(self) -> str: ...  # why the last start failed
 
 
+class RequestStart(Protocol):
+    """A request the server has just received and is still answering."""
+
+    @property
+    def id(self) -> int: ...  # the same as its RequestRecord's, once it is answered
+    @property
+    def at(self) -> float: ...  # time.time() when it arrived
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+
+
 class RequestRecord(Protocol):
     """One finished request, as the server's request log keeps it."""
 
+    @property
+    def id(self) -> int: ...  # its RequestStart's (0: none was announced)
     @property
     def at(self) -> float: ...  # time.time() when it arrived
     @property
@@ -48,6 +63,8 @@ class RequestRecord(Protocol):
 class RequestLogLike(Protocol):
     @property
     def added(self) -> Event[Any]: ...  # fires a RequestRecord on the server's thread
+    @property
+    def started(self) -> Event[Any]: ...  # fires a RequestStart on the server's thread
 
     def items(self) -> Sequence[RequestRecord]: ...
 

@@ -36,8 +36,9 @@ def needs_restart(old: ServerSettings, new: ServerSettings) -> bool:
 
 
 PARALLEL_HINT = (
-    "Replies the engine generates at once, chat and API together. Each keeps a whole context's KV cache, "
-    "so the planner loads fewer where memory is short; 1 runs one at a time. Applies from the next model load."
+    "How many replies the engine writes at the same time, for the chat and the API together. Each one keeps "
+    "its own context in memory, so where memory is short a model is loaded for fewer. 1 answers one request "
+    "at a time. A change applies the next time a model loads."
 )
 
 

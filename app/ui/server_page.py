@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QMessageBox, QVBoxLayout, QWidget
 
@@ -280,6 +280,13 @@ class ServerPage(QWidget):
         if not self.form.dirty and not self.busy:
             self.form.load(settings.server, settings.parallel_requests)
         self._show_status(self.api.status)
+
+    def focus_parallel_requests(self) -> None:
+        """Main thread: scroll to the Parallel requests field and give it the keyboard focus (Settings
+        links here: this page is the one place it is edited)."""
+        self.page_scroll.ensureWidgetVisible(self.form.parallel_hint, 0, 8)  # its explanation in view too
+        self.page_scroll.ensureWidgetVisible(self.form.parallel)
+        self.form.parallel.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # ---- key ----
 

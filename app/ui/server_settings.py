@@ -47,7 +47,7 @@ class ServerSettingsForm(QFrame):
     def __init__(
         self, settings: ServerSettings, parent: QWidget | None = None, parallel: int = DEFAULT_PARALLEL_REQUESTS
     ) -> None:
-        """`parallel`: Settings → Parallel requests, shown here too (it is the app's, not only the server's)."""
+        """`parallel`: the app's Parallel requests (the chat's too, not only the server's), edited here only."""
         super().__init__(parent)
         self.setObjectName("card")
         self._loaded = settings  # what the form last showed: Revert returns to it, `dirty` compares with it
@@ -73,10 +73,10 @@ class ServerSettingsForm(QFrame):
         self.keep_in_tray = QCheckBox("Keep serving from the tray when the window is closed")
         self.jit = QCheckBox("Load a requested model that is not loaded (JIT)")
         self.idle = _spin("idle_ttl_minutes", " min")
-        self.idle.setSpecialValueText("never")  # shown at the minimum, 0
+        self.idle.setSpecialValueText("Never")  # shown at the minimum, 0
         self.queue = _spin("queue_size", " requests")
         self.max_models = _spin("max_loaded_models", " models")
-        self.max_models.setSpecialValueText("as many as fit")  # shown at the minimum, 0
+        self.max_models.setSpecialValueText("As many as fit")  # shown at the minimum, 0
         self.max_models.setToolTip(
             "Models kept loaded at once; when a new one needs room, the least recently used unpinned one is "
             "unloaded first. As many as fit: memory alone decides."
@@ -85,9 +85,13 @@ class ServerSettingsForm(QFrame):
         self.parallel.setRange(*settings_bounds("parallel_requests"))
         self.parallel.setSuffix(" at once")
         self.parallel.setToolTip(PARALLEL_HINT)
+        # The one place it is edited (Settings only shows it), so its explanation is in view, not only a tooltip.
+        self.parallel_hint = QLabel(PARALLEL_HINT)
+        self.parallel_hint.setObjectName("hint")
+        self.parallel_hint.setWordWrap(True)
         self.jit_context = _spin("jit_context", " tokens")
         self.jit_context.setSingleStep(4096)
-        self.jit_context.setSpecialValueText("the largest that fits")  # 0: up to the model's trained length
+        self.jit_context.setSpecialValueText("The largest that fits")  # 0: up to the model's trained length
         self.jit_context.setToolTip(
             "The context a model loaded for an API request asks for; Hearth lowers it to what fits this machine."
         )
@@ -106,6 +110,7 @@ class ServerSettingsForm(QFrame):
         form.addRow("Unload an idle model after", self.idle)
         form.addRow("Models loaded at once", self.max_models)
         form.addRow("Parallel requests", self.parallel)
+        form.addRow(self.parallel_hint)
         form.addRow("Queue size", self.queue)
         form.addRow(self.keep_responses)
 

@@ -4,7 +4,7 @@ from the environment, the default) so an empty field never hides where a value c
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pydantic import ValidationError
 from PySide6.QtWidgets import (
@@ -27,15 +27,17 @@ from PySide6.QtWidgets import (
 from app.core.hub.urls import DEFAULT_ENDPOINT
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
-from app.ui.server_model import PARALLEL_HINT, settings_bounds
 from app.ui.theme import set_status
 from app.ui.widgets.scroll import scrolling
 
 # What "measure on first start" does (app/main.py): the bandwidth with the hardware probe, then the quant probe.
 MEASURE_HINT = (
-    "Memory bandwidth (0.2 s), then how fast each quantization decodes on this CPU, in the background once "
-    "the machine is quiet (about half a minute). Both are kept for this CPU; speed predictions use them."
+    "Hearth measures the memory bandwidth (0.2 s), then how fast each quantization decodes on this CPU (about "
+    "half a minute, in the background once the machine is quiet). Both are kept for this CPU and make the "
+    "speed predictions closer to what you will see."
 )
+# Parallel requests is edited in one place, the Server page's settings; here it is only shown.
+PARALLEL_HERE = "The chat and the API share these. Change them in the Server page's settings."
 
 
 def endpoint_in_effect(typed: str, env: Mapping[str, str]) -> str:
@@ -52,7 +54,7 @@ def token_in_effect(typed: str, env: Mapping[str, str]) -> str:
         return "In effect: the token above, sent only to the Hub endpoint"
     if env.get("HF_TOKEN"):
         return "In effect: the token in the HF_TOKEN environment variable"
-    return "In effect: none; public models only (gated and private ones need a token)"
+    return "In effect: no token, so public models only. Gated and private ones need a token."
 
 
 SPECULATIVE_CHOICES = (
@@ -60,8 +62,9 @@ SPECULATIVE_CHOICES = (
     ("Off", "off"),
 )
 SPECULATIVE_HINT = (
-    "Drafts tokens from text already in the conversation (or a draft model picked in the chat's Advanced "
-    "options) and checks them in one step: the reply is the same, only faster where drafts hold."
+    "Hearth guesses the next few tokens from text already in the conversation (or with a draft model picked "
+    "in the chat's Advanced options) and checks them in one step. The reply is the same; it only comes "
+    "faster when the guesses are right."
 )
 
 
@@ -80,10 +83,13 @@ class SettingsDialog(QDialog):
         paths: AppPaths,
         parent: QWidget | None = None,
         env: Mapping[str, str] | None = None,
+        show_server_settings: Callable[[], None] | None = None,
     ) -> None:
-        """`env`: the environment the Hub settings fall back to (os.environ)."""
+        """`env`: the environment the Hub settings fall back to (os.environ); `show_server_settings()`
+        opens the Server page's settings, where Parallel requests is changed (None: no link to it)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
+        self._show_server_settings = show_server_settings
         self._store = store
         self._settings = settings
         self._paths = paths
@@ -116,12 +122,16 @@ class SettingsDialog(QDialog):
         self.measure_bw.setChecked(settings.measure_bandwidth_on_start)
         hform.addRow(self.measure_bw)
         hform.addRow(_hint(MEASURE_HINT))
-        self.parallel_requests = QSpinBox()
-        self.parallel_requests.setRange(*settings_bounds("parallel_requests"))
-        self.parallel_requests.setValue(settings.parallel_requests)
-        self.parallel_requests.setSuffix(" at once")
-        hform.addRow("Parallel requests", self.parallel_requests)
-        hform.addRow(_hint(PARALLEL_HINT))
+        self.parallel_requests = QLabel(f"{settings.parallel_requests} at once")
+        parallel = QHBoxLayout()
+        parallel.addWidget(self.parallel_requests)
+        self.parallel_link = QPushButton("Change on the Server page")
+        self.parallel_link.clicked.connect(self.open_server_settings)
+        self.parallel_link.setVisible(show_server_settings is not None)
+        parallel.addWidget(self.parallel_link)
+        parallel.addStretch(1)
+        hform.addRow("Parallel requests", parallel)
+        hform.addRow(_hint(PARALLEL_HERE))
         self.speculative = QComboBox()
         for label, value in SPECULATIVE_CHOICES:
             self.speculative.addItem(label, value)
@@ -154,7 +164,12 @@ class SettingsDialog(QDialog):
         set_status(self.error, "error")
         self.error.setVisible(False)
 
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        # Plain buttons, as everywhere else in Hearth: the platform's standard ones can carry stock icons.
+        buttons = QDialogButtonBox()
+        self.save_button = buttons.addButton("Save", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.save_button.setProperty("role", "primary")
+        self.save_button.setDefault(True)
+        self.cancel_button = buttons.addButton("Cancel", QDialogButtonBox.ButtonRole.RejectRole)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
 
@@ -199,7 +214,6 @@ class SettingsDialog(QDialog):
                 "hf_token": self.hf_token.text(),
                 "hf_endpoint": self.hf_endpoint.text(),
                 "parallel_downloads": self.parallel_downloads.value(),
-                "parallel_requests": self.parallel_requests.value(),
                 "speculative": self.speculative.currentData(),
             }
         )
@@ -208,6 +222,18 @@ class SettingsDialog(QDialog):
         """The setting for the folder shown: "" while it is the default one, so it follows the data dir."""
         text = self.models_dir.text().strip()
         return "" if not text or os.path.normpath(text) == os.path.normpath(str(self._paths.models)) else text
+
+    def open_server_settings(self) -> None:
+        """Close (saving what was edited here, if anything) and show the Server page's settings."""
+        if self.edited() != self._settings:
+            self.setResult(QDialog.DialogCode.Rejected)
+            self.accept()
+            if self.result() != QDialog.DialogCode.Accepted:  # an edit the settings refuse: stay, and say why
+                return
+        else:
+            self.reject()
+        if self._show_server_settings is not None:
+            self._show_server_settings()
 
     def accept(self) -> None:
         try:

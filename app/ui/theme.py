@@ -123,8 +123,9 @@ def qt_palette(p: Palette) -> QPalette:
     }
     for role, colour in roles.items():
         pal.setColor(role, QColor(colour))
-    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor(p["text_muted"]))
-    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, QColor(p["text_muted"]))
+    # Disabled text is fainter than muted text: a disabled control must not read as a quiet enabled one.
+    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
+        pal.setColor(QPalette.ColorGroup.Disabled, role, QColor(p["text_disabled"]))
     return pal
 
 

@@ -209,3 +209,41 @@ def test_a_long_path_elides_instead_of_scrolling_the_table_sideways(qtbot, make_
     qtbot.wait(20)
     assert page.table.horizontalScrollBar().maximum() == 0  # every column in view
     assert page.table.item(0, 4).toolTip() == str(dest)  # the whole path, on hover
+
+
+def test_an_empty_library_says_what_my_models_is_and_how_to_fill_it(
+    qtbot, make_page, library, quant_files, monkeypatch
+):
+    page = make_page()
+    page.show()
+    qtbot.waitExposed(page)
+    assert page.empty.isVisible() and not page.table.isVisible()  # a friendly card, not a blank table
+    with qtbot.waitSignal(page.discover_requested, timeout=1_000):
+        page.empty.find_button.click()
+    # "Import a file…" asks for a GGUF and imports it in place, as Import… → GGUF file… does.
+    from PySide6.QtWidgets import QFileDialog
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(quant_files["Q8_0"]), ""))
+    page.empty.import_button.click()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
+    assert page.table.isVisible() and not page.empty.isVisible()
+
+
+def test_find_a_model_opens_discover_in_the_window(qtbot):
+    from app.core.paths import app_paths
+    from app.core.settings import SettingsStore
+    from app.main import build_shell
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    shell = build_shell(paths, store, store.load().model_copy(update={"measure_bandwidth_on_start": False}))
+    qtbot.addWidget(shell.window)
+    try:
+        window = shell.window
+        window.show_page("models")
+        page = window.page("models")
+        qtbot.waitUntil(lambda: page.total.text() != "", timeout=5_000)
+        page.empty.find_button.click()
+        assert window.current_page_key == "discover"
+    finally:
+        shell.shutdown()

@@ -171,7 +171,7 @@ def test_hardware_page_shows_this_machine(shell_factory, qtbot):
     total = psutil.virtual_memory().total
     assert fmt_bytes(total) in text
     assert abs(profile.memory.total_bytes - total) / total < 0.01
-    assert "NVIDIA" in text and "none found" in text  # no NVIDIA GPU here, and why
+    assert "NVIDIA" in text and "none found" in text.lower()  # no NVIDIA GPU here, and why
     assert "AVX2" in text
     assert "llama.cpp" in text
 
@@ -310,7 +310,33 @@ def test_gpu_and_apple_cards_render_from_a_profile(shell_factory):
     text = page.text()
     assert "20.0 GiB free of 24.0 GiB" in text and "1,008 GB/s" in text and "CUDA 12.4" in text
     assert "48.0 GiB usable by the GPU" in text
-    assert "not available — llama-cpp-python is not installed" in text
+    assert "Not available: llama-cpp-python is not installed." in text
+
+
+@pytest.mark.parametrize(
+    ("os_name", "apple", "expected"),
+    [
+        ("Linux", False, "Installed, but MLX models need an Apple silicon Mac."),
+        ("macOS", True, "Installed: version 0.29.0, runs on the GPU (Metal)."),
+    ],
+)
+def test_the_engines_card_says_mlx_is_of_no_use_off_an_apple_silicon_mac(shell_factory, os_name, apple, expected):
+    from app.core.hardware.profile import AppleInfo, EngineAvailability, HardwareProfile
+
+    engines = [
+        EngineAvailability(name="llama.cpp", available=True, version="0.3.16", backend="CPU"),
+        EngineAvailability(
+            name="mlx", available=True, version="0.29.0", backend="Metal" if apple else "CPU", gpu_offload=apple
+        ),
+    ]
+    chip = AppleInfo(chip="Apple M2", unified_memory_bytes=16 * 1024**3) if apple else None
+    shell, _ = shell_factory()
+    page = shell.window.page("hardware")
+    page.show_profile(HardwareProfile(os=os_name, arch="arm64" if apple else "x86_64", apple=chip, engines=engines))
+    card = next(c for c in page.cards if c.title == "Engines")
+    lines = card.text().splitlines()
+    assert "MLX" in lines and expected in lines
+    assert "Installed: version 0.3.16, runs on the CPU." in lines and "available — CPU" not in card.text()
 
 
 def test_the_build_card_says_when_llama_cpp_cannot_use_the_gpu(shell_factory, qtbot):

@@ -95,3 +95,20 @@ def test_add_from_a_plan_fills_in_the_url(qtbot, tmp_path, pool_tasks):  # noqa:
     panel.add_clicked("http://gpu-server:8000")
     assert asked == ["http://gpu-server:8000"]  # the dialog opens with it; cancelling adds nothing
     assert store.list() == []
+
+
+def test_with_no_server_the_section_is_one_line_until_one_is_added(qtbot, tmp_path, pool_tasks):  # noqa: F811
+    store = RemoteStore(tmp_path / "remotes.json", keyring=None)
+    panel = RemotesPanel(store, pool_tasks)
+    qtbot.addWidget(panel)
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: not panel.busy)
+    assert panel.collapsed and panel.add_button.isVisible() and panel.collapsed_hint.isVisible()
+    assert not panel.table.isVisible() and not panel.remove_button.isVisible()
+    short = panel.sizeHint().height()
+    with upstream_server(tmp_path / "up") as up:
+        add(qtbot, panel, up.url, name="gpu-box", api_key=UPSTREAM_KEY)
+        qtbot.waitUntil(lambda: panel.table.rowCount() == 2, timeout=5_000)
+    assert not panel.collapsed and panel.table.isVisible() and not panel.collapsed_hint.isVisible()
+    assert short < panel.sizeHint().height()

@@ -29,7 +29,16 @@ from app.core.settings import ServerSettings, Settings, SettingsStore
 from app.server.keys import new_api_key
 from app.server.request_log import LoggedRequest
 from app.server.service import ApiService
-from app.ui.server_log import MAX_UPDATES_HZ, RequestLogModel
+from app.ui.server_log import (
+    CACHED,
+    DRAFTS,
+    DURATION,
+    IN_PROGRESS,
+    MAX_UPDATES_HZ,
+    STATUS,
+    TOKENS,
+    RequestLogModel,
+)
 from app.ui.server_model import base_url, curl_snippet, needs_restart, python_snippet
 from app.ui.server_page import ServerPage
 from app.ui.tasks import TaskRunner
@@ -159,14 +168,18 @@ def test_start_serves_logs_requests_and_stop_frees_the_port(make_env, qtbot):
     assert page.status_card.stop_button.isEnabled() and not page.status_card.start_button.isEnabled()
     assert off_ui_thread(env.threads["start"])
 
+    started: list = []
+    env.api.log.started.connect(started.append)
     assert chat(page.status_card.url.text(), model="beta").status_code == 200  # JIT loads beta
     model = page.log_view.log_model
-    qtbot.waitUntil(lambda: model.rowCount() == 1, timeout=WAIT_MS)
+    # One row: shown when the request arrived (Running), filled in where it is once answered.
+    qtbot.waitUntil(lambda: model.rowCount() == 1 and model.index(0, STATUS).data() != IN_PROGRESS, timeout=WAIT_MS)
     row = model.record(0)
     assert (row.method, row.path, row.model, row.status) == ("POST", "/v1/chat/completions", "beta", 200)
+    assert [s.id for s in started] == [row.id] and row.id > 0  # the server announced it as it arrived
     shown = [model.index(0, c).data() for c in range(model.columnCount())]
-    assert shown[1:4] == ["POST", "/v1/chat/completions", "beta"] and shown[-1] == "200"
-    assert int(shown[5]) == row.completion_tokens > 0
+    assert shown[1:3] == ["POST /v1/chat/completions", "beta"] and shown[STATUS] == "200"
+    assert shown[TOKENS] == f"{row.prompt_tokens:,} → {row.completion_tokens:,}" and row.completion_tokens > 0
 
     page.status_card.copy_url_button.click()
     assert QGuiApplication.clipboard().text() == env.api.status.url
@@ -241,16 +254,19 @@ def test_a_burst_of_200_requests_reaches_the_table_in_a_few_updates(make_env, qt
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=10) as clients:
         futures = [clients.submit(client_burst, 20) for _ in range(10)]
-        qtbot.waitUntil(lambda: view.log_model.rowCount() == 200, timeout=30_000)
+        qtbot.waitUntil(lambda: view.log_model.rowCount() == 200 and not view.log_model.in_progress, timeout=30_000)
     elapsed = time.monotonic() - t0
     for f in futures:
         f.result()
-    # The bridge posts at most MAX_UPDATES_HZ batches a second, however fast requests come.
+    # The bridge posts at most MAX_UPDATES_HZ batches a second (starts and ends together), however fast
+    # requests come.
     assert view.updates <= MAX_UPDATES_HZ * elapsed + 2, (view.updates, elapsed)
     assert view.updates < 50, (view.updates, elapsed)
     assert {view.log_model.record(r).path for r in range(200)} == {"/health"}
     shown = [view.log_model.record(r) for r in range(200)]
-    assert all(a is b for a, b in zip(shown, reversed(env.api.log.items())))  # newest first, none twice
+    assert {id(r) for r in shown} == {id(r) for r in env.api.log.items()}  # every one, none twice
+    ids = [r.id for r in shown]
+    assert ids == sorted(ids, reverse=True)  # newest (by arrival) first
 
 
 def test_an_instant_burst_is_one_or_two_updates_and_the_table_keeps_the_last_rows(make_env, qtbot):
@@ -286,10 +302,10 @@ def test_the_log_model_puts_the_newest_first_and_trims():
     model.add(rows[:2])
     model.add(rows[2:])
     assert [model.record(r).path for r in range(model.rowCount())] == ["/4", "/3", "/2"]
-    assert model.index(0, 8).data() == "1.5 s" and model.index(0, 9).data() == "404"
-    assert model.index(0, 9).data(Qt.ItemDataRole.ForegroundRole) is not None  # an error status is coloured
-    assert model.index(1, 9).data(Qt.ItemDataRole.ForegroundRole) is None
-    assert model.index(0, 7).data() == ""  # nothing drafted
+    assert model.index(0, DURATION).data() == "1.5 s" and model.index(0, STATUS).data() == "404"
+    assert model.index(0, STATUS).data(Qt.ItemDataRole.ForegroundRole) is not None  # an error status is coloured
+    assert model.index(1, STATUS).data(Qt.ItemDataRole.ForegroundRole) is None
+    assert model.index(0, DRAFTS).data() == ""  # nothing drafted
 
 
 def test_the_log_shows_the_drafts_kept_from_usage():
@@ -305,7 +321,7 @@ def test_the_log_shows_the_drafts_kept_from_usage():
     Timer(log, "POST", "/v1/chat/completions").done(200, "m", usage)
     model = RequestLogModel()
     model.add(log.items())
-    assert model.index(0, 6).data() == "12" and model.index(0, 7).data() == "75% of 20"
+    assert model.index(0, CACHED).data() == "12" and model.index(0, DRAFTS).data() == "75% of 20"
 
 
 # ---- settings ------------------------------------------------------------------------------------
@@ -346,9 +362,9 @@ def test_valid_edits_are_saved_and_invalid_ones_show_pydantic_words_and_save_not
 def test_the_spin_boxes_offer_what_the_settings_accept(make_env):
     form = make_env().page.form
     assert (form.port.minimum(), form.port.maximum()) == (1, 65535)
-    assert (form.idle.minimum(), form.idle.maximum()) == (0, 24 * 60) and form.idle.text() == "never"
+    assert (form.idle.minimum(), form.idle.maximum()) == (0, 24 * 60) and form.idle.text() == "Never"
     assert (form.queue.minimum(), form.queue.maximum()) == (1, 256)
-    assert form.jit_context.minimum() == 0 and form.jit_context.text() == "the largest that fits"
+    assert form.jit_context.minimum() == 0 and form.jit_context.text() == "The largest that fits"
 
 
 def test_a_new_port_restarts_a_running_server_there(make_env, qtbot):

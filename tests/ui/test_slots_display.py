@@ -72,18 +72,17 @@ def test_the_fit_view_shows_the_slots_beside_the_context(qtbot):
     assert "parallel" not in single.explanation_label.text()
 
 
-def test_settings_offer_parallel_requests_and_save_it(qtbot, tmp_path):
+def test_settings_show_parallel_requests_and_keep_it(qtbot, tmp_path):
+    """Edited on the Server page only (tests/ui/test_settings_access.py); Settings shows it and saves it as is."""
     from app.core.paths import app_paths
     from app.core.settings import SettingsStore
     from app.ui.settings_dialog import SettingsDialog
 
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
-    dialog = SettingsDialog(store, store.load(), paths, env={})
+    dialog = SettingsDialog(store, store.load().model_copy(update={"parallel_requests": 1}), paths, env={})
     qtbot.addWidget(dialog)
-    box = dialog.parallel_requests
-    assert (box.minimum(), box.maximum(), box.value()) == (1, 16, 4)  # on by default: four at once
-    box.setValue(1)  # one at a time: the single-stream path
+    assert dialog.parallel_requests.text() == "1 at once"
     dialog.accept()
     assert store.load().parallel_requests == 1
 

@@ -275,5 +275,93 @@ def test_a_disabled_destructive_button_does_not_look_like_an_action(app, qtbot):
     button.setEnabled(False)
     button.style().unpolish(button)
     button.style().polish(button)
-    assert text_colour() == light["text_muted"]
+    assert text_colour() == light["text_disabled"]
+    themes.deleteLater()
+
+
+FOCUSABLE = ("QPushButton", "QToolButton", "QLineEdit", "QSpinBox", "QComboBox", "QTableView", "QListView")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_every_control_has_a_focus_ring_and_a_disabled_look_in_both_themes(theme):
+    palette = load_palettes()[theme]
+    sheet = style_sheet(palette)
+    rules = re.findall(r"([^{}]+)\{([^}]*)\}", re.sub(r"/\*.*?\*/", "", sheet, flags=re.S))
+
+    def declared(widget: str, state: str) -> str:
+        """The declarations of the rules whose selector names `widget` (no property, no sub-control) in `state`."""
+        return " ".join(
+            body for selectors, body in rules for sel in selectors.split(",") if sel.strip() == f"{widget}:{state}"
+        )
+
+    for widget in FOCUSABLE:
+        assert f"2px solid {palette['focus']}" in declared(widget, "focus"), widget
+    for widget in ("QPushButton", "QToolButton", "QLineEdit", "QSpinBox", "QComboBox", "QCheckBox"):
+        assert palette["text_disabled"] in declared(widget, "disabled"), widget
+    # Hovering a button shades it; it never borrows the accent's border, which read as focus.
+    assert "border" not in declared("QPushButton", "hover") + declared("QToolButton", "hover")
+    assert palette["text_disabled"] not in (palette["text"], palette["text_muted"])
+
+
+def _shown(qtbot, widget):
+    """`widget` in a window of its own (the theme's window colour behind it), shown and active."""
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    holder = QWidget()
+    holder.setAutoFillBackground(True)
+    QVBoxLayout(holder).addWidget(widget)
+    qtbot.addWidget(holder)
+    holder.show()
+    qtbot.waitExposed(holder)
+    holder.activateWindow()
+    return holder
+
+
+def _colours(widget) -> set[str]:
+    image = widget.grab().toImage()
+    return {image.pixelColor(x, y).name() for x in range(image.width()) for y in range(image.height())}
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_focused_button_and_field_draw_the_focus_ring(app, qtbot, theme):
+    from PySide6.QtWidgets import QLineEdit, QPushButton
+
+    themes = ThemeManager(app, theme)
+    themes.apply()
+    palette = load_palettes()[theme]
+    holders = []  # kept: a holder dropped here would be deleted with its widget
+    for widget in (QPushButton("Save"), QLineEdit("8487")):
+        holders.append(_shown(qtbot, widget))
+        widget.clearFocus()
+        qtbot.waitUntil(lambda w=widget: not w.hasFocus())
+        assert palette["focus"] not in _colours(widget), type(widget).__name__
+        widget.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(widget.hasFocus)
+        image = widget.grab().toImage()
+        middle = image.height() // 2
+        assert image.pixelColor(0, middle).name() == palette["focus"], type(widget).__name__
+        assert image.pixelColor(1, middle).name() == palette["focus"]  # two pixels wide
+    themes.deleteLater()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_disabled_button_is_drawn_muted_not_like_an_enabled_one(app, qtbot, theme):
+    from PySide6.QtWidgets import QPushButton
+
+    themes = ThemeManager(app, theme)
+    themes.apply()
+    palette = load_palettes()[theme]
+    enabled, disabled = QPushButton("Stop"), QPushButton("Stop")
+    disabled.setEnabled(False)
+    holders = []
+    for button in (enabled, disabled):
+        button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        holders.append(_shown(qtbot, button))
+    on, off = _colours(enabled), _colours(disabled)
+    assert palette["text"] in on and palette["text"] not in off  # its label's ink
+    assert palette["text_disabled"] in off
+    # Its face is the window's, not the raised surface of a button that can be clicked.
+    seen = holders[1].grab(disabled.geometry()).toImage()  # with what is behind it
+    inside = seen.pixelColor(6, seen.height() // 2).name()
+    assert inside == palette["window"] != palette["surface"]
     themes.deleteLater()

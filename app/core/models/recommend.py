@@ -134,6 +134,11 @@ def _bpw(v: Variant, spec: ModelSpec | None) -> float | None:
     return None
 
 
+def _in_brackets(label: str) -> str:
+    """A verdict label inside a sentence: "Runs on the CPU" → "runs on the CPU" (not "runs on the cpu")."""
+    return label[:1].lower() + label[1:]
+
+
 def _plan(a: Assessment) -> Plan:
     """The plan of an assessment that has one (every variant that fits, or was planned at all)."""
     assert a.plan is not None
@@ -167,7 +172,7 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
     ]
     if comfortable:
         a = min(comfortable, key=key)
-        why = f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
+        why = f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_in_brackets(_plan(a).label)})"
         # A better quant that fits too was passed over for speed: say so, or the pick reads as a mistake.
         slower = [
             b
@@ -192,7 +197,7 @@ def _pick(items: list[Assessment], prefs: dict[int, int], n_ctx: int) -> tuple[A
         )
     if good:
         a = min(good, key=key)
-        return a, f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_plan(a).label.lower()})"
+        return a, f"best quality that fits at {_plan(a).options.n_ctx:,} context ({_in_brackets(_plan(a).label)})"
     # Lower the context before dropping below the floor quant (Q3_K_M).
     reduced = [a for a in fits if quality(a) <= floor]
     if reduced:

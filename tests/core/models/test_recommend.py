@@ -126,3 +126,10 @@ def test_a_better_quant_passed_over_for_speed_is_named_with_its_speed():
     assert f"Q8_0 also fits but would run at about {q8.speed.decode_tok_s:.1f} tok/s, below 10" in rec.why
     fast, label = pick(profile(ram_total=64 * GiB, ram_free=60 * GiB, bw=150))
     assert label == "Q8_0" and "also fits" not in fast.why  # nothing better was passed over
+
+
+def test_the_verdict_in_the_why_keeps_its_capitals():
+    """ "(runs on the CPU)", never "(runs on the cpu)": only the label's first letter is lowered."""
+    # No GPU, fast memory: every variant runs on the CPU, some at a comfortable speed.
+    rec, label = pick(profile(ram_total=64 * GiB, ram_free=48 * GiB, bw=400.0, cores=16))
+    assert label is not None and "(runs on the CPU)" in rec.why and "cpu)" not in rec.why
