@@ -9,13 +9,19 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QScrollArea
 
 from app.core.bench.report import BenchReport
 from app.core.bench.store import BenchStore
 from app.core.bench.workload import Workload
+from app.core.engines.base import LoadSpec
 from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
-from app.ui.bench.bench_page import ENDPOINT, BenchPage
+from app.core.library import ModelFile
+from app.core.runtime.jobs import LoadJob
+from app.core.runtime.pool import ModelPool
+from app.core.runtime.resolve import ModelResolver
+from app.ui.bench.bench_page import BenchPage
+from app.ui.bench.run_setup import ENDPOINT
 from app.ui.bench.series import single_user_cells, speed_series, table_rows, ttft_bars
 from tests.server.conftest import fake_library
 from tests.ui.hub_gui_fixtures import pool_tasks  # noqa: F401
@@ -24,32 +30,31 @@ TINY = Workload(prompt_lens=[40, 80], gen_len=6, concurrency=[1, 2], runs=2, war
 
 
 @pytest.fixture
-def host():
-    host = EngineHost(registry_with_fake(tok_s=400), queue_size=8, name="test-bench-page")
-    yield host
-    assert host.shutdown(5)
+def make_page(qtbot, tmp_path, pool_tasks):  # noqa: F811
+    """The page over the app's kind of model pool, its resolver reading the page's library."""
+    libraries, pools = [], []
 
-
-@pytest.fixture
-def make_page(qtbot, tmp_path, host, pool_tasks):  # noqa: F811
-    libraries = []
-
-    def make(exports: list[str] | None = None) -> BenchPage:
-        library = fake_library(tmp_path / f"lib{len(libraries)}")
+    def make(exports: list[str] | None = None, names: tuple[str, ...] = ("alpha", "beta")) -> BenchPage:
+        library = fake_library(tmp_path / f"lib{len(libraries)}", names)
         libraries.append(library)
+        resolver = ModelResolver(library, machine=lambda: None)
+        pool = ModelPool(registry_with_fake(tok_s=400), resolver=resolver, queue_size=8, name="test-bench-page")
+        pools.append(pool)
         answers = list(exports or [])
         page = BenchPage(
-            host,
+            pool,
             library,
             BenchStore(tmp_path / "bench"),
             pool_tasks,
             save_dialog=lambda _title, _name: answers.pop(0) if answers else "",
         )
         qtbot.addWidget(page)
-        qtbot.waitUntil(lambda: page.source.count() == 3, timeout=5_000)  # alpha, beta, an endpoint
+        qtbot.waitUntil(lambda: page.source.count() == len(names) + 1, timeout=5_000)  # the models, an endpoint
         return page
 
     yield make
+    for pool in pools:
+        assert pool.shutdown(5)
     for library in libraries:
         library.close()
 
@@ -77,8 +82,9 @@ def test_a_run_shows_progress_then_its_charts_table_and_saved_entry(qtbot, make_
     assert page.results.table.rowCount() == len(report.cells) == 4
     assert [page.results.table.item(r, 0).text() for r in range(4)] == ["40", "40", "80", "80"]
     assert page.results.table.item(0, 6).text() == table_rows(report)[0][6]
-    chosen = page.source.currentData().path.name
-    assert chosen in page.results.heading.text() and "prompts 40, 80" in page.results.details.text()
+    chosen = page.source.currentData().name  # the library's name for it, not the one inside the file
+    assert report.model.name == chosen and page.results.heading.text().startswith(chosen + " · ")
+    assert "prompts 40, 80" in page.results.details.text()
     assert "cached" in page.results.prefix_note.text()  # the shared prefix's benefit, in words
     # The charts: measured decode and prefill at both prompt lengths; TTFT bars per prompt length.
     decode = page.results.charts.decode.series_shown[0]
@@ -91,17 +97,111 @@ def test_a_run_shows_progress_then_its_charts_table_and_saved_entry(qtbot, make_
     assert p50 == pytest.approx(ttft_bars(report).p50)
 
 
-def test_cancel_stops_the_run_and_saves_nothing(qtbot, make_page, tmp_path):
+def test_cancel_keeps_a_partial_report_marked_partial(qtbot, make_page, tmp_path):
     page = make_page()
     slow = Workload(prompt_lens=[40], gen_len=200, concurrency=[1], runs=50, warmup=1)
+    done = []
+    page._progress.fired.connect(lambda p: done.append(p.done))
     with qtbot.waitSignal(page.run_failed, timeout=30_000) as got:
         page.start(slow)
-        qtbot.waitUntil(lambda: page.progress.value() > 0, timeout=10_000)
+        qtbot.waitUntil(lambda: max(done, default=0) >= 3, timeout=20_000)  # the warm-up and two measured
         assert page.cancel_button.isEnabled()
         page.cancel_button.click()
-    assert "no report was saved" in got.args[0] and page.status.text() == got.args[0]
+    assert "saved as a partial run" in got.args[0] and page.status.text().startswith(got.args[0])
+    saved = list((tmp_path / "bench").glob("*.json"))
+    assert len(saved) == 1 and not page.running and page.run_button.isEnabled()
+    partial = BenchReport.from_json(saved[0].read_text())
+    assert partial.partial and partial.cells[0].completed >= 2 and partial.notes[0].startswith("partial:")
+    qtbot.waitUntil(lambda: page.runs.list.count() == 1 and page.runs.shown == [partial], timeout=5_000)
+    assert "partial" in page.runs.list.item(0).text()
+    assert page.results.heading.text().startswith("Partial run (cancelled): ")
+
+
+def test_cancel_before_anything_is_measured_saves_nothing(qtbot, make_page, tmp_path):
+    page = make_page()
+    with qtbot.waitSignal(page.run_failed, timeout=30_000) as got:
+        page.start(Workload(prompt_lens=[40], gen_len=200, concurrency=[1], runs=50, warmup=1))
+        page.cancel()
+    assert got.args[0] == "Cancelled before anything was measured; no report was saved."
     assert not list((tmp_path / "bench").glob("*.json")) and not page.running
-    assert page.run_button.isEnabled()
+
+
+def loaded(page: BenchPage) -> dict[str, tuple[int, int, bool]]:
+    """Each loaded model's file name: its context, the slots its load asked for, whether it is in focus."""
+    return {
+        Path(r.key).name: (r.state.model.n_ctx, r.state.load.slots, r.focus)
+        for r in page.host.residents()
+        if r.state.model is not None and r.state.load is not None
+    }
+
+
+def chat_loads(page: BenchPage, name: str, n_ctx: int, slots: int) -> None:
+    """The chat loads `name` (taking the focus), as its model bar does."""
+    path = Path(page.library.find(name).path)
+    page.host.wait_for(page.host.submit(LoadJob(spec=LoadSpec(path=path, n_ctx=n_ctx, slots=slots), format="fake")), 10)
+
+
+def pick(page: BenchPage, name: str) -> None:
+    page.source.setCurrentIndex(next(i for i in range(page.source.count()) if page.source.itemText(i).startswith(name)))
+
+
+def test_benchmark_the_chats_load_is_unchanged_after_a_run(qtbot, make_page):
+    page = make_page()
+    chat_loads(page, "alpha", 8192, 4)
+    pick(page, "alpha")  # the chat's own model, with context to spare
+    report = run(qtbot, page)
+    assert loaded(page) == {"alpha.fake": (8192, 4, True)}
+    assert report.engine.flags.n_ctx == 8192 and "Restored" not in page.status.text()
+    pick(page, "beta")  # loaded for the run beside alpha, then unloaded
+    run(qtbot, page)
+    assert loaded(page) == {"alpha.fake": (8192, 4, True)}
+
+
+def test_a_run_that_had_to_reload_the_chats_model_puts_it_back_and_says_so(qtbot, make_page):
+    page = make_page()
+    chat_loads(page, "alpha", 100, 4)  # short of the 80-token prompts, their replies and the template's room
+    pick(page, "alpha")
+    report = run(qtbot, page)
+    assert report.engine.flags.n_ctx == TINY.target_ctx  # measured at a load of its own
+    assert loaded(page) == {"alpha.fake": (100, 4, True)}
+    assert "Restored the chat's model: 100 context, 1 slot." in page.status.text()
+
+
+def test_run_and_cancel_keep_the_progress_on_screen(qtbot, make_page):
+    page = make_page()
+    page.resize(680, 540)  # what a 900x600 window leaves the page beside the sidebar
+    page.show()
+    qtbot.waitExposed(page)
+    page.activateWindow()
+    scroll = page.findChild(QScrollArea).verticalScrollBar()
+    assert scroll.maximum() > 0  # the page is taller than the window: a jump would show
+    page.run_button.setFocus()
+    qtbot.waitUntil(page.run_button.hasFocus)
+    done = []
+    page._progress.fired.connect(lambda p: done.append(p.done))
+    with qtbot.waitSignal(page.run_failed, timeout=30_000):
+        page.run_button.click()
+        assert page.cancel_button.hasFocus() and scroll.value() == 0
+        qtbot.waitUntil(lambda: max(done, default=0) >= 1, timeout=20_000)
+        page.cancel_button.click()
+        assert page.progress.hasFocus() and scroll.value() == 0 and page.phase.text().startswith("Cancelling")
+    assert page.run_button.hasFocus() and scroll.value() == 0
+
+
+def test_the_picker_prefers_a_local_model_once_one_is_imported(qtbot, make_page, tmp_path):
+    page = make_page(names=())
+    assert page.source.currentData() == ENDPOINT  # nothing else to offer yet
+    model = tmp_path / "gamma.fake"
+    model.write_bytes(b"fake")
+    page.library.add(name="gamma", format="fake", path=model, files=[ModelFile(model, 4)])
+    page.refresh_models()  # as the window does when the library changes
+    qtbot.waitUntil(lambda: page.source.count() == 2, timeout=5_000)
+    assert page.source.currentData().name == "gamma"
+    page.source.setCurrentIndex(1)
+    page.source.activated.emit(1)  # the user picks the server: a later refresh keeps it
+    with qtbot.waitSignal(page.models_listed, timeout=5_000):
+        page.refresh_models()
+    assert page.source.currentData() == ENDPOINT
 
 
 def test_two_saved_runs_are_compared_on_the_same_axes_and_exported(qtbot, make_page, tmp_path):

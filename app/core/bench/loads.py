@@ -90,4 +90,3 @@ def restore(host: JobHost, before: LoadsBefore, path: Path) -> list[str]:
         logger.warning("could not restore the chat's model: %s", exc)
         return [f"Could not load the chat's model again ({words}): {exc}"]
     return [f"Restored the chat's model: {words}."]
-

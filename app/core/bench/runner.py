@@ -166,7 +166,8 @@ class HostRunner(Driver):
             )
         if self.reused and self.info is not None:
             notes.append(
-                f"measured on the model as it was loaded ({describe_load(self.info.n_ctx, slots)}); nothing was reloaded"
+                f"measured on the model as it was loaded ({describe_load(self.info.n_ctx, slots)}); "
+                "nothing was reloaded"
             )
         return Described(
             model=model_record(path, self.info, spec, self.model_name),

@@ -56,10 +56,11 @@ class RunView(QWidget):
             self.notes.setText("")
         else:
             others = f" — compared with {len(self.reports) - 1} more" if len(self.reports) > 1 else ""
-            self.heading.setText(run_label(first) + others)
+            partial = "Partial run (cancelled): " if first.partial else ""
+            self.heading.setText(partial + run_label(first) + others)
             self.details.setText(describe_run(first))
             self.prefix_note.setText(prefix_summary(first))
-            self.notes.setText("\n".join(first.notes))
+            self.notes.setText("\n".join(n[:1].upper() + n[1:] for n in first.notes))
             rows = table_rows(first)
             self.table.setRowCount(len(rows))
             for r, row in enumerate(rows):

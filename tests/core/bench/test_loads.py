@@ -30,7 +30,9 @@ def library(tmp_path):
 
 @pytest.fixture
 def pool(library):
-    pool = ModelPool(registry_with_fake(tok_s=400), resolver=ModelResolver(library, machine=lambda: None), name="t-pool")
+    pool = ModelPool(
+        registry_with_fake(tok_s=400), resolver=ModelResolver(library, machine=lambda: None), name="t-pool"
+    )
     yield pool
     assert pool.shutdown(5)
 
