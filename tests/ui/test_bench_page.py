@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from PySide6.QtCharts import QValueAxis
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QScrollArea
 
-from app.core.bench.report import BenchReport
+from app.core.bench.report import BenchReport, Prediction
 from app.core.bench.store import BenchStore
 from app.core.bench.workload import Workload
 from app.core.engines.base import LoadSpec
@@ -21,8 +22,9 @@ from app.core.runtime.jobs import LoadJob
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.resolve import ModelResolver
 from app.ui.bench.bench_page import BenchPage
+from app.ui.bench.charts import label_format, tick_labels
 from app.ui.bench.run_setup import ENDPOINT
-from app.ui.bench.series import single_user_cells, speed_series, table_rows, ttft_bars
+from app.ui.bench.series import legend_labels, single_user_cells, speed_series, table_rows, ttft_bars
 from tests.server.conftest import fake_library
 from tests.ui.hub_gui_fixtures import pool_tasks  # noqa: F401
 
@@ -90,7 +92,7 @@ def test_a_run_shows_progress_then_its_charts_table_and_saved_entry(qtbot, make_
     decode = page.results.charts.decode.series_shown[0]
     assert [round(x) for x, _ in decode.measured] == [c.prompt_len for c in single_user_cells(report)]
     assert all(y > 0 for _, y in decode.measured)
-    assert [s.name() for s in page.results.charts.decode.chart().series() if "measured" in s.name()]
+    assert [s.name() for s in page.results.charts.decode.chart().series() if s.name().startswith("Measured")]
     assert [b.label() for b in page.results.charts.ttft.bar_sets] == ["p50", "p95", "p99"]
     p50, p95, p99 = ([b.at(i) for i in range(b.count())] for b in page.results.charts.ttft.bar_sets)
     assert all(a <= b <= c for a, b, c in zip(p50, p95, p99))
@@ -169,12 +171,14 @@ def test_a_run_that_had_to_reload_the_chats_model_puts_it_back_and_says_so(qtbot
 
 def test_run_and_cancel_keep_the_progress_on_screen(qtbot, make_page):
     page = make_page()
+    run(qtbot, page, Workload(prompt_lens=[40], gen_len=6, concurrency=[1], runs=1, warmup=0))
+    qtbot.waitUntil(lambda: len(page.runs.shown) == 1, timeout=5_000)  # its charts make the page tall
     page.resize(680, 540)  # what a 900x600 window leaves the page beside the sidebar
     page.show()
     qtbot.waitExposed(page)
     page.activateWindow()
     scroll = page.findChild(QScrollArea).verticalScrollBar()
-    assert scroll.maximum() > 0  # the page is taller than the window: a jump would show
+    qtbot.waitUntil(lambda: scroll.maximum() > 0)  # the page is taller than the window: a jump would show
     page.run_button.setFocus()
     qtbot.waitUntil(page.run_button.hasFocus)
     done = []
@@ -217,7 +221,7 @@ def test_two_saved_runs_are_compared_on_the_same_axes_and_exported(qtbot, make_p
     assert {r.id for r in page.runs.shown} == {first.id, second.id}
     labels = [s.label for s in page.results.charts.decode.series_shown]
     assert len(labels) == 2 and labels[0] != labels[1]
-    lines = [s for s in page.results.charts.decode.chart().series() if s.name().endswith("measured")]
+    lines = [s for s in page.results.charts.decode.chart().series() if s.name().startswith("Measured")]
     assert len(lines) == 2
     x_axis = page.results.charts.decode.chart().axes(Qt.Orientation.Horizontal)[0]
     assert x_axis.max() >= max(x for s in page.results.charts.decode.series_shown for x, _ in s.measured)  # shared axes
@@ -267,7 +271,7 @@ def test_the_charts_are_drawn_in_the_themes_colours_and_follow_it(qtbot, make_pa
     qtbot.waitUntil(lambda: len(page.runs.shown) == 1, timeout=5_000)
 
     def measured_pen() -> str:
-        line = next(s for s in page.results.charts.decode.chart().series() if s.name().endswith("measured"))
+        line = next(s for s in page.results.charts.decode.chart().series() if s.name().startswith("Measured"))
         return line.pen().color().name()
 
     assert measured_pen() == load_palettes()["light"]["accent"]
@@ -290,3 +294,72 @@ def test_runs_a_hundredfold_apart_share_a_log_scale(qtbot, make_page, tmp_path):
     decode = page.results.charts.decode
     assert decode.log_scale and "log" in decode.chart().axes(Qt.Orientation.Vertical)[0].titleText()
     assert not page.results.charts.prefill.log_scale  # prefill did not change: a plain axis
+
+
+def test_legends_lead_with_what_a_line_or_bar_shows(qtbot, make_page, tmp_path):
+    """Two runs of one long-named model: each legend entry starts with measured / predicted / the percentile,
+    the part a legend that cuts long labels must keep, and no two entries read the same."""
+    page = make_page()
+    first = run(qtbot, page, Workload(prompt_lens=[40], gen_len=6, concurrency=[1], runs=1, warmup=0))
+    long = first.model.model_copy(update={"name": "Smollm2 135M 8k Lc100K Mix1 Ep2"})
+    predicted = Prediction(decode_tok_s=300.0, prefill_tok_s=900.0)
+    cells = [c.model_copy(update={"predicted": predicted}) for c in first.cells]
+    paths = [
+        BenchStore(tmp_path / "bench").save(
+            first.model_copy(
+                update={"id": f"long-{i}", "model": long, "cells": cells, "created_at": f"2026-12-0{i + 1}T10:00:00"}
+            )
+        )
+        for i in range(2)
+    ]
+    page.runs.refresh()
+    qtbot.waitUntil(lambda: page.runs.list.count() == 3, timeout=5_000)
+    page.runs.set_checked(paths)
+    qtbot.waitUntil(lambda: len(page.runs.shown) == 2, timeout=5_000)
+    names = [s.name() for s in page.results.charts.decode.chart().series() if s.name()]
+    assert len(names) == 4 and all(n.startswith(("Measured · ", "Predicted · ")) for n in names)
+    assert len(set(names)) == len(names)
+    legend = page.results.charts.legend  # what the reader sees: every run's whole label, and the key
+    assert legend.isVisibleTo(page) and legend.wordWrap()
+    assert all(label in legend.text() for label in legend_labels(page.runs.shown))
+    assert "measured" in legend.text() and "predicted" in legend.text()
+    bars = [b.label() for b in page.results.charts.ttft.bar_sets]
+    assert len(bars) == 6 and all(b.startswith(("p50 · ", "p95 · ", "p99 · ")) for b in bars)
+    assert len(set(bars)) == 6
+
+
+def test_no_run_shows_a_sentence_not_empty_axes(qtbot, make_page):
+    page = make_page()
+    charts = page.results.charts
+    assert charts.empty.isVisibleTo(page) and "No runs yet" in charts.empty.text()
+    assert not any(c.isVisibleTo(page) for c in (charts.decode, charts.prefill, charts.ttft))
+    run(qtbot, page, Workload(prompt_lens=[40], gen_len=6, concurrency=[1], runs=1, warmup=0))
+    qtbot.waitUntil(lambda: len(page.runs.shown) == 1, timeout=5_000)
+    assert charts.decode.isVisibleTo(page) and not charts.empty.isVisibleTo(page)
+
+
+def test_axis_ticks_are_all_different_even_below_one_token_a_second(qtbot, make_page, tmp_path):
+    page = make_page()
+    slow = run(qtbot, page, Workload(prompt_lens=[40, 80], gen_len=6, concurrency=[1], runs=1, warmup=0))
+    cells = [
+        c.model_copy(update={"decode_tok_s": 0.3 + 0.1 * i, "prefill_tok_s": 0.8}) for i, c in enumerate(slow.cells)
+    ]
+    tiny = slow.model_copy(update={"id": "tiny", "cells": cells})
+    page.results.show_reports([tiny])
+    for chart in (page.results.charts.decode, page.results.charts.prefill, page.results.charts.ttft):
+        for axis in chart.chart().axes():
+            if isinstance(axis, QValueAxis):
+                labels = tick_labels(axis)
+                assert len(set(labels)) == len(labels), labels
+    assert label_format(0, 1, 6) == "%.1f" and label_format(0, 1, 5) == "%.2f" and label_format(0, 600, 7) == "%.0f"
+
+
+def test_legend_labels_tell_every_run_apart_and_mark_a_partial_one(qtbot, make_page):
+    page = make_page()
+    report = run(qtbot, page, Workload(prompt_lens=[40], gen_len=6, concurrency=[1], runs=1, warmup=0))
+    same_minute = report.model_copy(update={"created_at": report.created_at[:17] + "59+00:00"})
+    same_second = report.model_copy(update={"id": "again"})
+    partial = report.model_copy(update={"partial": True, "created_at": "2026-01-01T00:00:00+00:00"})
+    labels = legend_labels([report, same_minute, same_second, partial])
+    assert len(set(labels)) == 4 and labels[3].endswith("(partial)")
+    assert all(label.startswith(report.model.name) for label in labels)

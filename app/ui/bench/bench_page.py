@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -139,10 +140,13 @@ class BenchPage(QWidget):
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.status.setVisible(False)
+        for button in (self.run_button, self.cancel_button):  # as wide as their words, the bar takes the rest
+            button.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         run_row = QHBoxLayout()
         run_row.addWidget(self.run_button)
         run_row.addWidget(self.cancel_button)
         run_row.addWidget(self.progress, 1)
+        run_row.addStretch(0)  # takes the room while the bar is hidden
 
         self.runs = SavedRuns(store, tasks)
         self.runs.setMaximumWidth(300)
@@ -325,7 +329,7 @@ class BenchPage(QWidget):
         if reports:
             self.results.show_reports(reports)
         else:
-            self.results.no_run_checked()
+            self.results.no_run_checked(any_saved=bool(self.runs.saved))
 
     def _export_json_clicked(self) -> None:
         if self.runs.shown:

@@ -11,12 +11,14 @@ from app.ui.bench.charts import BenchCharts
 from app.ui.bench.series import TABLE_COLUMNS, describe_run, prefix_summary, run_label, table_rows
 from app.ui.theme import set_status
 
+NO_RUNS = "Pick a model and a workload, then Run benchmark: its charts and table appear here."
+
 
 class RunView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.reports: list[BenchReport] = []
-        self.heading = QLabel("No run yet: pick a model and a workload, then Run benchmark.")
+        self.heading = QLabel(NO_RUNS)
         self.heading.setObjectName("cardTitle")
         self.heading.setWordWrap(True)
         self.details = QLabel()
@@ -70,9 +72,11 @@ class RunView(QWidget):
             label.setVisible(bool(label.text()))
         self.table.setVisible(first is not None)
 
-    def no_run_checked(self) -> None:
+    def no_run_checked(self, any_saved: bool = True) -> None:
+        """Main thread: nothing to show; `any_saved`: there are saved runs, none of them checked."""
         self.show_reports([])
-        self.heading.setText("No run checked: check a saved run to see it, or run one.")
+        self.heading.setText("No run checked: check a saved run to see it, or run one." if any_saved else NO_RUNS)
+        self.charts.empty.setText("Nothing to plot: no run is checked." if any_saved else "No runs yet.")
 
     def restyle(self) -> None:
         """Main thread: the theme changed; the charts draw again in its colours."""

@@ -41,9 +41,12 @@ def run_label(report: BenchReport) -> str:
 
 def legend_labels(reports: list[BenchReport]) -> list[str]:
     """Short names for a legend (model and quant); the engine and time are added only where two runs
-    would otherwise read the same."""
+    would otherwise read the same (to the second, then numbered), and a partial run says so."""
     short = [f"{r.model.name}{' ' + r.weights.quant_type if r.weights.quant_type else ''}" for r in reports]
-    return [run_label(r) if short.count(s) > 1 else s for r, s in zip(reports, short)]
+    labels = [run_label(r) if short.count(s) > 1 else s for r, s in zip(reports, short)]
+    labels = [f"{lb}:{r.created_at[17:19]}" if labels.count(lb) > 1 else lb for r, lb in zip(reports, labels)]
+    labels = [f"{lb} #{i + 1}" if labels.count(lb) > 1 else lb for i, lb in enumerate(labels)]
+    return [f"{lb} (partial)" if r.partial else lb for r, lb in zip(reports, labels)]
 
 
 def single_user_cells(report: BenchReport) -> list[CellResult]:
