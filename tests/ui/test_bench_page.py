@@ -363,3 +363,6 @@ def test_legend_labels_tell_every_run_apart_and_mark_a_partial_one(qtbot, make_p
     labels = legend_labels([report, same_minute, same_second, partial])
     assert len(set(labels)) == 4 and labels[3].endswith("(partial)")
     assert all(label.startswith(report.model.name) for label in labels)
+    named = report.model_copy(update={"model": report.model.model_copy(update={"name": "SmolLM2-135M.Q4_1"})})
+    quant = named.model_copy(update={"weights": named.weights.model_copy(update={"quant_type": "Q4_1"})})
+    assert legend_labels([quant]) == ["SmolLM2-135M.Q4_1"]  # the quant not said twice
