@@ -23,6 +23,7 @@ from app.core.runtime.preflight import check_model, live_machine, plan_model
 
 logger = logging.getLogger(__name__)
 
+BATCHED_CONCURRENCY = "batched: up to {slots} requests decode together; more wait in the engine host's queue"
 HOST_CONCURRENCY = "queued: Hearth's engine host runs one request at a time; concurrent requests wait in its queue"
 
 
@@ -151,6 +152,7 @@ def engine_record(fmt: str, load: LoadSpec, info: ModelInfo | None, engine_name:
     extra = info.extra if info else {}
     name = engine_name or {"gguf": "llama.cpp", "mlx": "mlx"}.get(fmt, fmt)
     version, build = engine_build(fmt)
+    slots = int(extra.get("slots", load.slots) or 1)
     return EngineRecord(
         kind="host",
         name=name,
@@ -165,9 +167,9 @@ def engine_record(fmt: str, load: LoadSpec, info: ModelInfo | None, engine_name:
             kv_type_v=load.cache_type_v,
             n_batch=extra.get("n_batch", load.n_batch),
             n_ubatch=load.n_ubatch,
-            slots=1,
+            slots=slots,
         ),
-        concurrency_mode=HOST_CONCURRENCY,
+        concurrency_mode=HOST_CONCURRENCY if slots == 1 else BATCHED_CONCURRENCY.format(slots=slots),
     )
 
 

@@ -37,7 +37,11 @@ logger = logging.getLogger(__name__)
 
 
 class BenchCancelled(HearthError):
-    """The run was cancelled; nothing was saved."""
+    """The run was cancelled. `partial`: a report of what was measured before (marked partial), if anything."""
+
+    def __init__(self, message: str, partial: BenchReport | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 class BenchError(HearthError):
@@ -49,14 +53,25 @@ class Progress:
     done: int  # requests finished, warm-up included
     total: int
     phase: str  # "warm-up", "512 tokens × 4 users, run 2/3", "shared prefix, 8192 tokens"
+    # The work done of the whole run, 0..1: prompt and generated tokens (the batch in flight counted per
+    # token), so the bar moves within a long request; None before the first request is sized.
+    work: float | None = None
+    step: str = ""  # within the batch in flight: "reading the prompt", "37 of 128 tokens"
+    eta_s: float | None = None  # the time left, from the pace so far (None: too early to say)
 
     @property
     def fraction(self) -> float:
+        if self.work is not None:
+            return min(1.0, max(0.0, self.work))
         return min(1.0, self.done / self.total) if self.total else 1.0
 
 
-# Called on the thread that runs `Driver.run` (a background thread in the GUI: re-post to the UI thread),
-# after every batch; keep it quick.
+PREFILL_WEIGHT = 0.1  # a prompt token costs about a tenth of a generated one (a prompt is read in batches)
+TICK_S = 0.25  # the most often a token reports progress
+
+# Called on the thread that runs `Driver.run` after every batch, and on the runner's receiving thread (the
+# engine host's, a client's) as tokens arrive, at most every TICK_S; keep it quick and thread-safe (the GUI
+# re-posts it to the UI thread).
 ProgressCallback = Callable[[Progress], None]
 
 
@@ -85,6 +100,17 @@ class Driver:
         self._done = 0
         self._sent = 0
         self._nonce = uuid.uuid4().hex[:8]  # no two bench runs share a cached prompt either
+        self.closing_notes: list[str] = []  # what `finish` did that a reader should know (a model restored)
+        self._cells: list[CellResult] = []
+        self._current: tuple[int, int, list[Sample], float] | None = None  # the cell being measured: its samples, start
+        # Progress by work (see Progress.work): the total, what finished batches did, the batch in flight.
+        self._work_total = 0.0
+        self._work_done = 0.0
+        self._flight: tuple[int, int, str] | None = None  # its prompt length, requests and phase
+        self._tokens = 0  # tokens the batch in flight has received
+        self._last_tick = 0.0
+        self.tick_s = TICK_S
+        self._started = 0.0  # when the measured schedule began (after the load)
 
     # -- what a runner supplies --------------------------------------------------------------------
     def prepare(self) -> None:
@@ -97,7 +123,8 @@ class Driver:
         raise NotImplementedError
 
     def send(self, batch: list[Messages]) -> list[Sample]:
-        """Send the batch's requests at once (max_tokens = the workload's gen_len) and wait for all."""
+        """Send the batch's requests at once (max_tokens = the workload's gen_len) and wait for all; call
+        `token()` for each generated token as it arrives (any thread), so progress moves within a request."""
         raise NotImplementedError
 
     def describe(self) -> Described:
@@ -119,33 +146,56 @@ class Driver:
 
     def run(self) -> BenchReport:
         """Run the workload and build its report (not saved: see store.py). Raises BenchCancelled when
-        the cancel flag is set, BenchError / HearthError when it cannot run."""
+        the cancel flag is set (with a partial report when a cell had measured anything), BenchError /
+        HearthError when it cannot run."""
         w = self.workload
         started_at = datetime.now(UTC)
         t0 = time.perf_counter()
         self._done = 0
+        self._cells = []
+        self._work_total = self._schedule_work()
         self.check_cancel()
+        cancelled: BenchCancelled | None = None
+        prefix: list[SharedPrefixResult] = []
         try:
-            self.prepare()
-            self.check_cancel()
-            maker = PromptMaker(fit_tokens(self.count_tokens))
-            cells = []
-            for length in w.prompt_lens:
-                # Unmeasured requests of each length first: the engine sizes its buffers for a new batch
-                # shape on the first one, which would otherwise land in the measured TTFT.
-                for i in range(w.warmup):
-                    self._batch([maker.messages(length, self._tag("warmup", i))], f"warm-up, {length} tokens")
-                cells += [self._cell(maker, length, c) for c in w.concurrency]
-            if not any(c.completed for c in cells):
-                errors = sorted({e for c in cells for e in c.errors})
-                raise BenchError("every request failed: " + ("; ".join(errors[:3]) or "no reply"))
-            prefix = [self._prefix(maker, p) for p in w.prefix_lens]
-            described = self.describe()
-            peaks = [c.peak_memory_bytes for c in cells if c.peak_memory_bytes]
-            memory = self.memory(max(peaks) if peaks else None)
+            try:
+                self.prepare()
+                self.check_cancel()
+                self._started = time.perf_counter()
+                maker = PromptMaker(fit_tokens(self.count_tokens))
+                for length in w.prompt_lens:
+                    # Unmeasured requests of each length first: the engine sizes its buffers for a new batch
+                    # shape on the first one, which would otherwise land in the measured TTFT.
+                    for i in range(w.warmup):
+                        phase = f"warm-up, {length} tokens"
+                        self._batch([maker.messages(length, self._tag("warmup", i))], phase, length)
+                    for c in w.concurrency:
+                        self._cells.append(self._cell(maker, length, c))
+                if not any(c.completed for c in self._cells):
+                    errors = sorted({e for c in self._cells for e in c.errors})
+                    raise BenchError("every request failed: " + ("; ".join(errors[:3]) or "no reply"))
+                prefix = [self._prefix(maker, p) for p in w.prefix_lens]
+            except BenchCancelled as exc:
+                cancelled = exc
+                if self._current is not None:  # the cell cut short: what it measured so far
+                    length, users, samples, began = self._current
+                    if any(s.ok for s in samples):
+                        wall = time.perf_counter() - began
+                        self._cells.append(cell_result(length, users, samples, wall, self.prediction(length)))
+                if not any(c.completed for c in self._cells):
+                    raise
         finally:
             self.finish()
-        self.calibrate(cells)
+        cells = self._cells
+        described = self.describe()
+        peaks = [c.peak_memory_bytes for c in cells if c.peak_memory_bytes]
+        memory = self.memory(max(peaks) if peaks else None)
+        if cancelled is None:
+            self.calibrate(cells)
+        notes = described.notes + self.closing_notes + _short_replies(cells, w.gen_len)
+        if cancelled is not None:
+            done = sum(c.completed for c in cells)
+            notes.insert(0, f"partial: cancelled after {done} measured requests; the cells not reached are missing")
         report = BenchReport(
             id=_report_id(started_at, described.model.name, described.engine.name),
             created_at=started_at.isoformat(timespec="seconds"),
@@ -161,8 +211,11 @@ class Driver:
             cells=cells,
             shared_prefix=prefix,
             memory=memory,
-            notes=described.notes + _short_replies(cells, w.gen_len),
+            notes=notes,
+            partial=cancelled is not None,
         )
+        if cancelled is not None:
+            raise BenchCancelled("the benchmark was cancelled; a partial report was kept", partial=report)
         return report
 
     def _tag(self, *parts: object) -> str:
@@ -170,25 +223,66 @@ class Driver:
         self._sent += 1
         return "-".join([f"r{self._sent}", *map(str, parts), self._nonce])
 
-    def _batch(self, batch: list[Messages], phase: str) -> list[Sample]:
+    def _request_work(self, prompt_len: int, requests: int = 1) -> float:
+        return requests * (prompt_len * PREFILL_WEIGHT + self.workload.gen_len)
+
+    def _schedule_work(self) -> float:
+        w = self.workload
+        warmup = sum(self._request_work(n, w.warmup) for n in w.prompt_lens)
+        cells = sum(self._request_work(n, c * w.runs) for n, c in w.cells)
+        return warmup + cells + sum(self._request_work(n, 2 * w.runs) for n in w.prefix_lens)
+
+    def _batch(self, batch: list[Messages], phase: str, prompt_len: int) -> list[Sample]:
         self.check_cancel()
+        self._flight, self._tokens = (prompt_len, len(batch), phase), 0
+        self._report(force=True)
         samples = self.send(batch)
         self.check_cancel()
+        self._flight = None
         self._done += len(batch)
-        if self.progress is not None:
-            self.progress(Progress(self._done, self.workload.total_requests(), phase))
+        self._work_done += self._request_work(prompt_len, len(batch))
+        self._report(force=True, phase=phase)
         return samples
+
+    def token(self) -> None:
+        """Any thread: one generated token of the batch in flight arrived."""
+        self._tokens += 1  # a progress count: a lost increment between threads costs nothing
+        self._report()
+
+    def _report(self, *, force: bool = False, phase: str | None = None) -> None:
+        now = time.perf_counter()
+        if self.progress is None or (not force and now - self._last_tick < self.tick_s):
+            return
+        self._last_tick = now
+        work, step = self._work_done, ""
+        flight = self._flight
+        if flight is not None:
+            prompt_len, requests, phase = flight
+            expected = requests * self.workload.gen_len
+            tokens = min(self._tokens, expected)
+            if tokens:
+                work += self._request_work(prompt_len, requests) - (expected - tokens)
+                step = f"{tokens:,} of {expected:,} tokens generated"
+            else:
+                step = f"reading the {prompt_len:,}-token prompt" + ("s" if requests > 1 else "")
+        fraction = work / self._work_total if self._work_total else None
+        elapsed = now - self._started if self._started else 0.0
+        eta = elapsed * (1 - fraction) / fraction if fraction and fraction >= 0.02 and elapsed > 0 else None
+        self.progress(Progress(self._done, self.workload.total_requests(), phase or "", fraction, step, eta))
 
     def _cell(self, maker: PromptMaker, prompt_len: int, concurrency: int) -> CellResult:
         w = self.workload
         samples: list[Sample] = []
+        self._current = (prompt_len, concurrency, samples, time.perf_counter())
         wall = 0.0
         users = "1 user" if concurrency == 1 else f"{concurrency} users"
         for r in range(w.runs):
             batch = [maker.messages(prompt_len, self._tag(prompt_len, concurrency, r, i)) for i in range(concurrency)]
             t = time.perf_counter()
-            samples += self._batch(batch, f"{prompt_len} tokens × {users}, run {r + 1}/{w.runs}")
+            phase = f"{prompt_len} tokens × {users}, run {r + 1}/{w.runs}"
+            samples += self._batch(batch, phase, prompt_len)
             wall += time.perf_counter() - t
+        self._current = None
         return cell_result(prompt_len, concurrency, samples, wall, self.prediction(prompt_len))
 
     def _prefix(self, maker: PromptMaker, prompt_len: int) -> SharedPrefixResult:
@@ -200,10 +294,14 @@ class Driver:
             seed = hash((self._nonce, prompt_len, r)) & 0xFFFFFF
             phase = f"shared prefix, {prompt_len} tokens, run {r + 1}/{w.runs}"
             cold += self._batch(
-                [maker.messages(prompt_len, self._tag("c", r), shared=w.shared_prefix, prefix_seed=seed)], phase
+                [maker.messages(prompt_len, self._tag("c", r), shared=w.shared_prefix, prefix_seed=seed)],
+                phase,
+                prompt_len,
             )
             warm += self._batch(
-                [maker.messages(prompt_len, self._tag("w", r), shared=w.shared_prefix, prefix_seed=seed)], phase
+                [maker.messages(prompt_len, self._tag("w", r), shared=w.shared_prefix, prefix_seed=seed)],
+                phase,
+                prompt_len,
             )
         cold_t = summarize(s.ttft_s for s in cold if s.ok)
         warm_t = summarize(s.ttft_s for s in warm if s.ok)

@@ -237,6 +237,7 @@ class EndpointRunner(Driver):
                             sample.first_token = sample.first_token or now
                             sample.last_token = now
                             deltas += 1
+                            self.token()
                         usage = event.get("usage") or usage
                         timings = event.get("timings") or timings
                 sample.finished = time.perf_counter()

@@ -135,6 +135,8 @@ class BenchReport(_Strict):
     shared_prefix: list[SharedPrefixResult] = Field(default_factory=list)
     memory: MemoryResult
     notes: list[str] = Field(default_factory=list)
+    # Cancelled before the end: the cells measured so far (the last one maybe with fewer runs), no more.
+    partial: bool = False
 
     def cell(self, prompt_len: int, concurrency: int) -> CellResult | None:
         return next((c for c in self.cells if (c.prompt_len, c.concurrency) == (prompt_len, concurrency)), None)

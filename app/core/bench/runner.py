@@ -1,7 +1,8 @@
-"""A workload through the JobHost: the model loaded with the workload's context, each request a
-GenerateJob, a batch of concurrent requests submitted at once. The host runs one job at a time, so
-concurrent requests wait in its FIFO queue: their TTFT includes that wait (reported apart as
-`queue_wait_s`), and the report's engine says so.
+"""A workload through the JobHost: each request a GenerateJob, a batch of concurrent requests submitted at
+once. The model runs as it is loaded when that has the context the workload needs; else it is loaded with
+the workload's context, and afterwards the loads are put back as they were (loads.py): a benchmark never
+changes what the chat runs. Requests beyond the loaded slots wait in the host's FIFO queue: their TTFT
+includes that wait (reported apart as `queue_wait_s`).
 
 `run()` blocks the calling thread (in the GUI: a background thread); `progress` is called on that thread,
 the host's sinks on the host thread. Setting `cancel` stops the run within a token or prompt batch of the
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from app.core.bench.describe import (
@@ -24,6 +26,7 @@ from app.core.bench.describe import (
     weights_record,
 )
 from app.core.bench.driver import BenchError, Described, Driver, ProgressCallback
+from app.core.bench.loads import LoadsBefore, describe_load, restore
 from app.core.bench.measure import Sample
 from app.core.bench.prompts import Messages
 from app.core.bench.report import CellResult, MemoryResult, Prediction
@@ -58,7 +61,9 @@ class HostRunner(Driver):
     `calibration` corrects the predictions shown and takes the measured speeds, unless `feed_calibration`
     is off or the host records every run itself (so nothing is counted twice). `sha256`: the weights'
     digest when known (the library's), else the file is hashed. `model_name`: what the user calls it (a
-    library name); default the model's own name. `hardware`: this machine's profile (probed if None)."""
+    library name); default the model's own name. `hardware`: this machine's profile (probed if None).
+    `model_ref`: the name its jobs carry (a library id), so a pool runs them on this model whichever model
+    the chat has in focus; None: jobs run on what is loaded (a single host)."""
 
     def __init__(
         self,
@@ -71,6 +76,7 @@ class HostRunner(Driver):
         hardware: HardwareProfile | None = None,
         sha256: str | None = None,
         model_name: str | None = None,
+        model_ref: str | None = None,
         plan_check: bool = True,
         feed_calibration: bool = True,
         progress: ProgressCallback | None = None,
@@ -88,6 +94,9 @@ class HostRunner(Driver):
         self.hardware = hardware
         self.sha256 = sha256
         self.model_name = model_name
+        self.model_ref = model_ref
+        self.before: LoadsBefore | None = None
+        self.reused = False  # measured on the model as it was loaded: nothing to put back
         self.plan_check = plan_check
         self.feed_calibration = feed_calibration
         self.planned: Planned | None = None
@@ -102,13 +111,25 @@ class HostRunner(Driver):
                 "lower the concurrency or raise the queue size (Settings → Server)"
             )
         path = Path(self.load.path)
+        self.before = LoadsBefore.look(self.host, path)
+        loaded = self.before.reusable(self.workload.needed_ctx)
+        if loaded is not None and self.before.mine is not None:
+            self.load, self.info, self.reused = loaded, self.before.mine.state.model, True
+            self.planned = plan_for(path, self.fmt, self.load, self.calibration)
+            return
         # Planned before the load, on the memory free before it (as the host's own fit check does).
         self.planned = plan_for(path, self.fmt, self.load, self.calibration)
-        job = LoadJob(spec=self.load, format=self.fmt, plan_check=self.plan_check)
+        # Not the focus: jobs that name no model (the chat's, the API's) stay on the model they were on.
+        job = LoadJob(spec=self.load, format=self.fmt, plan_check=self.plan_check, focus=False)
         self.info = self._wait(self.host.submit(job), LOAD_TIMEOUT_S)
 
+    def finish(self) -> None:
+        if self.before is not None and not self.reused:
+            self._report(force=True, phase="putting the loaded models back as they were")
+            self.closing_notes += restore(self.host, self.before, Path(self.load.path))
+
     def count_tokens(self, messages: Messages) -> int:
-        handle = self.host.submit(CountJob(request=_request(messages, self.workload)))
+        handle = self.host.submit(CountJob(request=_request(messages, self.workload), model=self.model_ref))
         return self._wait(handle, 120).prompt_tokens
 
     def send(self, batch: list[Messages]) -> list[Sample]:
@@ -117,8 +138,8 @@ class HostRunner(Driver):
         try:
             for messages, sample in zip(batch, samples):
                 sample.submitted = time.perf_counter()
-                job = GenerateJob(request=_request(messages, self.workload), source="bench")
-                handles.append(self.host.submit(job, _sink(sample)))
+                job = GenerateJob(request=_request(messages, self.workload), source="bench", model=self.model_ref)
+                handles.append(self.host.submit(job, _sink(sample, self.token)))
             for handle in handles:
                 self._wait(handle, REQUEST_TIMEOUT_S, raise_error=False)
         finally:
@@ -137,9 +158,16 @@ class HostRunner(Driver):
         notes = []
         if self.planned is None:
             notes.append("no prediction: the planner does not know this model's format or shape")
-        if max(self.workload.concurrency) > 1:
+        slots = self.load.slots
+        if max(self.workload.concurrency) > slots:
             notes.append(
-                "concurrent requests queue in the engine host (one runs at a time): their TTFT includes the wait"
+                f"requests beyond the model's {slots} slot{'s' if slots != 1 else ''} queue in the engine host: "
+                "their TTFT includes the wait"
+            )
+        if self.reused and self.info is not None:
+            notes.append(
+                f"measured on the model as it was loaded ({describe_load(self.info.n_ctx, slots)}); "
+                "nothing was reloaded"
             )
         return Described(
             model=model_record(path, self.info, spec, self.model_name),
@@ -225,7 +253,7 @@ def _request(messages: Messages, workload: Workload) -> GenerateRequest:
     )
 
 
-def _sink(sample: Sample):
+def _sink(sample: Sample, token: Callable[[], None]):
     def sink(event: HostEvent) -> None:
         """Host thread: note the times; the stats come with the last chunk."""
         now = time.perf_counter()
@@ -235,6 +263,7 @@ def _sink(sample: Sample):
                 if sample.first_token is None:
                     sample.first_token = now
                 sample.last_token = now
+                token()
             stats = chunk.stats
             if chunk.finish_reason is not None and stats is not None:
                 sample.prompt_tokens = stats.prompt_tokens

@@ -33,6 +33,7 @@ class SavedReport:
     created_at: str
     model: str
     engine: str
+    partial: bool = False  # cancelled before the end
 
 
 def safe_id(text: str) -> str:
@@ -80,7 +81,7 @@ class BenchStore:
             except BenchReportError as exc:
                 logger.warning("skipping %s: %s", path.name, exc)
                 continue
-            out.append(SavedReport(path, r.id, r.created_at, r.model.name, r.engine.name))
+            out.append(SavedReport(path, r.id, r.created_at, r.model.name, r.engine.name, r.partial))
         return sorted(out, key=lambda s: (s.created_at, s.id), reverse=True)
 
     def delete(self, path: Path) -> None:

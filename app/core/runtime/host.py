@@ -179,6 +179,8 @@ class EngineHost(JobHost):
         return self._jobs
 
     def set_state(self, **changes) -> None:
+        if "model" in changes and changes["model"] is None:
+            changes.setdefault("load", None)  # no model, no load
         state = HostState(**{**self._state.__dict__, **changes, "queue_depth": self._jobs.waiting()})
         if state != self._state:
             decoding_changed = (state.status == "generating") != (self._state.status == "generating")
@@ -353,7 +355,7 @@ class EngineHost(JobHost):
             raise HearthError(message) from exc
         self._engine, self._preflight = engine, pre
         logger.info("loaded %s with %s", path.name, engine.name)
-        self.set_state(status="ready", model=info, error=None, slots_total=loaded_slots(engine))
+        self.set_state(status="ready", model=info, load=job.spec, error=None, slots_total=loaded_slots(engine))
         return info
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:

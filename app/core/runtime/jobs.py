@@ -262,3 +262,5 @@ class HostState:
     # Generations the loaded model can run at once (0: none loaded), and how many run now.
     slots_total: int = 0
     slots_busy: int = 0
+    # How the loaded model was loaded (None: none is): what a caller that swaps it (a benchmark) restores.
+    load: LoadSpec | None = None

@@ -2,8 +2,9 @@
 run it with a progress bar and Cancel, and read the result as plots against the planner's prediction and
 a table; saved runs are listed, checked ones compared on the same axes, and exported as JSON or PNG.
 
-The run itself goes through the engine host like a chat (the model it measures becomes the loaded one)
-or over HTTP to the endpoint, on the pool; reports are read and written on the pool too."""
+The run itself goes through the model pool like a chat, or over HTTP to the endpoint, on the task pool;
+it leaves the chat's model as it was (app/core/bench/loads.py), and says so when it had to put it back.
+Reports are read and written on the task pool too."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -23,12 +24,13 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from app.core.bench.driver import BenchCancelled, Driver, Progress
+from app.core.bench.driver import BenchCancelled, Progress
 from app.core.bench.report import BenchReport
 from app.core.bench.store import BenchStore
 from app.core.bench.workload import PRESETS, Workload
@@ -37,6 +39,7 @@ from app.core.hardware.profile import HardwareProfile
 from app.core.library import Library, LocalModel
 from app.core.models.calibration import CalibrationStore
 from app.core.runtime.job_host import JobHost
+from app.ui.bench.run_setup import ENDPOINT, bench_runner, describe_workload, duration_text
 from app.ui.bench.run_view import RunView
 from app.ui.bench.saved_runs import SavedRuns
 from app.ui.bridge import EventBridge
@@ -46,24 +49,11 @@ from app.ui.widgets.scroll import scrolling
 
 logger = logging.getLogger(__name__)
 
-ENDPOINT = "endpoint"  # the source combo's data for "an OpenAI-compatible server"
-
-
-def describe_workload(w: Workload) -> str:
-    parts = [
-        f"prompts of {', '.join(f'{n:,}' for n in w.prompt_lens)} tokens",
-        f"{w.gen_len} generated",
-        f"{' and '.join(map(str, w.concurrency))} user{'s' if max(w.concurrency) > 1 else ''} at once",
-        f"{w.runs} runs",
-    ]
-    if w.shared_prefix:
-        parts.append(f"a {w.shared_prefix:,}-token shared system prompt, cold and cached")
-    return " · ".join(parts) + f" · loads at {w.target_ctx:,} context"
-
 
 class BenchPage(QWidget):
     run_finished = Signal(object)  # the BenchReport, once saved
     run_failed = Signal(str)  # the sentence shown (cancelled, or why it could not run)
+    models_listed = Signal()  # the picker was filled again from My Models
 
     def __init__(
         self,
@@ -89,12 +79,14 @@ class BenchPage(QWidget):
         self._progress_event: Event[Progress] = Event()
         self._progress = EventBridge(self._progress_event, self, coalesce_key=lambda _p: None, max_rate_hz=8)
         self._progress.fired.connect(self._show_progress)
+        self._endpoint_chosen = False  # the user picked the server entry (else a local model is preferred)
 
         title = QLabel("Benchmark")
         title.setObjectName("pageTitle")
         hint = QLabel(
             "Measure what this machine really does: time to first token, prefill and decode apart, beside "
-            "what Hearth predicted. A model here is loaded in the engine (the chat then uses it too)."
+            "what Hearth predicted. The chat's model is measured as it is loaded when it has the context the "
+            "workload needs; otherwise the benchmark loads its own, and puts the chat's back afterwards."
         )
         hint.setObjectName("hint")
         hint.setWordWrap(True)
@@ -102,6 +94,7 @@ class BenchPage(QWidget):
         self.source = QComboBox()
         self.source.setMinimumWidth(260)
         self.source.currentIndexChanged.connect(self._source_changed)
+        self.source.activated.connect(lambda i: setattr(self, "_endpoint_chosen", self.source.itemData(i) == ENDPOINT))
         self.url = QLineEdit()
         self.url.setPlaceholderText("http://127.0.0.1:8080 (llama-server, Ollama, LM Studio, vLLM, Hearth…)")
         self.api_key = QLineEdit()
@@ -139,17 +132,21 @@ class BenchPage(QWidget):
         self.progress.setRange(0, 1000)
         self.progress.setTextVisible(False)
         self.progress.setVisible(False)
-        self.phase = QLabel()
+        self.progress.setFocusPolicy(Qt.FocusPolicy.TabFocus)  # holds the focus while Cancel takes effect
+        self.phase = QLabel()  # under the buttons, wrapping: a long step never widens the page
+        self.phase.setWordWrap(True)
+        self.phase.setVisible(False)
         set_status(self.phase, "muted")
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.status.setVisible(False)
+        for button in (self.run_button, self.cancel_button):  # as wide as their words, the bar takes the rest
+            button.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         run_row = QHBoxLayout()
         run_row.addWidget(self.run_button)
         run_row.addWidget(self.cancel_button)
-        run_row.addWidget(self.progress, 2)
-        run_row.addWidget(self.phase)
-        run_row.addStretch(1)
+        run_row.addWidget(self.progress, 1)
+        run_row.addStretch(0)  # takes the room while the bar is hidden
 
         self.runs = SavedRuns(store, tasks)
         self.runs.setMaximumWidth(300)
@@ -171,6 +168,7 @@ class BenchPage(QWidget):
         layout.addWidget(hint)
         layout.addWidget(form_box)
         layout.addLayout(run_row)
+        layout.addWidget(self.phase)
         layout.addWidget(self.status)
         layout.addWidget(split, 1)
         scroll = scrolling(body)
@@ -198,9 +196,12 @@ class BenchPage(QWidget):
             self.source.addItem(f"{m.name} · {m.format}", m)
         self.source.addItem("An OpenAI-compatible server…", ENDPOINT)
         keep = next((i for i in range(self.source.count()) if _same(self.source.itemData(i), current)), 0)
+        if current == ENDPOINT and not self._endpoint_chosen:
+            keep = 0  # the first local model: the server entry was only the default while there was none
         self.source.setCurrentIndex(keep)
         self.source.blockSignals(False)
         self._source_changed()
+        self.models_listed.emit()
 
     def _list_failed(self, exc: BaseException) -> None:
         self._say(f"Could not read My Models: {exc}", "error")
@@ -238,83 +239,65 @@ class BenchPage(QWidget):
         emit = self._progress_event.emit  # any thread: the bridge re-posts it to this one
 
         def op() -> tuple[BenchReport, Path]:
-            runner = self._runner(source, endpoint, workload, hardware, emit, cancel)
-            report = runner.run()
+            runner = bench_runner(self.host, source, endpoint, workload, self.calibration, hardware, emit, cancel)
+            try:
+                report = runner.run()
+            except BenchCancelled as exc:
+                if exc.partial is None:
+                    raise
+                report = exc.partial  # what was measured before Cancel, kept and marked partial
             return report, self.store.save(report)
 
         self.running = True
         self._say("")
         self.progress.setValue(0)
         self.progress.setVisible(True)
-        self.phase.setText("starting…")
+        self.phase.setText(
+            "Reaching the server…" if source == ENDPOINT else "Getting the model ready (loading it if needed)…"
+        )
+        self.phase.setVisible(True)
+        self._hand_focus(self.cancel_button)
         self._update_buttons()
         self._tasks.run(op, self._finished, self._failed, owner=self)
-
-    def _runner(
-        self,
-        source: LocalModel | str,
-        endpoint: tuple[str, str | None, str | None],
-        workload: Workload,
-        hardware: HardwareProfile | None,
-        progress: Callable[[Progress], None],
-        cancel: threading.Event,
-    ) -> Driver:
-        """Pool thread: the driver for this source (building it may read the model's header)."""
-        if source == ENDPOINT:
-            from app.core.bench.endpoint import EndpointRunner
-
-            url, key, model = endpoint
-            return EndpointRunner(
-                url, workload, api_key=key, model=model, hardware=hardware, progress=progress, cancel=cancel
-            )
-        from app.core.bench.describe import planned_load
-        from app.core.bench.runner import HostRunner
-
-        assert isinstance(source, LocalModel)
-        threads = None
-        if source.format == "gguf":
-            from app.core.engines.llamacpp_options import physical_cores
-
-            threads = physical_cores()
-        load = planned_load(Path(source.path), source.format, workload.target_ctx, n_threads=threads)
-        sha = next((f.sha256 for f in source.files if Path(f.path) == Path(source.path) and f.sha256), None)
-        return HostRunner(
-            self.host,
-            load,
-            source.format,
-            workload,
-            calibration=self.calibration,
-            hardware=hardware,
-            sha256=sha,
-            progress=progress,
-            cancel=cancel,
-        )
 
     def cancel(self) -> None:
         """Main thread: stop the run at its next request (the engine stops the current one at once)."""
         if self._cancel is not None:
             self._cancel.set()
-            self.phase.setText("cancelling…")
+            self.phase.setText("Cancelling: what was measured so far is kept as a partial report…")
+            self._hand_focus(self.progress)
             self.cancel_button.setEnabled(False)
 
     def _show_progress(self, p: Progress) -> None:
         if not self.running:
             return
+        if self._cancel is not None and self._cancel.is_set():
+            return  # "Cancelling…" stays
         self.progress.setValue(int(p.fraction * 1000))
-        self.phase.setText(f"{p.done} of {p.total} requests · {p.phase}")
+        parts = [p.phase[:1].upper() + p.phase[1:], p.step, f"{p.done} of {p.total} requests done"]
+        if p.eta_s is not None:
+            parts.append(f"about {duration_text(p.eta_s)} left")
+        self.phase.setText(" · ".join(x for x in parts if x))
 
     def _finished(self, result: tuple[BenchReport, Path]) -> None:
         report, path = result
         self._end_run()
         self.runs.remember(path, report)
-        self._say(f"Saved {path.name}.", "success")
-        self.run_finished.emit(report)
+        restored = " ".join(n for n in report.notes if n.startswith(("Restored", "Could not load", "The chat's")))
+        if report.partial:
+            done = sum(c.completed for c in report.cells)
+            text = f"Cancelled. What was measured ({done} requests) is saved as a partial run: {path.name}."
+            self._say(f"{text} {restored}".strip(), "muted")
+            self.run_failed.emit(text)
+        else:
+            self._say(f"Saved {path.name}. {restored}".strip(), "success")
+            self.run_finished.emit(report)
         self.runs.refresh(check=path)
 
     def _failed(self, exc: BaseException) -> None:
         self._end_run()
         if isinstance(exc, BenchCancelled):
-            text = "Cancelled; no report was saved."
+            text = "Cancelled before anything was measured; no report was saved."
             self._say(text, "muted")
         else:
             logger.info("benchmark failed: %s", exc)
@@ -325,9 +308,20 @@ class BenchPage(QWidget):
     def _end_run(self) -> None:
         self.running = False
         self._cancel = None
+        self.run_button.setEnabled(True)
+        self._hand_focus(self.run_button)  # before the progress bar holding it is hidden
         self.progress.setVisible(False)
         self.phase.setText("")
+        self.phase.setVisible(False)
         self._update_buttons()
+
+    def _hand_focus(self, to: QWidget) -> None:
+        """Run and Cancel disable themselves: a focused widget that goes away hands the focus to the next
+        one down the page, and the scroll area jumps to it, taking the progress off screen. Give it to a
+        neighbour in the run row instead."""
+        if any(w.hasFocus() for w in (self.run_button, self.cancel_button, self.progress) if w is not to):
+            to.setEnabled(True)
+            to.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # ---- results and export ----
 
@@ -335,7 +329,7 @@ class BenchPage(QWidget):
         if reports:
             self.results.show_reports(reports)
         else:
-            self.results.no_run_checked()
+            self.results.no_run_checked(any_saved=bool(self.runs.saved))
 
     def _export_json_clicked(self) -> None:
         if self.runs.shown:

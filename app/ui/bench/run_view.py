@@ -11,12 +11,14 @@ from app.ui.bench.charts import BenchCharts
 from app.ui.bench.series import TABLE_COLUMNS, describe_run, prefix_summary, run_label, table_rows
 from app.ui.theme import set_status
 
+NO_RUNS = "Pick a model and a workload, then Run benchmark: its charts and table appear here."
+
 
 class RunView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.reports: list[BenchReport] = []
-        self.heading = QLabel("No run yet: pick a model and a workload, then Run benchmark.")
+        self.heading = QLabel(NO_RUNS)
         self.heading.setObjectName("cardTitle")
         self.heading.setWordWrap(True)
         self.details = QLabel()
@@ -56,10 +58,11 @@ class RunView(QWidget):
             self.notes.setText("")
         else:
             others = f" — compared with {len(self.reports) - 1} more" if len(self.reports) > 1 else ""
-            self.heading.setText(run_label(first) + others)
+            partial = "Partial run (cancelled): " if first.partial else ""
+            self.heading.setText(partial + run_label(first) + others)
             self.details.setText(describe_run(first))
             self.prefix_note.setText(prefix_summary(first))
-            self.notes.setText("\n".join(first.notes))
+            self.notes.setText("\n".join(n[:1].upper() + n[1:] for n in first.notes))
             rows = table_rows(first)
             self.table.setRowCount(len(rows))
             for r, row in enumerate(rows):
@@ -69,9 +72,11 @@ class RunView(QWidget):
             label.setVisible(bool(label.text()))
         self.table.setVisible(first is not None)
 
-    def no_run_checked(self) -> None:
+    def no_run_checked(self, any_saved: bool = True) -> None:
+        """Main thread: nothing to show; `any_saved`: there are saved runs, none of them checked."""
         self.show_reports([])
-        self.heading.setText("No run checked: check a saved run to see it, or run one.")
+        self.heading.setText("No run checked: check a saved run to see it, or run one." if any_saved else NO_RUNS)
+        self.charts.empty.setText("Nothing to plot: no run is checked." if any_saved else "No runs yet.")
 
     def restyle(self) -> None:
         """Main thread: the theme changed; the charts draw again in its colours."""

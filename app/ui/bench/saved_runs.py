@@ -34,6 +34,7 @@ class SavedRuns(QWidget):
         self.shown: list[BenchReport] = []
         self.list = QListWidget()
         self.list.setMinimumWidth(200)
+        self.list.setWordWrap(True)  # a long model name wraps rather than losing its end
         self.list.itemChanged.connect(lambda _i: self._compare_checked())
         self.export_json_button = QPushButton("Export JSON…")
         self.export_png_button = QPushButton("Export PNG…")
@@ -70,7 +71,8 @@ class SavedRuns(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for s in listed:
-            item = QListWidgetItem(f"{s.model} · {s.engine}\n{s.created_at.replace('T', ' ')[:19]}")
+            partial = " · partial (cancelled)" if s.partial else ""
+            item = QListWidgetItem(f"{s.model} · {s.engine}\n{s.created_at.replace('T', ' ')[:19]}{partial}")
             item.setData(Qt.ItemDataRole.UserRole, s.path)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if s.path in checked else Qt.CheckState.Unchecked)

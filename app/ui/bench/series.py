@@ -34,16 +34,25 @@ class TtftBars:
 
 def run_label(report: BenchReport) -> str:
     """How a run is named in legends and lists: model, quant, engine and when."""
-    quant = f" {report.weights.quant_type}" if report.weights.quant_type else ""
+    quant = _quant(report)
     when = report.created_at.replace("T", " ")[:16]
     return f"{report.model.name}{quant} · {report.engine.name} · {when}"
 
 
+def _quant(report: BenchReport) -> str:
+    """The quant after a model's name (" Q4_K_M"), unless the name (a library's, from the file) says it."""
+    quant = report.weights.quant_type
+    return f" {quant}" if quant and quant.lower() not in report.model.name.lower() else ""
+
+
 def legend_labels(reports: list[BenchReport]) -> list[str]:
     """Short names for a legend (model and quant); the engine and time are added only where two runs
-    would otherwise read the same."""
-    short = [f"{r.model.name}{' ' + r.weights.quant_type if r.weights.quant_type else ''}" for r in reports]
-    return [run_label(r) if short.count(s) > 1 else s for r, s in zip(reports, short)]
+    would otherwise read the same (to the second, then numbered), and a partial run says so."""
+    short = [f"{r.model.name}{_quant(r)}" for r in reports]
+    labels = [run_label(r) if short.count(s) > 1 else s for r, s in zip(reports, short)]
+    labels = [f"{lb}:{r.created_at[17:19]}" if labels.count(lb) > 1 else lb for r, lb in zip(reports, labels)]
+    labels = [f"{lb} #{i + 1}" if labels.count(lb) > 1 else lb for i, lb in enumerate(labels)]
+    return [f"{lb} (partial)" if r.partial else lb for r, lb in zip(reports, labels)]
 
 
 def single_user_cells(report: BenchReport) -> list[CellResult]:

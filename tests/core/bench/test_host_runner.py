@@ -78,20 +78,39 @@ def test_store_saves_lists_and_loads(fake_host, fake_model, tmp_path):
     assert not list((tmp_path / "bench").glob(".*.tmp"))  # atomic writes leave no temp files
 
 
-def test_cancel_flag_stops_the_run_and_nothing_is_written(fake_host, fake_model, tmp_path):
+def test_cancel_keeps_a_partial_report_of_what_was_measured(fake_host, fake_model):
     cancel = threading.Event()
-    store = BenchStore(tmp_path / "bench")
+    seen = []
 
     def progress(p):
+        seen.append(p)
         if p.done >= 3:
             cancel.set()
 
     slow = Workload(prompt_lens=[20, 40], gen_len=50, concurrency=[1, 4], runs=3, warmup=0)
-    with pytest.raises(BenchCancelled):
-        report = run_fake(fake_host, fake_model, slow, progress=progress, cancel=cancel)
-        store.save(report)
-    assert not (tmp_path / "bench").exists()
-    assert fake_host.queue_depth == 0 and fake_host.state.status == "ready"  # queued requests skipped
+    runner = HostRunner(fake_host, fake_load(fake_model, slow), "fake", slow, progress=progress, cancel=cancel)
+    runner.tick_s = 0  # every token reported
+    with pytest.raises(BenchCancelled) as got:
+        runner.run()
+    partial = got.value.partial
+    assert partial is not None and partial.partial and partial.notes[0].startswith("partial: cancelled after 3")
+    assert [(c.prompt_len, c.concurrency, c.completed) for c in partial.cells] == [(20, 1, 3)]  # not reached: absent
+    validate_against_schema(partial.to_json())
+    assert fake_host.queue_depth == 0 and fake_host.state.model is None  # queued requests skipped, model unloaded
+    # Progress moved within requests (per token), not only per finished request, with a time left.
+    steps = [p.step for p in seen]
+    assert any("tokens generated" in s for s in steps) and any(s.startswith("reading the") for s in steps)
+    fractions = [p.fraction for p in seen]
+    assert fractions == sorted(fractions) and len(set(fractions)) > 3
+    assert any(p.eta_s is not None and p.eta_s > 0 for p in seen)
+
+
+def test_cancel_before_anything_was_measured_keeps_nothing(fake_host, fake_model):
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(BenchCancelled) as got:
+        run_fake(fake_host, fake_model, cancel=cancel)
+    assert got.value.partial is None
 
 
 def test_ctrl_c_cancels_the_running_request(fake_host, fake_model, monkeypatch):
@@ -109,7 +128,7 @@ def test_ctrl_c_cancels_the_running_request(fake_host, fake_model, monkeypatch):
     runner = HostRunner(fake_host, fake_load(fake_model, long), "fake", long, plan_check=False)
     with pytest.raises(KeyboardInterrupt):
         runner.run()
-    assert runner.cancel.is_set() and calls[-1].cancelled
+    assert runner.cancel.is_set() and calls[39].cancelled  # the request it interrupted (then the model unloads)
 
 
 def test_a_concurrency_over_the_queue_is_a_clear_error(fake_host, fake_model):
