@@ -569,39 +569,54 @@ def test_settings_open_with_ctrl_comma_on_every_platform(shell_factory):
     assert QKeySequence("Ctrl+,") in action.shortcuts()
 
 
-def test_the_window_shows_before_the_services_open_and_is_filled_after(qapp, monkeypatch):
-    """main(): the sidebar and empty pages are on screen before the services open and the pages are
-    built (they take most of the start); then the real pages take their places, Discover still selected."""
-    import app.main
-    from app.core.services import Services
-    from app.ui.chat.chat_page import ChatPage
-    from app.ui.main_window import MainWindow
+WINDOW_FIRST = """
+import json, sys
+import app.main
+from app.core.services import Services
+from app.ui.main_window import MainWindow
+from PySide6.QtWidgets import QApplication
 
-    seen = {}
-    real_open = Services.open
+seen, real_open, real_build = {}, Services.open, app.main.build_shell
 
-    def open_after_the_window(paths, settings):
-        windows = [w for w in qapp.topLevelWidgets() if isinstance(w, MainWindow)]
-        seen["visible"] = [w.isVisible() for w in windows]
-        seen["pages"] = [type(w.page("chat")).__name__ for w in windows]
-        return real_open(paths, settings)
+def open_after_the_window(paths, settings):
+    windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
+    seen["visible"] = [w.isVisible() for w in windows]
+    seen["chat page before"] = [type(w.page("chat")).__name__ for w in windows]
+    return real_open(paths, settings)
 
-    filled = {}
-    real_build = app.main.build_shell
+def build(*args, **kwargs):
+    shell = real_build(*args, **kwargs)
+    seen["chat page after"] = type(shell.window.page("chat")).__name__
+    seen["same window"] = kwargs.get("window") is shell.window
+    seen["page"] = shell.window.current_page_key
+    return shell
 
-    def build(*args, **kwargs):
-        shell = real_build(*args, **kwargs)
-        filled["chat"] = shell.window.page("chat")
-        filled["key"] = shell.window.current_page_key
-        filled["same window"] = kwargs.get("window") is shell.window
-        return shell
+Services.open = staticmethod(open_after_the_window)
+app.main.build_shell = build
+seen["rc"] = app.main.main([])
+print(json.dumps(seen))
+"""
 
-    monkeypatch.setattr(Services, "open", staticmethod(open_after_the_window))
-    monkeypatch.setattr(app.main, "build_shell", build)
-    monkeypatch.setenv(app.main.QUIT_AFTER_ENV, "0")
-    assert app.main.main([]) == 0
-    assert seen["visible"] == [True] and seen["pages"] == ["QWidget"]  # shown, with a blank page for Chat
-    assert isinstance(filled["chat"], ChatPage) and filled["same window"] and filled["key"] == "discover"
+
+def test_the_window_shows_before_the_services_open_and_is_filled_after(hearth_home):
+    """main(): the sidebar and blank pages are on screen before the services open and the pages are built
+    (most of the start); then the real pages take their places, Discover still selected. In a child
+    process: a QApplication that has run exec() is no use to the tests after it."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HEARTH_HOME": str(hearth_home), "HEARTH_QUIT_AFTER_MS": "0"}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", WINDOW_FIRST], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["rc"] == 0 and seen["visible"] == [True] and seen["chat page before"] == ["QWidget"]
+    assert seen["chat page after"] == "ChatPage" and seen["same window"] and seen["page"] == "discover"
 
 
 def test_a_page_put_in_later_keeps_the_sidebar_selection(qtbot):
