@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.core.chat.models import ChatNotFound
@@ -59,9 +59,11 @@ class ChatPage(QWidget):
         remote_models: Callable[[], list[LocalModel]] | None = None,
         parallel: Callable[[], int] | None = None,
         drafts: DraftPrefs | None = None,
+        serving: Callable[[], bool] | None = None,
     ) -> None:
         """`remote_models()`: the remote servers' models, listed in the picker beside the library's;
-        `parallel` and `drafts`: the settings the model bar's loads plan with (see ModelBar)."""
+        `parallel`, `serving` (whether the API server is up) and `drafts`: what the model bar's loads plan
+        with (see ModelBar)."""
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -76,7 +78,15 @@ class ChatPage(QWidget):
 
         self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
         self.model_bar = ModelBar(
-            host, library, tasks, machine_source, self, remote_models=remote_models, parallel=parallel, drafts=drafts
+            host,
+            library,
+            tasks,
+            machine_source,
+            self,
+            remote_models=remote_models,
+            parallel=parallel,
+            drafts=drafts,
+            serving=serving,
         )
         self.header = ChatHeader()
         self.thread_view = ThreadView(store, self.chats, self.writes)
@@ -286,6 +296,11 @@ class ChatPage(QWidget):
         self.files_done.emit(text)
 
     # -- state shown around the thread ----------------------------------------------------------
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt API)
+        # The server is started and stopped on its own page: back here, the next load plans for it.
+        super().showEvent(event)
+        self.model_bar.replan_if_serving_changed()
+
     def _on_host_state(self, state: HostState) -> None:
         """UI thread (re-posted by HostWatcher)."""
         loaded = self._last_status == "loading" and state.status == "ready"
