@@ -31,7 +31,7 @@ def test_the_fit_views_kv_is_the_fit_columns_kv(qtbot):
     with the slots Discover is given: the KV on its bars is the KV the tooltip names."""
     machine = machine_from_profile(profile(gpus=[("NVIDIA GeForce RTX 4060 Ti", 16 * GiB, 15 * GiB, 288)]))
     spec = llama3_8b_spec()
-    a = assess([Variant(label="Q4_K_M", format="gguf", size_bytes=spec.weight_bytes, spec=spec)], machine).assessments[0]
+    a = assess([Variant("Q4_K_M", "gguf", spec.weight_bytes, spec=spec)], machine).assessments[0]
     assert a.plan is not None and a.spec is not None
     view = FitView(a.spec, machine, n_ctx=a.plan.requested_ctx, options=a.plan.options, slots=1)
     qtbot.addWidget(view)

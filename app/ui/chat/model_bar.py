@@ -340,7 +340,8 @@ class ModelBar(QWidget):
         loaded = self.picked_is_loaded()
         self.load_button.setText("Reload" if loaded else "Load")
         self.load_button.setToolTip("Load it again with the Advanced settings" if loaded else "")
-        restyle_by(self.load_button, "role", None if loaded else "primary")
+        nothing_else = s.model is not None and self.picker.currentData() is None
+        restyle_by(self.load_button, "role", None if loaded or nothing_else else "primary")
         if s.status == "loading":
             self.status.setText(f"Loading {self._loading_name or 'model'}…")
             self.status.setToolTip("")
