@@ -37,6 +37,7 @@ from app.ui.chat.replies import ReplyController
 from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import HostWatcher, StreamResult
 from app.ui.chat.thread_view import ThreadView
+from app.ui.chat.unsent import UnsentDrafts
 from app.ui.tasks import TaskRunner
 from app.ui.theme import restyle_by
 
@@ -94,6 +95,7 @@ class ChatPage(QWidget):
         self.notice.setObjectName("chatNotice")
         self.notice.setVisible(False)
         self.composer = ComposerBox()
+        self.unsent = UnsentDrafts(self.composer)
         self.settings = SettingsPanel(store, self.chats, self.writes)
         # Scrolled, so the panel's own minimum width (its preset row) never adds to the window's: shown
         # in the splitter as it was, it grew the window to fit, and closing it left the window wide.
@@ -212,6 +214,7 @@ class ChatPage(QWidget):
         except ChatNotFound as exc:  # deleted meanwhile
             self.show_notice(str(exc), "error")
             return
+        self.unsent.switch(self.conv_id, conv_id, editing=self.replies.editing is not None)
         self.replies.forget_edit()
         self.header.title.setText(conv.title)
         self.settings.set_conversation(conv)
@@ -250,13 +253,20 @@ class ChatPage(QWidget):
             self.replies.stop()
         deleting = self.chats.delete_conversation(conv_id)
         self._show_without(conv_id)
-        # Listed again once written: a listing that raced the deletion's overlay must not stay on screen.
-        self.writes.watch(
-            deleting, lambda _r: self.refresh_conversations(), lambda exc: self._delete_failed(conv_id, exc), owner=self
-        )
+
+        def deleted(_r: object) -> None:
+            self.unsent.forget(conv_id)
+            # Listed again once written: a listing that raced the deletion's overlay must not stay on screen.
+            self.refresh_conversations()
+
+        self.writes.watch(deleting, deleted, lambda exc: self._delete_failed(conv_id, exc), owner=self)
 
     def _show_without(self, conv_id: int) -> None:
         if conv_id == self.conv_id:
+            # Its draft is kept until the deletion is committed: a failed one opens it again, draft and all.
+            self.unsent.keep(conv_id, "" if self.replies.editing is not None else self.composer.text())
+            self.composer.clear()
+            self.replies.forget_edit()
             self.settings.set_conversation(None)
             self.thread_view.show_conversation(None)
             self.header.title.setText("")
