@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
+from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.core.chat.models import ChatNotFound
@@ -24,6 +24,7 @@ from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
+from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.runtime.drafts import DraftPrefs
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
@@ -120,6 +121,7 @@ class ChatPage(QWidget):
         convs = self.chats.list_conversations(limit=1)
         if convs:
             self.open_conversation(convs[0].id)
+        self._show_model_in_empty_thread()
         self._update_controls()
 
     @property
@@ -157,6 +159,7 @@ class ChatPage(QWidget):
         left.search_failed.connect(lambda text: self.show_notice(text, "error"))
         self.header.settings_button.toggled.connect(self.settings_area.setVisible)
         self.thread_view.changed.connect(self._thread_changed)
+        self.thread_view.empty.prompt_picked.connect(self._example_picked)
         self.thread_view.notice.connect(self.show_notice)
         self.thread_view.edit_requested.connect(self.replies.begin_edit)
         self.thread_view.regenerate_requested.connect(self.replies.regenerate)
@@ -317,10 +320,22 @@ class ChatPage(QWidget):
         self._last_status = state.status
         self.replies.set_host_state(state)
         self.model_bar.host_state(state)
+        self._show_model_in_empty_thread()
         self._update_controls()
         self._update_meter()
         if loaded and self.isVisible():
             self.composer.focus()  # a model just loaded here: the next thing to do is to type
+
+    def _show_model_in_empty_thread(self) -> None:
+        facts, state = self.model_bar.loaded_facts(), self.replies.host_state
+        name = facts.name if facts is not None and state.status != "loading" else None
+        remote = state.model is not None and state.model.format == REMOTE_FORMAT
+        self.thread_view.empty.show_model(name, loading=state.status == "loading", remote=remote)
+
+    def _example_picked(self, text: str) -> None:
+        self.composer.set_text(text)
+        self.composer.focus()
+        self.composer.editor.moveCursor(QTextCursor.MoveOperation.End)
 
     def _thread_changed(self) -> None:
         self._update_meter()
