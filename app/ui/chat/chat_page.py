@@ -16,8 +16,8 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent, QTextCursor
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut, QShowEvent, QTextCursor
+from PySide6.QtWidgets import QLabel, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.chat.models import ChatNotFound
 from app.core.chat.operations import ChatOperations
@@ -35,6 +35,7 @@ from app.ui.chat.conversations import ConversationList
 from app.ui.chat.header import ChatHeader, tokens_in_use
 from app.ui.chat.model_bar import ModelBar
 from app.ui.chat.replies import ReplyController
+from app.ui.chat.settings_dock import SettingsDock
 from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import HostWatcher, StreamResult
 from app.ui.chat.thread_view import ThreadView
@@ -98,12 +99,6 @@ class ChatPage(QWidget):
         self.composer = ComposerBox()
         self.unsent = UnsentDrafts(self.composer)
         self.settings = SettingsPanel(store, self.chats, self.writes)
-        # Scrolled, so the panel's own minimum width (its preset row) never adds to the window's: shown
-        # in the splitter as it was, it grew the window to fit, and closing it left the window wide.
-        self.settings_area = QScrollArea(widgetResizable=True)
-        self.settings_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.settings_area.setWidget(self.settings)
-        self.settings_area.setVisible(False)
         self.replies = ReplyController(
             host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self
         )
@@ -135,14 +130,17 @@ class ChatPage(QWidget):
         cv = QVBoxLayout(center)
         cv.addWidget(self.model_bar)
         cv.addWidget(self.header)
-        cv.addWidget(self.thread_view, 1)
+        thread_stack = QStackedWidget()  # the thread, or the settings on a window too narrow for both
+        thread_stack.addWidget(self.thread_view)
+        cv.addWidget(thread_stack, 1)
         cv.addWidget(self.notice)
         cv.addWidget(self.composer)
         split = QSplitter()
-        for w in (self.conversations, center, self.settings_area):
+        for w in (self.conversations, center):
             split.addWidget(w)
         split.setStretchFactor(1, 1)
-        split.setSizes([220, 700, 280])  # the settings panel fits 280 px without scrolling
+        split.setSizes([220, 700])
+        self.settings_dock = SettingsDock(self.settings, split, center, thread_stack, self.thread_view)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
@@ -157,7 +155,7 @@ class ChatPage(QWidget):
         left.exported.connect(self._files_done)
         left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
         left.search_failed.connect(lambda text: self.show_notice(text, "error"))
-        self.header.settings_button.toggled.connect(self.settings_area.setVisible)
+        self.header.settings_button.toggled.connect(self.settings_dock.set_open)
         self.thread_view.changed.connect(self._thread_changed)
         self.thread_view.empty.prompt_picked.connect(self._example_picked)
         self.thread_view.notice.connect(self.show_notice)
@@ -313,6 +311,10 @@ class ChatPage(QWidget):
         # The server is started and stopped on its own page: back here, the next load plans for it.
         super().showEvent(event)
         self.model_bar.replan_if_serving_changed()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.settings_dock.place()  # beside the chat, or in the thread's place, as the width allows
 
     def _on_host_state(self, state: HostState) -> None:
         """UI thread (re-posted by HostWatcher)."""

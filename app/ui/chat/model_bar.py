@@ -83,7 +83,7 @@ class ModelBar(QWidget):
         self.load_button = QPushButton("Load")
         self.load_button.setProperty("role", "primary")  # until the picked model is loaded (_render)
         self.load_button.clicked.connect(self.load_selected)
-        self.unload_button = QPushButton("Eject")
+        self.unload_button = QPushButton("Unload")
         self.unload_button.setToolTip("Unload the model and free its memory")
         self.unload_button.clicked.connect(self.unload)
         self.advanced = AdvancedForm()
@@ -122,13 +122,17 @@ class ModelBar(QWidget):
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
-        for w in (self.picker, self.load_button, self.advanced_button, self.unload_button, self.progress):
+        for w in (self.picker, self.load_button, self.advanced_button, self.unload_button):
             top.addWidget(w)
         top.addStretch(1)
+        # The busy bar sits beside the status line, not the buttons: there it never widens the window.
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.progress, 0, Qt.AlignmentFlag.AlignVCenter)
+        status_row.addWidget(self.status, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(top)
-        layout.addWidget(self.status)
+        layout.addLayout(status_row)
         error_row = QHBoxLayout()
         error_row.addWidget(self.error, 1)
         error_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
