@@ -1,5 +1,5 @@
 """One slot count, one KV figure: Discover's fit view and its Fit column's tooltip plan a variant for the same
-slots, and the chat loads with one slot unless the API server is serving."""
+slots (one conversation), and the chat is told whether the API server serves (then it plans its slots)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,10 @@ from synthetic import GiB, llama3_8b_spec, profile
 from app.core.models.devices import machine_from_profile
 from app.core.models.recommend import Variant, assess
 from app.core.paths import app_paths
-from app.core.runtime.load_plan import chat_load_slots
 from app.core.settings import SettingsStore
 from app.core.units import fmt_bytes
 from app.main import build_shell
 from app.ui.widgets.fit_view import FitView
-
-
-def test_chat_loads_plan_one_slot_unless_the_server_serves():
-    assert chat_load_slots(4, serving=False) == 1
-    assert chat_load_slots(4, serving=True) == 4
-    assert chat_load_slots(0, serving=True) == 1  # never none
 
 
 def test_the_fit_views_kv_is_the_fit_columns_kv(qtbot):
