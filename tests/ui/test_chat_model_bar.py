@@ -304,3 +304,19 @@ def test_load_is_the_accent_until_the_picked_model_is_loaded(qtbot, tmp_path, ti
         assert host.shutdown(5.0)
         pool.shutdown(wait=True)
         library.close()
+
+
+def test_the_name_and_speed_shown_belong_to_the_model_loaded(make_chat, qtbot):
+    from pathlib import Path
+
+    from app.core.engines.base import LoadSpec
+
+    _h, page = make_chat(load=False)
+    bar = page.model_bar
+    assert bar.load_spec(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=2048), "fake", "Pretty Name")
+    qtbot.waitUntil(lambda: bar.status.text().startswith("Pretty Name · 2,048 tokens of context"), timeout=5000)
+    bar.set_measured(42.0)
+    assert bar.status.text().endswith("~42 tok/s")
+    page.model_bar.host.load_sync(LoadSpec(path=Path("/nonexistent/other.fake"), n_ctx=2048), "fake")  # the API's
+    qtbot.waitUntil(lambda: bar.status.text().startswith("other.fake · "), timeout=5000)
+    assert "tok/s" not in bar.status.text() and "Measured speed: after the first reply" in bar.status.toolTip()

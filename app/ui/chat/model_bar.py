@@ -73,7 +73,9 @@ class ModelBar(QWidget):
         self._plan_ticket = 0  # the latest plan asked for
         self.state = HostState()
         self.measured_tok_s = 0.0
+        self._measured_path: Path | None = None  # the model the speed was measured on
         self._loading_name = ""
+        self._loading_path: Path | None = None  # what `_loading_name` names
         self._shown_failure = ""  # the host's error text shown last (the host repeats it in later states)
 
         self.picker = QComboBox()
@@ -249,7 +251,7 @@ class ModelBar(QWidget):
 
     def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
         """Queue a load on the host; progress and errors come back through the host state."""
-        self._loading_name = name or Path(spec.path).name
+        self._loading_name, self._loading_path = name or Path(spec.path).name, Path(spec.path)
         self._clear_error()
         try:
             self.host.submit(LoadJob(spec=spec, format=fmt))
@@ -268,8 +270,8 @@ class ModelBar(QWidget):
             self._show_error(str(exc))
 
     def set_measured(self, tok_s: float) -> None:
-        if tok_s > 0:
-            self.measured_tok_s = tok_s
+        if tok_s > 0 and self.state.model is not None:
+            self.measured_tok_s, self._measured_path = tok_s, Path(self.state.model.path)
             self._render()
 
     # -- state ----------------------------------------------------------------------------------
@@ -311,6 +313,10 @@ class ModelBar(QWidget):
         model, info = self.picker.currentData(), self.state.model
         return model is not None and info is not None and Path(model.path) == Path(info.path)
 
+    def _name_of(self, path: Path) -> str:
+        """The name the chat loaded `path` under (a remote model's), else its file's."""
+        return self._loading_name if self._loading_path == path and self._loading_name else path.name
+
     def loaded_facts(self) -> LoadedFacts | None:
         """The loaded model as the bar describes it; None when none is."""
         info = self.state.model
@@ -321,7 +327,7 @@ class ModelBar(QWidget):
         d = self.defaults
         as_planned = d.spec is not None and Path(d.spec.path) == Path(info.path)
         return LoadedFacts(
-            name=entry.name if entry is not None else (self._loading_name or Path(info.path).name),
+            name=entry.name if entry is not None else self._name_of(Path(info.path)),
             engine=self.host.registry.name(info.format),
             file_name=Path(info.path).name,
             n_ctx=info.n_ctx,
@@ -332,7 +338,8 @@ class ModelBar(QWidget):
             offload=d.offload if as_planned else "",
             drafting=drafting_text(info.extra),
             predicted_tok_s=d.predicted_tok_s if as_planned else 0.0,
-            measured_tok_s=self.measured_tok_s,
+            # Another model since (the API swapped it in): its speed is not measured yet.
+            measured_tok_s=self.measured_tok_s if self._measured_path == Path(info.path) else 0.0,
         )
 
     def _render(self) -> None:
