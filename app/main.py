@@ -151,7 +151,8 @@ def build_shell(
             library.remotes_panel.add_clicked(url)
 
     discover = DiscoverPage(tasks, hub=services.hub, add_remote=add_remote)
-    discover.set_parallel(services.settings.parallel_requests)
+    # Discover sizes a model for one conversation, as its Fit column does: the fit view's KV agrees with it.
+    discover.set_parallel(1)
     hardware.profile_ready.connect(discover.set_profile)
     library = LibraryPage(services.library, tasks, remotes=services.remotes, host=services.host)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
@@ -168,6 +169,7 @@ def build_shell(
         machine_source=lambda: machine.get("now"),
         remote_models=remote_models(services.remotes),
         parallel=lambda: services.settings.parallel_requests,
+        serving=lambda: api.status.running,
         drafts=DraftPrefs(
             services.resolver.drafts or DraftFinder(services.library), lambda: services.settings, store.save
         ),
@@ -224,11 +226,10 @@ def build_shell(
     speculative = {"now": services.settings.speculative}
 
     def parallel_changed(s: Settings) -> None:
-        """Main thread: a new Parallel requests setting re-plans the chat's next load and the fit view;
-        a new Speculative decoding setting re-plans the chat's next load."""
+        """Main thread: a new Parallel requests setting re-plans the chat's next load (its slots while the
+        server serves); a new Speculative decoding setting re-plans the chat's next load."""
         if s.parallel_requests != parallel["now"]:
             parallel["now"] = s.parallel_requests
-            discover.set_parallel(s.parallel_requests)
             chat.model_bar.replan()
         elif s.speculative != speculative["now"]:
             chat.model_bar.replan()

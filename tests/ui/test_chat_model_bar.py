@@ -227,3 +227,96 @@ def test_the_chat_plans_a_load_as_the_api_does_embedding_models_included(tiny_gg
         assert reranker.spec is not None and reranker.spec.embedding and reranker.spec.pooling == "rank"
     finally:
         library.close()
+
+
+def test_the_model_line_reads_as_a_sentence_with_the_details_in_its_tooltip():
+    from app.ui.chat.model_line import LoadedFacts, model_details, model_line, where_it_runs
+
+    facts = LoadedFacts(
+        name="SmolLM2 1.7B",
+        engine="llama.cpp",
+        file_name="SmolLM2-1.7B-Instruct-Q4_K_M.gguf",
+        n_ctx=8192,
+        slots=4,
+        place=where_it_runs(0, "cpu", 0),
+        offload="Runs on the CPU (0/31 layers on GPU)",
+        drafting="prompt-lookup drafts",
+        predicted_tok_s=99,
+        measured_tok_s=12.4,
+    )
+    assert model_line(facts) == "SmolLM2 1.7B · 8,192 tokens of context · on the CPU · ~12 tok/s"
+    details = model_details(facts)
+    for shown in ("4 replies at once", "0/31 layers on GPU", "prompt-lookup drafts", "Predicted speed: 99 tok/s"):
+        assert shown in details
+    assert "Measured speed: 12 tok/s" in details
+    # No reply yet, or one too slow to round to a rate: no speed on the line, never "0 tok/s".
+    for tok_s in (0.0, 0.01):
+        unmeasured = LoadedFacts("m", "llama.cpp", "m.gguf", 4096, measured_tok_s=tok_s)
+        assert "tok/s" not in model_line(unmeasured) and "0 tok/s" not in model_details(unmeasured)
+    slow = LoadedFacts("m", "llama.cpp", "m.gguf", 4096, measured_tok_s=0.4)
+    assert model_line(slow).endswith("~0.4 tok/s")
+    # Where it runs follows the layers loaded when they differ from the plan's.
+    assert where_it_runs(-1, "cpu", 0) == "on the GPU" and where_it_runs(10, "", None) == "partly on the GPU"
+    assert where_it_runs(None, "", None) == ""
+
+
+def test_load_is_the_accent_until_the_picked_model_is_loaded(qtbot, tmp_path, tiny_gguf_f16):
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from app.core.chat.store import ChatStore
+    from app.core.engines.base import LoadSpec
+    from app.core.engines.fake import registry_with_fake
+    from app.core.library import Library, ModelFile
+    from app.core.runtime.host import EngineHost
+    from app.ui.chat import ChatPage
+    from app.ui.tasks import TaskRunner
+    from tests.ui.chat_harness import no_preflight
+
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-load-accent")
+    pool = ThreadPoolExecutor(2)
+    tasks = TaskRunner(pool)
+    page = ChatPage(host, store, library, tasks)
+    qtbot.addWidget(page)
+    try:
+        fake = tmp_path / "model.fake"
+        fake.write_bytes(b"x")
+        library.add(name="Tiny Fake", format="fake", path=fake, files=[ModelFile(fake, 1)])
+        library.add(name="Other", format="gguf", path=tiny_gguf_f16, files=[ModelFile(tiny_gguf_f16, 1)])
+        bar = page.model_bar
+        bar.refresh_models()
+        bar.picker.setCurrentIndex(next(i for i in range(2) if bar.picker.itemData(i).name == "Tiny Fake"))
+        assert bar.load_button.text() == "Load" and bar.load_button.property("role") == "primary"
+        host.load_sync(LoadSpec(path=Path(fake), n_ctx=2048), "fake")
+        qtbot.waitUntil(lambda: bar.load_button.text() == "Reload", timeout=5000)
+        assert bar.load_button.property("role") != "primary"
+        assert page.composer.send_button.property("role") == "primary"  # typing and sending is next
+        assert bar.status.text().startswith("Tiny Fake · 2,048 tokens of context")
+        assert "Engine: " in bar.status.toolTip() and "slots" not in bar.status.text()
+        bar.picker.setCurrentIndex(next(i for i in range(2) if bar.picker.itemData(i).name == "Other"))
+        assert bar.load_button.text() == "Load" and bar.load_button.property("role") == "primary"
+    finally:
+        page.shutdown()
+        tasks.close()
+        store.close()
+        assert host.shutdown(5.0)
+        pool.shutdown(wait=True)
+        library.close()
+
+
+def test_the_name_and_speed_shown_belong_to_the_model_loaded(make_chat, qtbot):
+    from pathlib import Path
+
+    from app.core.engines.base import LoadSpec
+
+    _h, page = make_chat(load=False)
+    bar = page.model_bar
+    assert bar.load_spec(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=2048), "fake", "Pretty Name")
+    qtbot.waitUntil(lambda: bar.status.text().startswith("Pretty Name · 2,048 tokens of context"), timeout=5000)
+    bar.set_measured(42.0)
+    assert bar.status.text().endswith("~42 tok/s")
+    page.model_bar.host.load_sync(LoadSpec(path=Path("/nonexistent/other.fake"), n_ctx=2048), "fake")  # the API's
+    qtbot.waitUntil(lambda: bar.status.text().startswith("other.fake · "), timeout=5000)
+    assert "tok/s" not in bar.status.text() and "Measured speed: after the first reply" in bar.status.toolTip()

@@ -49,7 +49,8 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
     assert saved.status == "done" and saved.content == result.text
     assert saved.stats["generated_tokens"] == 400
     assert "tokens" in page.header.meter.label.text()
-    assert "measured" in page.model_bar.status.text()
+    assert "tok/s" in page.model_bar.status.text()  # the last reply's speed, measured
+    assert "Measured speed: " in page.model_bar.status.toolTip()
     assert page.conversations.list.count() == 1 and page.conversations.list.item(0).text() == "Tell me a tale"
     # Export offers the Documents folder and the chat's title, not "chat.md" wherever Hearth was started.
     offered = page.conversations.export_suggestion("md")

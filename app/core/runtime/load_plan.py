@@ -24,6 +24,13 @@ from app.core.runtime.preflight import FALLBACK_CTX, PlannedLoad, plan_model, sp
 ENCODER_MAX_CONTEXT = 8192
 
 
+def chat_load_slots(parallel_requests: int, serving: bool) -> int:
+    """The parallel slots a load from the chat plans for: one for the person chatting, or Settings →
+    Parallel requests while the API server is serving, since its clients then share the model loaded.
+    Each slot holds a whole context of KV cache, so reserving them unasked would cost memory for nothing."""
+    return max(1, parallel_requests) if serving else 1
+
+
 @dataclass(frozen=True)
 class ModelLoad:
     spec: LoadSpec

@@ -16,14 +16,15 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut, QShowEvent, QTextCursor
+from PySide6.QtWidgets import QLabel, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.chat.models import ChatNotFound
 from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
+from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.runtime.drafts import DraftPrefs
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
@@ -34,9 +35,11 @@ from app.ui.chat.conversations import ConversationList
 from app.ui.chat.header import ChatHeader, tokens_in_use
 from app.ui.chat.model_bar import ModelBar
 from app.ui.chat.replies import ReplyController
+from app.ui.chat.settings_dock import SettingsDock
 from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import HostWatcher, StreamResult
 from app.ui.chat.thread_view import ThreadView
+from app.ui.chat.unsent import UnsentDrafts
 from app.ui.tasks import TaskRunner
 from app.ui.theme import restyle_by
 
@@ -59,9 +62,11 @@ class ChatPage(QWidget):
         remote_models: Callable[[], list[LocalModel]] | None = None,
         parallel: Callable[[], int] | None = None,
         drafts: DraftPrefs | None = None,
+        serving: Callable[[], bool] | None = None,
     ) -> None:
         """`remote_models()`: the remote servers' models, listed in the picker beside the library's;
-        `parallel` and `drafts`: the settings the model bar's loads plan with (see ModelBar)."""
+        `parallel`, `serving` (whether the API server is up) and `drafts`: what the model bar's loads plan
+        with (see ModelBar)."""
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -76,7 +81,15 @@ class ChatPage(QWidget):
 
         self.conversations = ConversationList(self.chats, tasks, lambda: self.conv_id)
         self.model_bar = ModelBar(
-            host, library, tasks, machine_source, self, remote_models=remote_models, parallel=parallel, drafts=drafts
+            host,
+            library,
+            tasks,
+            machine_source,
+            self,
+            remote_models=remote_models,
+            parallel=parallel,
+            drafts=drafts,
+            serving=serving,
         )
         self.header = ChatHeader()
         self.thread_view = ThreadView(store, self.chats, self.writes)
@@ -84,13 +97,8 @@ class ChatPage(QWidget):
         self.notice.setObjectName("chatNotice")
         self.notice.setVisible(False)
         self.composer = ComposerBox()
+        self.unsent = UnsentDrafts(self.composer)
         self.settings = SettingsPanel(store, self.chats, self.writes)
-        # Scrolled, so the panel's own minimum width (its preset row) never adds to the window's: shown
-        # in the splitter as it was, it grew the window to fit, and closing it left the window wide.
-        self.settings_area = QScrollArea(widgetResizable=True)
-        self.settings_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.settings_area.setWidget(self.settings)
-        self.settings_area.setVisible(False)
         self.replies = ReplyController(
             host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self
         )
@@ -108,6 +116,7 @@ class ChatPage(QWidget):
         convs = self.chats.list_conversations(limit=1)
         if convs:
             self.open_conversation(convs[0].id)
+        self._show_model_in_empty_thread()
         self._update_controls()
 
     @property
@@ -121,14 +130,17 @@ class ChatPage(QWidget):
         cv = QVBoxLayout(center)
         cv.addWidget(self.model_bar)
         cv.addWidget(self.header)
-        cv.addWidget(self.thread_view, 1)
+        thread_stack = QStackedWidget()  # the thread, or the settings on a window too narrow for both
+        thread_stack.addWidget(self.thread_view)
+        cv.addWidget(thread_stack, 1)
         cv.addWidget(self.notice)
         cv.addWidget(self.composer)
         split = QSplitter()
-        for w in (self.conversations, center, self.settings_area):
+        for w in (self.conversations, center):
             split.addWidget(w)
         split.setStretchFactor(1, 1)
-        split.setSizes([220, 700, 280])  # the settings panel fits 280 px without scrolling
+        split.setSizes([220, 700])
+        self.settings_dock = SettingsDock(self.settings, split, center, thread_stack, self.thread_view)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
@@ -143,8 +155,9 @@ class ChatPage(QWidget):
         left.exported.connect(self._files_done)
         left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
         left.search_failed.connect(lambda text: self.show_notice(text, "error"))
-        self.header.settings_button.toggled.connect(self.settings_area.setVisible)
+        self.header.settings_button.toggled.connect(self.settings_dock.set_open)
         self.thread_view.changed.connect(self._thread_changed)
+        self.thread_view.empty.prompt_picked.connect(self._example_picked)
         self.thread_view.notice.connect(self.show_notice)
         self.thread_view.edit_requested.connect(self.replies.begin_edit)
         self.thread_view.regenerate_requested.connect(self.replies.regenerate)
@@ -202,6 +215,7 @@ class ChatPage(QWidget):
         except ChatNotFound as exc:  # deleted meanwhile
             self.show_notice(str(exc), "error")
             return
+        self.unsent.switch(self.conv_id, conv_id, editing=self.replies.editing is not None)
         self.replies.forget_edit()
         self.header.title.setText(conv.title)
         self.settings.set_conversation(conv)
@@ -240,13 +254,20 @@ class ChatPage(QWidget):
             self.replies.stop()
         deleting = self.chats.delete_conversation(conv_id)
         self._show_without(conv_id)
-        # Listed again once written: a listing that raced the deletion's overlay must not stay on screen.
-        self.writes.watch(
-            deleting, lambda _r: self.refresh_conversations(), lambda exc: self._delete_failed(conv_id, exc), owner=self
-        )
+
+        def deleted(_r: object) -> None:
+            self.unsent.forget(conv_id)
+            # Listed again once written: a listing that raced the deletion's overlay must not stay on screen.
+            self.refresh_conversations()
+
+        self.writes.watch(deleting, deleted, lambda exc: self._delete_failed(conv_id, exc), owner=self)
 
     def _show_without(self, conv_id: int) -> None:
         if conv_id == self.conv_id:
+            # Its draft is kept until the deletion is committed: a failed one opens it again, draft and all.
+            self.unsent.keep(conv_id, "" if self.replies.editing is not None else self.composer.text())
+            self.composer.clear()
+            self.replies.forget_edit()
             self.settings.set_conversation(None)
             self.thread_view.show_conversation(None)
             self.header.title.setText("")
@@ -286,16 +307,37 @@ class ChatPage(QWidget):
         self.files_done.emit(text)
 
     # -- state shown around the thread ----------------------------------------------------------
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt API)
+        # The server is started and stopped on its own page: back here, the next load plans for it.
+        super().showEvent(event)
+        self.model_bar.replan_if_serving_changed()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.settings_dock.place()  # beside the chat, or in the thread's place, as the width allows
+
     def _on_host_state(self, state: HostState) -> None:
         """UI thread (re-posted by HostWatcher)."""
         loaded = self._last_status == "loading" and state.status == "ready"
         self._last_status = state.status
         self.replies.set_host_state(state)
         self.model_bar.host_state(state)
+        self._show_model_in_empty_thread()
         self._update_controls()
         self._update_meter()
         if loaded and self.isVisible():
             self.composer.focus()  # a model just loaded here: the next thing to do is to type
+
+    def _show_model_in_empty_thread(self) -> None:
+        facts, state = self.model_bar.loaded_facts(), self.replies.host_state
+        name = facts.name if facts is not None and state.status != "loading" else None
+        remote = state.model is not None and state.model.format == REMOTE_FORMAT
+        self.thread_view.empty.show_model(name, loading=state.status == "loading", remote=remote)
+
+    def _example_picked(self, text: str) -> None:
+        self.composer.set_text(text)
+        self.composer.focus()
+        self.composer.editor.moveCursor(QTextCursor.MoveOperation.End)
 
     def _thread_changed(self) -> None:
         self._update_meter()

@@ -47,8 +47,6 @@ class ContextMeter(QWidget):
         restyle_by(self.bar, "level", "ok")  # the theme draws the whole bar (hearth.qss), not a blank box
         self.label = QLabel()
         self.label.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
-        # Room for the widest reading up front: a label that grows while text streams gets clipped.
-        self.label.setMinimumWidth(self.label.fontMetrics().horizontalAdvance("131,072 / 131,072 tokens"))
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.caption)
@@ -68,6 +66,10 @@ class ContextMeter(QWidget):
         self.bar.setValue(min(used, n_ctx))
         restyle_by(self.bar, "level", level)
         reading = f"{approx}{used:,} / {n_ctx:,} tokens{_LEVEL_WARNING[level]}"
+        # Room for this context's widest reading up front: a label that grows while text streams gets
+        # clipped; the widest of any context (131,072) would take the chat title's room.
+        widest = f"~{n_ctx:,} / {n_ctx:,} tokens"
+        self.label.setMinimumWidth(self.label.fontMetrics().horizontalAdvance(widest))
         self.label.setText(reading)
         self.label.setProperty("level", level)
         self.bar.setToolTip(f"Context: {reading}")

@@ -35,6 +35,7 @@ class LoadPlanDefaults:
     prompt_cache_mib: int = PROMPT_CACHE_MIB  # RAM for conversations evicted from a slot
     predicted_tok_s: float = 0.0
     offload: str = ""  # "Full GPU offload (31/31 layers)"
+    verdict: str = ""  # the plan's placement (planner.Verdict: "full_gpu", "partial", "cpu"); "" unplanned
     note: str = ""  # why there is no plan, when there is none
     speculative: str = "off"  # n-gram drafting as planned ("auto") or "off"
     drafts: tuple[tuple[str, str, str], ...] = ()  # (id, name, path): library models that can draft, and fit
@@ -86,6 +87,7 @@ def plan_defaults(
         prompt_cache_mib=prompt_cache_mib(plan) if plan.fits else PROMPT_CACHE_MIB,
         predicted_tok_s=planned.predicted_decode_tok_s,
         offload=f"{plan.label} ({plan.layers_on_gpu}/{plan.n_layers} layers on GPU)",
+        verdict=plan.verdict,
         note="" if plan.fits else plan.explanation,
         speculative=loaded.spec.speculative,
         drafts=found,

@@ -1,5 +1,6 @@
 """The chat header's model bar: pick a library model, load it with the planner's defaults (or the
-Advanced overrides), and show what is loaded: engine, context, offload, predicted vs measured tok/s."""
+Advanced overrides), and show what is loaded in a short line (name, context, where it runs, measured speed)
+with the engine's details (slots, layers, drafting, predicted against measured speed) in its tooltip."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
-    QFormLayout,
     QHBoxLayout,
     QLabel,
     QMenu,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -29,73 +27,19 @@ from app.core.engines.base import LoadSpec
 from app.core.engines.traits import traits
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
-from app.core.models.memory import KV_CACHE_TYPES
 from app.core.runtime.drafts import DraftPrefs, drafting_text
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
-from app.core.settings import DEFAULT_PARALLEL_REQUESTS, MAX_PARALLEL_REQUESTS
+from app.core.runtime.load_plan import chat_load_slots
+from app.core.settings import DEFAULT_PARALLEL_REQUESTS
+from app.ui.chat.advanced_form import AdvancedForm
 from app.ui.chat.load_plan import LoadPlanDefaults, load_failure_sentence, plan_defaults
+from app.ui.chat.model_line import LoadedFacts, model_details, model_line, where_it_runs
 from app.ui.tasks import TaskRunner
-from app.ui.theme import set_status
+from app.ui.theme import restyle_by, set_status
 from app.ui.widgets.loaded_models import LoadedModelsStrip
 
 logger = logging.getLogger(__name__)
-
-
-class AdvancedForm(QWidget):
-    """The Advanced popover: overrides of the planner's defaults."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        form = QFormLayout(self)
-        self.n_ctx = QSpinBox()
-        self.n_ctx.setRange(256, 1_048_576)
-        self.n_ctx.setSingleStep(1024)
-        self.gpu_layers = QSpinBox()
-        self.gpu_layers.setRange(-1, 999)
-        self.gpu_layers.setSpecialValueText("all")
-        self.kv_type = QComboBox()
-        self.kv_type.addItems(KV_CACHE_TYPES)
-        self.flash_attn = QCheckBox("Flash attention")
-        self.slots = QSpinBox()
-        self.slots.setRange(1, MAX_PARALLEL_REQUESTS)
-        self.slots.setToolTip("Replies generated at once (chat and API); each slot holds a whole context's KV cache")
-        self.speculative = QComboBox()
-        self.speculative.setToolTip(
-            "Speculative decoding (lossless: the reply is the one plain decoding gives). Prompt lookup drafts "
-            "from text already in the conversation and keeps drafting only while it measures faster; a draft "
-            "model is a smaller one from your library with the same tokenizer"
-        )
-        self.reset = QPushButton("Planner defaults")
-        form.addRow("Context length", self.n_ctx)
-        form.addRow("GPU layers", self.gpu_layers)
-        form.addRow("KV cache type", self.kv_type)
-        form.addRow("Parallel slots", self.slots)
-        form.addRow("Speculative decoding", self.speculative)
-        form.addRow("", self.flash_attn)
-        form.addRow("", self.reset)
-
-    def set_values(self, d: LoadPlanDefaults) -> None:
-        self.n_ctx.setValue(d.n_ctx)
-        self.gpu_layers.setValue(d.n_gpu_layers)
-        self.kv_type.setCurrentText(d.kv_type if d.kv_type in KV_CACHE_TYPES else "f16")
-        self.flash_attn.setChecked(d.flash_attn)
-        self.slots.setValue(d.slots)
-        self.speculative.clear()
-        self.speculative.addItem("Off", ("off", "", ""))
-        if d.ngram:
-            self.speculative.addItem("Prompt lookup (n-gram)", ("auto", "", ""))
-        for draft_id, name, path in d.drafts:
-            self.speculative.addItem(f"Draft model: {name}", ("draft", draft_id, path))
-        want = ("draft", d.draft) if d.draft else (d.speculative if d.speculative == "off" else "auto", "")
-        for i in range(self.speculative.count()):
-            if self.speculative.itemData(i)[:2] == want:
-                self.speculative.setCurrentIndex(i)
-
-    def speculation(self) -> tuple[str, str, str]:
-        """(LoadSpec.speculative, draft model id, its path) as chosen."""
-        data = self.speculative.currentData()
-        return data if data is not None else ("off", "", "")
 
 
 class ModelBar(QWidget):
@@ -111,21 +55,27 @@ class ModelBar(QWidget):
         remote_models: Callable[[], list[LocalModel]] | None = None,
         parallel: Callable[[], int] | None = None,
         drafts: DraftPrefs | None = None,
+        serving: Callable[[], bool] | None = None,
     ) -> None:
         """`remote_models()` lists the remote servers' models beside the library's; `parallel()` is the
-        Parallel requests setting, the most slots a load plans for (both main thread); `drafts`: the
-        Speculative decoding setting and the draft model picked per model."""
+        Parallel requests setting and `serving()` whether the API server is up: a load plans for that many
+        slots while it is, else for one (chat_load_slots; all main thread); `drafts`: the Speculative
+        decoding setting and the draft model picked per model."""
         super().__init__(parent)
         self.host, self.library, self.tasks = host, library, tasks
         self.machine_source = machine_source
         self.parallel: Callable[[], int] = parallel or (lambda: DEFAULT_PARALLEL_REQUESTS)
+        self.serving: Callable[[], bool] = serving or (lambda: False)
+        self._planned_serving = False  # whether the shown plan counted the API server's slots
         self.remote_models = remote_models
         self.drafts = drafts
         self.defaults = LoadPlanDefaults()
         self._plan_ticket = 0  # the latest plan asked for
         self.state = HostState()
         self.measured_tok_s = 0.0
+        self._measured_path: Path | None = None  # the model the speed was measured on
         self._loading_name = ""
+        self._loading_path: Path | None = None  # what `_loading_name` names
         self._shown_failure = ""  # the host's error text shown last (the host repeats it in later states)
 
         self.picker = QComboBox()
@@ -133,9 +83,10 @@ class ModelBar(QWidget):
         self.picker.setPlaceholderText("Pick a model…")
         self.picker.currentIndexChanged.connect(self._picked)
         self.load_button = QPushButton("Load")
-        self.load_button.setProperty("role", "primary")
+        self.load_button.setProperty("role", "primary")  # until the picked model is loaded (_render)
         self.load_button.clicked.connect(self.load_selected)
         self.unload_button = QPushButton("Unload")
+        self.unload_button.setToolTip("Unload the model and free its memory")
         self.unload_button.clicked.connect(self.unload)
         self.advanced = AdvancedForm()
         self.advanced.reset.clicked.connect(lambda: self.advanced.set_values(self.defaults))
@@ -173,13 +124,17 @@ class ModelBar(QWidget):
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
-        for w in (self.picker, self.load_button, self.advanced_button, self.unload_button, self.progress):
+        for w in (self.picker, self.load_button, self.advanced_button, self.unload_button):
             top.addWidget(w)
         top.addStretch(1)
+        # The busy bar sits beside the status line, not the buttons: there it never widens the window.
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.progress, 0, Qt.AlignmentFlag.AlignVCenter)
+        status_row.addWidget(self.status, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(top)
-        layout.addWidget(self.status)
+        layout.addLayout(status_row)
         error_row = QHBoxLayout()
         error_row.addWidget(self.error, 1)
         error_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -214,6 +169,7 @@ class ModelBar(QWidget):
             return
         if self.state.status != "loading":
             self._clear_error()  # the failure was the other model's
+        self._render()  # Load or Reload, for this pick
         self.defaults = LoadPlanDefaults()
         self.advanced.set_values(self.defaults)
         # Plans run on the pool and may finish out of order: only the latest pick's plan is shown.
@@ -228,7 +184,9 @@ class ModelBar(QWidget):
 
     def planner_for(self, model: LocalModel) -> Callable[[], LoadPlanDefaults]:
         """UI thread: the planning of `model`'s load as the settings are now, to run on a background thread."""
-        path, source, slots, drafts = Path(model.path), self.machine_source, self.parallel(), self.drafts
+        self._planned_serving = self.serving()
+        slots = chat_load_slots(self.parallel(), self._planned_serving)
+        path, source, drafts = Path(model.path), self.machine_source, self.drafts
         return lambda: plan_defaults(path, model.format, source, slots, model, drafts)
 
     def replan(self) -> None:
@@ -236,6 +194,12 @@ class ModelBar(QWidget):
         before the first hardware probe finished was planned with safe defaults only."""
         if self.state.status != "loading":
             self._picked(self.picker.currentIndex())
+
+    def replan_if_serving_changed(self) -> None:
+        """UI thread: the API server started or stopped since the picked model was planned: plan it again,
+        for the server's parallel requests or for one conversation."""
+        if self.serving() != self._planned_serving:
+            self.replan()
 
     def _planned(self, d: LoadPlanDefaults) -> None:
         """UI thread."""
@@ -287,7 +251,7 @@ class ModelBar(QWidget):
 
     def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
         """Queue a load on the host; progress and errors come back through the host state."""
-        self._loading_name = name or Path(spec.path).name
+        self._loading_name, self._loading_path = name or Path(spec.path).name, Path(spec.path)
         self._clear_error()
         try:
             self.host.submit(LoadJob(spec=spec, format=fmt))
@@ -306,8 +270,8 @@ class ModelBar(QWidget):
             self._show_error(str(exc))
 
     def set_measured(self, tok_s: float) -> None:
-        if tok_s > 0:
-            self.measured_tok_s = tok_s
+        if tok_s > 0 and self.state.model is not None:
+            self.measured_tok_s, self._measured_path = tok_s, Path(self.state.model.path)
             self._render()
 
     # -- state ----------------------------------------------------------------------------------
@@ -344,32 +308,64 @@ class ModelBar(QWidget):
             return f"busy: all {s.slots_total} slots in use" if s.slots_busy >= s.slots_total else ""
         return "busy: API request" if s.source == "api" else ""
 
+    def picked_is_loaded(self) -> bool:
+        """Whether the model in the picker is the one loaded (Load would only load it again)."""
+        model, info = self.picker.currentData(), self.state.model
+        return model is not None and info is not None and Path(model.path) == Path(info.path)
+
+    def _name_of(self, path: Path) -> str:
+        """The name the chat loaded `path` under (a remote model's), else its file's."""
+        return self._loading_name if self._loading_path == path and self._loading_name else path.name
+
+    def loaded_facts(self) -> LoadedFacts | None:
+        """The loaded model as the bar describes it; None when none is."""
+        info = self.state.model
+        if info is None:
+            return None
+        by_path = {Path(self.picker.itemData(i).path): self.picker.itemData(i) for i in range(self.picker.count())}
+        entry = by_path.get(Path(info.path))
+        d = self.defaults
+        as_planned = d.spec is not None and Path(d.spec.path) == Path(info.path)
+        return LoadedFacts(
+            name=entry.name if entry is not None else self._name_of(Path(info.path)),
+            engine=self.host.registry.name(info.format),
+            file_name=Path(info.path).name,
+            n_ctx=info.n_ctx,
+            slots=max(1, self.state.slots_total),
+            place=where_it_runs(
+                info.extra.get("n_gpu_layers"), d.verdict if as_planned else "", d.n_gpu_layers if as_planned else None
+            ),
+            offload=d.offload if as_planned else "",
+            drafting=drafting_text(info.extra),
+            predicted_tok_s=d.predicted_tok_s if as_planned else 0.0,
+            # Another model since (the API swapped it in): its speed is not measured yet.
+            measured_tok_s=self.measured_tok_s if self._measured_path == Path(info.path) else 0.0,
+        )
+
     def _render(self) -> None:
         s = self.state
         self.progress.setVisible(s.status == "loading")
         self.unload_button.setEnabled(s.model is not None)
         self.load_button.setEnabled(s.status != "loading")
+        # The next useful action is the accent: Load, until the picked model is loaded; then Send is.
+        loaded = self.picked_is_loaded()
+        self.load_button.setText("Reload" if loaded else "Load")
+        self.load_button.setToolTip("Load it again with the Advanced settings" if loaded else "")
+        nothing_else = s.model is not None and self.picker.currentData() is None
+        restyle_by(self.load_button, "role", None if loaded or nothing_else else "primary")
         if s.status == "loading":
             self.status.setText(f"Loading {self._loading_name or 'model'}…")
+            self.status.setToolTip("")
             return
-        if s.model is None:
+        facts = self.loaded_facts()
+        if facts is None:
             notes = [n for n in (self.defaults.note, self.defaults.engine_note) if n]
             self.status.setText(" · ".join(["No model loaded", *notes]))
+            self.status.setToolTip("")
             return
         info = s.model
-        parts = [f"{Path(info.path).name}", self.host.registry.name(info.format), f"ctx {info.n_ctx}"]
-        if s.slots_total > 1:
-            parts.append(f"{s.slots_total} parallel slots")
-        if self.defaults.offload:
-            parts.append(self.defaults.offload)
-        if drafting := drafting_text(info.extra):
-            parts.append(drafting)
-        speed = []
-        if self.defaults.predicted_tok_s > 0:
-            speed.append(f"predicted {self.defaults.predicted_tok_s:.0f} tok/s")
-        if self.measured_tok_s > 0:
-            speed.append(f"measured {self.measured_tok_s:.0f} tok/s")
-        parts += speed
+        assert info is not None
+        parts = [model_line(facts)]
         if busy := self.busy_text:
             parts.append(busy)
         if info.template_notice:
@@ -379,3 +375,4 @@ class ModelBar(QWidget):
         if self.defaults.engine_note:  # the plan counts on a GPU this llama.cpp cannot use
             parts.append(self.defaults.engine_note)
         self.status.setText(" · ".join(parts))
+        self.status.setToolTip(model_details(facts))

@@ -86,7 +86,8 @@ class SettingsPanel(QWidget):
         self.top_k = _spin(0, 1000, "off")
         self.min_p = _dspin(0.0, 1.0, 0.01)
         self.repeat_penalty = _dspin(0.0, 3.0, 0.05)
-        self.max_tokens = _spin(0, 1_000_000, "until the context is full")
+        self.max_tokens = _spin(0, 1_000_000, "no limit")
+        self.max_tokens.setToolTip("The most tokens a reply may have; with no limit, until the context is full")
         self.seed = _spin(-1, 2_147_483_647, "random")
         self.context_length = _spin(0, 1_048_576, "the model's")
         self.context_length.setSingleStep(1024)
@@ -96,6 +97,8 @@ class SettingsPanel(QWidget):
             row.addWidget(b)
         row.addStretch(1)
         form = QFormLayout()
+        # Fields take the panel's width, so the panel is as narrow as its longest label and a number.
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top P", self.top_p)
         form.addRow("Top K", self.top_k)
@@ -104,6 +107,11 @@ class SettingsPanel(QWidget):
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Seed", self.seed)
         form.addRow("Context length", self.context_length)
+        fields = self.number_fields()
+        height = max(w.sizeHint().height() for w in fields)
+        for w in fields:  # one height for whole and decimal numbers alike
+            w.setFixedHeight(height)
+            w.setMinimumWidth(0)
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel("<b>Preset</b>"))
         layout.addWidget(self.presets)
@@ -119,7 +127,13 @@ class SettingsPanel(QWidget):
         self._timer.setInterval(SAVE_DELAY_MS)
         self._timer.timeout.connect(self.save)
         self.system_prompt.textChanged.connect(self._changed)
-        for w in (
+        for w in fields:
+            w.valueChanged.connect(self._changed)
+        self.reload_presets()
+        self.setEnabled(False)
+
+    def number_fields(self) -> list[QSpinBox | QDoubleSpinBox]:
+        return [
             self.temperature,
             self.top_p,
             self.top_k,
@@ -128,10 +142,7 @@ class SettingsPanel(QWidget):
             self.max_tokens,
             self.seed,
             self.context_length,
-        ):
-            w.valueChanged.connect(self._changed)
-        self.reload_presets()
-        self.setEnabled(False)
+        ]
 
     # -- values ---------------------------------------------------------------------------------
     def sampling(self) -> SamplingParams:

@@ -11,12 +11,13 @@ from dataclasses import asdict
 
 from PySide6.QtCore import QPoint, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMenu, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMenu, QStackedWidget, QVBoxLayout, QWidget
 
 from app.core.chat.context import Turn
 from app.core.chat.models import ChatNotFound, Message
 from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
+from app.ui.chat.empty_state import EmptyThread
 from app.ui.chat.message_view import MessageView
 from app.ui.chat.messages_model import MessagesModel, Row
 from app.ui.chat.stream import StreamResult
@@ -67,13 +68,27 @@ class ThreadView(QWidget):
         bar.actionTriggered.connect(lambda _a: QTimer.singleShot(0, self._user_scrolled))
         # Rows laid out with estimated heights grow when first painted: stay pinned to the end.
         bar.rangeChanged.connect(lambda _lo, hi: bar.setValue(hi) if self._follow else None)
+        # No messages: a word on what to do instead of a blank pane.
+        self.empty = EmptyThread()
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.view)
+        self.stack.addWidget(self.empty)
+        self.changed.connect(self._show_empty_or_thread)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.view)
+        layout.addWidget(self.stack)
+        self._show_empty_or_thread()
 
     @property
     def rows(self) -> list[Row]:
         return self.messages.rows
+
+    @property
+    def showing_empty(self) -> bool:
+        return self.stack.currentWidget() is self.empty
+
+    def _show_empty_or_thread(self) -> None:
+        self.stack.setCurrentWidget(self.view if self.messages.rows else self.empty)
 
     # -- what is shown --------------------------------------------------------------------------
     def show_conversation(self, conv_id: int | None) -> None:

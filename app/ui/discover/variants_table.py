@@ -31,8 +31,8 @@ class VariantsTable(QTableWidget):
         self.verticalHeader().setVisible(False)
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        # The fit explanation takes the spare width; the Download column stays as wide as its button.
-        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        # Every column as wide as its header and cells, Fit too: stretched, it was squeezed to "…" on a
+        # narrow window; the table scrolls sideways instead. The Download column stays as wide as its button.
         header.setStretchLastSection(False)
         self.assessments: list[Assessment] = []
         self.locked = ""  # why no variant can be downloaded now (a gated repo without access); "" if they can
