@@ -116,8 +116,9 @@ class MainWindow(QMainWindow):
         index = self._keys.index(key)
         old = self.stack.widget(index)
         self.stack.insertWidget(index, page)
-        self.stack.removeWidget(old)
-        old.deleteLater()
+        if old is not None:
+            self.stack.removeWidget(old)
+            old.deleteLater()
         self.stack.setCurrentIndex(self.sidebar.currentRow())
 
     def apply_icons(self, colour: str, selected: str) -> None:
