@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 import struct
 import time
 from typing import Any
@@ -184,7 +185,7 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     result = await embed_texts(ctx, request, body.texts(), body.model, body.ttl_s(), "/v1/embeddings")
     if result is None:
         return Response(status_code=CLIENT_GONE)
-    vectors = result.vectors
+    vectors = shortened(result.vectors, body.dimensions)
     data = [
         {"object": "embedding", "index": i, "embedding": _b64(v) if body.encoding_format == "base64" else v}
         for i, v in enumerate(vectors)
@@ -196,6 +197,21 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     return JSONResponse(
         {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
     )
+
+
+def shortened(vectors: list[list[float]], dimensions: int | None, param: str = "dimensions") -> list[list[float]]:
+    """The first `dimensions` values of each vector, scaled back to unit length (how Matryoshka-trained
+    models, and OpenAI's `dimensions`, shorten an embedding); more than the model gives is a 400."""
+    if dimensions is None or not vectors or dimensions == len(vectors[0]):
+        return vectors
+    if dimensions > len(vectors[0]):
+        raise APIError(f"{param} is {dimensions}, but this model's embeddings have {len(vectors[0])}", param=param)
+    out = []
+    for vector in vectors:
+        head = vector[:dimensions]
+        norm = math.sqrt(sum(v * v for v in head))
+        out.append([v / norm for v in head] if norm > 0 else head)
+    return out
 
 
 def _b64(vector: list[float]) -> str:

@@ -4,7 +4,6 @@ embeds in a side context on its weights. An empty input only loads the model, as
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -12,23 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.server.context import hearth
-from app.server.errors import APIError
-from app.server.models_routes import embed_texts
+from app.server.models_routes import embed_texts, shortened
 from app.server.ollama_chat import NS, preload
 from app.server.ollama_names import model_name
 from app.server.ollama_schemas import OllamaEmbeddingsRequest, OllamaEmbedRequest
 from app.server.replies import CLIENT_GONE
 
 router = APIRouter()
-
-
-def shortened(vector: list[float], dimensions: int | None) -> list[float]:
-    """The first `dimensions` values, scaled back to unit length (Matryoshka-style truncation)."""
-    if dimensions is None or dimensions >= len(vector):
-        return vector
-    head = vector[:dimensions]
-    norm = math.sqrt(sum(v * v for v in head))
-    return [v / norm for v in head] if norm > 0 else head
 
 
 @router.post("/api/embed")
@@ -39,13 +28,11 @@ async def embed(body: OllamaEmbedRequest, request: Request) -> Response:
     if not any(texts):  # "" or []: Ollama's way to load (or, with keep_alive 0, unload) a model
         await preload(ctx, body.model, body.ttl_s())
         return JSONResponse({"model": body.model, "embeddings": []})
-    if not all(texts):
-        raise APIError("input holds an empty string among its texts; each needs some text", param="input")
     name = model_name(ctx, body.model)
     result = await embed_texts(ctx, request, texts, name, body.ttl_s(), "/api/embed")
     if result is None:
         return Response(status_code=CLIENT_GONE)
-    vectors = [shortened(v, body.dimensions) for v in result.vectors]
+    vectors = shortened(result.vectors, body.dimensions)
     request.state.model = body.model
     request.state.usage = {"prompt_tokens": result.prompt_tokens, "completion_tokens": 0}
     answer: dict[str, Any] = {

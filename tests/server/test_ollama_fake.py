@@ -243,3 +243,17 @@ def test_an_unknown_path_names_the_routes(make_server):
         assert r.status_code == 404
         text = r.json()["error"] if path.startswith("/api/") else r.json()["error"]["message"]
         assert "/v1/chat/completions" in text and "/api/chat" in text
+
+
+def test_openai_embeddings_refuse_empty_input_and_shorten_to_dimensions(make_server):
+    live = make_server()
+    for bad in ("", ["a", ""]):
+        r = live.client.post("/v1/embeddings", json={"model": "alpha", "input": bad})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "input"
+    full = live.client.post("/v1/embeddings", json={"model": "alpha", "input": "red apple"}).json()
+    short = live.client.post("/v1/embeddings", json={"model": "alpha", "input": "red apple", "dimensions": 4}).json()
+    vector = short["data"][0]["embedding"]
+    assert len(vector) == 4 and abs(sum(v * v for v in vector) - 1) < 1e-6
+    assert len(full["data"][0]["embedding"]) == 16
+    over = live.client.post("/v1/embeddings", json={"model": "alpha", "input": "red apple", "dimensions": 99})
+    assert over.status_code == 400 and "16" in over.json()["error"]["message"]

@@ -72,6 +72,11 @@ def check_embed_texts(texts: Sequence[str]) -> None:
             f"the request has {len(texts):,} inputs, over the {MAX_EMBED_INPUTS:,} one embeddings request takes",
             "input",
         )
+    if not texts:
+        raise InvalidRequest("input is empty; give at least one text to embed", "input")
+    empty = next((i for i, text in enumerate(texts) if not text), None)
+    if empty is not None:
+        raise InvalidRequest(f"input {empty} is an empty string; every input needs text", "input")
     lengths = [len(text) for text in texts]
     longest = max(lengths, default=0)
     if longest > MAX_PROMPT_CHARS:
