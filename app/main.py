@@ -151,8 +151,6 @@ def build_shell(
             library.remotes_panel.add_clicked(url)
 
     discover = DiscoverPage(tasks, hub=services.hub, add_remote=add_remote)
-    # Discover sizes a model for one conversation, as its Fit column does: the fit view's KV agrees with it.
-    discover.set_parallel(1)
     hardware.profile_ready.connect(discover.set_profile)
     library = LibraryPage(services.library, tasks, remotes=services.remotes, host=services.host)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)

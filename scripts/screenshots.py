@@ -44,8 +44,22 @@ PAGES = (
     "models-loaded",
     "chat-loaded",
     "server-loaded",
+    # The states a newcomer meets first: the Hub out of reach, a failed search, errors that must wrap,
+    # a chat with nothing in it yet, and a request still being answered.
+    "discover-offline",
+    "discover-search-error",
+    "discover-download-error",
+    "chat-empty",
+    "server-request-running",
 )
+# Shot with a home that has no models, no chats and no remote servers (a first start).
+FIRST_START_PAGES = ("models-empty", "chat-first-start")
 LOADED = "-loaded"
+LONG_ERROR = (
+    "the Hub answered 502 Bad Gateway for https://huggingface.co/api/models/bartowski/Llama-3.2-1B-Instruct-GGUF/"
+    "tree/main?recursive=true&expand=true (after 3 tries over 41 s); the download is kept and resumes from "
+    "the same byte when you press Retry"
+)
 CARD = (
     "# Llama 3.2 1B Instruct (GGUF)\n\nQuantized builds of a small instruction-tuned model, for chat on a laptop."
     "\n\n| Quant | Use |\n|---|---|\n| Q8_0 | best quality |\n| Q4_K_M | smaller, faster |\n"
@@ -220,12 +234,16 @@ def settle(app, seconds: float = 0.6) -> None:
 
 
 def render(out: Path, sizes=SIZES, themes=THEMES, pages=PAGES) -> list[Path]:
-    """Every page × theme × size into `out`; raises if one cannot render."""
-    home = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
+    """Every page × theme × size into `out`, then the first-start pages from an empty home; raises if one
+    cannot render."""
     previous = os.environ.get("HEARTH_HOME")
-    os.environ["HEARTH_HOME"] = str(home)  # the app's paths and the seeded stores agree on it
     try:
-        return _render(home, out, sizes, themes, pages)
+        home = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
+        os.environ["HEARTH_HOME"] = str(home)  # the app's paths and the seeded stores agree on it
+        written = _render(home, out, sizes, themes, pages)
+        empty = Path(tempfile.mkdtemp(prefix="hearth-shots-empty-"))
+        os.environ["HEARTH_HOME"] = str(empty)
+        return written + _render_first_start(empty, out, sizes, themes)
     finally:
         if previous is None:
             os.environ.pop("HEARTH_HOME", None)
@@ -239,6 +257,19 @@ def _render(home: Path, out: Path, sizes, themes, pages) -> list[Path]:
     seed(home, hub.url)
     with demo_remote(home):
         return _render_seeded(home, out, sizes, themes, pages, hub)
+
+
+def _render_first_start(home: Path, out: Path, sizes, themes) -> list[Path]:
+    """My Models and Chat as a first start shows them: nothing downloaded, no chats, no remote servers."""
+    from app.core.paths import app_paths
+    from app.core.settings import SettingsStore
+
+    paths = app_paths({"HEARTH_HOME": str(home)}).ensure()
+    store = SettingsStore(paths.settings_file)
+    store.save(
+        store.load().model_copy(update={"measure_bandwidth_on_start": False, "hf_endpoint": "http://127.0.0.1:9"})
+    )
+    return _render_seeded(home, out, sizes, themes, FIRST_START_PAGES, hub=None)
 
 
 @contextmanager
@@ -293,7 +324,8 @@ def _render_seeded(home: Path, out: Path, sizes, themes, pages, hub) -> list[Pat
     finally:
         shell.shutdown()
         themes_manager.deleteLater()  # no longer following the OS once the shots are taken
-        hub.close()
+        if hub is not None:
+            hub.close()
         app.setStyleSheet(look[0])
         app.setPalette(look[1])
     return written
@@ -326,6 +358,13 @@ def _shot(app, shell, page: str, theme: str, width: int, height: int, out: Path)
     demo_models_loaded(app, shell, page.endswith(LOADED))
     target = window
     dialog = None
+    if page in STATES:
+        cleanup = STATES[page](app, shell)
+        settle(app)
+        image = target.grab().toImage()
+        cleanup()
+        settle(app, 0.2)
+        return _save(image, out, page, theme, width, height)
     if page == "settings":
         dialog = window.open_settings()
         dialog.resize(min(width - 80, 640), min(height - 60, 560))
@@ -356,12 +395,102 @@ def _shot(app, shell, page: str, theme: str, width: int, height: int, out: Path)
     image = target.grab().toImage()
     if dialog is not None:
         dialog.close()
+    return _save(image, out, page, theme, width, height)
+
+
+def _save(image, out: Path, page: str, theme: str, width: int, height: int) -> Path:
     if image.isNull() or image.width() < 100:
         raise RuntimeError(f"the {page} page did not render ({theme}, {width}x{height})")
     path = out / f"{page}-{theme}-{width}x{height}.png"
     if not image.save(str(path)):
         raise RuntimeError(f"could not write {path}")
     return path
+
+
+# ---- states: each puts one on screen and returns how to take it away again (the next shots are as before) ----
+
+
+def _offline(app, shell):
+    window = shell.window
+    window.show_page("discover")
+    discover = window.page("discover")
+    discover.stack.setCurrentIndex(0)
+    discover.set_offline(True)
+    return lambda: discover.set_offline(False)
+
+
+def _search_error(app, shell):
+    window = shell.window
+    window.show_page("discover")
+    search = window.page("discover").search
+    window.page("discover").stack.setCurrentIndex(0)
+    search.query.setText("qwen coder")
+    search.search()
+    search._generation += 1  # the fake Hub's answer to it is now stale: the failure below is what shows
+    search._failed(search._generation, RuntimeError(LONG_ERROR))
+    return lambda: search.query.setText("")
+
+
+def _download_error(app, shell):
+    window = shell.window
+    window.show_page("discover")
+    discover = window.page("discover")
+    discover.stack.setCurrentIndex(0)
+    card = discover.start_here
+    pick = getattr(card, "pick", None)
+    if pick is not None:
+        window.page("downloads").request_finished.emit(pick.best.variant, LONG_ERROR)
+    return lambda: card.set_picks(discover.picks) if pick is not None else None
+
+
+def _chat_empty(app, shell):
+    window = shell.window
+    window.show_page("chat")
+    chat = window.page("chat")
+    before = chat.conv_id
+    created = chat.new_conversation().result(10)
+    settle(app, 0.5)
+
+    def back() -> None:
+        chat.delete_conversation(created.id)
+        settle(app, 0.5)
+        if before is not None:
+            chat.open_conversation(before)
+
+    return back
+
+
+def _request_running(app, shell):
+    from app.server.request_log import Timer
+
+    window = shell.window
+    window.show_page("server")
+    timer = Timer(shell.api.log, "POST", "/v1/chat/completions")
+    settle(app, 1.5)
+    page = window.page("server")
+    bar = page.page_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    return lambda: (timer.done(200, "Tiny Llama", {"prompt_tokens": 30, "completion_tokens": 12}), bar.setValue(0))
+
+
+def _first_start(key: str):
+    def show(app, shell):
+        shell.window.show_page(key)
+        settle(app, 1.0)
+        return lambda: None
+
+    return show
+
+
+STATES = {
+    "discover-offline": _offline,
+    "discover-search-error": _search_error,
+    "discover-download-error": _download_error,
+    "chat-empty": _chat_empty,
+    "server-request-running": _request_running,
+    "models-empty": _first_start("models"),
+    "chat-first-start": _first_start("chat"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

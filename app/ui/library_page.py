@@ -10,7 +10,6 @@ from PySide6.QtCore import QPoint, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QFileDialog,
     QFrame,
     QHBoxLayout,
     QHeaderView,
@@ -30,6 +29,7 @@ from app.core.remote import RemoteStore
 from app.core.runtime.job_host import JobHost
 from app.core.units import fmt_ago, fmt_bytes
 from app.ui.bridge import EventBridge
+from app.ui.file_dialogs import existing_folder, open_file_name
 from app.ui.remotes_panel import RemotesPanel
 from app.ui.tasks import TaskRunner
 from app.ui.widgets.loaded_models import LoadedModelsStrip
@@ -311,12 +311,12 @@ class LibraryPage(QWidget):
         return answer == QMessageBox.StandardButton.Yes
 
     def _import_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF file", str(Path.home()), "GGUF models (*.gguf)")
+        path = open_file_name(self, "Import a GGUF file", Path.home(), "GGUF models (*.gguf)")
         if path:
             self.import_path(path)
 
     def _import_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Import a folder of models", str(Path.home()))
+        path = existing_folder(self, "Import a folder of models", Path.home())
         if path:
             self.import_path(path)
 

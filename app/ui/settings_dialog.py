@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.core.hub.urls import DEFAULT_ENDPOINT
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
+from app.ui.file_dialogs import existing_folder
 from app.ui.theme import set_status
 from app.ui.widgets.scroll import scrolling
 
@@ -199,7 +199,7 @@ class SettingsDialog(QDialog):
 
     def _browse(self) -> None:
         start = self.models_dir.text() or str(self._paths.models)
-        folder = QFileDialog.getExistingDirectory(self, "Models folder", start)
+        folder = existing_folder(self, "Models folder", start)
         if folder:
             self.models_dir.setText(folder)
 

@@ -24,7 +24,8 @@ def test_every_page_renders_in_both_themes(qtbot, tmp_path, hearth_home):
     shots = load_script()
     written = shots.render(tmp_path, sizes=((900, 600),))
     names = {p.name for p in written}
-    assert names == {f"{page}-{theme}-900x600.png" for page in shots.PAGES for theme in shots.THEMES}
+    pages = (*shots.PAGES, *shots.FIRST_START_PAGES)
+    assert names == {f"{page}-{theme}-900x600.png" for page in pages for theme in shots.THEMES}
     for path in written:
         image = QImage(str(path))
         assert not image.isNull() and image.width() >= 600

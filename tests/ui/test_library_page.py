@@ -221,9 +221,9 @@ def test_an_empty_library_says_what_my_models_is_and_how_to_fill_it(
     with qtbot.waitSignal(page.discover_requested, timeout=1_000):
         page.empty.find_button.click()
     # "Import a file…" asks for a GGUF and imports it in place, as Import… → GGUF file… does.
-    from PySide6.QtWidgets import QFileDialog
+    import app.ui.library_page as library_page
 
-    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(quant_files["Q8_0"]), ""))
+    monkeypatch.setattr(library_page, "open_file_name", lambda *a, **k: str(quant_files["Q8_0"]))
     page.empty.import_button.click()
     qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=5_000)
     assert page.table.isVisible() and not page.empty.isVisible()

@@ -17,7 +17,6 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -43,6 +42,7 @@ from app.ui.bench.run_setup import ENDPOINT, bench_runner, describe_workload, du
 from app.ui.bench.run_view import RunView
 from app.ui.bench.saved_runs import SavedRuns
 from app.ui.bridge import EventBridge
+from app.ui.file_dialogs import save_file_name
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
 from app.ui.widgets.scroll import scrolling
@@ -344,7 +344,7 @@ class BenchPage(QWidget):
                 self.runs.export_png(Path(target), self.results.charts.image)
 
     def _ask_path(self, title: str, suggested: str) -> str:
-        path, _ = QFileDialog.getSaveFileName(self, title, str(Path.home() / suggested))
+        path = save_file_name(self, title, Path.home() / suggested)
         return path
 
     # ---- small things ----

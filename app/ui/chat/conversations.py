@@ -11,7 +11,6 @@ from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QHBoxLayout,
     QInputDialog,
     QLabel,
@@ -31,6 +30,7 @@ from PySide6.QtWidgets import (
 from app.core.chat import export
 from app.core.chat.models import Conversation
 from app.core.chat.operations import ChatOperations
+from app.ui.file_dialogs import open_file_name, save_file_name
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
 
@@ -188,11 +188,11 @@ class ConversationList(QWidget):
         if self._current() is None:
             return
         filt = "Markdown (*.md)" if fmt == "md" else "JSON (*.json)"
-        path, _ = QFileDialog.getSaveFileName(self, "Export chat", str(self.export_suggestion(fmt)), filt)
+        path = save_file_name(self, "Export chat", self.export_suggestion(fmt), filt)
         if path:
             self.export_to(self._current(), Path(path), fmt)
 
     def _ask_import(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import chat", "", "JSON (*.json)")
+        path = open_file_name(self, "Import chat", Path.home(), "JSON (*.json)")
         if path:
             self.import_requested.emit(Path(path))

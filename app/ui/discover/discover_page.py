@@ -135,10 +135,6 @@ class DiscoverPage(QWidget):
         logger.info("the Hub is still out of reach: %s", exc)
         self.set_offline(is_offline(exc))
 
-    def set_parallel(self, slots: int) -> None:
-        """Main thread: Settings → Parallel requests; the next model page's fit view plans for them."""
-        self.model_view.slots = slots
-
     def set_profile(self, profile: HardwareProfile) -> None:
         """Main thread: re-rank for a new hardware profile (the ranking runs on the pool)."""
         machine = machine_from_profile(profile)

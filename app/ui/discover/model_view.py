@@ -11,7 +11,6 @@ from PySide6.QtWidgets import QLabel, QPushButton, QScrollArea, QSizePolicy, QVB
 from app.core.models.devices import Machine
 from app.core.models.planner import Plan
 from app.core.models.recommend import Assessment, Recommendation, assess
-from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 from app.ui.discover.model_page import CardBrowser
 from app.ui.discover.variants_table import VariantsTable
 from app.ui.theme import set_status
@@ -27,7 +26,7 @@ class ModelView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.machine: Machine | None = None
-        self.slots = DEFAULT_PARALLEL_REQUESTS  # Settings → Parallel requests: the fit view plans for them
+        self.slots = 1  # one conversation, as the Fit column and the chat's own load plan it
         self.recommendation: Recommendation | None = None
         self.fit_view: FitView | None = None
         self.back_button = back = QPushButton("← Back")
