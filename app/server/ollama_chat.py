@@ -114,7 +114,7 @@ def chat_shape(body: OllamaChatRequest) -> ChatShape:
         schema_field="format",
     )
     tools = [t.model_dump() for t in body.tools] if body.tools else None
-    return ChatShape(request, tools, "auto" if tools else None, True)
+    return ChatShape(request, tools, (body.tool_choice or "auto") if tools else None, True)
 
 
 def generate_shape(body: OllamaGenerateRequest) -> ChatShape:

@@ -144,6 +144,9 @@ class OllamaTool(BaseModel):
 class OllamaChatRequest(_Generation):
     messages: list[OllamaMessage] = Field(default_factory=list, max_length=MAX_MESSAGES)
     tools: list[OllamaTool] | None = None
+    # Hearth's extension, OpenAI's values ("auto", "none", "required" or one function): Ollama has no way to
+    # force a call, which agents with small models need.
+    tool_choice: str | dict[str, Any] | None = None
 
 
 class OllamaGenerateRequest(_Generation):

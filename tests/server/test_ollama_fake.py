@@ -257,3 +257,14 @@ def test_openai_embeddings_refuse_empty_input_and_shorten_to_dimensions(make_ser
     assert len(full["data"][0]["embedding"]) == 16
     over = live.client.post("/v1/embeddings", json={"model": "alpha", "input": "red apple", "dimensions": 99})
     assert over.status_code == 400 and "16" in over.json()["error"]["message"]
+
+
+def test_tool_choice_is_taken_as_an_extension(make_server):
+    live = make_server(script=CALL)
+    body = {"model": "alpha", "messages": ASK, "tools": [WEATHER], "stream": False}
+    bad = live.client.post(
+        "/api/chat", json={**body, "tool_choice": {"type": "function", "function": {"name": "nope"}}}
+    )
+    assert bad.status_code == 400 and "nope" in bad.json()["error"]
+    forced = live.client.post("/api/chat", json={**body, "tool_choice": "required"})
+    assert forced.status_code == 200 and forced.json()["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
