@@ -29,12 +29,6 @@ LONG_ERROR = (
 MACHINE = profile(ram_total=16 * GiB, ram_free=12 * GiB, bw=60.0)
 # Much memory and little bandwidth: most picks fit but write slower than people read (a wide badge each).
 SLOW_MACHINE = profile(ram_total=64 * GiB, ram_free=60 * GiB, bw=8.0)
-# Pages outside Discover that did not fit when this test was written; their owners fix them.
-KNOWN_MISFITS: dict[str, str] = {
-    "server": "Server page: its request log (RequestLogView) scrolls sideways at 900x600",
-    "bench": "Benchmark page: its body (BenchPage's QScrollArea: the form, the run list and the charts) is wider "
-    "than 900x600 and scrolls sideways",
-}
 
 
 def settle() -> None:
@@ -123,13 +117,7 @@ def show(shell, theme: str, page: str) -> QWidget:
 
 
 @pytest.mark.parametrize("theme", THEMES)
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=KNOWN_MISFITS[p])) if p in KNOWN_MISFITS else p
-        for p in PAGES
-    ],
-)
+@pytest.mark.parametrize("page", PAGES)
 def test_every_page_fits_900x600(shell, theme, page):
     built, _ = shell
     assert built.window.width() == 900

@@ -13,6 +13,7 @@ from app.ui.theme import theme_colour, verdict_colours
 from app.ui.widgets.fit_view import fmt_rate
 
 COLUMNS = ["Variant", "Format", "Size", "Fit", "Context", "tok/s", "Quality", ""]
+QUALITY_COLUMN = 6
 
 
 class VariantsTable(QTableWidget):
@@ -31,8 +32,10 @@ class VariantsTable(QTableWidget):
         self.verticalHeader().setVisible(False)
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        # Every column as wide as its header and cells, Fit too: stretched, it was squeezed to "…" on a
-        # narrow window; the table scrolls sideways instead. The Download column stays as wide as its button.
+        # Every column as wide as its header and cells, Fit too (stretched, it was squeezed to "…"), but Quality,
+        # the least needed at a glance: it takes the spare width, and on a 900 px window gives up a little of
+        # its own (its words stay in the tooltip) so the table never scrolls sideways.
+        header.setSectionResizeMode(QUALITY_COLUMN, QHeaderView.ResizeMode.Stretch)
         header.setStretchLastSection(False)
         self.assessments: list[Assessment] = []
         self.locked = ""  # why no variant can be downloaded now (a gated repo without access); "" if they can
@@ -61,7 +64,9 @@ class VariantsTable(QTableWidget):
 
     def _fill(self, row: int, a: Assessment) -> None:
         p, s = a.plan, a.speed
-        fit = p.label if (p and a.runnable) else (a.reason or "cannot run here")
+        # A verdict short enough for its column; why a variant cannot run is in the cell's tooltip (a sentence
+        # there would widen the table past a 900 px window).
+        fit = p.label if (p and a.runnable) else "Can't run here"
         cells = [
             ("★ " if a.recommended else "") + a.variant.label,
             a.variant.format.upper(),
@@ -78,7 +83,11 @@ class VariantsTable(QTableWidget):
                 item.setBackground(QBrush(bg))
                 item.setForeground(QBrush(fg))
                 item.setToolTip(p.explanation)
-            elif a.recommended:
+            elif col == 3:
+                item.setToolTip(a.reason or "This machine cannot run this variant.")
+            elif col == QUALITY_COLUMN:
+                item.setToolTip(f"Quality: {text}")
+            if col != 3 and a.recommended:
                 item.setBackground(QBrush(theme_colour("accent_soft")))
             if a.recommended and col == 0:
                 font = QFont(item.font())
