@@ -5,8 +5,8 @@ Server page and `hearth connect` both show what this makes."""
 
 from __future__ import annotations
 
-from app.core.connect.probe import ProbeResult, probe_route
 from app.core.connect.ollama_tools import OLLAMA_BUILDERS
+from app.core.connect.probe import ProbeResult, probe_route
 from app.core.connect.snippet import Part, Snippet
 from app.core.connect.target import (
     AGENT_MIN_CONTEXT,
