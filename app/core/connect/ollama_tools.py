@@ -54,7 +54,7 @@ def home_assistant(t: Target) -> Snippet:
                 _fields(rows(t.with_host(DOCKER_HOST))),
             ),
         ),
-        "The URL has no /v1. Pick the model from HA's list: a name HA does not find there it tries to download. "
+        "The URL has no /v1. Pick the model from HA's list: HA tries to download a name it does not find there. "
         f"{LAN_NOTE}; HA on another machine (Home Assistant OS) needs LAN mode and this computer's LAN address. "
         "Older HA releases have no API key field and so reach only a server that requires none.",
     )

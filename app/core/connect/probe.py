@@ -1,5 +1,5 @@
 """One tiny request through the route a tool uses, to show whether the server answers it as the tool will
-see it: the reply's first words, or the error either API family reports, or that nothing listens."""
+see it: the reply's first words, or the error each API family reports, or that nothing listens."""
 
 from __future__ import annotations
 
