@@ -4,17 +4,18 @@ thread and shows what came back, and the page warns when the loaded context is t
 
 from __future__ import annotations
 
+import json
 import threading
 import tomllib
 
 import pytest
 from PySide6.QtGui import QGuiApplication
 
-from app.core.connect import AGENT_MIN_CONTEXT, ProbeResult, probe_route
+from app.core.connect import AGENT_MIN_CONTEXT, ProbeResult, Target, probe_route
 from app.core.engines.base import LoadSpec
 from app.core.settings import ServerSettings
 from app.ui.server_model import base_url
-from tests.core.connect.parse import exports
+from tests.core.connect.parse import exports, fields
 from tests.ui import test_server_page
 from tests.ui.test_server_page import WAIT_MS, free_port
 
@@ -51,6 +52,26 @@ def test_switching_the_tool_changes_the_configuration_and_where_it_goes(make_env
     assert "Claude Code adds /v1/messages" in card.note.text()
 
 
+def test_the_ollama_tools_are_offered_with_the_root_url_and_the_listed_model(make_env, qtbot):
+    env = make_env()
+    page, card = env.page, env.page.connect_card
+    qtbot.waitUntil(lambda: page.model_id == "alpha")
+    root = base_url(env.settings.server).removesuffix("/v1")
+    offered = [card.tool.itemData(i) for i in range(card.tool.count())]
+    assert offered[-5:] == ["home-assistant", "vscode-copilot", "open-webui-ollama", "obsidian", "ollama-python"]
+
+    choose(card, "home-assistant")
+    assert [card.tabs.tabText(i) for i in range(card.tabs.count())] == ["This computer", "Docker"]
+    assert "Add integration → Ollama" in card.where.text()
+    shown_fields = fields(shown(card, 0))
+    assert shown_fields["URL"] == root and shown_fields["Model"] == "alpha:latest"
+    assert "LAN mode" in card.note.text()
+
+    choose(card, "vscode-copilot")
+    assert json.loads(shown(card, 0)) == {"github.copilot.chat.byok.ollamaEndpoint": root}
+    assert "sends no API key" in card.note.text()
+
+
 def test_copy_puts_the_real_key_on_the_clipboard_while_the_page_masks_it(make_env, qtbot):
     env = make_env(ServerSettings(port=free_port(), api_key="hearth-connect-secret9", require_api_key=True))
     page, card = env.page, env.page.connect_card
@@ -70,6 +91,8 @@ def test_copy_puts_the_real_key_on_the_clipboard_while_the_page_masks_it(make_en
         ("continue", "Chat Completions", "/v1/chat/completions"),
         ("codex", "Responses", "/v1/responses"),
         ("claude-code", "Messages", "/v1/messages"),
+        ("home-assistant", "Ollama chat", "/api/chat"),
+        ("ollama-python", "Ollama chat", "/api/chat"),
     ],
 )
 def test_test_sends_the_tools_route_to_the_running_server_off_the_ui_thread(make_env, qtbot, tool, api, path):
@@ -94,6 +117,20 @@ def test_test_sends_the_tools_route_to_the_running_server_off_the_ui_thread(make
     assert logged and logged[-1].path == path and logged[-1].status == 200  # the real key went with it
 
 
+def test_an_ollama_tools_test_for_a_model_the_server_lacks_shows_ollamas_error(make_env, qtbot):
+    env = make_env()
+    env.started(qtbot)
+    card = env.page.connect_card
+    qtbot.waitUntil(lambda: env.page.model_id == "alpha")
+    card.show_target(Target(base_url(env.settings.server), model="no-such-model"), reveal=False)
+    choose(card, "obsidian")
+    card.test_button.click()
+    qtbot.waitUntil(lambda: card.test_button.isEnabled(), timeout=WAIT_MS)
+    assert card.result.text().startswith("Ollama chat: 404 — "), card.result.text()
+    assert "'no-such-model'" in card.result.text()
+    assert env.api.log.items()[-1].path == "/api/chat"
+
+
 def test_test_with_the_server_stopped_says_nothing_listens(make_env, qtbot):
     env = make_env()
     card = env.page.connect_card
@@ -105,6 +142,13 @@ def test_test_with_the_server_stopped_says_nothing_listens(make_env, qtbot):
     assert lines == [
         f"Chat Completions: failed — nothing is listening at {root}: start the server first",
         f"Responses: failed — nothing is listening at {root}: start the server first",
+    ]
+    choose(card, "vscode-copilot")  # both APIs it calls: Ollama's to find the models, /v1 to chat
+    card.test_button.click()
+    qtbot.waitUntil(lambda: card.test_button.isEnabled(), timeout=WAIT_MS)
+    assert card.result.text().splitlines() == [
+        f"Ollama chat: failed — nothing is listening at {root}: start the server first",
+        f"Chat Completions: failed — nothing is listening at {root}: start the server first",
     ]
 
 

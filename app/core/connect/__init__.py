@@ -1,9 +1,11 @@
 """Connecting other tools to Hearth's server: each tool's ready configuration with the real URL, key and
-model (tools.py), and a test request through the route that tool calls (probe.py). Pure Python; the
+model (tools.py for the OpenAI- and Anthropic-style tools, ollama_tools.py for those that speak only
+Ollama's API), and a test request through the route that tool calls (probe.py). Pure Python; the
 Server page and `hearth connect` both show what this makes."""
 
 from __future__ import annotations
 
+from app.core.connect.ollama_tools import OLLAMA_BUILDERS
 from app.core.connect.probe import ProbeResult, probe_route
 from app.core.connect.snippet import Part, Snippet
 from app.core.connect.target import (
@@ -15,8 +17,10 @@ from app.core.connect.target import (
     Target,
     context_warning,
 )
-from app.core.connect.tools import BUILDERS
+from app.core.connect.tools import BUILDERS as API_BUILDERS
 
+# The order the Server page and `hearth connect --list` offer them: the Ollama-only tools after the rest.
+BUILDERS = {**API_BUILDERS, **OLLAMA_BUILDERS}
 TOOL_IDS: tuple[str, ...] = tuple(BUILDERS)
 
 

@@ -1,5 +1,5 @@
 """One tiny request through the route a tool uses, to show whether the server answers it as the tool will
-see it: the reply's first words, or the error either API family reports, or that nothing listens."""
+see it: the reply's first words, or the error each API family reports, or that nothing listens."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ def request_for(route: Route, target: Target) -> tuple[str, dict[str, str], dict
     elif route == "responses":
         headers = {"Authorization": f"Bearer {key}"}
         body = {"model": model, "input": PROMPT, "max_output_tokens": MAX_TOKENS}
+    elif route == "ollama":
+        # Ollama streams unless told not to; one whole reply is what a Test can read back.
+        headers = {"Authorization": f"Bearer {key}"}
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "stream": False,
+            "options": {"num_predict": MAX_TOKENS},
+        }
     else:
         headers = {"Authorization": f"Bearer {key}"}
         body = {"model": model, "max_tokens": MAX_TOKENS, "messages": [{"role": "user", "content": PROMPT}]}
@@ -104,6 +113,9 @@ def reply_text(route: Route, data: Any) -> str | None:
     try:
         if route == "chat":
             return data["choices"][0]["message"].get("content") or ""
+        if route == "ollama":
+            content = data["message"].get("content")
+            return content if isinstance(content, str) else None
         if route == "responses":
             items = [c for o in data["output"] for c in o.get("content") or [] if c.get("type") == "output_text"]
             return "".join(c.get("text", "") for c in items)
@@ -114,7 +126,7 @@ def reply_text(route: Route, data: Any) -> str | None:
 
 def error_text(data: Any) -> str:
     """The message in OpenAI's `{"error": {"message"}}`, Anthropic's `{"type": "error", "error": {"type",
-    "message"}}` or FastAPI's `{"detail"}`; "" for anything else."""
+    "message"}}`, Ollama's `{"error": "…"}` or FastAPI's `{"detail"}`; "" for anything else."""
     if not isinstance(data, dict):
         return ""
     error = data.get("error")

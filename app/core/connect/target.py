@@ -2,7 +2,8 @@
 the small renderers that put those values into each config language safely quoted.
 
 The URL may be given either way (`http://127.0.0.1:8487` or `…/v1`): the OpenAI-style tools want the /v1
-base, the Anthropic-style ones (Claude Code, the anthropic client) the root they append /v1/messages to.
+base, the Anthropic-style ones (Claude Code, the anthropic client) the root they append /v1/messages to,
+and Ollama's clients the root they append /api/… to.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-Route = Literal["chat", "responses", "messages"]
+Route = Literal["chat", "responses", "messages", "ollama"]
 ROUTE_PATHS: dict[Route, str] = {
     "chat": "/v1/chat/completions",
     "responses": "/v1/responses",
     "messages": "/v1/messages",
+    "ollama": "/api/chat",
 }
-ROUTE_NAMES: dict[Route, str] = {"chat": "Chat Completions", "responses": "Responses", "messages": "Messages"}
+ROUTE_NAMES: dict[Route, str] = {
+    "chat": "Chat Completions",
+    "responses": "Responses",
+    "messages": "Messages",
+    "ollama": "Ollama chat",
+}
+OLLAMA_TAG = ":latest"
 
 MODEL_PLACEHOLDER = "MODEL-ID"  # until the library has a ready model
 KEY_PLACEHOLDER = "unused-on-loopback"  # every one of these clients insists on some key, even when none is checked
@@ -61,6 +69,13 @@ class Target:
     @property
     def model_id(self) -> str:
         return self.model or MODEL_PLACEHOLDER
+
+    @property
+    def tagged_model(self) -> str:
+        """The model as Ollama's /api/tags lists it (`NAME:latest` for a name without a tag): what a tool
+        that picks from that list, or checks a typed name against it, must be given."""
+        model = self.model_id
+        return model if ":" in model else model + OLLAMA_TAG
 
     @property
     def context(self) -> int | None:

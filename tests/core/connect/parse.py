@@ -72,7 +72,8 @@ def parse(part: Part) -> Any:
 
 
 def strings(part: Part) -> set[str]:
-    """Every string value the part carries once parsed, with `NAME=value` words split at the first '='."""
+    """Every string value the part carries once parsed, with `NAME=value` words split at the first '=' and
+    `Bearer TOKEN` header values giving their token."""
     found: set[str] = set()
 
     def walk(value: Any) -> None:
@@ -80,6 +81,8 @@ def strings(part: Part) -> set[str]:
             found.add(value)
             if "=" in value:
                 found.add(value.split("=", 1)[1])
+            if value.startswith("Bearer "):
+                found.add(value.removeprefix("Bearer "))
         elif isinstance(value, dict):
             for k, v in value.items():
                 walk(k)

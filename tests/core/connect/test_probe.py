@@ -30,6 +30,7 @@ REPLIES = {
         "type": "message",
         "content": [{"type": "thinking", "thinking": "…"}, {"type": "text", "text": "Hi from messages"}],
     },
+    "/api/chat": {"model": MODEL, "message": {"role": "assistant", "content": "Hi from ollama"}, "done": True},
 }
 
 
@@ -56,6 +57,7 @@ def probe(route, handler, *, url=BASE, key=KEY):
         ("chat", "/v1/chat/completions", "Hi there"),
         ("responses", "/v1/responses", "Hi from responses"),
         ("messages", "/v1/messages", "Hi from messages"),
+        ("ollama", "/api/chat", "Hi from ollama"),
     ],
 )
 def test_each_route_sends_its_request_and_reads_its_reply(route, path, text):
@@ -72,10 +74,18 @@ def test_each_route_sends_its_request_and_reads_its_reply(route, path, text):
     elif route == "responses":
         assert request.headers["authorization"] == f"Bearer {KEY}"
         assert body == {"model": MODEL, "input": PROMPT, "max_output_tokens": MAX_TOKENS}
+    elif route == "ollama":  # one whole reply, not Ollama's default NDJSON stream
+        assert request.headers["authorization"] == f"Bearer {KEY}"
+        assert body == {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "stream": False,
+            "options": {"num_predict": MAX_TOKENS},
+        }
     else:
         assert request.headers["authorization"] == f"Bearer {KEY}"
         assert body["max_tokens"] == MAX_TOKENS and body["messages"] == [{"role": "user", "content": PROMPT}]
-    assert result.summary().startswith(("Chat Completions: OK", "Responses: OK", "Messages: OK"))
+    assert result.summary().startswith(("Chat Completions: OK", "Responses: OK", "Messages: OK", "Ollama chat: OK"))
     assert f"“{text}”" in result.summary()
 
 
@@ -97,6 +107,17 @@ def test_an_anthropic_error_shows_its_message_and_kind():
     result = probe("messages", Recorder(404, error))
     assert not result.ok and result.status == 404
     assert result.text == "model 'x' does not exist (not_found_error)"
+
+
+def test_an_ollama_error_shows_its_message():
+    result = probe("ollama", Recorder(404, {"error": "model 'x' not found"}))
+    assert not result.ok and result.status == 404 and result.text == "model 'x' not found"
+    assert result.summary() == "Ollama chat: 404 — model 'x' not found"
+
+
+def test_an_openai_reply_on_the_ollama_route_is_not_ok():
+    result = probe("ollama", lambda request: httpx.Response(200, json=REPLIES["/v1/chat/completions"]))
+    assert not result.ok and "not in this API's shape" in result.text
 
 
 def test_a_route_the_server_lacks_says_so():
