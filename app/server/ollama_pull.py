@@ -212,16 +212,17 @@ async def pull(body: OllamaPullRequest, request: Request) -> Response:
     hub = ctx.hub()
     resolver = ctx.resolver
     machine: Callable[[], Machine | None] = resolver.machine if resolver is not None else (lambda: None)
-    manager = ctx.downloads()
+    downloads = ctx.downloads
 
-    def plan() -> str:
+    def plan() -> tuple[DownloadManager, str]:
         from app.core.downloads.resolve import queue_download, resolve_download
 
-        variant = pick_variant(hub, repo, quant, machine)
-        return queue_download(manager, resolve_download(hub, variant))
+        plan = resolve_download(hub, pick_variant(hub, repo, quant, machine))
+        manager = downloads()  # `hearth serve` opens its queue (a file read) on the first pull
+        return manager, queue_download(manager, plan)
 
     try:
-        item_id = await asyncio.to_thread(plan)
+        manager, item_id = await asyncio.to_thread(plan)
     except HubError as exc:
         raise _hub_error(exc) from None
     except ValueError as exc:  # a file the queue will not write (its type or name)

@@ -10,9 +10,10 @@ import pytest
 
 from app.core.downloads.manager import DownloadManager
 from app.core.hub.client import HubClient
+from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
 from app.server.errors import APIError
-from app.server.ollama_pull import ONLY_HUB, parse_pull_name
+from app.server.ollama_pull import ONLY_HUB, OnDemandDownloads, parse_pull_name
 from tests.core.downloads.conftest import FAST
 from tests.fakehub import Fault, gguf_repo
 
@@ -84,7 +85,7 @@ def test_not_streamed_is_one_success_and_a_second_pull_answers_at_once(live, fak
     assert not fake_hub.log  # the Hub was not asked again
 
 
-def test_a_missing_quant_or_repo_is_404_and_other_names_400(live):
+def test_t45_a_missing_quant_or_repo_is_404_and_other_names_are_400_with_nothing_queued(live):
     c = ollama.Client(host=live.url)
     with pytest.raises(ollama.ResponseError) as err:
         list(c.pull("hf.co/org/Tiny-GGUF:Q2_K", stream=True))
@@ -100,7 +101,7 @@ def test_a_missing_quant_or_repo_is_404_and_other_names_400(live):
     assert live.manager.items() == []  # nothing was queued
 
 
-def test_without_the_app_or_a_models_folder_pulling_is_501(make_server):
+def test_t45_without_the_app_or_a_models_folder_pulling_is_501(make_server):
     live = make_server()
     r = live.client.post("/api/pull", json={"model": "hf.co/org/Tiny-GGUF:Q8_0"})
     assert r.status_code == 501 and "hearth serve" in r.json()["error"]
@@ -119,3 +120,44 @@ def test_the_stream_is_ndjson(live):
     assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(x) for x in r.text.splitlines()]
     assert lines[0] == {"status": "pulling manifest"} and lines[-1] == {"status": "success"}
+
+
+def test_without_a_quant_the_one_recommended_here_is_pulled(live, fake_hub):
+    r = live.client.post("/api/pull", json={"model": "hf.co/org/Tiny-GGUF:latest", "stream": False})
+    assert r.status_code == 200 and r.json() == {"status": "success"}
+    assert "Tiny-GGUF:Q8_0" in tags(live)  # F16 is no better than Q8_0 and twice the size
+    assert not [x for x in fake_hub.requests("GET", "Tiny-F16.gguf") if not x.range]  # only its header was read
+
+
+def test_a_client_that_leaves_mid_pull_leaves_the_download_running(live, fake_hub, quant_files):
+    size = quant_files["Q8_0"].stat().st_size
+    stall = fake_hub.faults.add(Q8, Fault.stall(size // 3))
+    with live.client.stream("POST", "/api/pull", json={"model": "hf.co/org/Tiny-GGUF:Q8_0"}) as r:
+        lines = r.iter_lines()
+        assert json.loads(next(lines)) == {"status": "pulling manifest"}
+    stall.release()  # the client has gone; the download goes on
+    (item,) = live.manager.items()
+    assert live.manager.wait(item.id, 30).value == "done"
+    again = live.client.post("/api/pull", json={"model": "hf.co/org/Tiny-GGUF:Q8_0", "stream": False})
+    assert again.json() == {"status": "success"} and "Tiny-GGUF:Q8_0" in tags(live)
+    fake_hub.wait_idle()
+    assert len([x for x in fake_hub.requests("GET", Q8) if not x.range]) == 1  # fetched once
+
+
+def test_serve_opens_its_download_queue_only_when_something_is_pulled(tmp_path):
+    state = tmp_path / "downloads.json"
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    opened: list[DownloadManager] = []
+
+    def open_manager() -> DownloadManager:
+        opened.append(DownloadManager(library.models_dir, state))
+        return opened[-1]
+
+    idle = OnDemandDownloads(open_manager, library)
+    idle.close()
+    assert not opened and not state.exists()  # a serve that pulled nothing leaves the app's queue file alone
+    used = OnDemandDownloads(open_manager, library)
+    assert used() is used() and len(opened) == 1
+    used.close()
+    assert state.exists()
+    library.close()
