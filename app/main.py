@@ -72,6 +72,8 @@ def make_api(services: Services, store: SettingsStore) -> ApiService:  # noqa: F
         lambda: services.settings.server,
         save_key,
         services.paths.responses_file,
+        hub=services.hub,
+        downloads=lambda: services.downloads,  # pulls over the API show in Downloads and land in My Models
     )
 
 

@@ -75,6 +75,7 @@ def _err(text: str) -> None:
 
 
 def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
+    from app.core.downloads.manager import DownloadManager
     from app.core.engines import default_registry
     from app.core.errors import HearthError
     from app.core.remote import open_remotes
@@ -86,6 +87,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.server.config import policy_for
     from app.server.context import ServerContext
     from app.server.keys import new_api_key
+    from app.server.ollama_pull import OnDemandDownloads
     from app.server.remote_forward import RemotePool
     from app.server.response_store import ResponseStore
     from app.server.runner import ServerThread
@@ -134,7 +136,21 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     )
     host.notice.connect(lambda text: _err(f"note: {text}"))
     stored = ResponseStore(ctx.paths.responses_file if server.keep_responses else None)
-    context = ServerContext(host, library, resolver, responses=stored, remotes=RemotePool(remotes))
+    hub = ctx.hub
+    # /api/pull fetches into the queue `hearth pull` and the app use; finished pulls land in the library.
+    downloads = OnDemandDownloads(
+        lambda: DownloadManager(
+            library.models_dir,
+            ctx.paths.downloads_state,
+            max_parallel=ctx.settings.parallel_downloads,
+            token=hub.token,
+            endpoint=hub.endpoint,
+        ),
+        library,
+    )
+    context = ServerContext(
+        host, library, resolver, responses=stored, remotes=RemotePool(remotes), hub=lambda: hub, downloads=downloads
+    )
     runner = ServerThread(create_app(context, policy), args.host, args.port or server.port, context.cancel_streams)
     try:
         for model in args.model or []:
@@ -151,6 +167,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         host.shutdown(10)
         if context.remotes is not None:
             context.remotes.close()
+        downloads.close()
         library.close()
 
 

@@ -20,6 +20,7 @@ from app.server.models_routes import router as models_router
 from app.server.ollama_chat import router as ollama_chat_router
 from app.server.ollama_embed import router as ollama_embed_router
 from app.server.ollama_models import router as ollama_models_router
+from app.server.ollama_pull import router as ollama_pull_router
 from app.server.openai_chat import router as chat_router
 from app.server.openai_completions import router as completions_router
 from app.server.openai_responses import router as responses_router
@@ -56,6 +57,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
         ollama_models_router,
         ollama_chat_router,
         ollama_embed_router,
+        ollama_pull_router,
     )
     for router in routers:
         api.include_router(router)
@@ -109,7 +111,7 @@ ANTHROPIC_ERRORS = {**{k: v for k, v in ERRORS.items() if k not in ("501", "503"
 
 
 STREAMING = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
-NDJSON_STREAMING = ("/api/chat", "/api/generate")  # Ollama's: one JSON object per line
+NDJSON_STREAMING = ("/api/chat", "/api/generate", "/api/pull")  # Ollama's: one JSON object per line
 
 
 def _document_errors(api: FastAPI) -> None:

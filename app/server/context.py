@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 
@@ -21,6 +23,10 @@ from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
 
+if TYPE_CHECKING:
+    from app.core.downloads.manager import DownloadManager
+    from app.core.hub.client import HubClient
+
 _ROLE_NAMES = {"chat": "a chat model", "embedding": "an embedding model", "rerank": "a reranker"}
 
 
@@ -33,6 +39,9 @@ class ServerContext:
     streams: weakref.WeakSet[JobStream] = field(default_factory=weakref.WeakSet)  # requests waiting on a job
     responses: ResponseStore = field(default_factory=ResponseStore)  # stored Responses (previous_response_id)
     remotes: RemotePool | None = None  # remote models this endpoint forwards to (None: none)
+    # /api/pull: a Hub client for the current settings, and the download queue pulls join (None: no pulls).
+    hub: Callable[[], HubClient] | None = None
+    downloads: Callable[[], DownloadManager] | None = None
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""

@@ -21,6 +21,8 @@ from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
 
 if TYPE_CHECKING:
+    from app.core.downloads.manager import DownloadManager
+    from app.core.hub.client import HubClient
     from app.server.remote_forward import RemotePool
     from app.server.runner import ServerThread
 
@@ -45,10 +47,14 @@ class ApiService:
         settings: Callable[[], ServerSettings],
         save_key: Callable[[str], None] | None = None,
         responses_file: Path | None = None,
+        hub: Callable[[], HubClient] | None = None,
+        downloads: Callable[[], DownloadManager] | None = None,
     ) -> None:
         """`settings()` gives the current Server settings; `save_key(key)` stores a key made for LAN mode;
-        `responses_file` is where stored responses go when the user keeps them across restarts."""
+        `responses_file` is where stored responses go when the user keeps them across restarts; `hub()` and
+        `downloads()` let /api/pull fetch into the app's download queue (its LibraryFeed adds the result)."""
         self.host, self.library, self.resolver = host, library, resolver
+        self.hub, self.downloads = hub, downloads
         self.settings, self.save_key = settings, save_key
         self.log = RequestLog()
         self.responses_file = responses_file
@@ -81,7 +87,14 @@ class ApiService:
             store = self.resolver.remotes
             self._remotes = RemotePool(store) if store is not None else None
             context = ServerContext(
-                self.host, self.library, self.resolver, self.log, responses=self.responses, remotes=self._remotes
+                self.host,
+                self.library,
+                self.resolver,
+                self.log,
+                responses=self.responses,
+                remotes=self._remotes,
+                hub=self.hub,
+                downloads=self.downloads,
             )
             runner = ServerThread(
                 create_app(context, policy_for(settings)), bind_address(settings), settings.port, context.cancel_streams
