@@ -11,6 +11,9 @@ keep-alive connection:
    what the engine loses to the CPU the server and the client take (with every core in the engine's
    threads, as on a 2-core machine, that is most of it: try `--threads 1`);
 2. time to first token the server adds, p50 over the runs (target < 5 ms);
+2b. the Ollama route (/api/chat, NDJSON) against the OpenAI route (/v1/chat/completions, SSE) in the same
+   run, same client: streamed decode tok/s Ollama ÷ OpenAI (target ≥ 0.98) and the TTFT it adds, as a
+   difference of medians (target ≤ 2 ms);
 3. the same single stream from `llama-server -np 1` built by bench/build_peers.sh, with the same client;
 4. N concurrent streaming clients: p50/p95/p99 TTFT and time per output token, aggregate tok/s, beside
    the same load against llama-server (one request at a time there too: the case for batching).
@@ -77,9 +80,33 @@ def host_direct(host: EngineHost) -> tuple[float, float]:
 CLIENT = r"""
 import json, sys, threading, time
 import httpx
-url, model, n, clients, max_tokens, system, question = sys.argv[1:8]
-body = {"model": model, "stream": True, "temperature": 0, "max_tokens": int(max_tokens), "seed": 1,
-        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]}
+url, model, n, clients, max_tokens, system, question, route = sys.argv[1:9]
+messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+if route == "ollama":  # Ollama's /api/chat: one JSON object a line, the sampling under options
+    path = "/api/chat"
+    body = {"model": model, "stream": True, "messages": messages,
+            "options": {"temperature": 0, "num_predict": int(max_tokens), "seed": 1}}
+else:
+    path = "/v1/chat/completions"
+    body = {"model": model, "stream": True, "temperature": 0, "max_tokens": int(max_tokens), "seed": 1,
+            "messages": messages}
+def read_openai(line, arrivals, t0, timings):
+    if line.startswith("data: {"):
+        d = json.loads(line[6:])
+        ch = d.get("choices") or []
+        if ch and (ch[0].get("delta") or {}).get("content"):
+            arrivals.append(time.perf_counter() - t0)
+        timings = d.get("timings") or timings
+    return timings
+def read_ollama(line, arrivals, t0, timings):
+    if line:
+        d = json.loads(line)
+        if (d.get("message") or {}).get("content"):
+            arrivals.append(time.perf_counter() - t0)
+        if d.get("done") and d.get("eval_duration"):  # the engine's own rate, as `timings` on the other route
+            timings = {"predicted_per_second": d["eval_count"] / d["eval_duration"] * 1e9}
+    return timings
+read = read_ollama if route == "ollama" else read_openai
 def once(out, ready):
     # A client as an editor holds one: made, connected and warm before the clock starts (httpx.Client()
     # alone loads certificates for tens of ms, and a first request pays imports and the TCP handshake).
@@ -88,15 +115,10 @@ def once(out, ready):
         c.get(url + "/health")
         ready.wait()
         t0 = time.perf_counter()
-        with c.stream("POST", url + "/v1/chat/completions", json=body) as r:
+        with c.stream("POST", url + path, json=body) as r:
             r.raise_for_status()
             for line in r.iter_lines():
-                if line.startswith("data: {"):
-                    d = json.loads(line[6:])
-                    ch = d.get("choices") or []
-                    if ch and (ch[0].get("delta") or {}).get("content"):
-                        arrivals.append(time.perf_counter() - t0)
-                    timings = d.get("timings") or timings
+                timings = read(line, arrivals, t0, timings)
     out.append({"arrivals": arrivals, "timings": timings})
 for _ in range(int(n)):
     results = []
@@ -110,11 +132,11 @@ for _ in range(int(n)):
 """
 
 
-def remote(url: str, model: str, clients: int = 1, runs: int = 1) -> list[dict]:
+def remote(url: str, model: str, clients: int = 1, runs: int = 1, route: str = "openai") -> list[dict]:
     """Streamed chat completions from a separate process: per run, the wall time and each client's token
-    arrival times (seconds from its own start)."""
+    arrival times (seconds from its own start). `route` "ollama": through /api/chat instead."""
     out = subprocess.run(
-        [sys.executable, "-c", CLIENT, url, model, str(runs), str(clients), str(N_PREDICT), SYSTEM, QUESTION],
+        [sys.executable, "-c", CLIENT, url, model, str(runs), str(clients), str(N_PREDICT), SYSTEM, QUESTION, route],
         capture_output=True,
         text=True,
         check=True,
@@ -127,9 +149,9 @@ def decode_rate(arrivals: list[float]) -> float:
     return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
 
 
-def single(url: str, model: str) -> dict[str, float]:
+def single(url: str, model: str, route: str = "openai") -> dict[str, float]:
     """One streamed reply as a client sees it (TTFT, decode rate) and as the server's engine measured it."""
-    ((client,),) = (run["runs"] for run in remote(url, model))
+    ((client,),) = (run["runs"] for run in remote(url, model, route=route))
     arrivals, timings = client["arrivals"], client["timings"]
     return {"ttft": arrivals[0], "rate": decode_rate(arrivals), "engine_rate": timings.get("predicted_per_second", 0)}
 
@@ -180,11 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         host_direct(host)  # warm-up
         single(runner.url, model)
-        direct, served = [], []
-        for _ in range(args.runs):  # alternating, so drift hits both alike
+        single(runner.url, model, "ollama")
+        direct, served, ollama = [], [], []
+        for i in range(args.runs):  # alternating, so drift hits all alike
             ttft, rate = host_direct(host)
             direct.append({"ttft": ttft, "rate": rate})
-            served.append(single(runner.url, model))
+            # The two routes take turns going first, so neither always runs on a just-warmed engine.
+            for route in ("openai", "ollama") if i % 2 == 0 else ("ollama", "openai"):
+                (served if route == "openai" else ollama).append(single(runner.url, model, route))
         ours = concurrent(runner.url, model, args.clients)
     finally:
         runner.stop()
@@ -211,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     added = (median(served, "ttft") - median(direct, "ttft")) * 1000
     print(f"time to first token added by the server: {added:.1f} ms (target < 5 ms)")
+    o_rate = median(ollama, "rate")
+    o_ratio = o_rate / s_rate
+    o_added = (median(ollama, "ttft") - median(served, "ttft")) * 1000
+    print(
+        f"Ollama route /api/chat {o_rate:.1f} tok/s ÷ OpenAI route {s_rate:.1f} tok/s = {o_ratio:.3f} "
+        f"(target >= 0.98); TTFT it adds: {o_added:.2f} ms (target <= 2 ms)"
+    )
     if peer:
         p_rate, p_engine = median(peer, "rate"), median(peer, "engine_rate")
         print(
@@ -238,6 +270,20 @@ def main(argv: list[str] | None = None) -> int:
                 "op": "<",
                 "unit": "ms",
                 "compares": "time to first token through the API − through the host",
+            },
+            "Ollama route decode": {
+                "value": o_ratio,
+                "target": 0.98,
+                "op": ">=",
+                "compares": f"streamed decode tok/s, /api/chat (NDJSON) ÷ /v1/chat/completions (SSE) "
+                f"({o_rate:.1f} vs {s_rate:.1f})",
+            },
+            "TTFT added by the Ollama route": {
+                "value": o_added,
+                "target": 2.0,
+                "op": "<=",
+                "unit": "ms",
+                "compares": "median time to first token, /api/chat − /v1/chat/completions",
             },
         }
         if peer:

@@ -1,5 +1,5 @@
-"""`hearth serve`: the local API (OpenAI and Anthropic routes) with no window. Models from the library load on demand
-(JIT) and unload after an idle time; Ctrl-C or SIGTERM stop it within seconds."""
+"""`hearth serve`: the local API (OpenAI, Anthropic and Ollama routes) with no window. Models from the library
+load on demand (JIT) and unload after an idle time; Ctrl-C or SIGTERM stop it within seconds."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 def add_serve_command(subparsers: Any) -> None:
     from app.cli.context import parallel_count
-    from app.core.settings import DEFAULT_SERVER_PORT, SPECULATIVE_FLAGS
+    from app.core.settings import DEFAULT_SERVER_PORT, OLLAMA_PORT, SPECULATIVE_FLAGS
 
-    serve = subparsers.add_parser("serve", help="serve the local API: OpenAI and Anthropic routes (no window)")
+    serve = subparsers.add_parser("serve", help="serve the local API: OpenAI, Anthropic and Ollama routes (no window)")
     serve.add_argument(
         "--model",
         action="append",
@@ -40,6 +40,12 @@ def add_serve_command(subparsers: Any) -> None:
     )
     serve.add_argument("--port", type=int, help=f"port (default: Settings → Server, else {DEFAULT_SERVER_PORT})")
     serve.add_argument("--api-key", help="require this key (Authorization: Bearer or x-api-key)")
+    serve.add_argument(
+        "--ollama-port",
+        action=argparse.BooleanOptionalAction,
+        help=f"also answer on Ollama's port {OLLAMA_PORT}, for tools with its address hard-coded; a port in use "
+        "(Ollama itself) is a note, not a failure (default: Settings → Server)",
+    )
     serve.add_argument(
         "--idle-minutes",
         type=int,
@@ -82,7 +88,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.runtime.drafts import DraftFinder
     from app.core.runtime.pool import ModelPool
     from app.core.runtime.resolve import ModelResolver
-    from app.core.settings import load_speculative
+    from app.core.settings import OLLAMA_PORT, load_speculative
     from app.server.app import create_app
     from app.server.config import policy_for
     from app.server.context import ServerContext
@@ -91,6 +97,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.server.remote_forward import RemotePool
     from app.server.response_store import ResponseStore
     from app.server.runner import ServerThread
+    from app.server.service import start_ollama_listener
 
     server = ctx.settings.server
     lan = args.host not in LOOPBACK_HOSTS
@@ -151,18 +158,25 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     context = ServerContext(
         host, library, resolver, responses=stored, remotes=RemotePool(remotes), hub=lambda: hub, downloads=downloads
     )
-    runner = ServerThread(create_app(context, policy), args.host, args.port or server.port, context.cancel_streams)
+    app = create_app(context, policy)
+    runner = ServerThread(app, args.host, args.port or server.port, context.cancel_streams)
+    ollama = None
     try:
         for model in args.model or []:
             _load_first(host, resolver, _library_name(library, model), args.draft_model, slots)
         runner.start()
         _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))
+        if server.ollama_port if args.ollama_port is None else args.ollama_port:
+            ollama, why = start_ollama_listener(app, args.host, OLLAMA_PORT, runner.port, context.cancel_streams)
+            _err(f"Also answering as Ollama on {ollama.url}" if ollama is not None else f"note: {why}")
         _err("Press Ctrl-C to stop.")
         _wait_for_stop()
         return 0
     except HearthError as exc:
         return ctx.fail(exc)
     finally:
+        if ollama is not None:
+            ollama.stop()
         runner.stop()
         host.shutdown(10)
         if context.remotes is not None:

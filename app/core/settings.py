@@ -28,6 +28,8 @@ class WindowState(BaseModel):
 
 # Collides with none of LM Studio (1234), Ollama (11434), llama-server (8080), vLLM (8000), Jan (1337).
 DEFAULT_SERVER_PORT = 8487
+# Ollama's own port: tools with its address hard-coded find Hearth there when ServerSettings.ollama_port is on.
+OLLAMA_PORT = 11434
 # Generations the engine runs at once (chat and API together); the planner gives fewer where memory is short.
 DEFAULT_PARALLEL_REQUESTS = 4
 MAX_PARALLEL_REQUESTS = 16
@@ -64,6 +66,8 @@ class ServerSettings(BaseModel):
     # length (agents send 10-30k-token system prompts; the chat's default of 8k is too short for them).
     jit_context: int = Field(default=0, ge=0, le=1 << 20)
     keep_responses: bool = False  # stored Responses (previous_response_id) survive a restart, on disk
+    # Also listen on OLLAMA_PORT (same app, same front door), for tools that only know Ollama's address.
+    ollama_port: bool = False
 
     @property
     def key_required(self) -> bool:

@@ -4,6 +4,7 @@ started or stopped it."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from app.core.events import Event
 from app.core.library.store import Library
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.resolve import ModelResolver
-from app.core.settings import ServerSettings
+from app.core.settings import OLLAMA_PORT, ServerSettings
 from app.server.keys import new_api_key
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
@@ -34,6 +35,29 @@ class ServerStatus:
     running: bool
     url: str = ""  # the base URL clients use, ending in /v1
     error: str = ""  # why the last start failed
+    ollama_url: str = ""  # the second listener on Ollama's port (ServerSettings.ollama_port), when it runs
+    ollama_error: str = ""  # why that listener is not there, while the main one runs
+
+
+def start_ollama_listener(
+    app: object, host: str, port: int, main_port: int, cancel_open: Callable[[], int] | None = None
+) -> tuple[ServerThread | None, str]:
+    """The same app also listening on `port` (Ollama's): the runner, or None and why not. A port in use is
+    no failure of the server: Ollama itself is likely there, and the main port still serves its routes."""
+    from app.server.runner import ServerError, ServerThread
+
+    runner = ServerThread(app, host, port, cancel_open)
+    try:
+        runner.start()
+    except ServerError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+            text = f"Port {port} is in use (is Ollama running?); Ollama's routes are still on port {main_port}"
+        else:
+            text = f"Could not also listen on port {port} ({exc}); Ollama's routes are still on port {main_port}"
+        logger.info("%s", text)  # the status says it (the CLI a note): a warning would say it twice
+        return None, text
+    return runner, ""
 
 
 class ApiService:
@@ -49,12 +73,16 @@ class ApiService:
         responses_file: Path | None = None,
         hub: Callable[[], HubClient] | None = None,
         downloads: Callable[[], DownloadManager] | None = None,
+        *,
+        ollama_port: int = OLLAMA_PORT,
     ) -> None:
         """`settings()` gives the current Server settings; `save_key(key)` stores a key made for LAN mode;
         `responses_file` is where stored responses go when the user keeps them across restarts; `hub()` and
-        `downloads()` let /api/pull fetch into the app's download queue (its LibraryFeed adds the result)."""
+        `downloads()` let /api/pull fetch into the app's download queue (its LibraryFeed adds the result);
+        `ollama_port` is where the setting of that name listens too (tests pass a free one)."""
         self.host, self.library, self.resolver = host, library, resolver
         self.hub, self.downloads = hub, downloads
+        self.ollama_port = ollama_port
         self.settings, self.save_key = settings, save_key
         self.log = RequestLog()
         self.responses_file = responses_file
@@ -64,6 +92,7 @@ class ApiService:
         self.status = ServerStatus(False)
         self._lock = threading.Lock()
         self._runner: ServerThread | None = None
+        self._ollama: ServerThread | None = None  # the listener on Ollama's port, when on and free
         self._remotes: RemotePool | None = None
 
     def start(self) -> ServerStatus:
@@ -96,9 +125,8 @@ class ApiService:
                 hub=self.hub,
                 downloads=self.downloads,
             )
-            runner = ServerThread(
-                create_app(context, policy_for(settings)), bind_address(settings), settings.port, context.cancel_streams
-            )
+            app = create_app(context, policy_for(settings))
+            runner = ServerThread(app, bind_address(settings), settings.port, context.cancel_streams)
             try:
                 runner.start()
             except ServerError as exc:
@@ -108,7 +136,14 @@ class ApiService:
             else:
                 self._runner = runner
                 shown = runner.url.replace("0.0.0.0", "127.0.0.1")  # a URL this machine can open
-                self.status = ServerStatus(True, shown + "/v1")
+                ollama_url = ollama_error = ""
+                if settings.ollama_port:
+                    self._ollama, ollama_error = start_ollama_listener(
+                        app, bind_address(settings), self.ollama_port, runner.port, context.cancel_streams
+                    )
+                    if self._ollama is not None:
+                        ollama_url = self._ollama.url.replace("0.0.0.0", "127.0.0.1")
+                self.status = ServerStatus(True, shown + "/v1", ollama_url=ollama_url, ollama_error=ollama_error)
             status = self.status
         self.changed.emit(status)
         return status
@@ -119,6 +154,9 @@ class ApiService:
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:
             runner, self._runner = self._runner, None
+            ollama, self._ollama = self._ollama, None
+            if ollama is not None:
+                ollama.stop(timeout)
             if runner is not None:
                 runner.stop(timeout)
             self._close_remotes()

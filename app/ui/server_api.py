@@ -16,6 +16,10 @@ class ServerStatusLike(Protocol):
     def url(self) -> str: ...  # the base URL clients use, ending in /v1; empty when stopped
     @property
     def error(self) -> str: ...  # why the last start failed
+    @property
+    def ollama_url(self) -> str: ...  # the extra listener on Ollama's port, when the setting is on and it runs
+    @property
+    def ollama_error(self) -> str: ...  # why that listener is not there while the server runs
 
 
 class RequestStart(Protocol):

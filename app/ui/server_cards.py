@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
@@ -64,6 +64,11 @@ class StatusCard(Card):
         self.error.setWordWrap(True)
         set_status(self.error, "error")
         self.error.setVisible(False)
+        # Where Ollama's port answers too, or why it does not (ServerSettings.ollama_port).
+        self.ollama = QLabel()
+        self.ollama.setWordWrap(True)
+        self.ollama.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.ollama.setVisible(False)
         self.engine = QLabel()
         self.engine.setWordWrap(True)
         self.slots = QLabel()
@@ -75,6 +80,7 @@ class StatusCard(Card):
         self.context_warning.setVisible(False)
         self.body.addLayout(row)
         self.body.addWidget(self.error)
+        self.body.addWidget(self.ollama)
         self.body.addWidget(self.engine)
         self.body.addWidget(self.slots)
         self.body.addWidget(self.context_warning)
@@ -92,6 +98,12 @@ class StatusCard(Card):
     def set_error(self, text: str) -> None:
         self.error.setText(text)
         self.error.setVisible(bool(text))
+
+    def set_ollama(self, url: str, error: str) -> None:
+        """The extra listener on Ollama's port: its URL, or why it is not there (a warning); hidden with neither."""
+        self.ollama.setText(f"Also answering as Ollama on {url}" if url else error)
+        set_status(self.ollama, "warning" if error else "muted")
+        self.ollama.setVisible(bool(url or error))
 
     def set_context_warning(self, text: str) -> None:
         self.context_warning.setText(text)

@@ -234,6 +234,8 @@ class ServerPage(QWidget):
                 (card.stop_button if status.running else card.start_button).setFocus()
         card.url.setText(status.url if status.running else base_url(self._settings().server))
         card.set_error(f"Could not start: {status.error}" if status.error else "")
+        running = status.running
+        card.set_ollama(status.ollama_url if running else "", status.ollama_error if running else "")
         self._show_snippets()
         self.status_shown.emit(status)
 

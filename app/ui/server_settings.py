@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.settings import DEFAULT_PARALLEL_REQUESTS, ServerSettings
+from app.core.settings import DEFAULT_PARALLEL_REQUESTS, OLLAMA_PORT, ServerSettings
 from app.ui.server_model import PARALLEL_HINT, bounds, settings_bounds
 from app.ui.theme import set_status
 
@@ -29,6 +29,10 @@ logger = logging.getLogger(__name__)
 LAN_WARNING = (
     "LAN mode lets any device on your network reach this API and use your models. "
     "Every request then needs the API key, whatever the box below says."
+)
+OLLAMA_PORT_HINT = (
+    f"For tools that only know Ollama's address (http://localhost:{OLLAMA_PORT}): Hearth answers there too, "
+    "with the same key, origins and routes, unless Ollama itself is running."
 )
 
 
@@ -96,6 +100,11 @@ class ServerSettingsForm(QFrame):
             "The context a model loaded for an API request asks for; Hearth lowers it to what fits this machine."
         )
         self.keep_responses = QCheckBox("Keep stored responses (previous_response_id) across restarts")
+        self.ollama_port = QCheckBox(f"Also answer on Ollama's port {OLLAMA_PORT}")
+        self.ollama_port.setToolTip(OLLAMA_PORT_HINT)
+        self.ollama_hint = QLabel(OLLAMA_PORT_HINT)
+        self.ollama_hint.setObjectName("hint")
+        self.ollama_hint.setWordWrap(True)
 
         form = QFormLayout()
         form.addRow("Port", self.port)
@@ -113,6 +122,8 @@ class ServerSettingsForm(QFrame):
         form.addRow(self.parallel_hint)
         form.addRow("Queue size", self.queue)
         form.addRow(self.keep_responses)
+        form.addRow(self.ollama_port)
+        form.addRow(self.ollama_hint)
 
         self.error = QLabel()
         self.error.setWordWrap(True)
@@ -154,6 +165,7 @@ class ServerSettingsForm(QFrame):
         self.queue.setValue(settings.queue_size)
         self.jit_context.setValue(settings.jit_context)
         self.keep_responses.setChecked(settings.keep_responses)
+        self.ollama_port.setChecked(settings.ollama_port)
         self._bind_changed()
         self.show_error("")
 
@@ -184,6 +196,7 @@ class ServerSettingsForm(QFrame):
             "queue_size": self.queue.value(),
             "jit_context": self.jit_context.value(),
             "keep_responses": self.keep_responses.isChecked(),
+            "ollama_port": self.ollama_port.isChecked(),
         }
 
     def edited(self, base: ServerSettings) -> ServerSettings:

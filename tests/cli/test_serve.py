@@ -92,6 +92,34 @@ def test_lan_mode_requires_a_key_and_prints_the_one_it_made(tmp_path):
         assert proc.wait(15) == 0
 
 
+def test_ollama_port_in_use_is_a_note_and_the_main_port_still_serves(tmp_path):
+    from app.core.settings import OLLAMA_PORT
+
+    with socket.socket() as held:  # taken by this test, or already by Ollama itself: either way in use
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            held.bind(("127.0.0.1", OLLAMA_PORT))
+            held.listen()
+        except OSError:
+            pass
+        with socket.socket() as s:  # a free port to ask for (0 would be the setting's)
+            s.bind(("127.0.0.1", 0))
+            main = s.getsockname()[1]
+        proc, url, _ = _start(["--port", str(main), "--ollama-port"], tmp_path / "home")
+        try:
+            assert proc.stderr is not None
+            port = url.rsplit(":", 1)[1]
+            note = proc.stderr.readline().strip()
+            assert (
+                note
+                == f"note: Port {OLLAMA_PORT} is in use (is Ollama running?); Ollama's routes are still on port {port}"
+            )
+            assert httpx.get(url + "/api/tags").status_code == 200
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0
+
+
 @pytest.mark.slow
 def test_serve_with_a_draft_model_from_the_library(tmp_path):
     from app.core.library import import_path, open_library

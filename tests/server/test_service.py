@@ -117,3 +117,78 @@ def test_stored_responses_survive_a_restart_and_reach_disk_only_when_kept(tmp_pa
         again.stop()
         host.shutdown(5)
         library.close()
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _ollama_service(tmp_path, ollama_port: int, **settings):
+    library = fake_library(tmp_path)
+    resolver = ModelResolver(library, machine=lambda: None)
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, resolver=resolver, name="test-api-ollama")
+    server = ServerSettings(port=_free_port(), ollama_port=True, **settings)
+    return ApiService(host, library, resolver, lambda: server, ollama_port=ollama_port), host, library
+
+
+def test_the_ollama_port_serves_every_route_through_the_same_front_door_and_stop_frees_both(tmp_path):
+    ollama = _free_port()
+    api, host, library = _ollama_service(tmp_path, ollama, require_api_key=True, api_key="hearth-k")
+    try:
+        status = api.start()
+        main = int(status.url.removesuffix("/v1").rsplit(":", 1)[1])
+        assert status.running and status.ollama_url == f"http://127.0.0.1:{ollama}" and status.ollama_error == ""
+        key = {"Authorization": "Bearer hearth-k"}
+        assert httpx.get(status.ollama_url + "/api/tags").status_code == 401  # the key holds here too
+        tags = httpx.get(status.ollama_url + "/api/tags", headers=key)
+        assert tags.status_code == 200 and {"alpha:latest", "beta:latest"} <= {m["name"] for m in tags.json()["models"]}
+        assert (
+            httpx.get(status.ollama_url + "/v1/models", headers=key).status_code == 200
+        )  # all routes, not only Ollama's
+        evil = httpx.get(status.ollama_url + "/api/tags", headers={**key, "Host": "evil.example:11434"})
+        assert evil.status_code == 403  # the Host check (DNS rebinding) guards this port as well
+        api.stop()
+        assert not api.status.running and api.status.ollama_url == ""
+        assert _port_is_free(ollama) and _port_is_free(main)
+    finally:
+        api.stop()
+        host.shutdown(5)
+        library.close()
+
+
+def test_an_ollama_port_in_use_leaves_the_server_running_and_says_why(tmp_path):
+    with socket.socket() as taken:  # Ollama itself, say
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        api, host, library = _ollama_service(tmp_path, port)
+        try:
+            status = api.start()
+            main = status.url.removesuffix("/v1").rsplit(":", 1)[1]
+            assert status.running and status.error == "" and status.ollama_url == ""
+            assert status.ollama_error == (
+                f"Port {port} is in use (is Ollama running?); Ollama's routes are still on port {main}"
+            )
+            assert httpx.get(status.url.removesuffix("/v1") + "/api/tags").status_code == 200
+            api.stop()
+            assert api.status.ollama_error == "" and _port_is_free(int(main))
+        finally:
+            api.stop()
+            host.shutdown(5)
+            library.close()
+
+
+def test_the_ollama_port_is_off_by_default(tmp_path):
+    api, host, library, _ = _service(tmp_path, ServerSettings(port=_free_port()), [])
+    try:
+        status = api.start()
+        assert status.running and status.ollama_url == "" and status.ollama_error == ""
+    finally:
+        api.stop()
+        host.shutdown(5)
+        library.close()

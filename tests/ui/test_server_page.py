@@ -404,7 +404,7 @@ def test_lan_mode_warns_and_always_needs_the_key(make_env):
 def test_needs_restart_names_what_the_server_listens_with():
     s = ServerSettings()
     for change in ({"port": 9000}, {"bind": "lan"}, {"api_key": "k"}, {"require_api_key": True},
-                   {"cors_origins": ["http://a.b"]}):  # fmt: skip
+                   {"cors_origins": ["http://a.b"]}, {"ollama_port": True}):  # fmt: skip
         assert needs_restart(s, s.model_copy(update=change)), change
     for change in ({"queue_size": 2}, {"idle_ttl_minutes": 5}, {"jit_load": False}, {"start_with_app": True}):
         assert not needs_restart(s, s.model_copy(update=change)), change
@@ -633,6 +633,40 @@ def test_parallel_requests_is_edited_here_and_saved_to_settings_without_a_restar
     form.parallel.setValue(7)
     form.revert_button.click()
     assert form.parallel.value() == 2
+
+
+def test_the_ollama_port_box_saves_restarts_and_the_card_shows_where_it_answers(make_env, qtbot):
+    env = make_env()
+    env.api.ollama_port = ollama = free_port()  # Ollama's 11434 in the app; a free one here
+    env.started(qtbot)
+    form, card = env.page.form, env.page.status_card
+    assert not form.ollama_port.isChecked() and not card.ollama.isVisibleTo(env.page)  # off by default
+    assert "11434" in form.ollama_port.text() and form.ollama_hint.isVisibleTo(form)
+    form.ollama_port.setChecked(True)
+    assert form.dirty
+    with qtbot.waitSignal(env.page.settings_saved, timeout=WAIT_MS):
+        form.save_button.click()
+    qtbot.waitUntil(lambda: not env.page.busy, timeout=WAIT_MS)
+    assert env.store.load().server.ollama_port and not form.dirty
+    assert env.threads["restart"] and env.api.status.ollama_url == f"http://127.0.0.1:{ollama}"
+    assert (
+        card.ollama.isVisibleTo(env.page)
+        and card.ollama.text() == f"Also answering as Ollama on http://127.0.0.1:{ollama}"
+    )
+    assert httpx.get(env.api.status.ollama_url + "/api/tags").status_code == 200
+
+
+def test_an_ollama_port_in_use_is_said_on_the_card_while_the_server_runs(make_env, qtbot):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = make_env(ServerSettings(port=free_port(), ollama_port=True))
+        env.api.ollama_port = taken.getsockname()[1]
+        env.started(qtbot)
+    card, main = env.page.status_card, env.settings.server.port
+    assert card.state_label.text() == "● Running" and not card.error.isVisibleTo(env.page)
+    assert card.ollama.isVisibleTo(env.page) and "is in use (is Ollama running?)" in card.ollama.text()
+    assert card.ollama.text().endswith(f"Ollama's routes are still on port {main}")
 
 
 def test_the_status_card_lists_the_model_the_api_serves_now(make_env, qtbot):
