@@ -383,7 +383,7 @@ BY_HAND = {
     "speculative.py": "by hand (README, Benchmarks): it prints its figures and writes none for this runner",
     "mlx_batch.py": "by hand (README, Benchmarks): the MLX engine's batched path, for Apple Silicon",
 }
-NOT_BENCHES = {"run_all.py", "bench_args.py"}
+NOT_BENCHES = {"run_all.py", "bench_args.py", "app_lifecycle.py"}  # app_lifecycle: a part of ui_latency.py
 
 
 def peer_bin_dir() -> Path | None:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from app.core.downloads.manager import DownloadManager
     from app.core.hub.client import HubClient
 
+LATEST_TAG = ":latest"  # Ollama's tag for a name typed without one
+HUB_PREFIXES = ("hf.co/", "huggingface.co/")  # how Ollama's clients name a Hugging Face GGUF
 _ROLE_NAMES = {"chat": "a chat model", "embedding": "an embedding model", "rerank": "a reranker"}
 
 
@@ -65,9 +67,26 @@ class ServerContext:
             f"the model {name[:200]!r} is not the one loaded here", code="model_not_found", param="model", status=404
         )
 
+    def library_name(self, name: str | None) -> str | None:
+        """The library model a request's `model` stands for when it is written the way Ollama's clients write
+        names: `NAME:latest` (what /api/tags lists) or `hf.co/OWNER/REPO:QUANT` (what /api/pull took).
+        Anything else, and a name the library has as it is, is passed on unchanged."""
+        if not name or self.library is None or self.in_library(name):
+            return name
+        bare = name
+        for prefix in HUB_PREFIXES:
+            if bare.lower().startswith(prefix):
+                bare = bare[len(prefix) :]
+                break
+        for candidate in (bare, bare.removesuffix(LATEST_TAG)):
+            if candidate != name and self.in_library(candidate):
+                return candidate
+        return name
+
     def route(self, name: str | None) -> tuple[JobHost, str | None]:
         """The host a request's `model` runs on and the model its job names: an exposed remote model goes
         to its own host (the local model stays loaded); anything else to the one host, as `job_model`."""
+        name = self.library_name(name)
         pool = self.remotes
         entry = pool.find(name) if name and pool is not None else None
         if name and pool is not None and entry is not None and not self.in_library(name):
@@ -95,7 +114,7 @@ class ServerContext:
         if not name or self.resolver is None or self.library is None:
             return
         resolver = self.resolver
-        model = await asyncio.to_thread(self.library.find, name)
+        model = await asyncio.to_thread(self.library.find, self.library_name(name) or name)
         if model is None or not model.ready or model.format != "gguf":
             return  # not found answers as before, from the job; only a GGUF says its role before loading
         role = await asyncio.to_thread(resolver.role, model)

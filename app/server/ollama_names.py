@@ -8,24 +8,19 @@ import time
 from datetime import UTC, datetime
 
 from app.core.library.store import LocalModel
-from app.server.context import ServerContext
+from app.server.context import LATEST_TAG, ServerContext
 from app.server.errors import APIError
-
-LATEST = ":latest"
 
 
 def listed_name(model_id: str) -> str:
     """How /api/tags and /api/ps name a library model."""
-    return model_id if ":" in model_id else model_id + LATEST
+    return model_id if ":" in model_id else model_id + LATEST_TAG
 
 
 def model_name(ctx: ServerContext, name: str) -> str:
-    """The library name a request's `model` stands for: itself if the library has it, else without its
-    `:latest` tag. An unknown name is passed on as it is, so the job answers 404 naming what was asked."""
-    if ctx.in_library(name) or not name.endswith(LATEST):
-        return name
-    bare = name.removesuffix(LATEST)
-    return bare if ctx.in_library(bare) else name
+    """The library name a request's `model` stands for (with or without `:latest`, or as `hf.co/…`); an
+    unknown name is passed on as it is, so the job answers 404 naming what was asked."""
+    return ctx.library_name(name) or name
 
 
 def library_model(ctx: ServerContext, name: str) -> LocalModel:

@@ -160,7 +160,7 @@ class OllamaGenerateRequest(_Generation):
 
 
 class OllamaEmbedRequest(_OllamaRequest):
-    input: str | list[str] = ""
+    input: str | list[str]
     truncate: bool = True
     dimensions: int | None = Field(default=None, ge=1, le=1 << 16)
     options: OllamaOptions | None = None

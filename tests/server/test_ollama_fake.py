@@ -268,3 +268,14 @@ def test_tool_choice_is_taken_as_an_extension(make_server):
     assert bad.status_code == 400 and "nope" in bad.json()["error"]
     forced = live.client.post("/api/chat", json={**body, "tool_choice": "required"})
     assert forced.status_code == 200 and forced.json()["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_the_tagged_and_hub_names_reach_the_model_on_every_route(make_server):
+    """What /api/tags lists (NAME:latest) works on the OpenAI routes too: VS Code Copilot lists models there
+    and chats on /v1/chat/completions."""
+    live = make_server(script="ok")
+    for name in ("alpha:latest", "alpha"):
+        r = live.client.post("/v1/chat/completions", json={"model": name, "messages": ASK, "max_tokens": 2})
+        assert r.status_code == 200, r.text
+    r = live.client.post("/v1/chat/completions", json={"model": "gamma:latest", "messages": ASK})
+    assert r.status_code == 404

@@ -71,6 +71,8 @@ def test_a_streamed_pull_reports_progress_and_lands_in_the_library(live, fake_hu
     assert not fake_hub.requests("GET", "Tiny-F16.gguf")  # only the named quant
     assert "Tiny-GGUF:Q8_0" in tags(live)
     assert [i.state.value for i in live.manager.items()] == ["done"]  # it went through the Downloads queue
+    # The name it was pulled by names it on every route afterwards (`ollama run hf.co/…` pulls, then chats).
+    assert live.context.library.find(live.context.library_name("hf.co/org/Tiny-GGUF:Q8_0")).name == "Tiny-GGUF:Q8_0"
 
 
 def test_not_streamed_is_one_success_and_a_second_pull_answers_at_once(live, fake_hub):
