@@ -77,7 +77,7 @@ def shaped_error(
     """The body and status of an error on `path`, in the shape its API uses."""
     status = status or STATUS.get(type_, 400)
     if is_ollama(path):  # Ollama's shape is the message alone; its clients read the status for the rest
-        return {"error": message}, status
+        return {"error": message.replace("(see GET /v1/models)", "(see GET /api/tags)")}, status
     if is_anthropic(path):
         if status == 404:
             type_ = "not_found_error"  # a missing model is "invalid_request_error" to OpenAI, 404 to both

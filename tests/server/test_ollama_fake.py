@@ -279,3 +279,9 @@ def test_the_tagged_and_hub_names_reach_the_model_on_every_route(make_server):
         assert r.status_code == 200, r.text
     r = live.client.post("/v1/chat/completions", json={"model": "gamma:latest", "messages": ASK})
     assert r.status_code == 404
+
+
+def test_a_missing_model_points_to_the_ollama_listing(make_server):
+    live = make_server()
+    r = live.client.post("/api/chat", json={"model": "gamma", "messages": ASK})
+    assert r.status_code == 404 and "/api/tags" in r.json()["error"] and "/v1/models" not in r.json()["error"]
