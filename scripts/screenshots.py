@@ -428,7 +428,13 @@ def _search_error(app, shell):
     search.search()
     search._generation += 1  # the fake Hub's answer to it is now stale: the failure below is what shows
     search._failed(search._generation, RuntimeError(LONG_ERROR))
-    return lambda: search.query.setText("")
+
+    def back() -> None:  # the search the other Discover shots show
+        search.query.setText("llama")
+        search.search()
+        settle(app, 1.5)
+
+    return back
 
 
 def _download_error(app, shell):
@@ -436,11 +442,17 @@ def _download_error(app, shell):
     window.show_page("discover")
     discover = window.page("discover")
     discover.stack.setCurrentIndex(0)
-    card = discover.start_here
-    pick = getattr(card, "pick", None)
-    if pick is not None:
-        window.page("downloads").request_finished.emit(pick.best.variant, LONG_ERROR)
-    return lambda: card.set_picks(discover.picks) if pick is not None else None
+    pick = getattr(discover.start_here, "pick", None)
+    if pick is None:
+        return lambda: None
+    panel = window.page("downloads")
+    panel.request_finished.emit(pick.best.variant, LONG_ERROR)
+
+    def back() -> None:  # as a new try clears it: preparing, then finished without an error
+        panel.download_preparing.emit(pick.best.variant)
+        panel.request_finished.emit(pick.best.variant, "")
+
+    return back
 
 
 def _chat_empty(app, shell):

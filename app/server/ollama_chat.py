@@ -184,15 +184,15 @@ class OllamaReply:
         return self.last(final, self.line(out.content, out.reasoning if self.thinking else "", calls))
 
     async def stream(self, steps: AsyncIterator[Any]) -> AsyncIterator[bytes]:
-        calls: dict[int, list[str]] = {}  # a call's name and its arguments so far, until it is whole
+        # Ollama sends a call whole, arguments parsed: each is held (its name, its argument pieces) until the
+        # next call begins or the reply ends.
+        calls: dict[int, list[str]] = {}
         names: dict[int, str] = {}
 
-        def flush(keep: int | None = None) -> list[bytes]:
-            """The calls that are whole (every one but `keep`, the call still arriving), as lines."""
+        def flush() -> list[bytes]:
+            """The calls held so far, as lines (one whose arguments do not parse, cut off, is dropped)."""
             out = []
             for index in sorted(calls):
-                if index == keep:
-                    continue
                 call = ollama_call(names.pop(index), "".join(calls.pop(index)))
                 if call is not None:
                     out.append(ndjson(self.line(calls=[call])))

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.server.test_tools_api import CALL, WEATHER
+
 ollama = pytest.importorskip("ollama")
 
 
@@ -57,15 +59,6 @@ def test_errors_are_ollama_shaped(make_server):
     assert err.value.status_code == 404
 
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
-CALL = 'Let me check. <tool_call> {"name": "get_weather", "arguments": {"city": "Paris"}} </tool_call>'
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 
 

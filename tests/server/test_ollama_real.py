@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.server.conftest import SYSTEM_PROMPT
+from tests.server.test_tools_api import WEATHER
 
 ollama = pytest.importorskip("ollama")
 pytestmark = pytest.mark.slow
@@ -72,14 +73,7 @@ def test_a_schema_format_gives_json_that_follows_it(client, name):
 def test_a_forced_tool_call_round_trip(client, name):
     """Ollama cannot force a call; Hearth takes OpenAI's tool_choice on /api/chat as an extension, sent here
     through the official client's own connection, then the round trip goes on with the client."""
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Get the current weather for a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
+    tool = WEATHER
     messages = ask("What is the weather in Paris?")
     body = {"model": name, "messages": messages, "tools": [tool], "tool_choice": "required", "stream": False}
     reply = ollama.ChatResponse(

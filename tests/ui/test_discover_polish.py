@@ -189,3 +189,15 @@ def test_a_grey_mlx_download_says_why(qtbot, machine):  # noqa: F811
     assert grey.button.toolTip().startswith("MLX models cannot run on this machine: MLX runs only on Apple Silicon")
     assert grey.toolTip() == grey.button.toolTip()  # anywhere in the cell, as a disabled button may not hover
     assert not usable.button.toolTip() and not usable.toolTip()
+
+
+def test_a_download_error_wraps_across_a_recommended_card(qtbot, wired):
+    page, panel, _url = wired
+    page.show()
+    ranked(qtbot, page)
+    row = next(r for r in page.recommended.rows if r.isVisible() and r.pick.best is not None)
+    panel.request_finished.emit(row.pick.best.variant, LONG_ERROR)
+    settle()
+    assert row.download.text() == "Retry" and not row.download_widget.note.isVisible()
+    assert row.error.isVisible() and row.error.text() == LONG_ERROR + "."  # the whole message, not "The Hub …"
+    assert row.error.width() > row.download.width()

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLay
 from app.core.models.catalog import CatalogPick
 from app.core.units import fmt_bytes
 from app.ui.download_button import DownloadButton, DownloadFeed
-from app.ui.theme import set_verdict
+from app.ui.theme import set_status, set_verdict
 from app.ui.widgets.fit_view import fmt_rate
 from app.ui.widgets.message_label import MessageLabel
 from app.ui.widgets.slow_speed import is_slow, slow_text, slow_why
@@ -63,8 +63,15 @@ class PickRow(QFrame):
         grid.addWidget(self.badge, 0, 1, Qt.AlignmentFlag.AlignVCenter)  # a pill its own height, not a button's
         grid.addWidget(self.detail, 2, 0, 1, 2)
         # Made before Details so Tab reaches the card's main action first (tab order is creation order).
-        self.download_widget = DownloadButton(best, feed, can_download=best is not None)
+        # A failure goes across the card under its details (self.error), wrapped: beside the button it was cut.
+        self.download_widget = DownloadButton(best, feed, can_download=best is not None, inline_note=False)
         self.download_widget.download_requested.connect(lambda _a: self.download_requested.emit(self.pick))
+        self.error = MessageLabel()
+        set_status(self.error, "error")
+        self.error.setVisible(False)
+        grid.addWidget(self.error, 3, 0, 1, 3)
+        self.download_widget.changed.connect(self._show_error)
+        self._show_error()
         self.download_widget.set_primary(not self.slow)  # a slow pick is offered, not urged
         self.download = self.download_widget.button
         self.details = QPushButton("Details")
@@ -72,6 +79,11 @@ class PickRow(QFrame):
         grid.addWidget(self.download_widget, 0, 2)
         grid.addWidget(self.details, 1, 2)
         grid.setColumnStretch(0, 1)
+
+    def _show_error(self) -> None:
+        text = self.download_widget.error_text()
+        self.error.setText(text)
+        self.error.setVisible(bool(text))
 
     def text(self) -> str:
         return "\n".join(w.text() for w in self.findChildren(QLabel) if w is not self.download_widget.note)
