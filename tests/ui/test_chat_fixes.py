@@ -85,10 +85,11 @@ def test_the_context_meter_is_a_labelled_bar_with_its_reading(make_chat, qtbot, 
     limit_tokens(page, 40)
     meter = page.header.meter
     send_and_wait(qtbot, page, "Tell me a tale")
-    qtbot.waitUntil(lambda: "tokens" in meter.label.text())
+    qtbot.waitUntil(lambda: "/ 4,096" in meter.label.text())
     assert meter.caption.isVisible() and meter.caption.text() == "Context"
     used = int(meter.label.text().lstrip("~").split(" / ")[0].replace(",", ""))
-    assert used > 40 and meter.label.text().startswith(f"{used:,} / 4,096 tokens")
+    assert used > 40 and meter.label.text().startswith(f"{used:,} / 4,096")
+    assert meter.bar.toolTip().startswith(f"Context: {used:,} of 4,096 tokens used")
     assert meter.bar.isVisible() and (meter.bar.value(), meter.bar.maximum()) == (used, 4096)
     # It reads as a meter: a thin bar whose empty part is a grey track, not a white box like a text field.
     assert meter.bar.height() <= 8

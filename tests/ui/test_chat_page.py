@@ -48,7 +48,7 @@ def test_send_streams_coalesced_chunks_and_shows_stats(make_chat, qtbot):
     saved = page.store.get_message(msg_id)
     assert saved.status == "done" and saved.content == result.text
     assert saved.stats["generated_tokens"] == 400
-    assert "tokens" in page.header.meter.label.text()
+    assert " / " in page.header.meter.label.text() and "tokens used" in page.header.meter.bar.toolTip()
     assert "tok/s" in page.model_bar.status.text()  # the last reply's speed, measured
     assert "Measured speed: " in page.model_bar.status.toolTip()
     assert page.conversations.list.count() == 1 and page.conversations.list.item(0).text() == "Tell me a tale"

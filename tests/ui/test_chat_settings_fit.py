@@ -80,3 +80,27 @@ def test_a_load_in_progress_never_widens_the_model_bar(make_chat, qtbot, qapp):
     bar.host_state(HostState(status="loading"))
     settle(qapp, page)
     assert bar.progress.isVisible() and bar.minimumSizeHint().width() <= idle
+
+
+def test_at_900_px_the_title_keeps_room_beside_the_context_reading(qtbot, qapp):
+    """The title was cut to "Rev…" by the meter and the Settings button; the reading is short beside its
+    caption, its whole words in the tooltip."""
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    shell = build_shell(paths, store, store.load().model_copy(update={"measure_bandwidth_on_start": False}))
+    window = shell.window
+    qtbot.addWidget(window)
+    try:
+        window.resize(900, 600)
+        window.show()
+        window.show_page("chat")
+        qtbot.waitExposed(window)
+        header = window.page("chat").header
+        header.title.setText("Reverse a string in Python")
+        header.meter.show_usage(1_000, 131_072)  # room kept for the widest reading this context gives
+        settle(qapp, window)
+        assert window.width() == 900
+        assert header.title.width() >= header.title.fontMetrics().horizontalAdvance("Reverse a string")
+        assert "tokens used" in header.meter.bar.toolTip()
+    finally:
+        shell.shutdown()

@@ -42,7 +42,7 @@ class ContextMeter(QWidget):
         self.bar = QProgressBar()
         self.bar.setObjectName("contextMeter")
         self.bar.setAccessibleName("Context used")
-        self.bar.setFixedSize(120, 6)
+        self.bar.setFixedSize(80, 6)
         self.bar.setTextVisible(False)
         restyle_by(self.bar, "level", "ok")  # the theme draws the whole bar (hearth.qss), not a blank box
         self.label = QLabel()
@@ -65,14 +65,17 @@ class ContextMeter(QWidget):
         self.bar.setRange(0, n_ctx)
         self.bar.setValue(min(used, n_ctx))
         restyle_by(self.bar, "level", level)
-        reading = f"{approx}{used:,} / {n_ctx:,} tokens{_LEVEL_WARNING[level]}"
+        # Short beside its "Context" caption (the title needs the room on a 900 px window); whole in the tooltip.
+        reading = f"{approx}{used:,} / {n_ctx:,}{_LEVEL_WARNING[level]}"
+        whole = f"Context: {approx}{used:,} of {n_ctx:,} tokens used{_LEVEL_WARNING[level]}"
         # Room for this context's widest reading up front: a label that grows while text streams gets
         # clipped; the widest of any context (131,072) would take the chat title's room.
-        widest = f"~{n_ctx:,} / {n_ctx:,} tokens"
+        widest = f"~{n_ctx:,} / {n_ctx:,}"
         self.label.setMinimumWidth(self.label.fontMetrics().horizontalAdvance(widest))
         self.label.setText(reading)
         self.label.setProperty("level", level)
-        self.bar.setToolTip(f"Context: {reading}")
+        for part in (self.caption, self.bar, self.label):
+            part.setToolTip(whole)
         self.caption.setVisible(True)
         self.bar.setVisible(True)
 
