@@ -153,8 +153,10 @@ def test_a_forced_tool_call_non_stream_and_stream(client, model_id):
             temperature=0,
             max_tokens=60,
         )
-        (call,) = reply.choices[0].message.tool_calls
-        assert reply.choices[0].finish_reason == "tool_calls"
+        (call,) = reply.choices[0].message.tool_calls  # a second call cut off by max_tokens is dropped
+        # The reason is the token limit when the model ran into it (it went on to a second call), else the call.
+        limited = reply.usage.completion_tokens == 60
+        assert reply.choices[0].finish_reason == ("length" if limited else "tool_calls")
         assert call.function.name == "get_weather" and call.id
         args = json.loads(call.function.arguments)
         assert isinstance(args["city"], str) and set(args) <= {"city", "days"}
@@ -174,9 +176,8 @@ def test_a_forced_tool_call_non_stream_and_stream(client, model_id):
         assert first.index == 0 and first.id and first.type == "function" and first.function.name == "get_weather"
         streamed = "".join(tc.function.arguments or "" for tc in deltas)
         assert json.loads(streamed) == args  # the same call, streamed
-        assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
-            "tool_calls"
-        ]
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        assert finishes == [reply.choices[0].finish_reason]  # the same greedy reply, ended the same way
 
 
 def test_a_tool_round_trip_ends_in_an_answer(client, model_id):
