@@ -201,3 +201,19 @@ def test_a_download_error_wraps_across_a_recommended_card(qtbot, wired):
     assert row.download.text() == "Retry" and not row.download_widget.note.isVisible()
     assert row.error.isVisible() and row.error.text() == LONG_ERROR + "."  # the whole message, not "The Hub …"
     assert row.error.width() > row.download.width()
+
+
+def test_a_format_column_shows_only_when_the_formats_differ(qtbot):
+    from app.core.models.recommend import Variant, assess
+    from app.ui.discover.variants_table import FORMAT_COLUMN
+    from tests.core.models.synthetic import llama3_8b_spec
+
+    spec = llama3_8b_spec()
+    big = machine_from_profile(profile(ram_total=64 * GiB, ram_free=60 * GiB))
+    table = VariantsTable()
+    qtbot.addWidget(table)
+    gguf = [Variant(q, "gguf", spec.weight_bytes, spec=spec) for q in ("Q4_K_M", "Q8_0")]
+    table.set_assessments(assess(gguf, big).assessments)
+    assert table.isColumnHidden(FORMAT_COLUMN)  # "GGUF" on every row says nothing
+    table.set_assessments(assess([*gguf, Variant("4bit", "mlx", spec.weight_bytes, spec=spec)], big).assessments)
+    assert not table.isColumnHidden(FORMAT_COLUMN)

@@ -13,6 +13,7 @@ from app.ui.theme import theme_colour, verdict_colours
 from app.ui.widgets.fit_view import fmt_rate
 
 COLUMNS = ["Variant", "Format", "Size", "Fit", "Context", "tok/s", "Quality", ""]
+FORMAT_COLUMN = 1
 QUALITY_COLUMN = 6
 
 
@@ -58,6 +59,8 @@ class VariantsTable(QTableWidget):
         self.setRowCount(len(self.assessments))
         for row, a in enumerate(self.assessments):
             self._fill(row, a)
+        # "GGUF" on every row tells nothing and takes the width Quality needs on a 900 px window.
+        self.setColumnHidden(FORMAT_COLUMN, len({a.variant.format for a in self.assessments}) <= 1)
         best = next((i for i, a in enumerate(self.assessments) if a.recommended), 0)
         if self.assessments:
             self.selectRow(best)
