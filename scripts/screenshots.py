@@ -445,12 +445,24 @@ def _download_error(app, shell):
     pick = getattr(discover.start_here, "pick", None)
     if pick is None:
         return lambda: None
+    from PySide6.QtWidgets import QScrollArea
+
     panel = window.page("downloads")
     panel.request_finished.emit(pick.best.variant, LONG_ERROR)
+    settle(app)
+    # Start here hides once the library has models; the same pick's card in the list shows the error then.
+    shown = [w for w in (discover.start_here, *discover.recommended.rows) if w.isVisible() and w.error.isVisible()]
+    area = shown[0].parentWidget() if shown else None
+    while area is not None and not isinstance(area, QScrollArea):
+        area = area.parentWidget()
+    if shown and area is not None:
+        area.ensureWidgetVisible(shown[0].error)
 
     def back() -> None:  # as a new try clears it: preparing, then finished without an error
         panel.download_preparing.emit(pick.best.variant)
         panel.request_finished.emit(pick.best.variant, "")
+        if area is not None:
+            area.verticalScrollBar().setValue(0)
 
     return back
 
