@@ -66,6 +66,13 @@ class OllamaOptions(BaseModel):
             raise ValueError(f"at most {MAX_STOP} stop sequences of up to {MAX_STOP_CHARS} characters")
         return items
 
+    @field_validator("num_predict")
+    @classmethod
+    def _some_tokens(cls, value: int | None) -> int | None:
+        if value == 0:
+            raise ValueError("num_predict 0 asks for no tokens; give a count, or -1 for no limit")
+        return value
+
     def max_tokens(self) -> int | None:
         return self.num_predict if self.num_predict is not None and self.num_predict >= 0 else None
 

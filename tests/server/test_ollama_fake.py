@@ -278,3 +278,9 @@ def test_a_missing_model_points_to_the_ollama_listing(make_server):
     live = make_server()
     r = live.client.post("/api/chat", json={"model": "gamma", "messages": ASK})
     assert r.status_code == 404 and "/api/tags" in r.json()["error"] and "/v1/models" not in r.json()["error"]
+
+
+def test_num_predict_zero_is_a_clear_400(make_server):
+    live = make_server()
+    r = live.client.post("/api/chat", json={"model": "alpha", "messages": ASK, "options": {"num_predict": 0}})
+    assert r.status_code == 400 and "num_predict" in r.json()["error"]

@@ -259,6 +259,8 @@ class ChatPage(QWidget):
             self.unsent.forget(conv_id)
             # Listed again once written: a listing that raced the deletion's overlay must not stay on screen.
             self.refresh_conversations()
+            if self.conv_id == conv_id and (first := self.conversations.first_id(skip=conv_id)) is not None:
+                self.open_conversation(first)
 
         self.writes.watch(deleting, deleted, lambda exc: self._delete_failed(conv_id, exc), owner=self)
 
@@ -272,7 +274,7 @@ class ChatPage(QWidget):
             self.thread_view.show_conversation(None)
             self.header.title.setText("")
         self.refresh_conversations()
-        if self.conv_id is None and (first := self.conversations.first_id()) is not None:
+        if self.conv_id is None and (first := self.conversations.first_id(skip=conv_id)) is not None:
             self.open_conversation(first)
         self._update_controls()
 

@@ -142,8 +142,10 @@ class ConversationList(QWidget):
             if self.list.item(i).data(Qt.ItemDataRole.UserRole) == conv_id:
                 self.list.setCurrentRow(i)
 
-    def first_id(self) -> int | None:
-        return self.list.item(0).data(Qt.ItemDataRole.UserRole) if self.list.count() else None
+    def first_id(self, skip: int | None = None) -> int | None:
+        """The top chat's id, passing over `skip` (one being deleted that a listing may still hold)."""
+        ids = (self.list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.list.count()))
+        return next((i for i in ids if i != skip), None)
 
     # -- rename / delete ------------------------------------------------------------------------
     def _ask_rename_current(self) -> None:
