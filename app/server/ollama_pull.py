@@ -29,15 +29,14 @@ from app.core.hub.errors import (
 )
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
-from app.server.context import ServerContext, hearth
+from app.server.context import HUB_PREFIXES, ServerContext, hearth
 from app.server.errors import APIError
+from app.server.ollama_chat import NDJSON
 from app.server.ollama_schemas import OllamaModelName
 
 logger = logging.getLogger(__name__)
 router = APIRouter()
 
-NDJSON = "application/x-ndjson"
-HUB_PREFIXES = ("hf.co/", "huggingface.co/")
 ONLY_HUB = "Hearth pulls GGUF models from Hugging Face: use hf.co/OWNER/REPO[:QUANT]"
 NO_PULLS = "pulling needs the Hearth app or `hearth serve` with a models folder"
 POLL_S = 0.25  # at most four progress lines a second for the file in flight

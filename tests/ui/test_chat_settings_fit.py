@@ -3,6 +3,7 @@ thread's place; never a sideways scrollbar, a clipped button or a wider window."
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QAbstractButton
 
@@ -29,7 +30,9 @@ def assert_panel_fits(page) -> None:
     assert len(heights) == 1, f"number fields of different heights: {heights}"
 
 
-def test_at_900_by_600_the_panel_takes_the_threads_place_and_the_window_keeps_its_width(qtbot, qapp):
+@pytest.fixture
+def chat_at_900(qtbot, qapp):
+    """The real window at 900x600 on its Chat page; shut down after the test."""
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
     shell = build_shell(paths, store, store.load().model_copy(update={"measure_bandwidth_on_start": False}))
@@ -41,18 +44,23 @@ def test_at_900_by_600_the_panel_takes_the_threads_place_and_the_window_keeps_it
         window.show_page("chat")
         qtbot.waitExposed(window)
         settle(qapp, window)
-        assert window.width() == 900
-        page = window.page("chat")
-        page.header.settings_button.click()
-        settle(qapp, window)
-        assert window.width() == 900, "opening the settings must not grow the window"
-        assert not page.settings_dock.beside and not page.thread_view.isVisible()
-        assert_panel_fits(page)
-        page.header.settings_button.click()
-        settle(qapp, window)
-        assert window.width() == 900 and not page.settings.isVisible() and page.thread_view.isVisible()
+        yield window
     finally:
         shell.shutdown()
+
+
+def test_at_900_by_600_the_panel_takes_the_threads_place_and_the_window_keeps_its_width(chat_at_900, qapp):
+    window = chat_at_900
+    assert window.width() == 900
+    page = window.page("chat")
+    page.header.settings_button.click()
+    settle(qapp, window)
+    assert window.width() == 900, "opening the settings must not grow the window"
+    assert not page.settings_dock.beside and not page.thread_view.isVisible()
+    assert_panel_fits(page)
+    page.header.settings_button.click()
+    settle(qapp, window)
+    assert window.width() == 900 and not page.settings.isVisible() and page.thread_view.isVisible()
 
 
 def test_on_a_wide_window_the_panel_sits_beside_the_chat(make_chat, qtbot, qapp):
@@ -82,25 +90,14 @@ def test_a_load_in_progress_never_widens_the_model_bar(make_chat, qtbot, qapp):
     assert bar.progress.isVisible() and bar.minimumSizeHint().width() <= idle
 
 
-def test_at_900_px_the_title_keeps_room_beside_the_context_reading(qtbot, qapp):
+def test_at_900_px_the_title_keeps_room_beside_the_context_reading(chat_at_900, qapp):
     """The title was cut to "Rev…" by the meter and the Settings button; the reading is short beside its
     caption, its whole words in the tooltip."""
-    paths = app_paths().ensure()
-    store = SettingsStore(paths.settings_file)
-    shell = build_shell(paths, store, store.load().model_copy(update={"measure_bandwidth_on_start": False}))
-    window = shell.window
-    qtbot.addWidget(window)
-    try:
-        window.resize(900, 600)
-        window.show()
-        window.show_page("chat")
-        qtbot.waitExposed(window)
-        header = window.page("chat").header
-        header.title.setText("Reverse a string in Python")
-        header.meter.show_usage(1_000, 131_072)  # room kept for the widest reading this context gives
-        settle(qapp, window)
-        assert window.width() == 900
-        assert header.title.width() >= header.title.fontMetrics().horizontalAdvance("Reverse a string")
-        assert "tokens used" in header.meter.bar.toolTip()
-    finally:
-        shell.shutdown()
+    window = chat_at_900
+    header = window.page("chat").header
+    header.title.setText("Reverse a string in Python")
+    header.meter.show_usage(1_000, 131_072)  # room kept for the widest reading this context gives
+    settle(qapp, window)
+    assert window.width() == 900
+    assert header.title.width() >= header.title.fontMetrics().horizontalAdvance("Reverse a string")
+    assert "tokens used" in header.meter.bar.toolTip()
