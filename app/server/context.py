@@ -19,6 +19,7 @@ from app.core.runtime.jobs import same_path
 from app.core.runtime.resolve import ModelResolver
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, cancel_all
+from app.server.openai_token_ids import TokenTables
 from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
@@ -44,6 +45,8 @@ class ServerContext:
     # /api/pull: a Hub client for the current settings, and the download queue pulls join (None: no pulls).
     hub: Callable[[], HubClient] | None = None
     downloads: Callable[[], DownloadManager] | None = None
+    # /v1/embeddings token-id input, read as OpenAI's cl100k_base tokens (openai_token_ids).
+    token_tables: TokenTables = field(default_factory=TokenTables)
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 
 from app import __version__
 from app.core.engines.base import Embeddings, EngineError
-from app.core.engines.embed_limits import check_embed_texts
+from app.core.engines.embed_limits import MAX_EMBED_TOKENS, check_embed_texts
 from app.core.engines.traits import traits
 from app.core.library.store import LocalModel
 from app.core.remote import RemoteEntry
@@ -27,6 +27,7 @@ from app.server.context import ServerContext, hearth
 from app.server.errors import APIError, from_failure
 from app.server.host_jobs import JobStream
 from app.server.openai_schemas import EmbeddingRequest
+from app.server.openai_token_ids import TokenIdsUnreadable, texts_of
 from app.server.replies import CLIENT_GONE
 
 router = APIRouter()
@@ -181,8 +182,11 @@ async def embed_texts(
 @router.post("/v1/embeddings")
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     ctx = hearth(request)
-    # The schema has already made `input` a string or a non-empty list of strings.
-    result = await embed_texts(ctx, request, body.texts(), body.model, body.ttl_s(), "/v1/embeddings")
+    # The schema has already made `input` a string, or a non-empty list of strings or of token ids.
+    texts = body.texts()
+    if texts is None:
+        texts = await read_token_ids(ctx, body.token_ids())
+    result = await embed_texts(ctx, request, texts, body.model, body.ttl_s(), "/v1/embeddings")
     if result is None:
         return Response(status_code=CLIENT_GONE)
     vectors = shortened(result.vectors, body.dimensions)
@@ -197,6 +201,24 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     return JSONResponse(
         {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
     )
+
+
+async def read_token_ids(ctx: ServerContext, ids: list[list[int]]) -> list[str]:
+    """OpenAI token ids as the texts they encode (openai_token_ids says why cl100k_base); a 400 naming
+    `input` when they cannot be read. The file is read off the event loop."""
+    total = sum(len(one) for one in ids)
+    if total > MAX_EMBED_TOKENS:
+        raise APIError(
+            f"input holds {total:,} token ids, over the {MAX_EMBED_TOKENS:,} one request takes",
+            "request_too_large",
+            code="request_too_large",
+            param="input",
+            status=413,
+        )
+    try:
+        return await asyncio.to_thread(texts_of, ctx.token_tables, ids)
+    except TokenIdsUnreadable as exc:
+        raise APIError(str(exc), code="token_ids_unreadable", param="input") from exc
 
 
 def shortened(vectors: list[list[float]], dimensions: int | None, param: str = "dimensions") -> list[list[float]]:

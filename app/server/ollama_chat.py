@@ -121,11 +121,12 @@ def generate_shape(body: OllamaGenerateRequest) -> ChatShape:
     _no_images(body.images, "images")
     if body.template:
         raise APIError("template is not accepted: Hearth renders only the model's own chat template", param="template")
-    if body.suffix:
-        raise APIError("suffix (fill-in-the-middle) is not supported yet", param="suffix", code="unsupported")
     if body.context:
         raise APIError("context is not supported: send the conversation to /api/chat instead", param="context")
     sampling, schema = _sampling(body), _schema(body)
+    if body.suffix:  # fill in the middle: the prompt and suffix in the model's FIM tokens, `system` unused
+        request = GenerateRequest(prompt=body.prompt, suffix=body.suffix, sampling=sampling, json_schema=schema)
+        return ChatShape(request, None, None, True)
     if body.raw:  # the prompt as it is, no template
         return ChatShape(GenerateRequest(prompt=body.prompt, sampling=sampling, json_schema=schema), None, None, True)
     messages = [ChatMessage(role="system", content=body.system)] if body.system else []

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 
 from app.core.library.store import LocalModel
 from app.core.models.errors import ModelFileError
-from app.core.models.gguf import ArraySummary, read_gguf_header
+from app.core.models.gguf import ArraySummary, GGUFHeader, read_gguf_header
 from app.core.runtime.job_host import Resident
 from app.core.runtime.jobs import ModelNotFound, UnloadJob, same_path
 from app.server.context import ServerContext, hearth
@@ -47,7 +47,7 @@ def parameter_size(n_params: int) -> str:
     return str(n_params) if n_params else ""
 
 
-def _header(model: LocalModel) -> Any:
+def _header(model: LocalModel) -> GGUFHeader | None:
     if model.format != "gguf":
         return None
     try:
@@ -83,15 +83,23 @@ def listing(model: LocalModel) -> dict[str, Any]:
     }
 
 
-def model_capabilities(ctx: ServerContext, model: LocalModel, template: str | None) -> list[str]:
-    """Ollama's capability names, from the routes Hearth serves for the model's role."""
+FIM_KEYS = ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.fim_mid_token_id")
+
+
+def model_capabilities(ctx: ServerContext, model: LocalModel, header: GGUFHeader | None) -> list[str]:
+    """Ollama's capability names, from the routes Hearth serves for the model's role. `insert` (a `suffix`
+    on generate) where the GGUF names its fill-in-the-middle tokens; a model whose converter left them out,
+    which llama.cpp finds by their text, still fills in the middle when asked."""
     role = ctx.resolver.role(model) if ctx.resolver is not None else "chat"
     serves = route_capabilities(model.format, role)
+    template = header.chat_template if header is not None else None
     out = []
     if serves["chat"]:
         out += ["completion", "tools"]  # tools: in the template's own format, else Hearth's prompt fallback
         if template and any(m in template for m in THINKING_MARKERS):
             out.append("thinking")
+        if header is not None and all(key in header.metadata for key in FIM_KEYS):
+            out.append("insert")
     if role == "embedding":
         out.append("embedding")
     return out
@@ -120,7 +128,7 @@ def show(ctx: ServerContext, model: LocalModel, verbose: bool) -> dict[str, Any]
         "template": template,
         "details": details(model, header),
         "model_info": info,
-        "capabilities": model_capabilities(ctx, model, template),
+        "capabilities": model_capabilities(ctx, model, header),
         "modified_at": rfc3339(model.added_at),
     }
 

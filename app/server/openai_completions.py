@@ -35,9 +35,10 @@ router = APIRouter()
 
 
 def to_generate_request(body: CompletionRequest) -> GenerateRequest:
-    # The schema refuses what this route does not do: prompt lists of more than one, echo, a suffix.
+    # The schema refuses what this route does not do: prompt lists of more than one, echo.
     prompt = body.prompt[0] if isinstance(body.prompt, list) else body.prompt
-    return GenerateRequest(prompt=prompt, sampling=sampling(body, body.max_tokens, body.logprobs))
+    suffix = body.suffix or None  # OpenAI's "" is no suffix
+    return GenerateRequest(prompt=prompt, suffix=suffix, sampling=sampling(body, body.max_tokens, body.logprobs))
 
 
 @router.post("/v1/completions")

@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from app.core.engines.embed_limits import MAX_EMBED_INPUTS
+from app.core.engines.embed_limits import MAX_EMBED_INPUTS, MAX_EMBED_TOKENS
 from app.core.runtime.jobs import keep_for
 from app.server.request_text import MAX_PROMPT_CHARS, check_text
 
@@ -36,6 +36,7 @@ LogitBias = Annotated[
 ]
 
 MAX_TTL_S = 365 * 24 * 3600
+TokenId = Annotated[int, Field(ge=0, lt=1 << 31)]
 
 
 class _Request(BaseModel):
@@ -219,17 +220,39 @@ class CompletionRequest(_Sampling):
     max_tokens: int | None = Field(default=16, ge=1, le=MAX_TOKENS_CAP)
     echo: Literal[False] = False
     logprobs: int | None = Field(default=None, ge=0, le=5, description="the top alternatives per token")
-    suffix: Literal[""] | None = Field(default=None, description="fill-in-the-middle is not supported yet")
+    # Fill in the middle: the text after the insertion point (the prompt is the text before); a model without
+    # FIM tokens answers 400 unsupported.
+    suffix: str | None = Field(default=None, description="the text after the completion (fill in the middle)")
 
 
 class EmbeddingRequest(_Request):
     max_text_chars: ClassVar[int | None] = None  # many inputs, each its own prompt (the engine caps each)
 
     model: str | None = Field(default=None, max_length=512)
-    input: str | Annotated[list[str], Field(min_length=1, max_length=MAX_EMBED_INPUTS)]
+    # Text, or OpenAI token ids (one array, or one per input) that openai_token_ids reads back into text.
+    input: (
+        str
+        | Annotated[list[str], Field(min_length=1, max_length=MAX_EMBED_INPUTS)]
+        | Annotated[list[TokenId], Field(min_length=1, max_length=MAX_EMBED_TOKENS)]
+        | Annotated[
+            list[Annotated[list[TokenId], Field(min_length=1, max_length=MAX_EMBED_TOKENS)]],
+            Field(min_length=1, max_length=MAX_EMBED_INPUTS),
+        ]
+    )
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None
 
-    def texts(self) -> list[str]:
-        return [self.input] if isinstance(self.input, str) else list(self.input)
+    def texts(self) -> list[str] | None:
+        """The inputs when they are text (None: they are token ids, see token_ids)."""
+        if isinstance(self.input, str):
+            return [self.input]
+        return [t for t in self.input if isinstance(t, str)] if isinstance(self.input[0], str) else None
+
+    def token_ids(self) -> list[list[int]]:
+        """The inputs when they are token ids, one array an input."""
+        if isinstance(self.input, str) or isinstance(self.input[0], str):
+            return []
+        if isinstance(self.input[0], int):
+            return [[t for t in self.input if isinstance(t, int)]]
+        return [t for t in self.input if isinstance(t, list)]

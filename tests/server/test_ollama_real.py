@@ -130,3 +130,11 @@ def test_keep_alive_zero_unloads_after_the_reply_and_the_next_request_loads_agai
     assert not client.ps().models
     again = client.chat(model.model, messages=ask("Say hi."), options={"num_predict": 4}, keep_alive="5m")
     assert again.done and [m.model for m in client.ps().models] == [model.model]
+
+
+def test_a_suffix_on_a_model_without_fim_tokens_is_a_clear_400(client, name):
+    assert "insert" not in client.show(name).capabilities
+    with pytest.raises(ollama.ResponseError) as err:
+        client.generate(name, prompt="def add(a, b):", suffix="print(add(1, 2))", options=GREEDY)
+    assert err.value.status_code == 400 and "does not support insert" in str(err.value)
+    assert client.generate(name, prompt="Hello", options={**GREEDY, "num_predict": 2}).done

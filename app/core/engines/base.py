@@ -214,6 +214,9 @@ class GenerateRequest(BaseModel):
 
     messages: list[ChatMessage] | None = None
     prompt: str | None = None
+    # Fill in the middle: with a raw `prompt` (the text before), the text after; the engine wraps both in the
+    # model's FIM tokens (fill_in_middle) or refuses when it has none.
+    suffix: str | None = None
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     json_schema: dict[str, Any] | None = None
     schema_field: str = "json_schema"  # where the schema sits in the caller's request: errors name it
@@ -230,7 +233,7 @@ class GenerateRequest(BaseModel):
 def prompt_chars(request: GenerateRequest) -> int:
     """The characters of text `request` puts into its prompt: what its render and tokenizer will read."""
     if request.prompt is not None:
-        return len(request.prompt)
+        return len(request.prompt) + len(request.suffix or "")
     n = sum(len(json.dumps(tool)) for tool in request.tools or ())
     for m in request.messages or ():
         n += len(m.content) + len(m.name or "")

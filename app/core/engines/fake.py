@@ -31,6 +31,7 @@ from app.core.engines.base import (
     check_prompt_size,
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts, check_embed_tokens
+from app.core.engines.fill_in_middle import not_trained_for_it
 from app.core.engines.registry import EngineRegistry
 from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
 from app.core.engines.stops import StopScanner
@@ -104,7 +105,8 @@ class FakeEngine:
     `embedded` counts the inputs embedded. An input may have at most n_ctx words.
     rerank: whether a loaded model ranks (True, or a predicate on the path): a document scores the share of the
     query's words it holds, and a pair (query, document and 3 markers) may have at most n_ctx words;
-    `ranked` counts the documents scored, each taking embed_delay_s.
+    `ranked` counts the documents scored, each taking embed_delay_s. fim: whether `suffix` (fill in the
+    middle) is taken; its prompt is the words of "<fim_prefix> PROMPT <fim_suffix> SUFFIX <fim_middle>".
     logit_bias and logprobs follow `_FakeDistribution`: greedy over fixed logits, so tests know the answer.
     """
 
@@ -124,8 +126,10 @@ class FakeEngine:
         embed_delay_s: float = 0.0,
         rerank: bool | Callable[[Path], bool] = True,
         seed: int = 0,
+        fim: bool = True,
     ) -> None:
         self.tok_s = tok_s
+        self.fim = fim  # whether it has fill-in-the-middle tokens (`suffix`)
         self.script = script.split() if isinstance(script, str) else script
         self.prompt_batch = max(1, prompt_batch)
         self.prompt_batch_delay_s = prompt_batch_delay_s
@@ -172,10 +176,13 @@ class FakeEngine:
         self._cache = []
 
     # -- tokens ----------------------------------------------------------------------------------
-    @staticmethod
-    def render(request: GenerateRequest) -> str:
+    def render(self, request: GenerateRequest) -> str:
         if request.messages is not None:
             return "\n".join(f"{m.role}: {m.content}" for m in request.messages) + "\nassistant:"
+        if request.suffix is not None:
+            if not self.fim:
+                raise not_trained_for_it(self.info.path.name if self.info is not None else "this model")
+            return f"<fim_prefix> {request.prompt or ''} <fim_suffix> {request.suffix} <fim_middle>"
         return request.prompt or ""
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:

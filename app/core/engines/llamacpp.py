@@ -32,6 +32,7 @@ from app.core.engines.base import (
     utf8,
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts
+from app.core.engines.fill_in_middle import FimTokens, not_trained_for_it
 from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
@@ -251,6 +252,8 @@ class LlamaCppEngine:
             ids = tokenize_segments(rendered.segments, lambda t, s: self.tokenize(t, special=s))
         else:
             ids = self.tokenize(request.prompt or "", special=False)
+            if request.suffix is not None:
+                ids = self._fim_tokens().prompt(ids, self.tokenize(request.suffix, special=False))
         bos = llm.token_bos()
         if self._add_bos() and bos >= 0 and (not ids or ids[0] != bos):
             ids.insert(0, bos)
@@ -258,6 +261,16 @@ class LlamaCppEngine:
 
     def count_tokens(self, request: GenerateRequest) -> int:
         return len(self.prompt_tokens(request))
+
+    def _fim_tokens(self) -> FimTokens:
+        """The model's fill-in-the-middle tokens: llama.cpp reads them from the GGUF's tokenizer keys, or
+        finds them by their text when the converter wrote none."""
+        vocab = self._require()._model.vocab
+        lib = self._lib
+        ids = (lib.llama_vocab_fim_pre(vocab), lib.llama_vocab_fim_suf(vocab), lib.llama_vocab_fim_mid(vocab))
+        if any(int(i) < 0 for i in ids):
+            raise not_trained_for_it(self.info.path.name if self.info is not None else "this model")
+        return FimTokens(*(int(i) for i in ids))
 
     @property
     def cached_tokens(self) -> list[int]:

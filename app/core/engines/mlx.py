@@ -36,6 +36,7 @@ from app.core.engines.base import (
     check_prompt_size,
     utf8,
 )
+from app.core.engines.fill_in_middle import FimTokens, find_by_text, not_trained_for_it
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of, token_bytes_fn
@@ -226,6 +227,8 @@ class MlxEngine:
         elif request.prompt is not None:
             # A raw prompt is caller text: no control tokens from it either.
             ids, notice = self.tokenize(request.prompt), None
+            if request.suffix is not None:
+                ids = self._fim_tokens().prompt(ids, self.tokenize(request.suffix))
         else:
             raise EngineError("a request needs messages or a prompt")
         if self._add_bos and (not ids or ids[0] != self._hf.bos_token_id):
@@ -233,6 +236,14 @@ class MlxEngine:
         if not ids:
             raise EngineError("the prompt is empty")
         return ids, notice
+
+    def _fim_tokens(self) -> FimTokens:
+        """The fill-in-the-middle tokens of the model's tokenizer, by their text."""
+        vocab = self._hf.get_vocab()
+        found = find_by_text(vocab.get)
+        if found is None:
+            raise not_trained_for_it(self.info.path.name if self.info is not None else "this model")
+        return found
 
     def count_tokens(self, request: GenerateRequest) -> int:
         self._require()

@@ -229,3 +229,20 @@ def test_logit_bias_outside_the_vocabulary_is_refused(engine):
 
     with pytest.raises(InvalidRequest, match="320"):
         engine.generate(greedy(prompt="hi", logit_bias={320: 1.0}), threading.Event())
+
+
+def test_suffix_on_a_model_without_fim_tokens_is_refused_naming_it(engine):
+    from app.core.engines.base import Unsupported
+
+    with pytest.raises(Unsupported, match="does not support insert"):
+        engine.count_tokens(GenerateRequest(prompt="def f():", suffix="return 1"))
+
+
+def test_suffix_wraps_the_text_in_the_tokenizers_fim_tokens(engine, monkeypatch):
+    # The tiny tokenizer has no FIM tokens: give its vocabulary three, as a code model's has.
+    vocab = engine._hf.get_vocab()
+    fim = {"<fim_prefix>": 3, "<fim_suffix>": 4, "<fim_middle>": 5}
+    monkeypatch.setattr(engine._hf, "get_vocab", lambda: {**vocab, **fim})
+    before, after = engine.tokenize("def f():"), engine.tokenize("return 1")
+    ids, _ = engine._prompt_ids(GenerateRequest(prompt="def f():", suffix="return 1"))
+    assert ids[-(len(before) + len(after) + 3) :] == [3, *before, 4, *after, 5]
