@@ -60,11 +60,19 @@ engine: $(VENV)/bin/python
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# pip keys its wheel cache by version, not by CMAKE_ARGS: a GPU engine is built first, past the cache, when the
-# venv has none yet (a CPU wheel cached earlier would be taken otherwise). An existing engine is kept.
+# pip keys its wheel cache by version, not by CMAKE_ARGS, so a wheel built with other flags (another GPU, no
+# libmtmd) would be taken for this machine's. The engine wheel is kept in a folder of our own named by version and
+# flags (engine_backend.py wheel_key): built once per set of flags, past pip's cache, then installed from there
+# into a venv that has no engine yet. An existing engine is kept (`make engine` rebuilds it).
+ENGINE_WHEELS ?= $(HOME)/.cache/hearth/engine-wheels
 INSTALL_ENGINE = $(call ENGINE_ENV,$(PY),) && \
-	if [ "$$HEARTH_ENGINE_BACKEND" != cpu ] && ! $(PY) -c "import llama_cpp" 2>/dev/null; then \
-	  $(PIP) install --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$$($(PY) scripts/engine_backend.py --print version)"; fi
+	if ! $(PY) -c "import llama_cpp" 2>/dev/null; then \
+	  dir="$(ENGINE_WHEELS)/$$($(PY) scripts/engine_backend.py --print wheel-key)" && \
+	  if ! ls "$$dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+	    $(PIP) wheel --no-deps --no-cache-dir --no-binary llama-cpp-python -w "$$dir.part" \
+	      "llama-cpp-python==$$($(PY) scripts/engine_backend.py --print pinned-version)" && \
+	    rm -rf "$$dir" && mv "$$dir.part" "$$dir"; fi && \
+	  $(PIP) install --no-deps "$$dir"/llama_cpp_python-*.whl; fi
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(INSTALL_ENGINE) && $(PIP) install -e .

@@ -1,7 +1,7 @@
 """Pick llama.cpp's backend for this machine and the CMAKE_ARGS that build llama-cpp-python for it.
 
     python scripts/engine_backend.py [--backend auto|cpu|cuda|vulkan|rocm|metal] [--portable]
-                                     [--print cmake-args|backend|explain|env|version|pinned-version]
+                                     [--print cmake-args|backend|explain|env|version|pinned-version|wheel-key]
 
 auto picks, in order: Metal on Apple Silicon; CUDA where nvidia-smi (or NVML) sees a GPU and nvcc and cuBLAS are
 installed, for that GPU's compute capability only; ROCm where hipcc is installed and an AMD GPU is seen; Vulkan
@@ -27,6 +27,7 @@ import glob as _glob
 import os
 import platform
 import re
+import hashlib
 import shlex
 import shutil
 import subprocess
@@ -38,8 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("auto", "cpu", "cuda", "vulkan", "rocm", "metal")
-# llama-cpp-python 0.3.x reads LLAVA_BUILD (its CMakeLists.txt); skipping the multimodal library saves a minute.
-ALWAYS = ["-DLLAVA_BUILD=OFF"]
+# llama-cpp-python 0.3.x reads LLAVA_BUILD (its CMakeLists.txt): libmtmd, which reads images for vision models.
+# Named although it is the default, so a wheel built without it never passes for one with it (wheel_key).
+ALWAYS = ["-DLLAVA_BUILD=ON"]
 # CUDA forced where no GPU is visible (a build machine): llama.cpp's own default for CUDA 12+, Turing to Hopper
 # (SASS for 86 and 89, PTX that the driver compiles for the rest and newer). CUDA_ARCHITECTURES overrides it.
 DEFAULT_CUDA_ARCHS = "75-virtual;80-virtual;86-real;89-real;90-virtual"
@@ -510,6 +512,13 @@ def engine_version(root: Path = ROOT, installed_first: bool = True) -> str:
     return match.group(1)
 
 
+def wheel_key(d: Decision, version: str) -> str:
+    """The name of the folder a wheel built with `d`'s flags is kept in: pip's own cache keys a built wheel by
+    version alone, so a wheel made with other flags (no libmtmd, another GPU) would be taken for this one."""
+    flags = hashlib.sha256(shlex.join(d.cmake_args).encode()).hexdigest()[:12]
+    return f"{version}-{flags}"
+
+
 def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=BACKENDS, default="auto")
@@ -518,7 +527,7 @@ def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
         "--print",
         dest="what",
         default="explain",
-        choices=("cmake-args", "backend", "explain", "env", "version", "pinned-version"),
+        choices=("cmake-args", "backend", "explain", "env", "version", "pinned-version", "wheel-key"),
     )
     ap.add_argument("--link-dir", type=Path, default=ROOT / "build" / "engine-links")
     args = ap.parse_args(argv)
@@ -539,6 +548,8 @@ def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
         sys.stdout.write(env_lines(d))
     elif args.what == "cmake-args":
         print(shlex.join(d.cmake_args))
+    elif args.what == "wheel-key":
+        print(wheel_key(d, engine_version(installed_first=False)))
     else:
         print(d.backend)
     return 0

@@ -13,6 +13,7 @@ from app.core.tools import ToolCall
 from app.core.tools.types import arguments_json
 from app.server.anthropic_schemas import MessageIn, ToolChoiceIn, ToolIn, _Prompt
 from app.server.errors import APIError
+from app.server.image_input import PartsText, decode_base64, image_bytes
 from app.server.turns import merge_leading_system
 
 SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
@@ -50,14 +51,16 @@ def _turns(i: int, message: MessageIn, names: dict[str, str]) -> list[ChatMessag
         return [ChatMessage(role="system", content=_text_blocks(message.content, where))]
     if isinstance(message.content, str):
         return [ChatMessage(role=message.role, content=message.content)]
-    texts: list[str] = []
+    parts = PartsText()
     calls: list[ToolCall] = []
     results: list[ChatMessage] = []
     for j, block in enumerate(message.content):
         at = f"{where}.{j}"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
+            parts.text(block["text"])
+        elif kind == "image" and message.role == "user":
+            parts.image(_image(block, at))
         elif kind in SKIPPED_BLOCKS:
             continue
         elif kind == "tool_use" and message.role == "assistant":
@@ -82,10 +85,24 @@ def _turns(i: int, message: MessageIn, names: dict[str, str]) -> list[ChatMessag
                 param=at,
                 code="unsupported_content",
             )
-    text = "".join(texts)
     if message.role == "assistant":
-        return [ChatMessage(role="assistant", content=text, tool_calls=calls or None)]
-    return results + ([ChatMessage(role="user", content=text)] if text or not results else [])
+        return [parts.message("assistant", tool_calls=calls or None)]
+    return results + ([parts.message("user")] if parts.texts or parts.images or not results else [])
+
+
+def _image(block: dict[str, Any], at: str) -> bytes:
+    """An image block's bytes: a base64 source (its media type an image's), or a URL (refused: not fetched)."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise APIError(f"{at}: an image block needs a source", param=f"{at}.source")
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return image_bytes(source["url"], f"{at}.source.url")
+    data, media = source.get("data"), source.get("media_type")
+    if source.get("type") != "base64" or not isinstance(data, str):
+        raise APIError(f"{at}: an image block's source must be base64 data or a url", param=f"{at}.source")
+    if not isinstance(media, str) or not media.startswith("image/"):
+        raise APIError(f"{at}.source.media_type must be an image type", param=f"{at}.source.media_type")
+    return decode_base64(data, f"{at}.source.data")
 
 
 def conversation(body: _Prompt) -> list[ChatMessage]:

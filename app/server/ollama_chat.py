@@ -19,12 +19,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, SamplingParams
+from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, ImageInput, SamplingParams
 from app.core.runtime.jobs import KEEP_FOREVER, UnloadJob
 from app.core.tools import ParsedOutput, ReasoningDelta, TextDelta, ToolCall, ToolCallArgs, ToolCallStart
 from app.server.chat_output import ChatShape, checked_schema
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
+from app.server.image_input import image_bytes
 from app.server.model_admin import load_library_model
 from app.server.ollama_names import library_model, model_name, rfc3339
 from app.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaMessage, _Generation
@@ -36,13 +37,11 @@ NDJSON = "application/x-ndjson"
 NS = 1_000_000_000
 
 
-def _no_images(images: list[str] | None, where: str) -> None:
-    if images:
-        raise APIError(
-            "this model reads text only; images need a vision model, which Hearth does not serve yet",
-            param=where,
-            code="unsupported_content",
-        )
+def _images(images: list[str] | None, where: str) -> list[ImageInput] | None:
+    """Ollama's images (base64, or a data: URI), placed before the message's text as Ollama places them."""
+    if not images:
+        return None
+    return [ImageInput(data=image_bytes(b64, f"{where}.{k}", bare_base64=True)) for k, b64 in enumerate(images)]
 
 
 def to_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
@@ -51,7 +50,7 @@ def to_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
     out: list[ChatMessage] = []
     pending: list[ToolCall] = []
     for i, m in enumerate(messages):
-        _no_images(m.images, f"messages.{i}.images")
+        images = _images(m.images, f"messages.{i}.images")
         calls = None
         if m.role == "assistant" and m.tool_calls:
             calls = [
@@ -73,6 +72,7 @@ def to_messages(messages: list[OllamaMessage]) -> list[ChatMessage]:
                 name=m.tool_name if m.role == "tool" else None,
                 tool_calls=calls,
                 tool_call_id=call_id,
+                images=images,
             )
         )
     return out
@@ -118,7 +118,9 @@ def chat_shape(body: OllamaChatRequest) -> ChatShape:
 
 
 def generate_shape(body: OllamaGenerateRequest) -> ChatShape:
-    _no_images(body.images, "images")
+    images = _images(body.images, "images")
+    if images and (body.raw or body.suffix):
+        raise APIError("images go through the model's template: not with raw or suffix", param="images")
     if body.template:
         raise APIError("template is not accepted: Hearth renders only the model's own chat template", param="template")
     if body.context:
@@ -130,7 +132,7 @@ def generate_shape(body: OllamaGenerateRequest) -> ChatShape:
     if body.raw:  # the prompt as it is, no template
         return ChatShape(GenerateRequest(prompt=body.prompt, sampling=sampling, json_schema=schema), None, None, True)
     messages = [ChatMessage(role="system", content=body.system)] if body.system else []
-    messages.append(ChatMessage(role="user", content=body.prompt))
+    messages.append(ChatMessage(role="user", content=body.prompt, images=images))
     request = GenerateRequest(messages=messages, sampling=sampling, json_schema=schema, schema_field="format")
     return ChatShape(request, None, None, True)
 

@@ -18,8 +18,9 @@ from app.server.chat_output import ChatShape, checked_schema, delta, message
 from app.server.context import hearth
 from app.server.errors import APIError
 from app.server.host_jobs import JobStream, stream_failure
+from app.server.image_input import PartsText, image_bytes
 from app.server.openai_logprobs import Pending, chat_logprobs
-from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn
+from app.server.openai_schemas import ChatCompletionRequest, ChatMessageIn, ImagePart, TextPart
 from app.server.replies import (
     CLIENT_GONE,
     SYSTEM_FINGERPRINT,
@@ -41,7 +42,7 @@ router = APIRouter()
 def to_message(i: int, m: ChatMessageIn) -> ChatMessage:
     if other := m.other_parts():
         raise APIError(
-            f"this model reads text only; message {i} has a {other[0]} part",
+            f"Hearth reads text and images; message {i} has a {other[0][:40]} part",
             param=f"messages.{i}.content",
             code="unsupported_content",
         )
@@ -54,13 +55,13 @@ def to_message(i: int, m: ChatMessageIn) -> ChatMessage:
         ]
     if m.role == "tool" and not m.tool_call_id:
         raise APIError(f"message {i} is a tool result without tool_call_id", param=f"messages.{i}.tool_call_id")
-    return ChatMessage(
-        role=role,
-        content=m.text(),
-        name=m.name,
-        tool_calls=calls,
-        tool_call_id=m.tool_call_id if m.role == "tool" else None,
-    )
+    parts = PartsText()
+    for j, part in enumerate(m.content if isinstance(m.content, list) else [m.text()]):
+        if isinstance(part, ImagePart):
+            parts.image(image_bytes(part.url(), f"messages.{i}.content.{j}.image_url.url"))
+        elif isinstance(part, (str, TextPart)):  # other parts were refused above
+            parts.text(part if isinstance(part, str) else part.text)
+    return parts.message(role, name=m.name, tool_calls=calls, tool_call_id=m.tool_call_id if m.role == "tool" else None)
 
 
 def to_generate_request(body: ChatCompletionRequest) -> tuple[GenerateRequest, ChatShape]:

@@ -72,6 +72,23 @@ class TextPart(BaseModel):
     text: str
 
 
+class ImageURL(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None  # the projector reads its own fixed size
+
+
+class ImagePart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["image_url"]
+    image_url: ImageURL | str  # some clients send the URL as a bare string
+
+    def url(self) -> str:
+        return self.image_url if isinstance(self.image_url, str) else self.image_url.url
+
+
 class OtherPart(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -97,7 +114,7 @@ class ChatMessageIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart | OtherPart] | None = None
+    content: str | list[TextPart | ImagePart | OtherPart] | None = None
     name: str | None = Field(default=None, max_length=256)
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = Field(default=None, max_length=256)
@@ -114,7 +131,7 @@ class ChatMessageIn(BaseModel):
 
     def other_parts(self) -> list[str]:
         if isinstance(self.content, list):
-            return [p.type for p in self.content if not isinstance(p, TextPart)]
+            return [p.type for p in self.content if not isinstance(p, (TextPart, ImagePart))]
         return []
 
 

@@ -22,6 +22,10 @@ SURROGATE = re.compile("[\ud800-\udfff]")
 # it ("\\ud800" in the body) comes out as a lone surrogate when the call is rendered for the template.
 JSON_TEXTS = frozenset({"arguments"})
 MAX_PART = 64  # of a key, in the field path an error names (keys are the client's text too)
+# Where each API puts an image's data (OpenAI's image_url.url, Responses' image_url, Anthropic's source.data,
+# Ollama's images[i]): base64, not prompt text, so it does not count against the characters (the body cap and
+# the image limits bound it).
+IMAGE_PATHS = (("image_url", "url"), ("image_url",), ("source", "data"))
 
 __all__ = ["MAX_PROMPT_CHARS", "check_text"]
 
@@ -36,7 +40,7 @@ def check_text(data: Any, max_chars: int | None = MAX_PROMPT_CHARS) -> None:
     while stack:  # a loop, not recursion: JSON nests as deep as its parser allows
         value, path, decoded = stack.pop()
         if isinstance(value, str):
-            total += 0 if decoded else len(value)
+            total += 0 if decoded or _image_data(path) else len(value)
             if SURROGATE.search(value):
                 _surrogate(path, value)
             if not decoded and path and path[-1] in JSON_TEXTS and "\\u" in value:
@@ -59,6 +63,12 @@ def check_text(data: Any, max_chars: int | None = MAX_PROMPT_CHARS) -> None:
             "the request holds {chars} characters of text, over the {cap}-character cap on one prompt; shorten it",
             {"chars": f"{total:,}", "cap": f"{max_chars:,}", "param": None, "code": "context_length_exceeded"},
         )
+
+
+def _image_data(path: tuple[str, ...]) -> bool:
+    if len(path) >= 2 and path[-2] == "images" and path[-1].isdigit():
+        return True
+    return any(path[-len(tail) :] == tail for tail in IMAGE_PATHS)
 
 
 def _surrogate(path: tuple[str, ...], text: str, *, in_key: bool = False) -> None:

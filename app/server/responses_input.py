@@ -14,6 +14,7 @@ from app.core.engines.base import ChatMessage
 from app.core.tools import ToolCall
 from app.core.tools.types import arguments_json
 from app.server.errors import APIError
+from app.server.image_input import PartsText, image_bytes
 from app.server.responses_schemas import HOSTED_TOOLS, CustomToolR, FunctionToolR, NamespaceToolR, ResponsesRequest
 
 TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
@@ -101,26 +102,36 @@ def chat_tool_choice(choice: Any) -> Any:
 
 
 def _text(content: Any, where: str) -> str:
+    parts = _parts(content, where, images=False)
+    return "".join(parts.texts)
+
+
+def _parts(content: Any, where: str, images: bool = True) -> PartsText:
+    """A message's text parts and (where `images`) its input_image parts, in order."""
+    parts = PartsText()
     if content is None:
-        return ""
+        return parts
     if isinstance(content, str):
-        return content
+        parts.text(content)
+        return parts
     if not isinstance(content, list):
         raise APIError(f"{where} must be a string or a list of parts", param=where)
-    texts = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in TEXT_PARTS and isinstance(part.get("text"), str):
-            texts.append(part["text"])
+            parts.text(part["text"])
         elif kind == "refusal":
-            texts.append(str(part.get("refusal", "")))
+            parts.text(str(part.get("refusal", "")))
+        elif kind == "input_image" and images and isinstance(part.get("image_url"), str):
+            parts.image(image_bytes(part["image_url"], f"{where}.{j}.image_url"))
         else:
+            what = "an input_image needs an image_url (a data: URI; file ids are not kept here)"
             raise APIError(
-                f"this model reads text only; {where}.{j} is a {str(kind)[:40]} part",
+                what if kind == "input_image" and images else f"{where}.{j} is a {str(kind)[:40]} part, not text",
                 param=f"{where}.{j}",
                 code="unsupported_content",
             )
-    return "".join(texts)
+    return parts
 
 
 def _need(item: dict[str, Any], name: str, where: str) -> str:
@@ -146,8 +157,8 @@ def input_messages(items: str | list[dict[str, Any]], tools: Tools | None = None
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
                 raise APIError(f"{where}.role must be user, assistant, system or developer", param=f"{where}.role")
-            text = _text(item.get("content"), f"{where}.content")
-            out.append(ChatMessage(role="system" if role == "developer" else role, content=text))
+            parts = _parts(item.get("content"), f"{where}.content")
+            out.append(parts.message("system" if role == "developer" else role))
         elif kind in ("function_call", "custom_tool_call"):
             call_id = _need(item, "call_id", where)
             namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
@@ -178,7 +189,7 @@ def input_messages(items: str | list[dict[str, Any]], tools: Tools | None = None
 
 
 def conversation_dump(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    return [m.model_dump(exclude_none=True) for m in messages]
+    return [m.model_dump(mode="json", exclude_none=True) for m in messages]  # images as base64
 
 
 def conversation_load(dumps: list[dict[str, Any]]) -> list[ChatMessage]:

@@ -17,7 +17,7 @@ VERSION=$($PYTHON -c "import re,sys; print(re.search(r'__version__ = \"(.+)\"', 
 
 # 1. A venv with Hearth, PyInstaller, MLX (a dependency on arm64 macOS) and llama-cpp-python built with Metal.
 [ -x "$PY" ] || "$PYTHON" -m venv "$VENV"
-CMAKE_ARGS="-DGGML_METAL=on -DLLAVA_BUILD=OFF" "$PY" -m pip install -e '.[bundle]'
+CMAKE_ARGS="-DGGML_METAL=on -DLLAVA_BUILD=ON" "$PY" -m pip install -e '.[bundle]'
 
 # 2. The icon: the PNG renders, laid out as an .iconset, made into .icns by iconutil.
 ICONS=build/icons

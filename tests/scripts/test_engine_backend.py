@@ -88,7 +88,17 @@ def test_apple_silicon_builds_metal_and_leaves_the_cpu_flags_alone():
     d = eb.decide(machine(system="Darwin", arch="arm64", flags=""))
     assert d.backend == "metal"
     assert arg(d, "GGML_METAL") == "ON" and arg(d, "GGML_NATIVE") is None and arg(d, "GGML_AMX_TILE") is None
-    assert d.cmake_args[0] == "-DLLAVA_BUILD=OFF"
+    assert d.cmake_args[0] == "-DLLAVA_BUILD=ON"  # libmtmd: images for vision models
+
+
+def test_the_wheel_key_changes_with_the_flags_and_the_version():
+    cpu = eb.decide(machine(flags=XEON_AMX))
+    metal = eb.decide(machine(system="Darwin", arch="arm64", flags=""))
+    key = eb.wheel_key(cpu, "0.3.36")
+    assert key.startswith("0.3.36-") and key == eb.wheel_key(eb.decide(machine(flags=XEON_AMX)), "0.3.36")
+    assert key != eb.wheel_key(metal, "0.3.36") and key != eb.wheel_key(cpu, "0.3.37")
+    no_mtmd = eb.Decision("cpu", [a.replace("LLAVA_BUILD=ON", "LLAVA_BUILD=OFF") for a in cpu.cmake_args])
+    assert eb.wheel_key(no_mtmd, "0.3.36") != key  # a wheel without libmtmd never passes for one with it
 
 
 def test_a_visible_nvidia_gpu_with_nvcc_builds_cuda_for_that_gpu_only():
@@ -241,7 +251,7 @@ def test_portable_is_the_x86_64_v3_baseline_without_avx512_even_on_a_xeon():
     )
     d = eb.decide(gpu, portable=True)
     assert d.backend == "cpu"  # a bundle ships no GPU toolkit's build
-    on = {a.split("=")[0][2:] for a in d.cmake_args if a.endswith("=ON")}
+    on = {a.split("=")[0][2:] for a in d.cmake_args if a.endswith("=ON") and a.startswith("-DGGML_")}
     assert on == {"GGML_SSE42", "GGML_AVX", "GGML_AVX2", "GGML_FMA", "GGML_F16C", "GGML_BMI2"}
     assert arg(d, "GGML_NATIVE") == "OFF" and arg(d, "GGML_AVX512") == "OFF" and arg(d, "GGML_AMX_TILE") == "OFF"
 

@@ -178,11 +178,11 @@ def test_what_hearth_does_not_do_is_refused_clearly(make_server):
     for path in ("/api/copy", "/api/create", "/api/push"):
         r = live.client.post(path, json={"model": "alpha", "source": "alpha", "destination": "x"})
         assert r.status_code == 501 and r.json()["error"]
-    image = live.client.post("/api/chat", json={"model": "alpha", "messages": [{**ASK[0], "images": ["aGk="]}]})
-    assert image.status_code == 400 and "vision" in image.json()["error"]
     template = live.client.post("/api/generate", json={"model": "alpha", "prompt": "x", "template": "{{ .Prompt }}"})
     assert template.status_code == 400 and "template" in template.json()["error"]
     assert live.engines[0].generations == []  # nothing reached the engine
+    image = live.client.post("/api/chat", json={"model": "alpha", "messages": [{**ASK[0], "images": ["aGk="]}]})
+    assert image.status_code == 400 and "vision" in image.json()["error"]  # a text model: refused before it runs
 
 
 def test_a_larger_num_ctx_reloads_the_model_with_it(make_server):

@@ -116,7 +116,7 @@ def test_a_mid_stream_failure_is_one_error_event_and_the_client_raises(make_serv
         )
 
 
-def test_developer_role_and_text_parts_are_accepted_images_refused(make_server):
+def test_developer_role_and_text_parts_are_accepted_audio_refused(make_server):
     live = make_server(script="ok")
     body = {
         "model": "alpha",
@@ -128,7 +128,7 @@ def test_developer_role_and_text_parts_are_accepted_images_refused(make_server):
     assert live.client.post("/v1/chat/completions", json=body).status_code == 200
     request = live.engines[0].generations[-1]
     assert [(m.role, m.content) for m in request.messages] == [("system", "be brief"), ("user", "hello there")]
-    body["messages"][1]["content"].append({"type": "image_url", "image_url": {"url": "data:,"}})
+    body["messages"][1]["content"].append({"type": "input_audio", "input_audio": {"data": "", "format": "wav"}})
     r = live.client.post("/v1/chat/completions", json=body)
     assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_content"
 

@@ -235,7 +235,7 @@ def test_a_mid_stream_failure_ends_with_response_failed(make_server):
     ("item", "code"),
     [
         (
-            {"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "data:,"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]},
             "unsupported_content",
         ),
         ({"type": "item_reference", "id": "msg_1"}, "unsupported_item"),

@@ -5,6 +5,7 @@ An Engine is owned by exactly one thread (the EngineHost's); nothing here is thr
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.core.errors import HearthError
 from app.core.tools.types import ToolCall
@@ -92,6 +93,7 @@ class Capabilities(BaseModel):
     grammar: bool = False  # GBNF grammars and JSON-schema constrained output
     tools: bool = False
     logprobs: bool = False  # SamplingParams.logprobs: per-token log-probabilities on the chunks
+    vision: bool = False  # ChatMessage.images: a projector is loaded beside the weights
 
 
 # LoadSpec.drafts_at_most without a draft_max.
@@ -142,6 +144,8 @@ class LoadSpec(BaseModel):
     # one token per step. Off unless asked: the planner asks for "auto" (preflight.PLANNED_SPECULATION).
     speculative: Literal["auto", "off", "ngram", "draft"] = "off"
     draft_model: Path | None = None  # a GGUF file
+    # A vision projector (an mmproj GGUF) for the model's images; None: text only.
+    projector: Path | None = None
     # Tokens drafted per sequence and step, at most; None: the mode's own (drafts_at_most).
     draft_max: int | None = Field(None, ge=1, le=64)
 
@@ -163,11 +167,29 @@ class LoadSpec(BaseModel):
         return AUTO_DRAFT_MAX if self.speculative == "auto" and self.draft_model is None else FIXED_DRAFT_MAX
 
 
+class ImageInput(BaseModel):
+    """An image in a message: its file's bytes (PNG, JPEG, WebP, GIF, BMP; decoded and bounded by the engine,
+    images.py) and where it sits in the message's text, as a character offset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64")
+
+    data: bytes = Field(repr=False)
+    offset: int = Field(0, ge=0)
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _from_base64(cls, value: Any) -> Any:
+        """A stored conversation (model_dump(mode="json")) keeps the bytes as base64 text."""
+        return base64.b64decode(value, validate=True) if isinstance(value, str) else value
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""  # may be empty for an assistant turn that only calls tools
+    # Images in this turn, in order of their offsets into `content` (engines without vision refuse them).
+    images: list[ImageInput] | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None  # assistant turns: the calls it made
     tool_call_id: str | None = None  # tool turns: the call this result answers

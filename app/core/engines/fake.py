@@ -14,6 +14,7 @@ from pathlib import Path
 
 from app.core.engines.base import (
     Capabilities,
+    ChatMessage,
     Chunk,
     ContextLengthExceeded,
     Embeddings,
@@ -32,6 +33,7 @@ from app.core.engines.base import (
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts, check_embed_tokens
 from app.core.engines.fill_in_middle import not_trained_for_it
+from app.core.engines.images import decode_image, no_vision
 from app.core.engines.registry import EngineRegistry
 from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
 from app.core.engines.stops import StopScanner
@@ -49,6 +51,7 @@ def _token_id(word: str) -> int:
     return zlib.crc32(word.encode("utf-8")) % FAKE_VOCAB
 
 
+IMAGE_WORDS = 4  # the prompt words one image becomes
 UNLIKELY = -30.0  # the fake model's logit for a token outside its word list (a bias can still force it)
 
 
@@ -127,9 +130,11 @@ class FakeEngine:
         rerank: bool | Callable[[Path], bool] = True,
         seed: int = 0,
         fim: bool = True,
+        vision: bool = False,
     ) -> None:
         self.tok_s = tok_s
         self.fim = fim  # whether it has fill-in-the-middle tokens (`suffix`)
+        self.vision = vision  # whether it takes images (each is IMAGE_WORDS prompt words)
         self.script = script.split() if isinstance(script, str) else script
         self.prompt_batch = max(1, prompt_batch)
         self.prompt_batch_delay_s = prompt_batch_delay_s
@@ -141,7 +146,7 @@ class FakeEngine:
         self.rerank_models = rerank
         self.ranked = 0
         self.seed = seed
-        self.capabilities = Capabilities(chat=True, completion=True, embeddings=True, logprobs=True)
+        self.capabilities = Capabilities(chat=True, completion=True, embeddings=True, logprobs=True, vision=vision)
         self.info: ModelInfo | None = None
         self._cache: list[str] = []  # words whose "KV" is cached: prompt + generated
         self.loads = 0
@@ -178,12 +183,25 @@ class FakeEngine:
     # -- tokens ----------------------------------------------------------------------------------
     def render(self, request: GenerateRequest) -> str:
         if request.messages is not None:
-            return "\n".join(f"{m.role}: {m.content}" for m in request.messages) + "\nassistant:"
+            return "\n".join(f"{m.role}: {self._seen(m)}" for m in request.messages) + "\nassistant:"
         if request.suffix is not None:
             if not self.fim:
                 raise not_trained_for_it(self.info.path.name if self.info is not None else "this model")
             return f"<fim_prefix> {request.prompt or ''} <fim_suffix> {request.suffix} <fim_middle>"
         return request.prompt or ""
+
+    def _seen(self, message: ChatMessage) -> str:
+        """A message's text with each image as IMAGE_WORDS words naming its first bytes' hash."""
+        if not message.images:
+            return message.content
+        if not self.vision:
+            raise no_vision(self.info.path.name if self.info is not None else "this model")
+        text, pos, parts = message.content, 0, []
+        for image in sorted(message.images, key=lambda i: i.offset):
+            decoded = decode_image(image.data)
+            parts += [text[pos : image.offset], f" {' '.join([f'img:{decoded.digest[:8]}'] * IMAGE_WORDS)} "]
+            pos = image.offset
+        return "".join([*parts, text[pos:]])
 
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return [_token_id(w) for w in text.split()]

@@ -18,6 +18,7 @@ from typing import Any
 
 from app.core.engines.base import (
     Capabilities,
+    ChatMessage,
     Chunk,
     ContextLengthExceeded,
     Embeddings,
@@ -33,6 +34,7 @@ from app.core.engines.base import (
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts
 from app.core.engines.fill_in_middle import FimTokens, not_trained_for_it
+from app.core.engines.images import has_images, no_vision
 from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
@@ -43,6 +45,7 @@ from app.core.engines.llamacpp_options import (
 from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_a_reranker, not_chat
 from app.core.engines.llamacpp_slots import LlamaSequences, Prepared, open_slots
 from app.core.engines.llamacpp_validate import validated_gguf
+from app.core.engines.llamacpp_vision import MediaChunk, Projector, is_image
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
 from app.core.engines.native_inflight import InflightMarkers, NativeActivity, native_run
 from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
@@ -87,6 +90,7 @@ class LlamaCppEngine:
         self._marker_ids: dict[tuple[str, ...], frozenset[int]] = {}
         self._sequences: LlamaSequences | None = None  # slots > 1: the batched path
         self._batch_ctx: Any = None
+        self._vision: Projector | None = None  # LoadSpec.projector, opened beside the slots
 
     # -- loading -------------------------------------------------------------------------
 
@@ -148,6 +152,8 @@ class LlamaCppEngine:
             self._spec = spec
             if batched:
                 self._open_slots(spec, kwargs)
+                if spec.projector is not None:
+                    self._open_projector(spec.projector, kwargs["n_threads"], spec.n_gpu_layers != 0)
         finally:
             activity.end()
         self.native_activity = activity
@@ -160,7 +166,13 @@ class LlamaCppEngine:
         rank = spec.embedding and self._pooling == POOLING_RANK  # a rank-pooled context yields scores, not vectors
         # A chat model embeds too, through a second context on its weights (opened on first use).
         self.capabilities = Capabilities(
-            chat=chat, completion=chat, embeddings=not rank, rerank=rank, grammar=chat, logprobs=chat
+            chat=chat,
+            completion=chat,
+            embeddings=not rank,
+            rerank=rank,
+            grammar=chat,
+            logprobs=chat,
+            vision=self._vision is not None,
         )
         self.info = ModelInfo(
             path=path,
@@ -183,6 +195,7 @@ class LlamaCppEngine:
                 "extra_bufts": spec.extra_bufts,
                 "flash_attn": spec.flash_attn,
                 "n_gpu_layers": spec.n_gpu_layers,
+                "projector": self._vision.path.name if self._vision is not None else "",
             },
         )
         return self.info
@@ -197,6 +210,16 @@ class LlamaCppEngine:
         kwargs["n_batch"] = runner.n_batch
         self._llm._ctx.close()  # the token context Llama opened: its buffers are not needed
 
+    def _open_projector(self, path: Path, n_threads: int, use_gpu: bool) -> None:
+        assert self._sequences is not None
+        try:
+            validated_gguf(path)
+            self._vision = Projector(self._llm._model.model, path, n_threads, use_gpu)
+        except EngineError:
+            self.unload()
+            raise
+        self._sequences.runner.vision = self._vision
+
     @property
     def sequences(self) -> LlamaSequences | None:
         """The batched path (a SequenceRunner) of a model loaded for chat (None for embeddings)."""
@@ -209,6 +232,9 @@ class LlamaCppEngine:
         sequences, self._sequences = self._sequences, None
         if sequences is not None:
             sequences.runner.close()
+        vision, self._vision = self._vision, None
+        if vision is not None:
+            vision.close()  # before the weights it was opened on
         ctx, self._batch_ctx = self._batch_ctx, None
         if ctx is not None:
             ctx.close()
@@ -236,20 +262,28 @@ class LlamaCppEngine:
         return list(llm.tokenize(utf8(text), add_bos=False, special=special))
 
     def prompt_tokens(self, request: GenerateRequest) -> list[int]:
-        """The exact token ids `generate` would evaluate for `request`."""
+        """The exact token ids `generate` would evaluate for `request` (an image: its run of one negative
+        id, llamacpp_vision)."""
+        return self._prompt(request)[0]
+
+    def _prompt(self, request: GenerateRequest) -> tuple[list[int], dict[int, MediaChunk]]:
         llm = self._require()
         if (request.messages is None) == (request.prompt is None):
             raise EngineError("a request needs either messages or a prompt")
         check_prompt_size(request)
+        media: dict[int, MediaChunk] = {}
         if request.messages is not None:
-            rendered = render_chat(
-                self._template,
-                request.messages,
-                tools=request.tools,
-                bos_token=self._bos_text,
-                eos_token=self._eos_text,
-            )
-            ids = tokenize_segments(rendered.segments, lambda t, s: self.tokenize(t, special=s))
+
+            def segments(messages: list[ChatMessage]) -> list[tuple[str, bool]]:
+                bos, eos = self._bos_text, self._eos_text
+                return render_chat(self._template, messages, tools=request.tools, bos_token=bos, eos_token=eos).segments
+
+            if not has_images(request.messages):
+                ids = tokenize_segments(segments(request.messages), lambda t, s: self.tokenize(t, special=s))
+            elif self._vision is None:
+                raise no_vision(self.info.path.name if self.info is not None else "this model")
+            else:
+                ids, media = self._vision.prompt(request.messages, segments, lambda t, s: self.tokenize(t, special=s))
         else:
             ids = self.tokenize(request.prompt or "", special=False)
             if request.suffix is not None:
@@ -257,7 +291,7 @@ class LlamaCppEngine:
         bos = llm.token_bos()
         if self._add_bos() and bos >= 0 and (not ids or ids[0] != bos):
             ids.insert(0, bos)
-        return ids
+        return ids, media
 
     def count_tokens(self, request: GenerateRequest) -> int:
         return len(self.prompt_tokens(request))
@@ -305,15 +339,17 @@ class LlamaCppEngine:
         llm = self._require()
         if not self.capabilities.chat:
             raise Unsupported(not_chat(self._role))
-        tokens = self.prompt_tokens(request)
+        tokens, media = self._prompt(request)
         if not tokens:
             raise EngineError("the prompt is empty")
+        if is_image(tokens[-1]):
+            raise EngineError("a prompt cannot end with an image: text has to follow it")
         n_ctx = self.info.n_ctx if self.info is not None else llm.n_ctx()
         if len(tokens) >= n_ctx:
             raise ContextLengthExceeded(len(tokens), n_ctx)
         check_logit_bias(request.sampling.logit_bias, llm.n_vocab())
         grammar = build_grammar(self._lib, request, llm._model.vocab)
-        return tokens, request.sampling, grammar, self._token_ids(request.visible_tokens)
+        return tokens, request.sampling, grammar, self._token_ids(request.visible_tokens), media
 
     def _token_ids(self, texts: list[str] | None) -> frozenset[int]:
         """The ids of those strings that are one token each in this vocabulary (cached per load: the API

@@ -23,6 +23,7 @@ from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSam
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
 from app.core.engines.llamacpp_slot_cache import SlotCache
+from app.core.engines.llamacpp_vision import image_start, is_image
 from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import PromptCache, Slot, pick_slot, plan_reuse
 from app.core.engines.speculative import SeqDrafts, Speculator
@@ -44,6 +45,7 @@ class BatchSequence(SequenceState):
     next_token: int | None = None  # sampled, to be decoded at the next step
     logits_at: int = -1  # this step's batch index of its output, -1: none
     drafts: SeqDrafts | None = None  # with speculative decoding
+    media: dict[int, Any] | None = None  # the images' chunks by their runs' id (llamacpp_vision)
 
 
 class BatchRunner(SlotCache):
@@ -85,6 +87,7 @@ class BatchRunner(SlotCache):
         self.cache = PromptCache(cache_bytes)
         self.speculator = speculator
         self.grammar_budget_s = GRAMMAR_TOKEN_BUDGET_S  # per token, for sequences under a grammar
+        self.vision: Any = None  # a llamacpp_vision.Projector when the model sees images
 
     # -- the host's interface ---------------------------------------------------------------------
 
@@ -105,6 +108,7 @@ class BatchRunner(SlotCache):
         visible: frozenset[int],
         cancel: Any,
         start: float,
+        media: dict[int, Any] | None = None,
     ) -> BatchSequence:
         """Take a free slot for an already checked prompt; its cached prefix is kept, the rest dropped."""
         picked = pick_slot(self.slots, tokens)
@@ -114,6 +118,7 @@ class BatchRunner(SlotCache):
         shared = self._reuse(slot, plan_reuse(slot, tokens, shared, self.cache, self._donors(slot)))
         if shared >= len(tokens):
             shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
+        shared = image_start(tokens, shared)  # an image is encoded whole or not at all
         if shared < len(slot.tokens):
             self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, shared, -1)
             del slot.tokens[shared:]
@@ -139,7 +144,9 @@ class BatchRunner(SlotCache):
             pending=list(tokens[shared:]),
             stats=GenerationStats(prompt_tokens=len(tokens)),
             order=self._order,
-            drafts=self.speculator.start(slot.seq_id, tokens) if self.speculator is not None else None,
+            # A draft model cannot read the images: a prompt with them decodes one token a step.
+            drafts=self.speculator.start(slot.seq_id, tokens) if self.speculator is not None and not media else None,
+            media=media or None,
         )
         logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(tokens))
         self._running.append(seq)
@@ -150,6 +157,8 @@ class BatchRunner(SlotCache):
         for seq in list(self._running):
             if seq.cancel.is_set():
                 self._end(seq, "cancelled")
+        if self.vision is not None:
+            self._read_image()
         began = time.perf_counter()
         batch = self._fill() if self._running else []
         decoding_only = all(s.next_token is not None for s, _, _ in batch)
@@ -203,7 +212,9 @@ class BatchRunner(SlotCache):
         for seq in reading:
             if budget <= 0:
                 break
-            take = min(budget, len(seq.pending))
+            if is_image(seq.pending[0]):
+                continue  # read by _read_image, one image a step
+            take = min(budget, len(seq.pending), _text_run(seq.pending))
             plan.append((seq, take, take == len(seq.pending)))
             budget -= take
         if not self.unified:
@@ -231,6 +242,36 @@ class BatchRunner(SlotCache):
             # else its chunk only waits for a decoding sequence to finish
             free += self._evict_idle(need - free) if need > free else 0
         return plan
+
+    def _read_image(self) -> None:
+        """Encode the oldest pending image of a sequence whose text before it is read, into its cells."""
+        waiting = [s for s in self._running if s.pending and is_image(s.pending[0]) and not s.cancel.is_set()]
+        if not waiting:
+            return
+        seq = min(waiting, key=lambda s: s.order)
+        pid = seq.pending[0]
+        media = (seq.media or {})[pid]
+        if self.unified:
+            free = self.n_ctx - sum(len(s.tokens) for s in self.slots)
+            if media.n_tokens > free:
+                free += self._evict_idle(media.n_tokens - free)
+            if media.n_tokens > free:
+                self._end(seq, "error", "the context is full with other conversations; try again shortly")
+                return
+        elif len(seq.slot.tokens) + media.n_tokens >= self.n_ctx_seq:
+            self._end(seq, "length")
+            return
+        began = time.perf_counter()
+        try:
+            self.vision.evaluate(media, self._ctx.ctx, len(seq.slot.tokens), seq.slot.seq_id, self.n_batch)
+        except EngineError as exc:
+            self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
+            self._end(seq, "error", str(exc))
+            return
+        seq.slot.tokens.extend(seq.pending[: media.n_tokens])
+        del seq.pending[: media.n_tokens]
+        seq.stats.prompt_tokens_evaluated += media.n_tokens
+        seq.prefill_s += time.perf_counter() - began
 
     def _draft_cap(self, seq: BatchSequence) -> int:
         """Drafts that could all be kept: within the sequence's context and its max_tokens."""
@@ -367,3 +408,8 @@ class BatchRunner(SlotCache):
         seq.pending = []
         if seq.sampler is not None:
             seq.sampler.close()
+
+
+def _text_run(pending: list[int]) -> int:
+    """How many of the pending tokens come before the next image."""
+    return next((i for i, t in enumerate(pending) if is_image(t)), len(pending))

@@ -18,8 +18,9 @@ from app.core.native import import_native
 logger = logging.getLogger(__name__)
 
 
-# A request checked and tokenized by the engine: (tokens, sampling, grammar, visible token ids).
-Prepared = tuple[list[int], SamplingParams, Any, frozenset[int]]
+# A request checked and tokenized by the engine: (tokens, sampling, grammar, visible token ids, the images'
+# chunks by the id their runs use in the tokens).
+Prepared = tuple[list[int], SamplingParams, Any, frozenset[int], dict[int, Any]]
 
 
 class LlamaSequences:
@@ -43,8 +44,8 @@ class LlamaSequences:
 
     def admit(self, request: GenerateRequest, cancel: Any) -> object:
         start = time.perf_counter()
-        tokens, sampling, grammar, visible = self._prepare(request)
-        return self.runner.admit(tokens, sampling, grammar, visible, cancel, start)
+        tokens, sampling, grammar, visible, media = self._prepare(request)
+        return self.runner.admit(tokens, sampling, grammar, visible, cancel, start, media)
 
     def step(self) -> list[tuple[object, Chunk]]:
         return self.runner.step()

@@ -37,6 +37,7 @@ from app.core.engines.base import (
     utf8,
 )
 from app.core.engines.fill_in_middle import FimTokens, find_by_text, not_trained_for_it
+from app.core.engines.images import has_images, no_vision
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of, token_bytes_fn
@@ -218,6 +219,8 @@ class MlxEngine:
         from app.core.engines.templates import render_chat, tokenize_segments
 
         check_prompt_size(request)
+        if has_images(request.messages):  # mlx-vlm is a later engine: mlx-lm reads text
+            raise no_vision(self.info.path.name if self.info is not None else "this model")
         if request.messages is not None:
             rendered = render_chat(
                 self._template, request.messages, tools=request.tools, bos_token=self._bos, eos_token=self._eos

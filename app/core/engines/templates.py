@@ -84,7 +84,8 @@ def _identity(value: Any) -> Any:
 
 
 def _turns(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    return [m.model_dump(exclude_none=True) | ({"tool_calls": m.tool_calls} if m.tool_calls else {}) for m in messages]
+    dumped = (m.model_dump(exclude_none=True, exclude={"images"}) for m in messages)
+    return [d | ({"tool_calls": m.tool_calls} if m.tool_calls else {}) for d, m in zip(dumped, messages, strict=True)]
 
 
 def _context(

@@ -1,0 +1,189 @@
+"""Images on llama.cpp through libmtmd, per sequence, inside the one generation loop.
+
+llama-cpp-python's own multimodal chat handlers clear the whole KV cache on every call, which would throw away
+every slot and the prompt cache. Here libmtmd is driven directly: an image becomes libmtmd's chunks (the
+wrapper tokens its model family puts around an image, and the image's embedding positions), and the image's
+positions enter the prompt as a run of one pseudo token id, negative so it can never be a vocabulary id,
+derived from the image's pixel hash. The slot cache compares prompts token by token, so a conversation that
+keeps its image, or a second question about the same image, finds the image's cells already computed and never
+encodes it again; a different image differs at its first position. When a sequence's next pending token is an
+image run, the BatchRunner has `Projector.evaluate` encode it and write its embeddings into that sequence's
+cells (at most one image a step, so the others keep streaming).
+
+Not yet: projectors whose model places image positions in 2-D (M-RoPE: the Qwen2-VL family), since the slots
+assume one position per token; they are refused at load with that reason.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.core.engines.base import ChatMessage, EngineError, Unsupported
+from app.core.engines.images import DecodedImage, ImageRejected, decode_image, split_markers, with_markers
+from app.core.native import import_native
+
+logger = logging.getLogger(__name__)
+
+KEEP_IMAGES = 32  # tokenized images kept for reuse (each holds its preprocessed pixels until encoded)
+
+
+def pseudo_id(digest: str) -> int:
+    """The id that stands for every position of one image: negative, 28 bits of its hash."""
+    return -1 - int(digest[:7], 16)
+
+
+def is_image(token: int) -> bool:
+    return token < 0
+
+
+def image_start(tokens: list[int], at: int) -> int:
+    """`at`, or the start of the image run `at` falls inside: a cache hit never ends mid-image (its positions
+    are encoded together, and bidirectionally in some families)."""
+    if 0 < at < len(tokens) and is_image(tokens[at]):
+        while at > 0 and tokens[at - 1] == tokens[at]:
+            at -= 1
+    return at
+
+
+@dataclass(eq=False)
+class MediaChunk:
+    """libmtmd's chunks for one image (owned: freed with this object) and which of them is the image."""
+
+    chunks: Any
+    index: int
+    n_tokens: int
+    free: Callable[[Any], None]
+
+    def __del__(self) -> None:
+        if self.chunks:
+            self.free(self.chunks)
+            self.chunks = None
+
+
+class Projector:
+    """libmtmd opened on a loaded model's weights; owned by the engine host's thread, like the engine."""
+
+    def __init__(self, model: Any, path: Path, n_threads: int, use_gpu: bool) -> None:
+        self._mtmd = import_native("llama_cpp.mtmd_cpp")
+        params = self._mtmd.mtmd_context_params_default()
+        params.use_gpu = use_gpu
+        params.n_threads = n_threads
+        params.print_timings = False
+        params.warmup = False
+        self.path = path
+        self._ctx = self._mtmd.mtmd_init_from_file(str(path).encode(), model, params)
+        if not self._ctx:
+            raise EngineError(f"llama.cpp could not open the vision projector {path.name} for this model")
+        try:
+            if not self._mtmd.mtmd_support_vision(self._ctx):
+                raise Unsupported(f"{path.name} reads audio, not images")
+            if self._mtmd.mtmd_decode_use_mrope(self._ctx):
+                raise Unsupported(
+                    f"{path.name} places image positions in two dimensions (M-RoPE, the Qwen2-VL family), "
+                    "which Hearth does not run yet"
+                )
+        except EngineError:
+            self.close()
+            raise
+        self._marker = self._mtmd.mtmd_default_marker()
+        self._media: OrderedDict[int, MediaChunk] = OrderedDict()
+
+    def close(self) -> None:
+        self._media.clear()
+        if self._ctx:
+            self._mtmd.mtmd_free(self._ctx)
+            self._ctx = None
+
+    # -- prompts ------------------------------------------------------------------------------------
+
+    def prompt(
+        self,
+        messages: list[ChatMessage],
+        render: Callable[[list[ChatMessage]], list[tuple[str, bool]]],
+        tokenize: Callable[[str, bool], list[int]],
+    ) -> tuple[list[int], dict[int, MediaChunk]]:
+        """The prompt's tokens with each image as its run, and the chunks those runs stand for. `render`
+        gives the template's segments (text, is_content); images are found in the content by their markers."""
+        marked, nonce, images = with_markers(messages)
+        ids: list[int] = []
+        media: dict[int, MediaChunk] = {}
+        for text, is_content in render(marked):
+            pieces = split_markers(text, nonce) if is_content else [text]
+            for piece in pieces:
+                if isinstance(piece, str):
+                    ids += tokenize(piece, not is_content) if piece else []
+                    continue
+                image = decode_image(images[piece])
+                run, media[pseudo_id(image.digest)] = self.image_tokens(image)
+                ids += run
+        return ids, media
+
+    def image_tokens(self, image: DecodedImage) -> tuple[list[int], MediaChunk]:
+        """The tokens for one image: its family's wrapper tokens around the image's run."""
+        pid = pseudo_id(image.digest)
+        media = self._media.get(pid)
+        if media is None:
+            media = self._tokenize(image)
+            self._media[pid] = media
+            while len(self._media) > KEEP_IMAGES:
+                self._media.popitem(last=False)  # a running sequence holds its own reference
+        self._media.move_to_end(pid)
+        return self._run(media, pid), media
+
+    def _tokenize(self, image: DecodedImage) -> MediaChunk:
+        m = self._mtmd
+        pixels = (ctypes.c_uint8 * len(image.rgb)).from_buffer_copy(image.rgb)
+        bitmap = m.mtmd_bitmap_init(image.width, image.height, pixels)
+        if not bitmap:
+            raise EngineError("llama.cpp could not take the image")
+        chunks = m.mtmd_input_chunks_init()
+        try:
+            text = m.mtmd_input_text(self._marker, len(self._marker), False, True)
+            bitmaps = (m.mtmd_bitmap_p_ctypes * 1)(bitmap)
+            rc = m.mtmd_tokenize(self._ctx, chunks, ctypes.byref(text), bitmaps, 1)
+        finally:
+            m.mtmd_bitmap_free(bitmap)
+        media = MediaChunk(chunks, -1, 0, m.mtmd_input_chunks_free)
+        if rc != 0:  # the pixels passed images.py's checks: what libmtmd refuses is still the image's fault
+            raise ImageRejected(f"llama.cpp could not read the image (mtmd_tokenize returned {rc})")
+        for i in range(m.mtmd_input_chunks_size(chunks)):
+            chunk = m.mtmd_input_chunks_get(chunks, i)
+            if m.mtmd_input_chunk_get_type(chunk) == m.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+                media.index, media.n_tokens = i, int(m.mtmd_input_chunk_get_n_tokens(chunk))
+        if media.index < 0 or media.n_tokens < 1:
+            raise EngineError("llama.cpp made no image tokens of the image")
+        return media
+
+    def _run(self, media: MediaChunk, pid: int) -> list[int]:
+        m = self._mtmd
+        ids: list[int] = []
+        for i in range(m.mtmd_input_chunks_size(media.chunks)):
+            chunk = m.mtmd_input_chunks_get(media.chunks, i)
+            if i == media.index:
+                ids += [pid] * media.n_tokens
+                continue
+            n = ctypes.c_size_t(0)
+            tokens = m.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+            ids += [int(tokens[k]) for k in range(n.value)]
+        return ids
+
+    # -- evaluation ---------------------------------------------------------------------------------
+
+    def evaluate(self, media: MediaChunk, lctx: Any, n_past: int, seq_id: int, n_batch: int) -> None:
+        """Encode the image and write its embeddings into `seq_id`'s cells from position `n_past`."""
+        m = self._mtmd
+        chunk = m.mtmd_input_chunks_get(media.chunks, media.index)
+        new_n_past = ctypes.c_int32(0)
+        rc = m.mtmd_helper_eval_chunk_single(
+            self._ctx, lctx, chunk, n_past, seq_id, n_batch, False, ctypes.byref(new_n_past)
+        )
+        if rc != 0:
+            raise EngineError(f"llama.cpp could not encode the image (returned {rc})")
+        if new_n_past.value != n_past + media.n_tokens:  # M-RoPE is refused at load; this would be a new kind
+            raise EngineError("the image took a different number of positions than tokens")
