@@ -24,10 +24,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob as _glob
+import hashlib
 import os
 import platform
 import re
-import hashlib
 import shlex
 import shutil
 import subprocess
