@@ -19,6 +19,7 @@ from app import __version__
 from app.core.engines.base import Embeddings, EngineError
 from app.core.engines.embed_limits import MAX_EMBED_TOKENS, check_embed_texts
 from app.core.engines.traits import traits
+from app.core.library.projectors import projector_of
 from app.core.library.store import LocalModel
 from app.core.remote import RemoteEntry
 from app.core.runtime.job_host import Resident
@@ -63,14 +64,15 @@ def describe(ctx: ServerContext, model: LocalModel, residents: list[Resident] | 
         "context_by_route": dict.fromkeys(ROUTES, context),
         # What the file is for (models.roles): a chat model, an embedding model or a reranker.
         "role": role,
-        "capabilities": capabilities(model.format, role),
+        "capabilities": capabilities(model.format, role, vision=projector_of(model) is not None),
     }
 
 
-def capabilities(fmt: str, role: str) -> dict[str, bool]:
+def capabilities(fmt: str, role: str, *, vision: bool = False) -> dict[str, bool]:
     """The routes a model of `fmt` serves in its role. A chat model: tools in its own format when its template
     has one, else Hearth's prompt fallback; forced calls and JSON schemas need grammars, which the GGUF engine
-    has; embeddings from a second context on its weights. An embedding model embeds; a reranker ranks."""
+    has; embeddings from a second context on its weights; images where it has a projector (`vision`). An
+    embedding model embeds; a reranker ranks."""
     chat = role == "chat"
     grammar = chat and traits(fmt).grammar
     return {
@@ -81,6 +83,7 @@ def capabilities(fmt: str, role: str) -> dict[str, bool]:
         "json_schema": grammar,
         "embeddings": role == "embedding" or (chat and traits(fmt).embeddings),
         "rerank": role == "rerank",
+        "vision": chat and vision,
     }
 
 

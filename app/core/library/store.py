@@ -283,9 +283,11 @@ class Library:
             raise KeyError(model_id)
         freed = 0
         if delete_files:
+            # A file another model also lists (two quants of a repo share its F16 projector) stays.
+            shared = {f.path for other in self.list() if other.id != model_id for f in other.files}
             for f in model.files:
                 inside = _inside(f.path, self.models_dir)
-                if inside or delete_imported:
+                if f.path not in shared and (inside or delete_imported):
                     freed += _remove(f.path)
             if model.format != "gguf" and _inside(model.path, self.models_dir) and model.path != self.models_dir:
                 _prune_empty(model.path, self.models_dir)

@@ -54,8 +54,23 @@ def quant_label(name: str) -> str | None:
     return matches[-1].upper() if matches else None
 
 
+def matching_projector(names: list[str], quant: str | None) -> int | None:
+    """Which of a repo's (or a folder's) vision projectors a quant loads with, by index: one of its own
+    precision where the repo has one per precision, else F16 (what llama.cpp's converters write by default),
+    else the first; None when there is none."""
+    if not names:
+        return None
+    lowered = [PurePosixPath(n).name.lower() for n in names]
+    if quant:
+        own = next((i for i, n in enumerate(lowered) if quant.lower() in n), None)
+        if own is not None:
+            return own
+    return next((i for i, n in enumerate(lowered) if "f16" in n and "bf16" not in n), 0)
+
+
 def group_gguf(files: list[RepoFile]) -> list[GgufVariant]:
-    """GGUF quants of a repo: a split set is one variant; mmproj files attach to every variant."""
+    """GGUF quants of a repo: a split set is one variant; each carries the vision projector it loads with
+    (matching_projector), so a download fetches that one and not every precision."""
     ggufs = [f for f in files if f.path.lower().endswith(".gguf")]
     mmproj = [f for f in ggufs if "mmproj" in PurePosixPath(f.path).name.lower()]
     variants: dict[str, GgufVariant] = {}
@@ -72,5 +87,7 @@ def group_gguf(files: list[RepoFile]) -> list[GgufVariant]:
         v.files.append(f)
     for v in variants.values():
         v.files.sort(key=lambda f: f.path)
+        picked = matching_projector([m.path for m in mmproj], v.label)
+        v.mmproj = [mmproj[picked]] if picked is not None else []
     # Two files with the same quant label in one repo (e.g. different sub-models) keep their stems.
     return sorted(variants.values(), key=lambda v: (-v.size, v.label))

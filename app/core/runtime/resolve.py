@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.core.engines.base import LoadSpec
 from app.core.engines.traits import traits
+from app.core.library.projectors import projector_of
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
@@ -140,6 +141,13 @@ class ModelResolver:
         return role
 
     def _plan(self, model: LocalModel, draft: str | None = None) -> LoadSpec:
+        load = self._plan_weights(model, draft)
+        with self._lock:  # _plan_weights read the role from the file
+            chat = self._roles.get(_file_key(Path(model.path)), "chat") == "chat"
+        projector = projector_of(model) if chat else None
+        return load.model_copy(update={"projector": projector}) if projector is not None else load
+
+    def _plan_weights(self, model: LocalModel, draft: str | None) -> LoadSpec:
         path = Path(model.path)
         try:
             spec = check_model(path, model.format)

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.core.engines.base import LoadSpec
 from app.core.engines.traits import traits
+from app.core.library.projectors import projector_of
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.runtime.drafts import DraftPrefs, drafting_text
@@ -227,6 +228,7 @@ class ModelBar(QWidget):
             "prompt_cache_mib": self.defaults.prompt_cache_mib,
             "speculative": mode if traits(model.format).ngram or mode == "draft" else "off",
             "draft_model": Path(draft_path) if mode == "draft" else None,
+            "projector": projector_of(model),  # a vision model's mmproj, kept with its files
         }
         # An embedding model or reranker decodes a whole input at once: its batch is its context.
         pooled = {"n_batch": n_ctx, "n_ubatch": n_ctx}

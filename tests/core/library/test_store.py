@@ -196,6 +196,29 @@ def test_delete_frees_space_inside_models_folder(library, tmp_path):
     assert library.get(m.id) is None and events == [m.id]
 
 
+def test_deleting_a_model_deletes_its_projector_unless_another_model_uses_it(library, tmp_path):
+    folder = tmp_path / "models" / "org" / "Vision-GGUF"
+    folder.mkdir(parents=True)
+    paths = {n: folder / n for n in ("V-Q4_K_M.gguf", "V-Q8_0.gguf", "mmproj-V-F16.gguf")}
+    for p in paths.values():
+        p.write_bytes(b"x" * 10)
+    projector = ModelFile(paths["mmproj-V-F16.gguf"], 10)
+    q4, q8 = (
+        library.add_download(
+            repo_id="org/Vision-GGUF",
+            commit="c" * 40,
+            format="gguf",
+            quant=q,
+            files=[ModelFile(paths[n], 10), projector],
+        )
+        for q, n in (("Q4_K_M", "V-Q4_K_M.gguf"), ("Q8_0", "V-Q8_0.gguf"))
+    )
+    assert library.delete(q4.id) == 10  # the weights; the projector Q8_0 also loads stays
+    assert paths["mmproj-V-F16.gguf"].exists() and not paths["V-Q4_K_M.gguf"].exists()
+    assert library.delete(q8.id) == 20  # the last model that uses it takes it along
+    assert not paths["mmproj-V-F16.gguf"].exists()
+
+
 def test_delete_of_imported_entry_keeps_files_unless_asked(library, gguf_copy, tmp_path):
     src = gguf_copy(tmp_path / "mine" / "tiny-F16.gguf")
     m = import_path(library, src).imported[0]

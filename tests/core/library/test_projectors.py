@@ -1,0 +1,34 @@
+"""A vision model loads with the projector kept among its files: the quant's own precision when the repo has
+one per precision, else F16, else the only one; a text model, an MLX model or a projector whose file is gone
+loads without one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.core.library.projectors import is_projector, projector_of
+from app.core.library.store import LocalModel, ModelFile
+
+
+def model(tmp_path: Path, names: list[str], quant: str | None = "Q4_K_M", fmt: str = "gguf") -> LocalModel:
+    files = []
+    for name in names:
+        (tmp_path / name).write_bytes(b"GGUF")
+        files.append(ModelFile(tmp_path / name, 4))
+    return LocalModel("id", "m", fmt, quant, 4, files[0].path, tuple(files), None, None, "import", 0.0, None, "ready")
+
+
+def test_the_quants_own_projector_wins_then_f16_then_the_only_one(tmp_path):
+    names = ["m-Q8_0.gguf", "mmproj-m-F16.gguf", "mmproj-m-Q8_0.gguf"]
+    assert projector_of(model(tmp_path, names, quant="Q8_0")) == tmp_path / "mmproj-m-Q8_0.gguf"
+    assert projector_of(model(tmp_path, names, quant="Q4_K_M")) == tmp_path / "mmproj-m-F16.gguf"
+    assert projector_of(model(tmp_path, ["m.gguf", "mmproj-BF16.gguf"])) == tmp_path / "mmproj-BF16.gguf"
+
+
+def test_no_projector_for_text_models_mlx_or_a_missing_file(tmp_path):
+    assert projector_of(model(tmp_path, ["m-Q4_K_M.gguf"])) is None
+    assert projector_of(model(tmp_path, ["folder", "mmproj.gguf"], fmt="mlx")) is None
+    gone = model(tmp_path, ["m.gguf", "mmproj-F16.gguf"])
+    (tmp_path / "mmproj-F16.gguf").unlink()
+    assert projector_of(gone) is None
+    assert is_projector("MMPROJ-model-f16.gguf") and not is_projector("model-f16.gguf")
