@@ -73,6 +73,18 @@ def route_llama_logs(llama_cpp: ModuleType) -> None:
         _installed.update(lib=llama_cpp, callback=c_callback)
 
 
+def route_mtmd_logs(mtmd: ModuleType) -> None:
+    """libmtmd (and its helpers) log through the same callback: its per-image progress lines are info,
+    dropped; its errors reach Hearth's log. Call after route_llama_logs."""
+    with _lock:
+        callback = _installed.get("callback")
+        if callback is None or _installed.get("mtmd") is mtmd:
+            return
+        mtmd.mtmd_log_set(callback, ctypes.c_void_p(0))
+        mtmd.mtmd_helper_log_set(callback, ctypes.c_void_p(0))
+        _installed["mtmd"] = mtmd
+
+
 class Caught:
     """Set `failed` inside a `stderr_excerpt` block when the native call failed."""
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from app.core.engines.base import ChatMessage, EngineError, Unsupported
 from app.core.engines.images import DecodedImage, ImageRejected, decode_image, split_markers, with_markers
+from app.core.engines.llamacpp_log import route_mtmd_logs
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class Projector:
 
     def __init__(self, model: Any, path: Path, n_threads: int, use_gpu: bool) -> None:
         self._mtmd = import_native("llama_cpp.mtmd_cpp")
+        route_mtmd_logs(self._mtmd)
         params = self._mtmd.mtmd_context_params_default()
         params.use_gpu = use_gpu
         params.n_threads = n_threads
