@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 
 from app.core.engines.base import ModelInfo
+from app.core.library.projectors import projector_of
 from app.core.library.store import Library, LocalModel
 from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import same_path
@@ -128,6 +129,25 @@ class ServerContext:
                 param="model",
                 status=400,
             )
+
+    async def check_vision(self, name: str | None) -> None:
+        """Refuse (400, naming `images`) an image for a library model without a vision projector, before it
+        loads, naming the library's models that can see (the engine refuses too, for a model named otherwise)."""
+        if not name or self.library is None:
+            return
+        library = self.library
+        model = await asyncio.to_thread(library.find, self.library_name(name) or name)
+        if model is None or model.format != "gguf" or projector_of(model) is not None:
+            return  # other formats answer from their engine (MLX reads text only for now)
+        seeing = [m.name for m in await asyncio.to_thread(library.list, status="ready") if projector_of(m) is not None]
+        where = (
+            f"models here that can: {', '.join(seeing[:5])}"
+            if seeing
+            else (
+                "no model here can yet: download one that has a vision projector (Gemma 3, SmolVLM, Mistral Small 3.1)"
+            )
+        )
+        raise APIError(f"{model.name} cannot see images; {where}", code="unsupported", param="images", status=400)
 
     def in_library(self, name: str) -> bool:
         return self.library is not None and self.library.find(name) is not None

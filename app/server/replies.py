@@ -13,6 +13,7 @@ from fastapi import Request
 
 from app import __version__
 from app.core.engines.base import Capabilities, Chunk, GenerateRequest, GenerationStats, ModelInfo, SamplingParams
+from app.core.engines.images import has_images
 from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
 from app.server.context import ServerContext
 from app.server.errors import from_failure
@@ -129,6 +130,8 @@ async def begin(
     `ttl_s`: how long the model stays loaded when idle after it (the request's ttl or keep_alive).
     A failure before any output (no such model, a prompt over the context) raises as its APIError."""
     await ctx.check_role(name, ("chat",), "generating text")
+    if has_images(generate.messages):
+        await ctx.check_vision(name)
     host, model_name = ctx.route(name)
     job = GenerateJob(generate, source="api", model=model_name, prepare=prepare, ttl_s=ttl_s)
     stream = JobStream(host, job, request, ctx.streams)
