@@ -7,6 +7,7 @@ from typing import Literal
 
 from app.core.models.devices import Device, Machine
 from app.core.models.memory import DeviceUse, LoadOptions, MemoryEstimate, estimate_memory
+from app.core.models.projector import ProjectorMemory
 from app.core.models.spec import ModelSpec
 from app.core.units import fmt_bytes
 
@@ -249,6 +250,20 @@ def draft_fit(plan: Plan, draft: ModelSpec, label: str = "the draft model") -> D
     est = _estimate(draft, own, plan.machine, n_gpu)
     both = _combined(plan.estimate, est)
     fits = plan.fits and _fits(both, plan.machine)
+    size = fmt_bytes(est.total, 2)
+    if fits:
+        return DraftFit(est, True, f"{label}: {size} more ({fmt_bytes(both.total, 2)} with the model)")
+    return DraftFit(est, False, f"{label} needs {size} more, which does not fit beside the model")
+
+
+def projector_fit(plan: Plan, projector: ProjectorMemory, label: str = "the vision projector") -> DraftFit:
+    """A vision projector beside a plan: its weights and the image encoder's buffer on the device libmtmd
+    puts it (the first GPU when the model is offloaded, else the CPU), checked against the same budgets."""
+    m = plan.machine
+    device = m.gpus[0].name if m.gpus and plan.options.n_gpu_layers != 0 else m.cpu.name
+    est = MemoryEstimate(plan.options, 0, [DeviceUse(device, weights=projector.weights, compute=projector.compute)])
+    both = _combined(plan.estimate, est)
+    fits = plan.fits and _fits(both, m)
     size = fmt_bytes(est.total, 2)
     if fits:
         return DraftFit(est, True, f"{label}: {size} more ({fmt_bytes(both.total, 2)} with the model)")

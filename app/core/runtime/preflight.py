@@ -247,6 +247,21 @@ def planned_load(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str 
     return plan_model(model, machine, spec.n_ctx, options, exact=True, label=label)
 
 
+def check_projector(plan: Plan, path: Path, label: str) -> None:
+    """Refuse (LoadRefused) a vision projector that does not fit beside the planned model."""
+    from app.core.models.planner import projector_fit
+    from app.core.models.projector import projector_memory
+
+    try:
+        memory = projector_memory(path)
+    except (ModelFileError, OSError) as exc:
+        raise LoadRefused(f"the vision projector {path.name} cannot be read: {exc}") from exc
+    fit = projector_fit(plan, memory, path.name)
+    if not fit.fits:
+        logger.warning("refusing to load %s with its projector %s: they will not fit", label, path.name)
+        raise LoadRefused(f"{label} with its vision projector will not fit in free memory: {fit.line}")
+
+
 def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) -> PreflightResult:
     """Plan at exactly the requested context; raise LoadRefused with the planner's explanation."""
     planned = planned_load(model, spec, machine, label)
@@ -263,6 +278,8 @@ def fit_check(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str) ->
         if fit is not None and not fit.fits:
             logger.warning("refusing to load %s with the draft model %s: they will not fit", label, draft.name)
             raise LoadRefused(f"{label} with its draft model will not fit in free memory: {fit.line}")
+    if spec.projector is not None:
+        check_projector(plan, Path(spec.projector), label)
     backend = "cpu" if plan.verdict == "cpu" else machine.backend
     return PreflightResult(
         spec=model,

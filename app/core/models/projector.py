@@ -1,0 +1,51 @@
+"""What a vision projector (an mmproj GGUF) costs beside its model: its weights, and the image encoder's compute
+buffer, which libmtmd reserves at load for its largest image.
+
+The encoder is a ViT over the image's patches: the buffer is dominated by the attention scores (patches² for
+each head, in F32) and the feed-forward activations (patches × the wider of the two widths), a few of each
+alive at once. The figure is an estimate from the header alone, as the planner's are for the model; it errs
+large rather than small, since a projector that does not fit fails the load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.models.gguf import read_gguf_header
+
+F32 = 4
+LIVE_ACTIVATIONS = 4  # feed-forward and residual tensors alive together in one block
+
+
+@dataclass(frozen=True)
+class ProjectorMemory:
+    weights: int
+    compute: int
+    tokens_per_image: int  # at the encoder's own size (tiling models use more, one tile at a time)
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.compute
+
+
+def projector_memory(path: Path) -> ProjectorMemory:
+    """The projector's memory, from its header (raises ModelFileError or OSError when it cannot be read)."""
+    header = read_gguf_header(path, keep_array_items=0)
+    meta = header.metadata
+
+    def number(key: str, default: int) -> int:
+        value = meta.get(f"clip.vision.{key}")
+        return int(value) if isinstance(value, (int, float)) and value > 0 else default
+
+    image, patch = number("image_size", 224), number("patch_size", 14)
+    n_embd, n_ff, n_head = (
+        number("embedding_length", 1024),
+        number("feed_forward_length", 4096),
+        number("attention.head_count", 16),
+    )
+    patches = (image // patch) ** 2
+    scores = patches * patches * n_head * F32
+    activations = patches * max(n_embd, n_ff) * F32 * LIVE_ACTIVATIONS
+    weights = sum(t.nbytes for t in header.tensors)
+    return ProjectorMemory(weights, scores + activations, patches)
