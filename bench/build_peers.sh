@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build llama-server and llama-bench from the llama.cpp sources vendored in the llama-cpp-python sdist
+# Build llama-server, llama-bench and llama-mtmd-cli (bench/vision.py's peer) from the llama.cpp sources vendored in the llama-cpp-python sdist
 # of the installed version (CPU, Release), cached outside the repo. Prints the bin folder.
 #   bash bench/build_peers.sh [PYTHON]
 set -euo pipefail
@@ -8,7 +8,9 @@ VER=$($PY -c "import importlib.metadata as m; print(m.version('llama-cpp-python'
 CACHE=${HEARTH_BENCH_CACHE:-$HOME/.cache/hearth-bench}
 SRC=$CACHE/llama-cpp-python-$VER
 BUILD=$SRC/build-peers
-if [ -x "$BUILD/bin/llama-server" ] && [ -x "$BUILD/bin/llama-bench" ]; then echo "$BUILD/bin"; exit 0; fi
+if [ -x "$BUILD/bin/llama-server" ] && [ -x "$BUILD/bin/llama-bench" ] && [ -x "$BUILD/bin/llama-mtmd-cli" ]; then
+  echo "$BUILD/bin"; exit 0
+fi
 mkdir -p "$CACHE"
 if [ ! -d "$SRC/vendor/llama.cpp" ]; then
   tmp=$(mktemp -d)
@@ -24,5 +26,5 @@ cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   $($PY "$(dirname "$0")/../scripts/engine_backend.py" --backend cpu --print cmake-args) \
   -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_CURL=OFF >&2
-cmake --build "$BUILD" -j"$(nproc)" --target llama-server llama-bench >&2
+cmake --build "$BUILD" -j"$(nproc)" --target llama-server llama-bench llama-mtmd-cli >&2
 echo "$BUILD/bin"

@@ -353,6 +353,14 @@ BENCHES = [
         quick_timeout_s=180,
     ),
     Bench(
+        "vision",
+        "vision.py",
+        "a second question about the same image (image from the cache) and the image encoder vs llama-mtmd-cli",
+        quick=("--runs", "2"),
+        peer="optional",
+        quick_timeout_s=180,
+    ),
+    Bench(
         "residency",
         "residency.py",
         "two clients alternating on two resident models vs a single-model pool, and vs swapping (a cap of one)",

@@ -295,6 +295,11 @@ class GenerationStats:
     # them the model's own sampling kept.
     draft_tokens: int = 0
     draft_accepted: int = 0
+    # Vision: images encoded for this request (a cached one is not), the seconds that took in all, and of
+    # those the image encoder's (the rest is the model reading the image's embeddings).
+    images_encoded: int = 0
+    image_s: float = 0.0
+    image_encode_s: float = 0.0
 
     @property
     def acceptance_rate(self) -> float | None:

@@ -263,15 +263,19 @@ class BatchRunner(SlotCache):
             return
         began = time.perf_counter()
         try:
-            self.vision.evaluate(media, self._ctx.ctx, len(seq.slot.tokens), seq.slot.seq_id, self.n_batch)
+            encoded = self.vision.evaluate(media, self._ctx.ctx, len(seq.slot.tokens), seq.slot.seq_id, self.n_batch)
         except EngineError as exc:
             self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
             self._end(seq, "error", str(exc))
             return
         seq.slot.tokens.extend(seq.pending[: media.n_tokens])
         del seq.pending[: media.n_tokens]
+        took = time.perf_counter() - began
         seq.stats.prompt_tokens_evaluated += media.n_tokens
-        seq.prefill_s += time.perf_counter() - began
+        seq.stats.images_encoded += 1
+        seq.stats.image_s += took
+        seq.stats.image_encode_s += encoded
+        seq.prefill_s += took
 
     def _draft_cap(self, seq: BatchSequence) -> int:
         """Drafts that could all be kept: within the sequence's context and its max_tokens."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,7 @@ class Projector:
             self.close()
             raise
         self._marker = self._mtmd.mtmd_default_marker()
+        self._no_callback = ctypes.cast(None, self._mtmd.mtmd_helper_post_decode_callback)
         self._media: OrderedDict[int, MediaChunk] = OrderedDict()
 
     def close(self) -> None:
@@ -177,15 +179,32 @@ class Projector:
 
     # -- evaluation ---------------------------------------------------------------------------------
 
-    def evaluate(self, media: MediaChunk, lctx: Any, n_past: int, seq_id: int, n_batch: int) -> None:
-        """Encode the image and write its embeddings into `seq_id`'s cells from position `n_past`."""
+    def evaluate(self, media: MediaChunk, lctx: Any, n_past: int, seq_id: int, n_batch: int) -> float:
+        """Encode the image and write its embeddings into `seq_id`'s cells from position `n_past`; returns the
+        seconds the encoder took (the rest is the model reading the embeddings, like a prompt)."""
         m = self._mtmd
         chunk = m.mtmd_input_chunks_get(media.chunks, media.index)
-        new_n_past = ctypes.c_int32(0)
-        rc = m.mtmd_helper_eval_chunk_single(
-            self._ctx, lctx, chunk, n_past, seq_id, n_batch, False, ctypes.byref(new_n_past)
-        )
+        began = time.perf_counter()
+        rc = m.mtmd_encode_chunk(self._ctx, chunk)
         if rc != 0:
             raise EngineError(f"llama.cpp could not encode the image (returned {rc})")
+        encoded = time.perf_counter() - began
+        embeddings = m.mtmd_get_output_embd(self._ctx)
+        new_n_past = ctypes.c_int32(0)
+        rc = m.mtmd_helper_decode_image_chunk(
+            self._ctx,
+            lctx,
+            chunk,
+            embeddings,
+            n_past,
+            seq_id,
+            n_batch,
+            ctypes.byref(new_n_past),
+            self._no_callback,
+            None,
+        )
+        if rc != 0:
+            raise EngineError(f"llama.cpp could not read the image's embeddings (returned {rc})")
         if new_n_past.value != n_past + media.n_tokens:  # M-RoPE is refused at load; this would be a new kind
             raise EngineError("the image took a different number of positions than tokens")
+        return encoded

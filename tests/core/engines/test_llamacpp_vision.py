@@ -62,9 +62,11 @@ def test_a_second_question_about_the_same_image_reads_it_from_the_cache(vision):
     vision.sequences.forget()
     first = alone(vision, ask(RED, "Describe it."))[1].stats
     assert first.prompt_tokens_evaluated == first.prompt_tokens  # read whole the first time
+    assert first.images_encoded == 1 and first.image_s > 0
     follow = alone(vision, ask(RED, "Describe it. What colour is it?"))[1].stats
     n_image = image_tokens(vision, ask(RED))
     assert follow.prompt_tokens_evaluated < follow.prompt_tokens - n_image  # the image came from the cache
+    assert follow.images_encoded == 0 and follow.image_s == 0
 
 
 def test_two_different_images_are_not_confused(vision):
