@@ -95,7 +95,7 @@ class Projector:
             self.close()
             raise
         self._marker = self._mtmd.mtmd_default_marker()
-        self._no_callback = ctypes.cast(None, self._mtmd.mtmd_helper_post_decode_callback)
+        self._no_callback = self._mtmd.mtmd_helper_post_decode_callback()  # a NULL function pointer
         self._media: OrderedDict[int, MediaChunk] = OrderedDict()
 
     def close(self) -> None:
