@@ -6,16 +6,17 @@ if even the last turn does not fit, send nothing and say why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from app.core.engines.base import ChatMessage
+from app.core.engines.base import ChatMessage, ImageInput
 
 # Tokens for a list of messages (after the chat template when the engine can tell).
 TokenCounter = Callable[[list[ChatMessage]], int]
 
 DEFAULT_REPLY_RESERVE = 512
+IMAGE_TOKENS = 1024  # more than most projectors make of one image (Gemma 3: 256; LLaVA-1.5: 576)
 WARN_FRACTION = 0.85
 
 
@@ -53,23 +54,29 @@ class Turn(Protocol):
     def status(self) -> str: ...
 
 
-def history_for_request(system_prompt: str, path: Sequence[Turn]) -> list[ChatMessage]:
-    """The shown thread as engine messages: system prompt first; failed/empty replies left out."""
+def history_for_request(
+    system_prompt: str, path: Sequence[Turn], images: Mapping[int, list[ImageInput]] | None = None
+) -> list[ChatMessage]:
+    """The shown thread as engine messages: system prompt first; failed/empty replies left out. `images`:
+    the stored images by message id (ChatStore.images_of), for turns that have an `id`."""
     out: list[ChatMessage] = []
     if system_prompt.strip():
         out.append(ChatMessage(role="system", content=system_prompt))
     for m in path:
         if m.role == "assistant" and (m.status in ("streaming", "error") or not m.content):
             continue
-        out.append(ChatMessage(role=m.role, content=m.content))
+        attached = images.get(getattr(m, "id", -1)) if images else None
+        out.append(ChatMessage(role=m.role, content=m.content, images=attached or None))
     return out
 
 
 def estimate_tokens(messages: list[ChatMessage]) -> int:
     """A deliberately high token estimate (the engine's tokenizer lives on the host thread):
-    ~3 ASCII characters or 1 other character per token, plus the template's per-message overhead."""
+    ~3 ASCII characters or 1 other character per token, plus the template's per-message overhead, and
+    IMAGE_TOKENS an image (what its projector makes of it is known only once it is read)."""
     total = 2
     for m in messages:
+        total += IMAGE_TOKENS * len(m.images or ())
         text = m.content
         # C-speed count: this runs on every send and meter update, over the whole thread.
         ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))

@@ -6,6 +6,9 @@ writes anything, then inserts the conversation in one transaction.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
 import logging
 import math
@@ -19,12 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.core.chat.models import ROLES, STATUSES, ChatImportError, Conversation, Message
 from app.core.chat.store import ChatStore
-from app.core.engines.base import SamplingParams
+from app.core.engines.base import ImageInput, SamplingParams
+from app.core.engines.images import MAX_IMAGE_BYTES, MAX_IMAGES
 
 logger = logging.getLogger(__name__)
 
 FORMAT = "hearth-chat"
-VERSION = 1
+VERSION = 2
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 MAX_MESSAGES = 100_000
 MAX_MESSAGE_CHARS = 4 * 1024 * 1024
@@ -46,6 +50,25 @@ _Finite = Annotated[float, Field(allow_inf_nan=False)]
 _StatValue = _Finite | None
 
 
+class _ExportImage(BaseModel):
+    """An attached image: the file's bytes as base64, where it sits in the text, and its hash (checked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    offset: int = Field(ge=0, le=MAX_MESSAGE_CHARS)
+    sha256: str = Field(pattern="^[0-9a-f]{64}$")
+    data: str = Field(max_length=MAX_IMAGE_BYTES * 4 // 3 + 4)
+
+    def image(self) -> ImageInput:
+        try:
+            data = base64.b64decode(self.data, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise ChatImportError(f"This chat export is malformed: an image is not base64 ({e}).") from e
+        if hashlib.sha256(data).hexdigest() != self.sha256:
+            raise ChatImportError("This chat export is malformed: an image does not match its sha256.")
+        return ImageInput(data=data, offset=self.offset)
+
+
 class _ExportMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -59,6 +82,7 @@ class _ExportMessage(BaseModel):
     stats: dict[Annotated[str, Field(max_length=64)], _StatValue] | None = Field(None, max_length=32)
     finish_reason: str | None = Field(None, max_length=32)
     error: str | None = Field(None, max_length=MAX_TEXT)
+    images: list[_ExportImage] | None = Field(None, max_length=MAX_IMAGES)
 
 
 class _ExportConversation(BaseModel):
@@ -77,7 +101,7 @@ class ExportFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["hearth-chat"]
-    version: Literal[1]
+    version: Literal[1, 2]  # 2: messages may carry images
     exported_at: _Finite
     conversation: _ExportConversation
     messages: list[_ExportMessage] = Field(max_length=MAX_MESSAGES)
@@ -87,6 +111,8 @@ class ExportFile(BaseModel):
 def export_json(store: ChatStore, conv_id: int) -> str:
     """Everything needed to import the conversation back: all branches, statuses, stats, settings."""
     conv = store.get_conversation(conv_id)
+    messages = store.all_messages(conv_id)
+    images = store.images_of(m.id for m in messages)
     doc = ExportFile(
         format=FORMAT,
         version=VERSION,
@@ -112,12 +138,18 @@ def export_json(store: ChatStore, conv_id: int) -> str:
                 stats=m.stats,
                 finish_reason=m.finish_reason,
                 error=m.error,
+                images=[_exported(i) for i in images[m.id]] if m.id in images else None,
             )
-            for m in store.all_messages(conv_id)
+            for m in messages
         ],
         active_leaf=conv.active_leaf_id,
     )
     return json.dumps(doc.model_dump(mode="json"), ensure_ascii=False, indent=1)
+
+
+def _exported(image: ImageInput) -> _ExportImage:
+    data = base64.b64encode(image.data).decode("ascii")
+    return _ExportImage(offset=image.offset, sha256=hashlib.sha256(image.data).hexdigest(), data=data)
 
 
 def _validation_summary(err: ValidationError) -> str:
@@ -191,7 +223,8 @@ def import_json(store: ChatStore, data: str | bytes) -> int:
         )
         for m in doc.messages
     ]
-    cid = store.import_conversation(conv, messages, doc.active_leaf)
+    images = {m.id: [i.image() for i in m.images] for m in doc.messages if m.images}
+    cid = store.import_conversation(conv, messages, doc.active_leaf, images)
     logger.info("imported chat %r with %d messages as conversation %d", c.title, len(messages), cid)
     return cid
 
@@ -252,11 +285,15 @@ def export_markdown(store: ChatStore, conv_id: int) -> str:
         out += ["**System prompt**", ""]
         out += ["> " + line if line else ">" for line in conv.system_prompt.splitlines()]
         out.append("")
-    for m in store.active_path(conv_id):
+    path = store.active_path(conv_id)
+    counts = {mid: len(images) for mid, images in store.images_of(m.id for m in path).items()}
+    for m in path:
         heading = _HEADINGS.get(m.role, m.role.title())
         if m.status != "done":
             heading += f" ({m.status})"
         out += [f"## {heading}", "", _close_fences(m.content).rstrip("\n"), ""]
+        if n := counts.get(m.id, 0):  # the pictures themselves are in the JSON export
+            out += [f"*({n} image{'s' if n > 1 else ''} attached)*", ""]
         if m.error:
             out += [f"> Error: {m.error}", ""]
         if (line := _stats_line(m)) is not None:

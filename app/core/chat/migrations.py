@@ -118,7 +118,25 @@ def _v1(conn: sqlite3.Connection) -> None:
         )
 
 
-MIGRATIONS: list[Migration] = [Migration(1, "initial schema, search index, built-in presets", _v1)]
+def _v2(conn: sqlite3.Connection) -> None:
+    # Images a user attached, kept with their message (a backup or export of the database holds them): the
+    # file's bytes as sent, where in the text each sits, and its hash, so the same picture is recognised.
+    conn.execute(
+        """CREATE TABLE message_images (
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            text_offset INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            data BLOB NOT NULL,
+            PRIMARY KEY (message_id, position)
+        )"""
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(1, "initial schema, search index, built-in presets", _v1),
+    Migration(2, "images attached to messages", _v2),
+]
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ from app.core.chat import export, rows
 from app.core.chat.models import ChatImportError, ChatNotFound, ChatStoreError, Conversation, Preset
 from app.core.chat.pending import PendingWrites
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
-from app.core.engines.base import GenerationStats, SamplingParams
+from app.core.engines.base import GenerationStats, ImageInput, SamplingParams
 from app.core.events import Event
 
 logger = logging.getLogger(__name__)
@@ -175,14 +175,23 @@ class ChatOperations:
         return self.run(load)
 
     # --- messages --------------------------------------------------------------------------------
-    def send(self, conv_id: int | None, text: str, *, title: str | None = None, reply: bool = True) -> Future:
-        """Future[SavedTurn]: the user turn on the shown branch (in a new conversation, titled `title`,
-        when `conv_id` is None), the conversation's new `title` if any, and a streaming reply row."""
+    def send(
+        self,
+        conv_id: int | None,
+        text: str,
+        *,
+        title: str | None = None,
+        reply: bool = True,
+        images: Sequence[ImageInput] = (),
+    ) -> Future:
+        """Future[SavedTurn]: the user turn (with its `images`) on the shown branch (in a new conversation,
+        titled `title`, when `conv_id` is None), the conversation's new `title` if any, and a streaming reply
+        row."""
         store = self.store
 
         def save() -> SavedTurn:
             cid = conv_id if conv_id is not None else store.create_conversation(title or DEFAULT_TITLE).id
-            user_id = store.add_user_message(cid, text)
+            user_id = store.add_user_message(cid, text, images)
             if title and conv_id is not None:
                 store.rename_conversation(cid, title)
             return SavedTurn(cid, user_id, store.begin_assistant(cid, user_id) if reply else None)

@@ -3,10 +3,11 @@ the conversation shows one path) and presets, in one SQLite file."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.core.chat import rows
@@ -18,7 +19,7 @@ from app.core.chat.models import (
     Message,
 )
 from app.core.chat.presets import PresetStore
-from app.core.engines.base import GenerationStats, SamplingParams
+from app.core.engines.base import GenerationStats, ImageInput, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -188,10 +189,38 @@ class ChatStore(PresetStore):
             raise ChatNotFound(f"No conversation {conv_id}.")
         return row[0]
 
-    def add_user_message(self, conv_id: int, text: str) -> int:
-        """Append to the shown branch and commit (before generation starts); returns its id."""
+    def add_user_message(self, conv_id: int, text: str, images: Sequence[ImageInput] = ()) -> int:
+        """Append to the shown branch and commit, with its images, in one transaction (before generation
+        starts); returns its id."""
         with self._write("your message") as c:
-            return self._insert_message(c, conv_id, self._leaf(c, conv_id), "user", text, "done")
+            mid = self._insert_message(c, conv_id, self._leaf(c, conv_id), "user", text, "done")
+            self._insert_images(c, mid, images)
+            return mid
+
+    def _insert_images(self, c: sqlite3.Connection, msg_id: int, images: Sequence[ImageInput]) -> None:
+        c.executemany(
+            "INSERT INTO message_images(message_id, position, text_offset, sha256, data) VALUES (?, ?, ?, ?, ?)",
+            [
+                (msg_id, i, image.offset, hashlib.sha256(image.data).hexdigest(), image.data)
+                for i, image in enumerate(images)
+            ],
+        )
+
+    def images_of(self, msg_ids: Iterable[int]) -> dict[int, list[ImageInput]]:
+        """The images of these messages, by message id (a message without any is left out)."""
+        ids = list(msg_ids)
+        out: dict[int, list[ImageInput]] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):  # SQLite's bound on variables in one statement
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for mid, offset, data in self._conn.execute(
+                    f"SELECT message_id, text_offset, data FROM message_images WHERE message_id IN ({marks})"
+                    " ORDER BY message_id, position",
+                    chunk,
+                ):
+                    out.setdefault(mid, []).append(ImageInput(data=bytes(data), offset=offset))
+        return out
 
     def begin_assistant(self, conv_id: int, parent_id: int | None) -> int:
         """A `streaming` reply under `parent_id` (a sibling if it already has one: regenerate)."""
@@ -296,9 +325,16 @@ class ChatStore(PresetStore):
         found = self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
         return [rows.message(r) for r in found]
 
-    def import_conversation(self, conv: Conversation, messages: Sequence[Message], active_leaf: int | None) -> int:
+    def import_conversation(
+        self,
+        conv: Conversation,
+        messages: Sequence[Message],
+        active_leaf: int | None,
+        images: Mapping[int, Sequence[ImageInput]] | None = None,
+    ) -> int:
         """Insert a whole conversation in one transaction. Message ids/parents in `messages` are
-        local (parents listed before children); `active_leaf` is a local id. Returns the new id."""
+        local (parents listed before children); `active_leaf` and `images`' keys are local ids. Returns the
+        new id."""
         with self._write("the imported conversation") as c:
             cid = rows.inserted_id(
                 c.execute(
@@ -336,6 +372,7 @@ class ChatStore(PresetStore):
                         ),
                     )
                 )
+                self._insert_images(c, ids[m.id], (images or {}).get(m.id, ()))
             leaf = ids.get(active_leaf) if active_leaf is not None else None
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid

@@ -33,7 +33,7 @@ def stream(db: str) -> None:
         time.sleep(0.001)
 
 
-def _v2(conn: sqlite3.Connection) -> None:
+def _next(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
     conn.execute("CREATE TABLE tags(id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
     conn.execute("UPDATE conversations SET pinned = 1")
@@ -43,11 +43,14 @@ def _v2(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO tags(name) VALUES ('migrated')")
 
 
-MIGRATIONS_V2 = [*MIGRATIONS, Migration(2, "test: pinned column and tags table", _v2)]
+# The schema as shipped, and one more step after it that only the tests know.
+CURRENT = MIGRATIONS[-1].version
+NEXT = CURRENT + 1
+MIGRATIONS_NEXT = [*MIGRATIONS, Migration(NEXT, "test: pinned column and tags table", _next)]
 
 
 def migrate(db: str) -> None:
-    ChatStore(db, migrations=MIGRATIONS_V2).close()
+    ChatStore(db, migrations=MIGRATIONS_NEXT).close()
     print("migrated", flush=True)
 
 

@@ -149,3 +149,19 @@ def test_token_estimate_counts_ascii_by_thirds_and_other_characters_one_each():
     assert ascii_only == 2 + 100 + 6
     assert mixed == ascii_only + 3
     assert estimate_tokens([]) == 2
+
+
+def test_stored_images_ride_with_their_turn_and_count_in_the_estimate():
+    from app.core.chat.context import IMAGE_TOKENS
+    from app.core.engines.base import ImageInput
+
+    now = time.time()
+    turns = [
+        Message(1, 1, None, "user", "What is this?", "done", now, now),
+        Message(2, 1, 1, "assistant", "A cat.", "done", now, now),
+    ]
+    cat = ImageInput(data=b"\x89PNG cat", offset=13)
+    history = history_for_request("Be brief.", turns, {1: [cat]})
+    assert [m.images for m in history] == [None, [cat], None]
+    plain = history_for_request("Be brief.", turns)
+    assert estimate_tokens(history) == estimate_tokens(plain) + IMAGE_TOKENS

@@ -16,7 +16,7 @@ import pytest
 
 from app.core.chat.migrations import backup_path
 from app.core.chat.store import ChatStore
-from tests.core.chat.child import MIGRATIONS_V2, SIGNAL_ENV, SLEEP_ENV, story
+from tests.core.chat.child import CURRENT, MIGRATIONS_NEXT, NEXT, SIGNAL_ENV, SLEEP_ENV, story
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
@@ -83,7 +83,7 @@ def test_t28_kill_while_streaming_keeps_the_turn_and_the_partial_reply(db_path):
         assert store.recovered_interrupted == 0  # each reopen already recovered its round
 
 
-def _build_v1(db: Path) -> None:
+def _build_current(db: Path) -> None:
     with ChatStore(db) as s:
         for i in range(5):
             c = s.create_conversation(f"conv {i}")
@@ -109,7 +109,7 @@ def _schema_state(db: Path) -> tuple[int, bool, bool, int]:
 
 def test_t29_kill_mid_migration_leaves_old_schema_and_a_backup(tmp_path):
     db = tmp_path / "chats.sqlite3"
-    _build_v1(db)
+    _build_current(db)
     signal_file = tmp_path / "mid"
     proc = _spawn("migrate", str(db), env={SIGNAL_ENV: str(signal_file), SLEEP_ENV: "60"})
     deadline = time.monotonic() + 60
@@ -120,29 +120,29 @@ def test_t29_kill_mid_migration_leaves_old_schema_and_a_backup(tmp_path):
     _kill(proc)
 
     assert _integrity(db) == ["ok"]
-    assert _schema_state(db) == (1, False, False, 5)  # the old schema, whole
-    bak = backup_path(db, 1)
+    assert _schema_state(db) == (CURRENT, False, False, 5)  # the old schema, whole
+    bak = backup_path(db, CURRENT)
     assert bak.exists()
-    assert _integrity(bak) == ["ok"] and _schema_state(bak) == (1, False, False, 5)
+    assert _integrity(bak) == ["ok"] and _schema_state(bak) == (CURRENT, False, False, 5)
 
-    with ChatStore(db, migrations=MIGRATIONS_V2) as s:  # the next open completes it
+    with ChatStore(db, migrations=MIGRATIONS_NEXT) as s:  # the next open completes it
         assert [c.title for c in s.list_conversations()][-1] == "conv 0"
-    assert _schema_state(db) == (2, True, True, 5)
+    assert _schema_state(db) == (NEXT, True, True, 5)
 
 
 def test_t29_kills_at_random_points_never_leave_half_a_schema(tmp_path):
     rng = random.Random(29)
     for i in range(5):
         db = tmp_path / f"round{i}.sqlite3"
-        _build_v1(db)
+        _build_current(db)
         proc = _spawn("migrate", str(db), env={SLEEP_ENV: "0.3"})
         time.sleep(rng.uniform(0.2, 2.0))
         _kill(proc)
         assert _integrity(db) == ["ok"]
         state = _schema_state(db)
-        assert state in {(1, False, False, 5), (2, True, True, 5)}
-        if state[0] == 2:
-            assert backup_path(db, 1).exists()
-        with ChatStore(db, migrations=MIGRATIONS_V2):
+        assert state in {(CURRENT, False, False, 5), (NEXT, True, True, 5)}
+        if state[0] == NEXT:
+            assert backup_path(db, CURRENT).exists()
+        with ChatStore(db, migrations=MIGRATIONS_NEXT):
             pass
-        assert _schema_state(db) == (2, True, True, 5)
+        assert _schema_state(db) == (NEXT, True, True, 5)

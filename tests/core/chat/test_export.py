@@ -103,6 +103,49 @@ def test_json_import_from_file_of_another_store(tmp_path, store, conv):
         assert _shape(other, new) == _shape(store, conv)
 
 
+@pytest.fixture
+def with_images(store):
+    from app.core.engines.base import ImageInput
+
+    conv = store.create_conversation("pictures")
+    images = [ImageInput(data=b"\x89PNG one", offset=0), ImageInput(data=b"\xff\xd8 two", offset=6)]
+    user = store.add_user_message(conv.id, "Which is brighter?", images)
+    reply = store.begin_assistant(conv.id, user)
+    store.finish_assistant(reply, "The first.")
+    return conv.id, user, images
+
+
+def test_images_go_out_and_come_back_with_their_message(store, with_images, tmp_path):
+    from app.core.chat.store import ChatStore
+
+    conv, user, images = with_images
+    doc = json.loads(export_json(store, conv))
+    assert doc["version"] == 2 and len(doc["messages"][0]["images"]) == 2
+    with ChatStore(tmp_path / "other.sqlite3") as other:
+        new = import_json(other, json.dumps(doc))
+        first = other.active_path(new)[0]
+        assert other.images_of([first.id]) == {first.id: images}
+    assert "*(2 images attached)*" in export_markdown(store, conv)
+
+
+def test_an_image_that_does_not_match_its_hash_is_refused_and_nothing_written(store, with_images):
+    conv, _, _ = with_images
+    doc = json.loads(export_json(store, conv))
+    doc["messages"][0]["images"][0]["data"] = "aGVsbG8="  # "hello", not the image hashed
+    before = len(store.list_conversations())
+    with pytest.raises(ChatImportError, match="sha256"):
+        import_json(store, json.dumps(doc))
+    assert len(store.list_conversations()) == before
+
+
+def test_a_version_1_export_still_imports(store, conv):
+    doc = json.loads(export_json(store, conv))
+    doc["version"] = 1
+    for m in doc["messages"]:
+        m.pop("images", None)
+    assert _shape(store, import_json(store, json.dumps(doc))) == _shape(store, conv)
+
+
 def test_streaming_message_imports_as_interrupted(store, conv):
     doc = json.loads(export_json(store, conv))
     doc["messages"][-1]["status"] = "streaming"

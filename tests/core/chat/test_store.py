@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from app.core.chat.migrations import backup, backup_path
+from app.core.chat.migrations import MIGRATIONS, backup, backup_path
 from app.core.chat.models import ChatNotFound, ChatStoreCorrupt, ChatStoreError
 from app.core.chat.store import ChatStore
 from app.core.engines.base import GenerationStats, SamplingParams
@@ -31,7 +31,19 @@ def test_open_sets_wal_full_sync_and_foreign_keys(store):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == MIGRATIONS[-1].version
+
+
+def test_images_are_kept_with_their_message_in_order_and_go_with_it(store):
+    from app.core.engines.base import ImageInput
+
+    conv = store.create_conversation("pictures")
+    red, blue = ImageInput(data=b"\x89PNG red", offset=0), ImageInput(data=b"\x89PNG blue", offset=9)
+    first = store.add_user_message(conv.id, "Compare these", [red, blue])
+    second = store.add_user_message(conv.id, "no picture")
+    assert store.images_of([first, second]) == {first: [red, blue]}
+    store.delete_conversation(conv.id)
+    assert store.images_of([first]) == {}  # deleted with the message
 
 
 def test_conversation_crud_and_order(store):
