@@ -118,7 +118,7 @@ def with_images(store):
 def test_images_go_out_and_come_back_with_their_message(store, with_images, tmp_path):
     from app.core.chat.store import ChatStore
 
-    conv, user, images = with_images
+    conv, _, images = with_images
     doc = json.loads(export_json(store, conv))
     assert doc["version"] == 2 and len(doc["messages"][0]["images"]) == 2
     with ChatStore(tmp_path / "other.sqlite3") as other:
