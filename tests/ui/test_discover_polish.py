@@ -217,3 +217,19 @@ def test_a_format_column_shows_only_when_the_formats_differ(qtbot):
     assert table.isColumnHidden(FORMAT_COLUMN)  # "GGUF" on every row says nothing
     table.set_assessments(assess([*gguf, Variant("4bit", "mlx", spec.weight_bytes, spec=spec)], big).assessments)
     assert not table.isColumnHidden(FORMAT_COLUMN)
+
+
+def test_a_variant_that_downloads_a_projector_says_it_sees_images(qtbot):
+    from app.core.models.recommend import Variant, assess
+    from tests.core.models.synthetic import llama3_8b_spec
+
+    spec = llama3_8b_spec()
+    big = machine_from_profile(profile(ram_total=64 * GiB, ram_free=60 * GiB))
+    table = VariantsTable()
+    qtbot.addWidget(table)
+    seeing = Variant("Q4_K_M", "gguf", spec.weight_bytes, spec=spec, files=["m-Q4_K_M.gguf", "mmproj-m-F16.gguf"])
+    text = Variant("Q8_0", "gguf", spec.weight_bytes, spec=spec, files=["m-Q8_0.gguf"])
+    table.set_assessments(assess([seeing, text], big).assessments)
+    by_label = {table.item(r, 0).text().lstrip("★ "): table.item(r, 0).toolTip() for r in range(table.rowCount())}
+    assert by_label["Q4_K_M · Vision"] == "Sees images: its vision projector (mmproj-m-F16.gguf) downloads with it"
+    assert "Q8_0" in by_label and "Vision" not in by_label["Q8_0"]

@@ -33,6 +33,11 @@ class Variant:
     files: list[str] = field(default_factory=list)
     path: Path | None = None  # a local file
 
+    @property
+    def projector(self) -> str | None:
+        """The vision projector this variant downloads with it (an mmproj file), or None: it reads text only."""
+        return next((f for f in self.files if "mmproj" in Path(f).name.lower()), None)
+
 
 @dataclass
 class Assessment:

@@ -96,7 +96,8 @@ class ModelView(QWidget):
     def show_model(self, title: str, subtitle: str, rec: Recommendation, machine: Machine | None) -> None:
         self.machine, self.recommendation = machine, rec
         self.title.setText(title)
-        self.subtitle.setText(subtitle)
+        sees = any(a.variant.projector for a in rec.assessments)
+        self.subtitle.setText(subtitle + (" · Vision: reads images too" if sees else ""))
         self._show_why(rec)
         self.table.locked = ""
         self._fill_table(rec.assessments, None)

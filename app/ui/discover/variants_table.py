@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QBrush, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QPushButton, QTableWidget, QTableWidgetItem, QWidget
@@ -71,7 +73,7 @@ class VariantsTable(QTableWidget):
         # there would widen the table past a 900 px window).
         fit = p.label if (p and a.runnable) else "Can't run here"
         cells = [
-            ("★ " if a.recommended else "") + a.variant.label,
+            ("★ " if a.recommended else "") + a.variant.label + (" · Vision" if a.variant.projector else ""),
             a.variant.format.upper(),
             fmt_bytes(a.variant.size_bytes),
             fit,
@@ -90,6 +92,10 @@ class VariantsTable(QTableWidget):
                 item.setToolTip(a.reason or "This machine cannot run this variant.")
             elif col == QUALITY_COLUMN:
                 item.setToolTip(f"Quality: {text}")
+            elif col == 0 and (projector := a.variant.projector):
+                item.setToolTip(
+                    f"Sees images: its vision projector ({PurePosixPath(projector).name}) downloads with it"
+                )
             if col != 3 and a.recommended:
                 item.setBackground(QBrush(theme_colour("accent_soft")))
             if a.recommended and col == 0:
