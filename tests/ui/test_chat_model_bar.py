@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.preflight import check_model, default_context, plan_model
 from app.ui.chat.load_plan import FALLBACK_CTX, plan_defaults
@@ -209,7 +211,9 @@ def test_a_slow_plan_for_the_model_picked_before_never_overwrites_the_latest(qtb
         library.close()
 
 
-def test_the_chat_plans_a_load_as_the_api_does_embedding_models_included(tiny_gguf_f16, tiny_reranker_gguf, tmp_path):
+def test_the_chat_plans_a_load_as_the_api_does_embedding_models_included(
+    tiny_gguf_f16, tiny_reranker_gguf, tiny_mmproj, tmp_path
+):
     """One planning step for both: the chat's defaults carry the spec the API's resolver would load."""
     from app.core.library import Library, import_path
     from app.core.runtime.resolve import ModelResolver
@@ -225,6 +229,15 @@ def test_the_chat_plans_a_load_as_the_api_does_embedding_models_included(tiny_gg
         reranker = plan_defaults(tiny_reranker_gguf, "gguf", lambda: roomy)
         assert reranker.role == "rerank" and not reranker.ngram and reranker.speculative == "off"
         assert reranker.spec is not None and reranker.spec.embedding and reranker.spec.pooling == "rank"
+        # A model with its vision projector beside it: both plan the load with the projector.
+        seeing = tmp_path / "seeing"
+        seeing.mkdir()
+        shutil.copy(tiny_gguf_f16, seeing / "seeing-F16.gguf")
+        shutil.copy(tiny_mmproj, seeing / "mmproj-seeing-F16.gguf")
+        entry = import_path(library, seeing / "seeing-F16.gguf").imported[0]
+        defaults = plan_defaults(entry.path, "gguf", lambda: roomy, entry=entry)
+        assert defaults.spec == resolver.load_spec(entry)
+        assert defaults.spec is not None and defaults.spec.projector == seeing / "mmproj-seeing-F16.gguf"
     finally:
         library.close()
 

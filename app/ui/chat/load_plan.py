@@ -9,6 +9,7 @@ from pathlib import Path
 
 from app.core.engines.base import LoadSpec
 from app.core.engines.traits import traits
+from app.core.library.projectors import projector_of
 from app.core.library.store import LocalModel
 from app.core.models.devices import Machine
 from app.core.runtime.drafts import DraftPrefs
@@ -94,9 +95,15 @@ def plan_defaults(
         draft=picked,
         ngram=traits(fmt).ngram and model.role == "chat",
         engine_note=next((n for n in plan.notes if "make engine" in n), "") if traits(fmt).llama_cpp_build else "",
-        spec=loaded.spec,
+        spec=_with_projector(loaded.spec, entry) if model.role == "chat" else loaded.spec,
         role=model.role,
     )
+
+
+def _with_projector(spec: LoadSpec, entry: LocalModel | None) -> LoadSpec:
+    """The load with the library entry's vision projector, as the API's resolver plans it."""
+    projector = projector_of(entry) if entry is not None else None
+    return spec.model_copy(update={"projector": projector}) if projector is not None else spec
 
 
 # What a load failure's raw text (llama.cpp's, the engine's or the preflight's) means, in a few words;
