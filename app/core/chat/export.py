@@ -286,7 +286,7 @@ def export_markdown(store: ChatStore, conv_id: int) -> str:
         out += ["> " + line if line else ">" for line in conv.system_prompt.splitlines()]
         out.append("")
     path = store.active_path(conv_id)
-    counts = {mid: len(images) for mid, images in store.images_of(m.id for m in path).items()}
+    counts = store.image_counts(m.id for m in path)
     for m in path:
         heading = _HEADINGS.get(m.role, m.role.title())
         if m.status != "done":

@@ -7,7 +7,7 @@ import hashlib
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from app.core.chat import rows
@@ -206,14 +206,20 @@ class ChatStore(PresetStore):
             ],
         )
 
+    def image_counts(self, msg_ids: Iterable[int]) -> dict[int, int]:
+        """How many images each of these messages has (one without any is left out); no image is read."""
+        out: dict[int, int] = {}
+        with self._lock:
+            for chunk, marks in _id_chunks(msg_ids):
+                where = f"FROM message_images WHERE message_id IN ({marks})"
+                out.update(self._conn.execute(f"SELECT message_id, count(*) {where} GROUP BY message_id", chunk))
+        return out
+
     def images_of(self, msg_ids: Iterable[int]) -> dict[int, list[ImageInput]]:
         """The images of these messages, by message id (a message without any is left out)."""
-        ids = list(msg_ids)
         out: dict[int, list[ImageInput]] = {}
         with self._lock:
-            for start in range(0, len(ids), 500):  # SQLite's bound on variables in one statement
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in _id_chunks(msg_ids):
                 for mid, offset, data in self._conn.execute(
                     f"SELECT message_id, text_offset, data FROM message_images WHERE message_id IN ({marks})"
                     " ORDER BY message_id, position",
@@ -376,3 +382,11 @@ class ChatStore(PresetStore):
             leaf = ids.get(active_leaf) if active_leaf is not None else None
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid
+
+
+def _id_chunks(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
+    """`ids` in slices within SQLite's bound on variables in one statement, each with its "?,?,…" list."""
+    items = list(ids)
+    for start in range(0, len(items), 500):
+        chunk = items[start : start + 500]
+        yield chunk, ",".join("?" * len(chunk))

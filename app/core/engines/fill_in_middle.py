@@ -43,6 +43,14 @@ def find_by_text(token_id: Callable[[str], int | None]) -> FimTokens | None:
     return None
 
 
+def fim_by_text(token_id: Callable[[str], int | None], model: str) -> FimTokens:
+    """find_by_text, or the refusal naming `model` when its vocabulary has no family's three tokens."""
+    found = find_by_text(token_id)
+    if found is None:
+        raise not_trained_for_it(model)
+    return found
+
+
 def not_trained_for_it(model: str) -> Unsupported:
     """The error for `suffix` on a model without fill-in-the-middle tokens (Ollama words it "does not
     support insert"; this says why)."""

@@ -8,7 +8,7 @@ cannot create control tokens from its text either.
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import gc
 import logging
 import threading
@@ -18,7 +18,6 @@ from typing import Any
 
 from app.core.engines.base import (
     Capabilities,
-    ChatMessage,
     Chunk,
     ContextLengthExceeded,
     Embeddings,
@@ -33,14 +32,20 @@ from app.core.engines.base import (
     utf8,
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts
-from app.core.engines.fill_in_middle import FimTokens, not_trained_for_it
-from app.core.engines.images import has_images, no_vision
 from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
     build_grammar,
     llama_kwargs,
     model_params_for,
+)
+from app.core.engines.llamacpp_prompt import (
+    ChatTemplate,
+    chat_ids,
+    fim_tokens,
+    raw_ids,
+    single_token_ids,
+    token_piece,
 )
 from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_a_reranker, not_chat
 from app.core.engines.llamacpp_slots import LlamaSequences, Prepared, open_slots
@@ -49,7 +54,7 @@ from app.core.engines.llamacpp_vision import MediaChunk, Projector, is_image
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
 from app.core.engines.native_inflight import InflightMarkers, NativeActivity, native_run
 from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
-from app.core.engines.templates import CHATML_NOTICE, render_chat, tokenize_segments
+from app.core.engines.templates import CHATML_NOTICE
 from app.core.hardware.engines import LLAMACPP
 from app.core.models.roles import ModelRole, has_rank_head, role_of
 from app.core.native import import_native
@@ -202,7 +207,8 @@ class LlamaCppEngine:
 
     def _open_slots(self, spec: LoadSpec, kwargs: dict[str, Any]) -> None:
         try:
-            self._batch_ctx, runner = open_slots(self._lib, self._llm, spec, self._piece)
+            piece = functools.partial(token_piece, self._lib)
+            self._batch_ctx, runner = open_slots(self._lib, self._llm, spec, piece)
         except EngineError:
             self.unload()
             raise
@@ -271,23 +277,13 @@ class LlamaCppEngine:
         if (request.messages is None) == (request.prompt is None):
             raise EngineError("a request needs either messages or a prompt")
         check_prompt_size(request)
+        name = self.info.path.name if self.info is not None else "this model"
         media: dict[int, MediaChunk] = {}
         if request.messages is not None:
-
-            def segments(messages: list[ChatMessage]) -> list[tuple[str, bool]]:
-                bos, eos = self._bos_text, self._eos_text
-                return render_chat(self._template, messages, tools=request.tools, bos_token=bos, eos_token=eos).segments
-
-            if not has_images(request.messages):
-                ids = tokenize_segments(segments(request.messages), lambda t, s: self.tokenize(t, special=s))
-            elif self._vision is None:
-                raise no_vision(self.info.path.name if self.info is not None else "this model")
-            else:
-                ids, media = self._vision.prompt(request.messages, segments, lambda t, s: self.tokenize(t, special=s))
+            template = ChatTemplate(self._template, self._bos_text, self._eos_text)
+            ids, media = chat_ids(request, template, self._tokenize_as, self._vision, name)
         else:
-            ids = self.tokenize(request.prompt or "", special=False)
-            if request.suffix is not None:
-                ids = self._fim_tokens().prompt(ids, self.tokenize(request.suffix, special=False))
+            ids = raw_ids(request, self._tokenize_as, lambda: fim_tokens(self._lib, llm._model.vocab, name))
         bos = llm.token_bos()
         if self._add_bos() and bos >= 0 and (not ids or ids[0] != bos):
             ids.insert(0, bos)
@@ -296,15 +292,8 @@ class LlamaCppEngine:
     def count_tokens(self, request: GenerateRequest) -> int:
         return len(self.prompt_tokens(request))
 
-    def _fim_tokens(self) -> FimTokens:
-        """The model's fill-in-the-middle tokens: llama.cpp reads them from the GGUF's tokenizer keys, or
-        finds them by their text when the converter wrote none."""
-        vocab = self._require()._model.vocab
-        lib = self._lib
-        ids = (lib.llama_vocab_fim_pre(vocab), lib.llama_vocab_fim_suf(vocab), lib.llama_vocab_fim_mid(vocab))
-        if any(int(i) < 0 for i in ids):
-            raise not_trained_for_it(self.info.path.name if self.info is not None else "this model")
-        return FimTokens(*(int(i) for i in ids))
+    def _tokenize_as(self, text: str, special: bool) -> list[int]:
+        return self.tokenize(text, special=special)
 
     @property
     def cached_tokens(self) -> list[int]:
@@ -349,33 +338,8 @@ class LlamaCppEngine:
             raise ContextLengthExceeded(len(tokens), n_ctx)
         check_logit_bias(request.sampling.logit_bias, llm.n_vocab())
         grammar = build_grammar(self._lib, request, llm._model.vocab)
-        return tokens, request.sampling, grammar, self._token_ids(request.visible_tokens), media
-
-    def _token_ids(self, texts: list[str] | None) -> frozenset[int]:
-        """The ids of those strings that are one token each in this vocabulary (cached per load: the API
-        asks for the same two dozen markers on every request)."""
-        key = tuple(texts or ())
-        found = self._marker_ids.get(key)
-        if found is None:
-            ids = set()
-            for text in key:
-                tokens = self.tokenize(text, special=True)
-                if len(tokens) == 1:
-                    ids.add(tokens[0])
-            if len(self._marker_ids) >= 16:  # a bound, though in practice one key: OUTPUT_MARKERS
-                self._marker_ids.clear()
-            found = self._marker_ids[key] = frozenset(ids)
-        return found
-
-    def _piece(self, vocab: Any, token: int, special: bool = False) -> bytes:
-        """The bytes of one token (control tokens render as nothing unless `special`)."""
-        size = 64
-        while True:
-            buf = ctypes.create_string_buffer(size)
-            n = self._lib.llama_token_to_piece(vocab, token, buf, size, 0, special)
-            if n >= 0:
-                return buf.raw[:n]
-            size = -n
+        visible = single_token_ids(request.visible_tokens, self._tokenize_as, self._marker_ids)
+        return tokens, request.sampling, grammar, visible, media
 
     # -- embeddings ------------------------------------------------------------------------
 

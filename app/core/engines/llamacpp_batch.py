@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
+from app.core.engines.llamacpp_batch_images import ImageReading, text_run
 from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
@@ -48,7 +49,7 @@ class BatchSequence(SequenceState):
     media: dict[int, Any] | None = None  # the images' chunks by their runs' id (llamacpp_vision)
 
 
-class BatchRunner(SlotCache):
+class BatchRunner(SlotCache, ImageReading):
     """Owned by the engine host's thread, like the engine that made it."""
 
     def __init__(
@@ -214,15 +215,13 @@ class BatchRunner(SlotCache):
                 break
             if is_image(seq.pending[0]):
                 continue  # read by _read_image, one image a step
-            take = min(budget, len(seq.pending), _text_run(seq.pending))
+            take = min(budget, len(seq.pending), text_run(seq.pending))
             plan.append((seq, take, take == len(seq.pending)))
             budget -= take
         if not self.unified:
             return plan  # each slot has its own n_ctx_seq cells: a sequence ends at its own limit (_sample)
         need = sum(n for _, n, _ in plan)
-        free = self.n_ctx - sum(len(s.tokens) for s in self.slots)
-        if need > free:
-            free += self._evict_idle(need - free)
+        free = self._free_cells(need)
         if need > free and self.speculator is not None:  # no drafts before anyone has to give way
             for s in decoding:
                 if s.drafts:
@@ -242,40 +241,6 @@ class BatchRunner(SlotCache):
             # else its chunk only waits for a decoding sequence to finish
             free += self._evict_idle(need - free) if need > free else 0
         return plan
-
-    def _read_image(self) -> None:
-        """Encode the oldest pending image of a sequence whose text before it is read, into its cells."""
-        waiting = [s for s in self._running if s.pending and is_image(s.pending[0]) and not s.cancel.is_set()]
-        if not waiting:
-            return
-        seq = min(waiting, key=lambda s: s.order)
-        pid = seq.pending[0]
-        media = (seq.media or {})[pid]
-        if self.unified:
-            free = self.n_ctx - sum(len(s.tokens) for s in self.slots)
-            if media.n_tokens > free:
-                free += self._evict_idle(media.n_tokens - free)
-            if media.n_tokens > free:
-                self._end(seq, "error", "the context is full with other conversations; try again shortly")
-                return
-        elif len(seq.slot.tokens) + media.n_tokens >= self.n_ctx_seq:
-            self._end(seq, "length")
-            return
-        began = time.perf_counter()
-        try:
-            encoded = self.vision.evaluate(media, self._ctx.ctx, len(seq.slot.tokens), seq.slot.seq_id, self.n_batch)
-        except EngineError as exc:
-            self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
-            self._end(seq, "error", str(exc))
-            return
-        seq.slot.tokens.extend(seq.pending[: media.n_tokens])
-        del seq.pending[: media.n_tokens]
-        took = time.perf_counter() - began
-        seq.stats.prompt_tokens_evaluated += media.n_tokens
-        seq.stats.images_encoded += 1
-        seq.stats.image_s += took
-        seq.stats.image_encode_s += encoded
-        seq.prefill_s += took
 
     def _draft_cap(self, seq: BatchSequence) -> int:
         """Drafts that could all be kept: within the sequence's context and its max_tokens."""
@@ -412,8 +377,3 @@ class BatchRunner(SlotCache):
         seq.pending = []
         if seq.sampler is not None:
             seq.sampler.close()
-
-
-def _text_run(pending: list[int]) -> int:
-    """How many of the pending tokens come before the next image."""
-    return next((i for i, t in enumerate(pending) if is_image(t)), len(pending))

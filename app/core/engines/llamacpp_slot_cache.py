@@ -22,6 +22,7 @@ class SlotCache:
     slots: list[Slot]
     unified: bool
     cache: PromptCache
+    n_ctx: int
 
     def _donors(self, slot: Slot) -> list[Slot]:
         """The slots `slot` may start from a copy of: any other holding tokens (their cells are shared or
@@ -84,6 +85,12 @@ class SlotCache:
                 self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
                 slot.tokens.clear()
         self.cache.clear()
+
+    def _free_cells(self, need: int) -> int:
+        """The shared cache's free cells, idle slots' cached tokens emptied (least recently used first) until
+        `need` fit or none is left to empty."""
+        free = self.n_ctx - sum(len(s.tokens) for s in self.slots)
+        return free + self._evict_idle(need - free) if need > free else free
 
     def _evict_idle(self, cells: int) -> int:
         freed = 0

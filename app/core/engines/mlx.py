@@ -36,7 +36,7 @@ from app.core.engines.base import (
     check_prompt_size,
     utf8,
 )
-from app.core.engines.fill_in_middle import FimTokens, find_by_text, not_trained_for_it
+from app.core.engines.fill_in_middle import fim_by_text
 from app.core.engines.images import has_images, no_vision
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
@@ -203,6 +203,9 @@ class MlxEngine:
             if clear is not None:
                 clear()
 
+    def _name(self) -> str:
+        return self.info.path.name if self.info is not None else "this model"
+
     def _require(self) -> ModelInfo:
         if self.info is None or self._model is None:
             raise EngineError("no model is loaded")
@@ -220,7 +223,7 @@ class MlxEngine:
 
         check_prompt_size(request)
         if has_images(request.messages):  # mlx-vlm is a later engine: mlx-lm reads text
-            raise no_vision(self.info.path.name if self.info is not None else "this model")
+            raise no_vision(self._name())
         if request.messages is not None:
             rendered = render_chat(
                 self._template, request.messages, tools=request.tools, bos_token=self._bos, eos_token=self._eos
@@ -231,7 +234,7 @@ class MlxEngine:
             # A raw prompt is caller text: no control tokens from it either.
             ids, notice = self.tokenize(request.prompt), None
             if request.suffix is not None:
-                ids = self._fim_tokens().prompt(ids, self.tokenize(request.suffix))
+                ids = fim_by_text(self._hf.get_vocab().get, self._name()).prompt(ids, self.tokenize(request.suffix))
         else:
             raise EngineError("a request needs messages or a prompt")
         if self._add_bos and (not ids or ids[0] != self._hf.bos_token_id):
@@ -239,14 +242,6 @@ class MlxEngine:
         if not ids:
             raise EngineError("the prompt is empty")
         return ids, notice
-
-    def _fim_tokens(self) -> FimTokens:
-        """The fill-in-the-middle tokens of the model's tokenizer, by their text."""
-        vocab = self._hf.get_vocab()
-        found = find_by_text(vocab.get)
-        if found is None:
-            raise not_trained_for_it(self.info.path.name if self.info is not None else "this model")
-        return found
 
     def count_tokens(self, request: GenerateRequest) -> int:
         self._require()

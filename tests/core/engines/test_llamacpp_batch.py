@@ -188,7 +188,9 @@ def test_tiny_a_slot_keeps_its_tokens_for_the_next_turn(tiny_pair):
     _, batched = tiny_pair
     first = greedy("Alpha beta gamma delta epsilon", max_tokens=8)
     (toks, final), *_ = run_together(batched, [first])
-    text = "".join(batched._piece(batched._llm._model.vocab, t, False).decode() for t in toks)
+    from app.core.engines.llamacpp_prompt import token_piece
+
+    text = "".join(token_piece(batched._lib, batched._llm._model.vocab, t).decode() for t in toks)
     follow = greedy("Alpha beta gamma delta epsilon" + text + " zeta eta", max_tokens=4)
     (_, again), *_ = run_together(batched, [follow])
     cached = again.stats.prompt_tokens - again.stats.prompt_tokens_evaluated
