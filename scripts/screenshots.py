@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
 import logging
 import os
 import sys
@@ -51,10 +52,17 @@ PAGES = (
     "discover-download-error",
     "chat-empty",
     "server-request-running",
+    # A chat with a picture in the thread and two waiting in the composer, for a model that cannot see them.
+    "chat-images",
 )
 # Shot with a home that has no models, no chats and no remote servers (a first start).
 FIRST_START_PAGES = ("models-empty", "chat-first-start")
 LOADED = "-loaded"
+PICTURE_CHAT = "What time of day is it?"
+PICTURE_REPLY = (
+    "Early evening, around sunset: the sun sits low over the hills and the sky fades from blue to orange. "
+    "The long, warm light suggests the last half hour before it sets."
+)
 LONG_ERROR = (
     "the Hub answered 502 Bad Gateway for https://huggingface.co/api/models/bartowski/Llama-3.2-1B-Instruct-GGUF/"
     "tree/main?recursive=true&expand=true (after 3 tries over 41 s); the download is kept and resumes from "
@@ -192,6 +200,11 @@ def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
         library.close()
     chats = ChatStore(paths.chats_db)
     try:
+        # Older than the code chat, so the Chat page opens on that one; the chat-images shot opens this.
+        pictured = chats.create_conversation(PICTURE_CHAT, model_id="Tiny Llama")
+        asked = chats.add_user_message(pictured.id, "What time of day is it in this picture?", [demo_picture()])
+        answer = chats.begin_assistant(pictured.id, asked)
+        chats.finish_assistant(answer, PICTURE_REPLY, stats=GenerationStats(generated_tokens=31), finish_reason="stop")
         conv = chats.create_conversation("Reverse a string in Python", model_id="Tiny Llama")
         user = chats.add_user_message(conv.id, "How do I reverse a string in Python?")
         reply = chats.begin_assistant(conv.id, user)
@@ -484,6 +497,47 @@ def _chat_empty(app, shell):
     return back
 
 
+def demo_picture(size=(480, 320), sun=(330, 190)):
+    """A sunset drawn for the shots: a sky fading to orange, the sun low, dark hills."""
+    from PIL import Image, ImageDraw
+
+    from app.core.engines.base import ImageInput
+
+    width, height = size
+    picture = Image.new("RGB", size)
+    draw = ImageDraw.Draw(picture)
+    for y in range(height):
+        t = y / height
+        draw.line([(0, y), (width, y)], fill=(int(40 + 215 * t), int(60 + 90 * t), int(140 - 90 * t)))
+    draw.ellipse([sun[0] - 40, sun[1] - 40, sun[0] + 40, sun[1] + 40], fill=(255, 214, 90))
+    draw.polygon([(0, height), (0, 240), (140, 200), (300, 250), (width, 215), (width, height)], fill=(40, 30, 50))
+    out = io.BytesIO()
+    picture.save(out, format="PNG")
+    return ImageInput(data=out.getvalue())
+
+
+def _chat_images(app, shell):
+    from app.core.chat.attachments import prepare_image
+
+    window = shell.window
+    window.show_page("chat")
+    chat = window.page("chat")
+    before = chat.conv_id
+    pictured = next(c for c in chat.chats.list_conversations() if c.title == PICTURE_CHAT)
+    chat.open_conversation(pictured.id)
+    for name, sun in (("beach.png", (120, 150)), ("hills.png", (400, 90))):
+        chat.composer.attachments.add(prepare_image(demo_picture(sun=sun).data, name))
+    chat.composer.set_text("And in these two?")
+    settle(app, 1.0)  # the thread's thumbnail is made on the pool
+
+    def back() -> None:
+        chat.composer.clear()
+        if before is not None:
+            chat.open_conversation(before)
+
+    return back
+
+
 def _request_running(app, shell):
     from app.server.request_log import Timer
 
@@ -511,6 +565,7 @@ STATES = {
     "discover-search-error": _search_error,
     "discover-download-error": _download_error,
     "chat-empty": _chat_empty,
+    "chat-images": _chat_images,
     "server-request-running": _request_running,
     "models-empty": _first_start("models"),
     "chat-first-start": _first_start("chat"),

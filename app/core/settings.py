@@ -68,6 +68,8 @@ class ServerSettings(BaseModel):
     keep_responses: bool = False  # stored Responses (previous_response_id) survive a restart, on disk
     # Also listen on OLLAMA_PORT (same app, same front door), for tools that only know Ollama's address.
     ollama_port: bool = False
+    # Images a request names by http(s) URL are fetched (10 s, 20 MiB at most); off: only data is taken.
+    fetch_image_urls: bool = False
 
     @property
     def key_required(self) -> bool:

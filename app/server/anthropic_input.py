@@ -13,7 +13,7 @@ from app.core.tools import ToolCall
 from app.core.tools.types import arguments_json
 from app.server.anthropic_schemas import MessageIn, ToolChoiceIn, ToolIn, _Prompt
 from app.server.errors import APIError
-from app.server.image_input import PartsText, decode_base64, image_bytes
+from app.server.image_input import PartsText, WebImage, decode_base64, image_bytes
 from app.server.turns import merge_leading_system
 
 SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
@@ -90,8 +90,8 @@ def _turns(i: int, message: MessageIn, names: dict[str, str]) -> list[ChatMessag
     return results + ([parts.message("user")] if parts.texts or parts.images or not results else [])
 
 
-def _image(block: dict[str, Any], at: str) -> bytes:
-    """An image block's bytes: a base64 source (its media type an image's), or a URL (refused: not fetched)."""
+def _image(block: dict[str, Any], at: str) -> bytes | WebImage:
+    """An image block's bytes: a base64 source (its media type an image's), or a URL (fetched only if allowed)."""
     source = block.get("source")
     if not isinstance(source, dict):
         raise APIError(f"{at}: an image block needs a source", param=f"{at}.source")

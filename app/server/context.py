@@ -24,6 +24,7 @@ from app.server.openai_token_ids import TokenTables
 from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
 from app.server.response_store import ResponseStore
+from app.server.web_images import WebImageFetcher
 
 if TYPE_CHECKING:
     from app.core.downloads.manager import DownloadManager
@@ -48,6 +49,8 @@ class ServerContext:
     downloads: Callable[[], DownloadManager] | None = None
     # /v1/embeddings token-id input, read as OpenAI's cl100k_base tokens (openai_token_ids).
     token_tables: TokenTables = field(default_factory=TokenTables)
+    # Images requests name by http(s) URL are fetched with this (None: refused; the setting is off).
+    web_images: WebImageFetcher | None = None
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""

@@ -1,11 +1,11 @@
 """Images in API requests, as each API spells them, turned into the engine's ImageInput.
 
 OpenAI's `image_url` parts and Responses' `input_image` carry a URL; Anthropic's `image` blocks a base64
-`source` (or a URL); Ollama's `images` bare base64. Only the bytes travel on: a data URI or base64 is
-decoded here (its size bounded before decoding), and a web URL is refused with a clear 400, since fetching
-one would make the server a client of any address a request names (not done unless a later setting allows
-it). Decoding the picture itself, with its pixel bounds, is the engine's (app.core.engines.images), which
-answers a bad image with a 400 naming `images` before anything runs.
+`source` (or a URL); Ollama's `images` bare base64. A data URI or base64 is decoded here (its size bounded
+before decoding). A web URL is kept as a URL (`WebImage`): the server fetches it before the job is queued
+only if its settings allow, else refuses it with a clear 400 (web_images.py). Decoding the picture itself,
+with its pixel bounds, is the engine's (app.core.engines.images), which answers a bad image with a 400
+naming `images` before anything runs.
 """
 
 from __future__ import annotations
@@ -21,10 +21,17 @@ from app.server.errors import APIError
 DATA_URI = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[\w.+-]+=[^;,]*)*)(?P<b64>;base64)?,", re.I)
 
 
-def image_bytes(text: str, param: str, *, bare_base64: bool = False) -> bytes:
-    """The file's bytes in a data URI (or, with `bare_base64`, plain base64 too); a 400 naming `param`."""
+class WebImage(str):
+    """An image named by an http(s) URL, to be fetched (or refused) before the job is queued."""
+
+
+def image_bytes(text: str, param: str, *, bare_base64: bool = False) -> bytes | WebImage:
+    """The file's bytes in a data URI (or, with `bare_base64`, plain base64 too), or the web URL to fetch
+    (not with `bare_base64`: Ollama's images are base64 only); a 400 naming `param`."""
     match = DATA_URI.match(text)
     if match is None:
+        if text.startswith(("http://", "https://")) and not bare_base64:
+            return WebImage(text)
         if text.startswith(("http://", "https://")):
             raise APIError(
                 "Hearth does not fetch images from the web: send the image itself as a data: URI "
@@ -67,8 +74,11 @@ class PartsText:
         self.texts.append(text)
         self._length += len(text)
 
-    def image(self, data: bytes) -> None:
-        self.images.append(ImageInput(data=data, offset=self._length))
+    def image(self, data: bytes | WebImage) -> None:
+        if isinstance(data, WebImage):
+            self.images.append(ImageInput(data=b"", offset=self._length, url=str(data)))
+        else:
+            self.images.append(ImageInput(data=data, offset=self._length))
 
     def message(self, role: str, **fields: object) -> ChatMessage:
         return ChatMessage(role=role, content="".join(self.texts), images=self.images or None, **fields)

@@ -3,6 +3,7 @@ ids, usage, and the waits of a generation (for its start, then for its whole rep
 
 from __future__ import annotations
 
+import functools
 import secrets
 import string
 import time
@@ -20,6 +21,7 @@ from app.server.errors import from_failure
 from app.server.host_jobs import JobStream, failure_error
 from app.server.openai_schemas import _Sampling
 from app.server.sse import PING, PING_EVERY_S
+from app.server.web_images import fetch_web_images, with_fetched
 
 # What a client that sets nothing gets: llama-server's defaults, which local-model clients expect.
 DEFAULT_TEMPERATURE = 0.8
@@ -132,6 +134,11 @@ async def begin(
     await ctx.check_role(name, ("chat",), "generating text")
     if has_images(generate.messages):
         await ctx.check_vision(name)
+        if fetched := await fetch_web_images(generate, ctx.web_images):
+            # Whatever request the job runs (a shape's prepare builds its own) gets the fetched bytes.
+            generate = with_fetched(generate, fetched)
+            if prepare is not None:
+                prepare = functools.partial(_prepared_with, prepare, fetched)
     host, model_name = ctx.route(name)
     job = GenerateJob(generate, source="api", model=model_name, prepare=prepare, ttl_s=ttl_s)
     stream = JobStream(host, job, request, ctx.streams)
@@ -141,6 +148,16 @@ async def begin(
     model = name or ctx.model_id(first.model)
     request.state.model = model
     return stream, model
+
+
+def _prepared_with(
+    prepare: Callable[[ModelInfo, Capabilities], GenerateRequest],
+    fetched: dict[str, bytes],
+    info: ModelInfo,
+    capabilities: Capabilities,
+) -> GenerateRequest:
+    """Host thread: a job's `prepare`, with the images a request named by URL in place."""
+    return with_fetched(prepare(info, capabilities), fetched)
 
 
 async def started(stream: JobStream) -> Started | None:

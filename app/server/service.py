@@ -102,6 +102,7 @@ class ApiService:
         from app.server.context import ServerContext
         from app.server.remote_forward import RemotePool
         from app.server.runner import ServerError, ServerThread
+        from app.server.web_images import WebImageFetcher
 
         with self._lock:
             if self._runner is not None:
@@ -124,6 +125,7 @@ class ApiService:
                 remotes=self._remotes,
                 hub=self.hub,
                 downloads=self.downloads,
+                web_images=WebImageFetcher() if settings.fetch_image_urls else None,
             )
             app = create_app(context, policy_for(settings))
             runner = ServerThread(app, bind_address(settings), settings.port, context.cancel_streams)

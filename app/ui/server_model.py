@@ -17,7 +17,16 @@ from app.core.settings import ServerSettings, Settings
 
 # A running server must be restarted for these to apply; JIT (and its context), idle unload and queue
 # size reach the engine host through Services.apply_settings without one.
-RESTART_FIELDS = ("port", "bind", "api_key", "require_api_key", "cors_origins", "keep_responses", "ollama_port")
+RESTART_FIELDS = (
+    "port",
+    "bind",
+    "api_key",
+    "require_api_key",
+    "cors_origins",
+    "keep_responses",
+    "ollama_port",
+    "fetch_image_urls",
+)
 MASK_SHOWN = 7  # the characters of a key the page shows until Show: "hearth-" says which kind it is
 
 

@@ -102,6 +102,11 @@ class ServerSettingsForm(QFrame):
         self.keep_responses = QCheckBox("Keep stored responses (previous_response_id) across restarts")
         self.ollama_port = QCheckBox(f"Also answer on Ollama's port {OLLAMA_PORT}")
         self.ollama_port.setToolTip(OLLAMA_PORT_HINT)
+        self.fetch_images = QCheckBox("Fetch images that requests name by URL")
+        self.fetch_images.setToolTip(
+            "Off: a request's images must be sent as data (base64). On: Hearth downloads an http(s) image URL a"
+            " request names, up to 20 MiB and 10 seconds, from any address this computer can reach."
+        )
         self.ollama_hint = QLabel(OLLAMA_PORT_HINT)
         self.ollama_hint.setObjectName("hint")
         self.ollama_hint.setWordWrap(True)
@@ -122,6 +127,7 @@ class ServerSettingsForm(QFrame):
         form.addRow(self.parallel_hint)
         form.addRow("Queue size", self.queue)
         form.addRow(self.keep_responses)
+        form.addRow(self.fetch_images)
         form.addRow(self.ollama_port)
         form.addRow(self.ollama_hint)
 
@@ -165,6 +171,7 @@ class ServerSettingsForm(QFrame):
         self.queue.setValue(settings.queue_size)
         self.jit_context.setValue(settings.jit_context)
         self.keep_responses.setChecked(settings.keep_responses)
+        self.fetch_images.setChecked(settings.fetch_image_urls)
         self.ollama_port.setChecked(settings.ollama_port)
         self._bind_changed()
         self.show_error("")
@@ -196,6 +203,7 @@ class ServerSettingsForm(QFrame):
             "queue_size": self.queue.value(),
             "jit_context": self.jit_context.value(),
             "keep_responses": self.keep_responses.isChecked(),
+            "fetch_image_urls": self.fetch_images.isChecked(),
             "ollama_port": self.ollama_port.isChecked(),
         }
 

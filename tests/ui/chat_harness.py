@@ -115,7 +115,7 @@ def reply_words(page: ChatPage) -> int:
     return len(rows[-1].text.split()) if rows and rows[-1].message.role == "assistant" else 0
 
 
-def send_and_wait(qtbot, page: ChatPage, text: str, timeout: int = 10_000):
+def send_and_wait(qtbot, page: ChatPage, text: str | None, timeout: int = 10_000):
     with qtbot.waitSignal(page.reply_finished, timeout=timeout) as got:
         assert page.replies.send(text)
     return got.args

@@ -194,3 +194,22 @@ def test_a_file_with_no_weights_shows_no_speed_number(make_view):
     assert view.speed is None
     assert view.speed_label.text() == "Speed: not predicted, the file holds no model weights"
     assert "tok/s" not in view.text()
+
+
+def test_a_vision_projector_is_in_the_bars_the_verdict_and_the_speed(make_view):
+    from app.core.models.projector import ProjectorMemory
+
+    projector = ProjectorMemory(weights=600 * MiB, compute=200 * MiB, tokens_per_image=256, encoder_flops=2e11)
+    plain = make_view(rtx4090(), n_ctx=8192)
+    seeing = make_view(rtx4090(), n_ctx=8192, projector=projector)
+    assert seeing.badge.text() == plain.badge.text() == "Full GPU offload"
+    gpu = seeing.bars["CUDA0"]
+    assert gpu.parts["weights"] == plain.bars["CUDA0"].parts["weights"] + 600 * MiB  # on the GPU, with the model
+    assert gpu.parts["compute"] == plain.bars["CUDA0"].parts["compute"] + 200 * MiB
+    assert "→ With the vision projector: 800.00 MiB more" in seeing.explanation_label.text()
+    assert "s to read an image" in seeing.speed_label.text() and "image" not in plain.speed_label.text()
+
+    # On a card the model alone just fits, the projector tips it over: the verdict says so.
+    squeezed = make_view(rtx4060(), n_ctx=2048, projector=ProjectorMemory(6 * GiB, 0, 256, 1e11))
+    assert squeezed.badge.text() == "Does not fit with its vision projector"
+    assert squeezed.badge.property("verdict") == "no_fit"

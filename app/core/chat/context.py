@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from app.core.engines.base import ChatMessage, ImageInput
+from app.core.engines.images import MAX_IMAGES
 
 # Tokens for a list of messages (after the chat template when the engine can tell).
 TokenCounter = Callable[[list[ChatMessage]], int]
@@ -55,18 +56,26 @@ class Turn(Protocol):
 
 
 def history_for_request(
-    system_prompt: str, path: Sequence[Turn], images: Mapping[int, list[ImageInput]] | None = None
+    system_prompt: str, path: Sequence[Turn], images: Mapping[int, Sequence[ImageInput]] | None = None
 ) -> list[ChatMessage]:
     """The shown thread as engine messages: system prompt first; failed/empty replies left out. `images`:
-    the stored images by message id (ChatStore.images_of), for turns that have an `id`."""
+    the stored images by message id (ChatStore.images_of), for turns that have an `id`; a turn not saved yet
+    brings its own (`images`). One request takes MAX_IMAGES: older turns' images past that are left out
+    (their text stays), so a long chat with pictures keeps working."""
     out: list[ChatMessage] = []
     if system_prompt.strip():
         out.append(ChatMessage(role="system", content=system_prompt))
     for m in path:
         if m.role == "assistant" and (m.status in ("streaming", "error") or not m.content):
             continue
-        attached = images.get(getattr(m, "id", -1)) if images else None
-        out.append(ChatMessage(role=m.role, content=m.content, images=attached or None))
+        attached = (images.get(getattr(m, "id", -1)) if images else None) or getattr(m, "images", None)
+        out.append(ChatMessage(role=m.role, content=m.content, images=list(attached) if attached else None))
+    room = MAX_IMAGES
+    for i in range(len(out) - 1, -1, -1):  # newest first: the picture being asked about is kept
+        shown = out[i].images or []
+        if len(shown) > room:
+            out[i] = out[i].model_copy(update={"images": shown[len(shown) - room :] or None})
+        room -= len(out[i].images or [])
     return out
 
 

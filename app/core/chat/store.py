@@ -276,12 +276,19 @@ class ChatStore(PresetStore):
             c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, row[0]))
 
     def edit_user_message(self, msg_id: int, new_text: str) -> int:
-        """Resend an edited user message as a sibling; the old branch is kept, hidden."""
+        """Resend an edited user message as a sibling, with the old one's images; the old branch is kept,
+        hidden."""
         old = self.get_message(msg_id)
         if old.role != "user":
             raise ValueError("only user messages can be edited and resent")
         with self._write("your edited message") as c:
-            return self._insert_message(c, old.conversation_id, old.parent_id, "user", new_text, "done")
+            new_id = self._insert_message(c, old.conversation_id, old.parent_id, "user", new_text, "done")
+            c.execute(
+                "INSERT INTO message_images(message_id, position, text_offset, sha256, data)"
+                " SELECT ?, position, min(text_offset, ?), sha256, data FROM message_images WHERE message_id = ?",
+                (new_id, len(new_text), msg_id),
+            )
+            return new_id
 
     def delete_message(self, msg_id: int) -> None:
         """Remove one message; its replies move up to its parent, so the thread stays connected."""

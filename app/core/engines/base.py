@@ -175,6 +175,9 @@ class ImageInput(BaseModel):
 
     data: bytes = Field(repr=False)
     offset: int = Field(0, ge=0)
+    # An image a request named by http(s) URL, `data` empty: the API server fetches it (when its settings
+    # allow) before the job is queued; an engine never sees one, and would refuse it as empty.
+    url: str | None = None
 
     @field_validator("data", mode="before")
     @classmethod

@@ -130,11 +130,13 @@ class FakeEngine:
         rerank: bool | Callable[[Path], bool] = True,
         seed: int = 0,
         fim: bool = True,
-        vision: bool = False,
+        vision: bool | Callable[[Path], bool] = False,
     ) -> None:
         self.tok_s = tok_s
         self.fim = fim  # whether it has fill-in-the-middle tokens (`suffix`)
-        self.vision = vision  # whether it takes images (each is IMAGE_WORDS prompt words)
+        # Whether it takes images (each is IMAGE_WORDS prompt words); a callable answers for each model it loads.
+        self.vision_models = vision
+        self.vision = bool(vision) if not callable(vision) else False
         self.script = script.split() if isinstance(script, str) else script
         self.prompt_batch = max(1, prompt_batch)
         self.prompt_batch_delay_s = prompt_batch_delay_s
@@ -146,7 +148,7 @@ class FakeEngine:
         self.rerank_models = rerank
         self.ranked = 0
         self.seed = seed
-        self.capabilities = Capabilities(chat=True, completion=True, embeddings=True, logprobs=True, vision=vision)
+        self.capabilities = Capabilities(chat=True, completion=True, embeddings=True, logprobs=True, vision=self.vision)
         self.info: ModelInfo | None = None
         self._cache: list[str] = []  # words whose "KV" is cached: prompt + generated
         self.loads = 0
@@ -163,7 +165,9 @@ class FakeEngine:
         self.loads += 1
         self._cache = []
         ranks = self.rerank_models(spec.path) if callable(self.rerank_models) else self.rerank_models
-        self.capabilities = self.capabilities.model_copy(update={"rerank": bool(ranks)})
+        if callable(self.vision_models):
+            self.vision = bool(self.vision_models(spec.path))
+        self.capabilities = self.capabilities.model_copy(update={"rerank": bool(ranks), "vision": self.vision})
         self.info = ModelInfo(
             path=spec.path,
             format="fake",
@@ -171,6 +175,7 @@ class FakeEngine:
             n_vocab=FAKE_VOCAB,
             chat_template=None,
             template_notice=None,
+            extra={"vision": self.vision},
         )
         return self.info
 

@@ -201,6 +201,7 @@ class LlamaCppEngine:
                 "flash_attn": spec.flash_attn,
                 "n_gpu_layers": spec.n_gpu_layers,
                 "projector": self._vision.path.name if self._vision is not None else "",
+                "vision": self._vision is not None,  # what the chat asks before it attaches an image
             },
         )
         return self.info

@@ -9,13 +9,14 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from app.core.hub.errors import HubNotFound
+from app.core.hub.errors import HubError, HubNotFound
 from app.core.hub.ranged import HttpRangeSource, new_http_client
 from app.core.hub.variants import VariantChoice, repo_variants
 from app.core.models.errors import ModelFileError
 from app.core.models.exl2 import read_exl2_branch
 from app.core.models.files import quant_label
 from app.core.models.mlx_meta import MlxVariant, mlx_variant, weight_files
+from app.core.models.projector import ProjectorMemory, projector_from_size, projector_memory_of
 from app.core.models.recommend import Variant
 from app.core.models.safetensors_meta import INDEX_NAME, MAX_HEADER_BYTES, read_safetensors_model
 from app.core.models.spec import spec_from_gguf
@@ -41,7 +42,11 @@ def assessable_variants(client: HubClient, repo_id: str, revision: str = "main")
     with new_http_client(client.timeout) as http:
         if ggufs:
             with ThreadPoolExecutor(HEADER_WORKERS, thread_name_prefix="hub-headers") as pool:
-                futures = [pool.submit(gguf_variant, client, c, http) for c in ggufs]
+                # One projector often serves every quant: each is read once.
+                unique = {c.mmproj[0].path: c for c in ggufs if c.mmproj}
+                read = {path: pool.submit(projector_cost, client, c, http) for path, c in unique.items()}
+                projectors = {path: f.result() for path, f in read.items()}
+                futures = [pool.submit(gguf_variant, client, c, http, projectors) for c in ggufs]
                 for choice, future in zip(ggufs, futures):
                     try:
                         out.append(future.result())
@@ -56,10 +61,20 @@ def assessable_variants(client: HubClient, repo_id: str, revision: str = "main")
     return out
 
 
-def gguf_variant(client: HubClient, choice: VariantChoice, http: httpx.Client | None = None) -> Variant:
-    """One GGUF quant with the spec read from every shard's header (the mmproj is not part of the model)."""
+def gguf_variant(
+    client: HubClient,
+    choice: VariantChoice,
+    http: httpx.Client | None = None,
+    projectors: Mapping[str, ProjectorMemory] | None = None,
+) -> Variant:
+    """One GGUF quant with the spec read from every shard's header (the mmproj is not part of the model), and
+    what its vision projector costs (from `projectors`, by path, else read here)."""
     shards = [f.path for f in choice.files if f not in choice.mmproj]
     spec = spec_from_gguf(client.gguf_headers(choice.repo_id, shards, choice.revision, http=http))
+    projector = None
+    if choice.mmproj:
+        read = projectors.get(choice.mmproj[0].path) if projectors is not None else None
+        projector = read or projector_cost(client, choice, http)
     # A file name that states no quant is labelled by what its header says it holds.
     label = choice.label if quant_label(choice.label) or not spec.file_type else spec.file_type
     return Variant(
@@ -70,7 +85,19 @@ def gguf_variant(client: HubClient, choice: VariantChoice, http: httpx.Client | 
         repo_id=choice.repo_id,
         revision=choice.revision,
         files=[f.path for f in choice.files],
+        projector_memory=projector,
     )
+
+
+def projector_cost(client: HubClient, choice: VariantChoice, http: httpx.Client | None = None) -> ProjectorMemory:
+    """What a quant's vision projector costs, from its header (a few ranged reads), else from its size."""
+    mmproj = choice.mmproj[0]
+    try:
+        header = client.gguf_headers(choice.repo_id, [mmproj.path], choice.revision, http=http)[0]
+        return projector_memory_of(header)
+    except (HubError, ModelFileError) as exc:
+        logger.info("%s: the projector %s was sized, not read: %s", choice.repo_id, mmproj.path, exc)
+        return projector_from_size(mmproj.size)
 
 
 def read_mlx_repo(

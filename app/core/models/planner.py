@@ -52,10 +52,12 @@ class Plan:
     def label(self) -> str:
         return VERDICT_LABEL[self.verdict]
 
-    def device_rows(self) -> list[tuple[Device, DeviceUse]]:
-        """(device, its use) for every device the plan touches, CPU first."""
+    def device_rows(self, beside: MemoryEstimate | None = None) -> list[tuple[Device, DeviceUse]]:
+        """(device, its use) for every device the plan touches, CPU first; with `beside` (a vision projector's
+        share) added where it is loaded."""
         pools = {d.name: d for d in (self.machine.cpu, *self.machine.gpus)}
-        return [(pools[u.device], u) for u in self.estimate.devices if u.device in pools]
+        estimate = _combined(self.estimate, beside) if beside is not None else self.estimate
+        return [(pools[u.device], u) for u in estimate.devices if u.device in pools]
 
 
 def split_layers(n: int, budgets: list[int]) -> list[int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.models.gguf import read_gguf_header
+from app.core.models.gguf import GGUFHeader, read_gguf_header
 
 F32 = 4
 LIVE_ACTIVATIONS = 4  # feed-forward and residual tensors alive together in one block
@@ -23,15 +23,31 @@ class ProjectorMemory:
     weights: int
     compute: int
     tokens_per_image: int  # at the encoder's own size (tiling models use more, one tile at a time)
+    encoder_flops: float = 0.0  # one image through the encoder: the speed model's time per image
 
     @property
     def total(self) -> int:
         return self.weights + self.compute
 
+    def with_default_compute(self) -> ProjectorMemory:
+        patches = (224 // 14) ** 2
+        compute = patches * patches * 16 * F32 + patches * 4096 * F32 * LIVE_ACTIVATIONS
+        return ProjectorMemory(self.weights, compute, patches, 0.0)
+
+
+def projector_from_size(size: int) -> ProjectorMemory:
+    """When the header cannot be read: the file's size as its weights, the encoder's buffer at the defaults
+    below (a 224-px ViT-L's); no time per image."""
+    return ProjectorMemory(size, 0, 0).with_default_compute()
+
 
 def projector_memory(path: Path) -> ProjectorMemory:
     """The projector's memory, from its header (raises ModelFileError or OSError when it cannot be read)."""
-    header = read_gguf_header(path, keep_array_items=0)
+    return projector_memory_of(read_gguf_header(path, keep_array_items=0))
+
+
+def projector_memory_of(header: GGUFHeader) -> ProjectorMemory:
+    """As `projector_memory`, from a header already read (a local file's, or a Hub file's first bytes)."""
     meta = header.metadata
 
     def number(key: str, default: int) -> int:
@@ -48,4 +64,8 @@ def projector_memory(path: Path) -> ProjectorMemory:
     scores = patches * patches * n_head * F32
     activations = patches * max(n_embd, n_ff) * F32 * LIVE_ACTIVATIONS
     weights = sum(t.nbytes for t in header.tensors)
-    return ProjectorMemory(weights, scores + activations, patches)
+    # Every weight meets every patch once (2 FLOPs a multiply-add), and attention's two products add
+    # 2 × 2 × patches² × width a block.
+    params = sum(t.n_elements for t in header.tensors)
+    flops = 2.0 * params * patches + 4.0 * patches * patches * n_embd * number("block_count", 24)
+    return ProjectorMemory(weights, scores + activations, patches, flops)

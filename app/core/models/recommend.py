@@ -10,10 +10,11 @@ from typing import Literal
 from app.core.models.calibration import CalibrationStore, Correction
 from app.core.models.devices import Machine
 from app.core.models.memory import LoadOptions
-from app.core.models.planner import Plan, plan_load
+from app.core.models.planner import DraftFit, Plan, plan_load, projector_fit
+from app.core.models.projector import ProjectorMemory
 from app.core.models.quality import floor_kld, kld_for, quality_label
 from app.core.models.spec import ModelSpec
-from app.core.models.speed import SpeedPrediction, has_weights, predict_speed
+from app.core.models.speed import SpeedPrediction, has_weights, image_seconds, predict_speed
 
 Format = Literal["gguf", "mlx", "exl2"]
 Q8_KLD = 0.0014
@@ -32,6 +33,8 @@ class Variant:
     revision: str | None = None  # EXL2 branch
     files: list[str] = field(default_factory=list)
     path: Path | None = None  # a local file
+    # What the vision projector (`projector`) costs beside the weights, when its header was read (or sized).
+    projector_memory: ProjectorMemory | None = None
 
     @property
     def projector(self) -> str | None:
@@ -49,6 +52,8 @@ class Assessment:
     reason: str = ""  # why it cannot run here, or a caveat
     recommended: bool = False
     spec: ModelSpec | None = None  # what the plan used (scaled from a sibling when not read)
+    projector: DraftFit | None = None  # the vision projector beside the plan, when the variant has one
+    image_s: float | None = None  # predicted seconds to read one image (vision variants)
 
     @property
     def quality(self) -> str:
@@ -56,7 +61,9 @@ class Assessment:
 
     @property
     def fits(self) -> bool:
-        return self.runnable and self.plan is not None and self.plan.fits
+        """The model fits, and its vision projector beside it (a load refuses one that does not)."""
+        beside = self.projector is None or self.projector.fits
+        return self.runnable and self.plan is not None and self.plan.fits and beside
 
 
 @dataclass
@@ -125,6 +132,11 @@ def assess(
             # MLX has no CPU fallback: all of it must fit the GPU's working set.
             runnable, reason = False, "does not fit the GPU's working set (MLX cannot split across CPU and GPU)"
         a = Assessment(v, plan, speed, kld, runnable, reason, spec=spec)
+        if v.projector_memory is not None and plan.fits:
+            a.projector = projector_fit(plan, v.projector_memory)
+            a.image_s = image_seconds(spec, plan, v.projector_memory, corr)
+            if not a.projector.fits and not a.reason:
+                a.reason = "its vision projector does not fit beside it"
         prefs[id(a)] = pref
         out.append(a)
     pick, why = _pick(out, prefs, n_ctx)

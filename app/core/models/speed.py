@@ -17,6 +17,7 @@ from app.core.models.compute import SpeedClass, peak_flops, speed_class
 from app.core.models.devices import Device, Machine
 from app.core.models.memory import kv_bytes_per_layer, kv_cells
 from app.core.models.planner import Plan
+from app.core.models.projector import ProjectorMemory
 from app.core.models.spec import ModelSpec
 
 # Share of rated bandwidth a decode step reaches, per device class. GPU classes: fitted on llama.cpp
@@ -235,6 +236,24 @@ def prefill_seconds_per_token(spec: ModelSpec, plan: Plan, n_prompt: int = PREFI
         frac_gpu = min(1.0, plan.layers_on_gpu / max(1, spec.n_layers))
         return work * (frac_gpu / gpu_f + (1 - frac_gpu) / cpu_f)
     return work / cpu_f
+
+
+def image_seconds(
+    spec: ModelSpec, plan: Plan, projector: ProjectorMemory, correction: Correction | None = None
+) -> float | None:
+    """Seconds to read one image: the encoder over its patches, on the device libmtmd puts it (the first GPU
+    when the model is offloaded, else the CPU), then the model's prefill of the tokens it becomes. None when
+    the projector's header gave no work to time."""
+    if projector.encoder_flops <= 0:
+        return None
+    m = plan.machine
+    if m.gpus and plan.options.n_gpu_layers != 0:
+        device_flops = peak_flops(m.gpus[0]) * ETA_COMPUTE[_class(m.gpus[0], m.backend)]
+    else:
+        device_flops = cpu_flops(m.cores, m.simd) * ETA_COMPUTE["cpu"]
+    tokens = max(1, projector.tokens_per_image)
+    prefill = tokens * prefill_seconds_per_token(spec, plan, tokens) / (correction or Correction()).prefill
+    return projector.encoder_flops / device_flops + prefill
 
 
 def predict_speed(

@@ -30,7 +30,8 @@ from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
 from app.ui.bridge import EventBridge
 from app.ui.chat import render
-from app.ui.chat.composer import ComposerBox
+from app.ui.chat.attachments import ImageAttacher
+from app.ui.chat.composer import ComposerBox, Draft, vision_reason
 from app.ui.chat.conversations import ConversationList
 from app.ui.chat.header import ChatHeader, tokens_in_use
 from app.ui.chat.model_bar import ModelBar
@@ -92,11 +93,12 @@ class ChatPage(QWidget):
             serving=serving,
         )
         self.header = ChatHeader()
-        self.thread_view = ThreadView(store, self.chats, self.writes)
+        self.thread_view = ThreadView(store, self.chats, self.writes, tasks=tasks)
         self.notice = QLabel(wordWrap=True)
         self.notice.setObjectName("chatNotice")
         self.notice.setVisible(False)
         self.composer = ComposerBox()
+        self.attacher = ImageAttacher(self.composer, tasks, self)
         self.unsent = UnsentDrafts(self.composer)
         self.settings = SettingsPanel(store, self.chats, self.writes)
         self.replies = ReplyController(
@@ -170,6 +172,7 @@ class ChatPage(QWidget):
         self.settings.saved.connect(lambda _c: self._update_meter())
         self.replies.changed.connect(self._update_controls)
         self.replies.notice.connect(self.show_notice)
+        self.attacher.notice.connect(self.show_notice)
         self.replies.created.connect(self._created)
         self.replies.retitled.connect(self._retitled)
         self.replies.finished.connect(self._reply_finished)
@@ -267,7 +270,7 @@ class ChatPage(QWidget):
     def _show_without(self, conv_id: int) -> None:
         if conv_id == self.conv_id:
             # Its draft is kept until the deletion is committed: a failed one opens it again, draft and all.
-            self.unsent.keep(conv_id, "" if self.replies.editing is not None else self.composer.text())
+            self.unsent.keep(conv_id, Draft() if self.replies.editing is not None else self.composer.draft())
             self.composer.clear()
             self.replies.forget_edit()
             self.settings.set_conversation(None)
@@ -354,6 +357,8 @@ class ChatPage(QWidget):
 
     def _update_controls(self) -> None:
         s = self.replies.host_state
+        editing = "a message being edited keeps its own images" if self.replies.editing is not None else ""
+        self.attacher.set_reason(editing or vision_reason(s))
         self.composer.refresh(
             self.replies.reason,
             loaded=s.model is not None and s.status != "loading",

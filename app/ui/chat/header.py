@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
 
-from app.core.chat.context import context_usage, estimate_tokens, history_for_request
+from app.core.chat.context import IMAGE_TOKENS, context_usage, estimate_tokens, history_for_request
 from app.core.chat.store import DEFAULT_TITLE
 from app.ui.chat.messages_model import Row
 from app.ui.theme import restyle_by, set_status
@@ -26,9 +26,10 @@ def tokens_in_use(rows: Sequence[Row], system_prompt: str) -> tuple[int, str]:
         if stats and stats.get("prompt_tokens"):
             measured = int(stats["prompt_tokens"]) + int(stats.get("generated_tokens", 0))
             after = history_for_request("", rows[i + 1 :])
-            return (measured + estimate_tokens(after) - 2, "~") if after else (measured, "")
+            images = IMAGE_TOKENS * sum(r.image_count for r in rows[i + 1 :])
+            return (measured + estimate_tokens(after) - 2 + images, "~") if after else (measured, "")
     msgs = history_for_request(system_prompt, rows)
-    return (estimate_tokens(msgs) if msgs else 0), "~"
+    return (estimate_tokens(msgs) + IMAGE_TOKENS * sum(r.image_count for r in rows) if msgs else 0), "~"
 
 
 class ContextMeter(QWidget):

@@ -26,7 +26,7 @@ from PySide6.QtCore import (
     QUrl,
     Signal,
 )
-from PySide6.QtGui import QColor, QCursor, QPainter, QTextCursor, QTextDocument
+from PySide6.QtGui import QColor, QCursor, QImage, QPainter, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS, MessagesModel, Row, header_html
@@ -45,13 +45,20 @@ def _messages(model: QAbstractItemModel | None) -> MessagesModel:
 
 
 class SafeDocument(QTextDocument):
-    """Loads nothing from outside: no remote (or local file) images, whatever the HTML says."""
+    """Loads nothing from outside: no remote (or local file) images, whatever the HTML says; only the
+    message's own thumbnails, handed over by name (`images`)."""
 
     # The latest URLs refused, process-wide (for tests and the log); bounded, so a long session cannot grow it.
     blocked: ClassVar[collections.deque[str]] = collections.deque(maxlen=256)
 
+    def __init__(self, images: dict[str, QImage] | None = None) -> None:
+        super().__init__()
+        self._images = images or {}
+
     def loadResource(self, type_: int, url: QUrl | str) -> Any:  # noqa: N802 (Qt API)
         url = QUrl(url)
+        if (image := self._images.get(url.toString())) is not None:
+            return image
         SafeDocument.blocked.append(url.toString())
         logger.debug("blocked a resource request for %s", url.toString())
         return QByteArray()  # empty: nothing loaded (returning None trips a PySide refcount bug)
@@ -96,7 +103,7 @@ class MessageDelegate(QStyledItemDelegate):
         if growing and (doc := self._append_streaming(row, width)) is not None:
             return doc
         self._growing.pop(row.id, None)
-        doc = SafeDocument()
+        doc = SafeDocument(model.image_resources(row))
         doc.setDocumentMargin(0)
         doc.setDefaultFont(self.view.font())
         if growing:  # header + the text so far; later flushes append (see _append_streaming)

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PySide6.QtCore import QObject, QSize, Qt
-from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtGui import QImage, QStandardItem, QStandardItemModel
 
+from app.core.chat.attachments import THUMB_SIDE
 from app.core.chat.models import Message
 from app.core.engines.base import GenerationStats
 from app.core.units import fmt_n
@@ -46,6 +47,8 @@ class Row:
     error: str | None = None
     version: int = 0  # bumped on every change of the row; `key()` is rebuilt when it moves
     expanded: bool = False
+    image_count: int = 0  # images attached to the message
+    thumbnails: list[QImage] | None = field(default=None, repr=False)  # made on the pool; None until then
     rendered: Rendered | None = field(default=None, repr=False)
     _key: tuple[int, tuple] | None = field(default=None, repr=False)
 
@@ -73,6 +76,8 @@ class Row:
                     self.branch,
                     stats_line(self.stats, self.finish_reason),
                     self.error,
+                    self.image_count,
+                    self.thumbnails is not None,
                 ),
             )
         return (*self._key[1], look_generation())  # a new theme's colours render anew
@@ -116,6 +121,8 @@ class MessagesModel(QStandardItemModel):
         self._html: collections.OrderedDict[int, tuple[tuple, Rendered]] = collections.OrderedDict()
         self._expanded: set[int] = set()  # reasoning blocks the user opened, kept across reloads
         self.renders = 0  # markdown renders so far (tests check caching)
+        # Thumbnails of messages' images, by message id, made on the pool (ThreadView); kept across reloads.
+        self.thumbnails: collections.OrderedDict[int, list[QImage]] = collections.OrderedDict()
         self.sizer: Callable[[Row, bool], QSize] | None = None  # (row, exact) -> size hint
 
     # -- content --------------------------------------------------------------------------------
@@ -131,9 +138,10 @@ class MessagesModel(QStandardItemModel):
         messages: list[Message],
         branches: dict[int, tuple[int, int]] | None = None,
         live: dict[int, str] | None = None,
+        image_counts: dict[int, int] | None = None,
     ) -> None:
         """Replace the thread. `live`: text of replies streaming right now (newer than the DB)."""
-        branches, live = branches or {}, live or {}
+        branches, live, image_counts = branches or {}, live or {}, image_counts or {}
         self.rows = [
             Row(
                 m,
@@ -144,6 +152,8 @@ class MessagesModel(QStandardItemModel):
                 m.finish_reason,
                 m.error,
                 expanded=m.id in self._expanded,
+                image_count=image_counts.get(m.id, 0),
+                thumbnails=self.thumbnails.get(m.id),
             )
             for m in messages
         ]
@@ -154,8 +164,8 @@ class MessagesModel(QStandardItemModel):
         if items:
             self.invisibleRootItem().appendRows(items)
 
-    def append(self, message: Message) -> None:
-        row = Row(message, message.content, message.status)
+    def append(self, message: Message, image_count: int = 0) -> None:
+        row = Row(message, message.content, message.status, image_count=image_count)
         self.rows.append(row)
         self._index[message.id] = len(self.rows) - 1
         self.appendRow(self._item(row, True))
@@ -217,6 +227,20 @@ class MessagesModel(QStandardItemModel):
         r.text, r.status, r.stats, r.finish_reason, r.error = text, status, stats, finish_reason, error
         self._changed(i)
 
+    def set_thumbnails(self, msg_id: int, images: list[QImage]) -> None:
+        """UI thread: a message's thumbnails are made; its row shows them."""
+        self.thumbnails[msg_id] = images
+        self.thumbnails.move_to_end(msg_id)
+        while len(self.thumbnails) > HTML_CACHE:
+            self.thumbnails.popitem(last=False)
+        if (i := self._index.get(msg_id)) is not None:
+            self.rows[i].thumbnails = images
+            self._changed(i)
+
+    def image_resources(self, row: Row) -> dict[str, QImage]:
+        """The row's thumbnails by the names its HTML gives them (a document loads nothing else)."""
+        return {image_url(row.id, i): image for i, image in enumerate(row.thumbnails or ())}
+
     def toggle_reasoning(self, msg_id: int) -> None:
         i = self._index.get(msg_id)
         if i is not None:
@@ -239,7 +263,8 @@ class MessagesModel(QStandardItemModel):
         else:
             body = render_message(row.text, role=row.message.role, reasoning_expanded=row.expanded, streaming=streaming)
         self.renders += 1
-        row.rendered = replace(body, html=header_html(row) + body.html + _footer(row))
+        images = images_html(row)
+        row.rendered = replace(body, html=header_html(row) + images + body.html + _footer(row))
         self._html[row.id] = (key, row.rendered)
         self._html.move_to_end(row.id)
         while len(self._html) > HTML_CACHE:
@@ -262,6 +287,22 @@ def header_html(row: Row) -> str:
     actions.append("<a href='act:delete'>Delete</a>")
     out += " &nbsp; <span style='font-size:small'>" + " · ".join(actions) + "</span></p>"
     return out
+
+
+def image_url(msg_id: int, i: int) -> str:
+    return f"hearth-image:{msg_id}/{i}"
+
+
+def images_html(row: Row) -> str:
+    """The message's images as a row of thumbnails; blank tiles of the same size until they are made."""
+    if not row.image_count:
+        return ""
+    tiles, thumbnails = [], row.thumbnails
+    for i in range(row.image_count):
+        thumb = thumbnails[i] if thumbnails and i < len(thumbnails) and not thumbnails[i].isNull() else None
+        w, h = (thumb.width(), thumb.height()) if thumb is not None else (THUMB_SIDE, THUMB_SIDE)
+        tiles.append(f"<img src='{image_url(row.id, i)}' width='{w}' height='{h}' alt='image {i + 1}'>")
+    return "<p style='margin-bottom:6px'>" + "&nbsp;".join(tiles) + "</p>"
 
 
 def _footer(row: Row) -> str:

@@ -19,10 +19,10 @@ from app.core.chat.context import ContextPlan, Turn, estimate_tokens, fit_contex
 from app.core.chat.models import Conversation
 from app.core.chat.operations import ChatOperations, SavedTurn
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
-from app.core.engines.base import GenerateRequest
+from app.core.engines.base import GenerateRequest, ImageInput
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed, HostState
-from app.ui.chat.composer import ComposerBox, reason_not_to_send
+from app.ui.chat.composer import ComposerBox, Draft, reason_not_to_send
 from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import StreamBridge, StreamResult
 from app.ui.chat.thread_view import ThreadView
@@ -42,6 +42,13 @@ class UnsentTurn:
     content: str
     role: str = "user"
     status: str = "done"
+    images: tuple[ImageInput, ...] = ()
+
+
+def _may_have_images(turn: Turn) -> bool:
+    """A shown row knows how many images it has; a message read from the store may have some."""
+    count = getattr(turn, "image_count", None)
+    return turn.role == "user" and hasattr(turn, "id") and (count is None or count > 0)
 
 
 class ReplyController(QObject):
@@ -89,7 +96,7 @@ class ReplyController(QObject):
     @property
     def reason(self) -> str:
         """Why sending is not possible now ('' when it is)."""
-        return reason_not_to_send(self.host_state, self.replying)
+        return reason_not_to_send(self.host_state, self.replying, len(self.composer.attachments.attachments))
 
     def n_ctx(self, context_length: int | None) -> int:
         """The context a request may fill: the model's, or the conversation's if smaller."""
@@ -99,24 +106,28 @@ class ReplyController(QObject):
 
     # -- sending --------------------------------------------------------------------------------
     def send(self, text: str | None = None) -> bool:
-        """Plan, then save the user turn (and the reply row) on the writer thread; the reply starts
-        when they are committed. False when nothing will be generated (the reason is shown)."""
-        text = self.composer.text() if text is None else text
-        if not text.strip() or self.reason or self.chats.closed:
+        """Plan, then save the user turn with the composer's images (and the reply row) on the writer thread;
+        the reply starts when they are committed. False when nothing will be generated (the reason is shown)."""
+        draft = self.composer.draft() if text is None else Draft(text)
+        text = draft.text
+        if draft.empty or self.reason or self.chats.closed:
             return False
         if self.editing is not None:
             return self.edit_and_resend(self.editing, text)
         self.settings.save()
         conv_id = self.thread_view.conv_id
         conv = self.chats.get_conversation(conv_id) if conv_id is not None else _NEW_CONVERSATION
-        plan = self._plan(conv, [*self.thread_view.rows, UnsentTurn(text)])
+        images = tuple(a.image for a in draft.attachments)
+        plan = self._plan(conv, [*self.thread_view.rows, UnsentTurn(text, images=images)])
         title = " ".join(text.split())[:60] if conv.title == DEFAULT_TITLE else None
+        if conv.title == DEFAULT_TITLE and not title:
+            title = "Image"  # an image sent without a word
         self.composer.clear()
         return self._save_then_reply(
-            self.chats.send(conv_id, text, title=title, reply=plan.ok),
+            self.chats.send(conv_id, text, title=title, reply=plan.ok, images=images),
             conv,
             plan,
-            text,
+            draft,
             sent=True,
             retitled=bool(title),
         )
@@ -146,17 +157,23 @@ class ReplyController(QObject):
             return False
         conv = self.chats.get_conversation(old.conversation_id)
         before = self.thread_view.turns_to(conv.id, old.parent_id) if old.parent_id is not None else []
-        plan = self._plan(conv, [*before, UnsentTurn(text)])
+        kept = tuple(self.store.images_of([msg_id]).get(msg_id, ()))  # the store copies them (edit_user_message)
+        plan = self._plan(conv, [*before, UnsentTurn(text, images=kept)])
         self.editing = None
         self.composer.clear()
-        return self._save_then_reply(self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok), conv, plan, text)
+        return self._save_then_reply(
+            self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok), conv, plan, Draft(text)
+        )
 
     def _plan(self, conv: Conversation, turns: Sequence[Turn]) -> ContextPlan:
         # The open chat's context length as the panel shows it (maybe not saved yet).
         shown = self.settings.conv is not None and self.settings.conv.id == conv.id
         n_ctx = self.n_ctx(self.settings.context_value() if shown else conv.context_length)
         reserve = conv.sampling.max_tokens or min(REPLY_RESERVE, max(n_ctx // 4, 1))
-        history = history_for_request(conv.system_prompt, turns)
+        # Stored images are read here, on the UI thread like the rest of the page's reads: they are kept at
+        # most 2,048 px on a side (attachments.py), a few MB for a message's worth.
+        with_images = [getattr(t, "id", -1) for t in turns if _may_have_images(t)]
+        history = history_for_request(conv.system_prompt, turns, self.store.images_of(with_images))
         return fit_context(history, estimate_tokens, n_ctx, reserve=min(reserve, max(n_ctx - 16, 1)))
 
     def _save_then_reply(
@@ -164,12 +181,12 @@ class ReplyController(QObject):
         saving: Future,
         conv: Conversation,
         plan: ContextPlan,
-        typed: str = "",
+        typed: Draft | None = None,
         sent: bool = False,
         retitled: bool = False,
     ) -> bool:
         """When `saving` is committed, show the turn and start the reply. If the write fails, the
-        typed text goes back into the composer: nothing the user wrote is lost."""
+        typed text and images go back into the composer: nothing the user wrote is lost."""
         new = conv is _NEW_CONVERSATION
 
         def saved(turn: SavedTurn) -> None:
@@ -182,8 +199,8 @@ class ReplyController(QObject):
         def failed(exc: BaseException) -> None:
             """UI thread."""
             self.saving = False
-            if typed and not self.composer.text().strip():
-                self.composer.set_text(typed)
+            if typed is not None and self.composer.draft().empty:
+                self.composer.set_draft(typed)
             self.notice.emit(str(exc), "error")
             self.changed.emit()
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from PySide6.QtCore import QPoint, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtWidgets import QMenu, QStackedWidget, QVBoxLayout, QWidget
 
+from app.core.chat.attachments import thumbnails
 from app.core.chat.context import Turn
 from app.core.chat.models import ChatNotFound, Message
 from app.core.chat.operations import ChatOperations
@@ -52,10 +53,16 @@ class ThreadView(QWidget):
     notice = Signal(str, str)
 
     def __init__(
-        self, store: ChatStore, chats: ChatOperations, writes: TaskRunner, parent: QWidget | None = None
+        self,
+        store: ChatStore,
+        chats: ChatOperations,
+        writes: TaskRunner,
+        parent: QWidget | None = None,
+        tasks: TaskRunner | None = None,
     ) -> None:
+        """`tasks`: the pool the images' thumbnails are made on (None: their tiles stay blank)."""
         super().__init__(parent)
-        self.store, self.chats, self.writes = store, chats, writes
+        self.store, self.chats, self.writes, self.tasks = store, chats, writes, tasks
         self.conv_id: int | None = None
         self._live: dict[int, str] = {}  # reply being written -> its text so far
         self.messages = MessagesModel(self)
@@ -107,8 +114,23 @@ class ThreadView(QWidget):
             self.messages.set_messages([])
         else:
             path, branches = active_branch(everything, leaf)
-            self.messages.set_messages(path, branches, self._live)
+            counts = self.store.image_counts(m.id for m in path if m.role == "user")
+            self.messages.set_messages(path, branches, self._live, counts)
+            self._make_thumbnails(list(counts))
         self.changed.emit()
+
+    def _make_thumbnails(self, msg_ids: list[int]) -> None:
+        """Read these messages' images and make their thumbnails on the pool; rows show them as they come."""
+        missing = [i for i in msg_ids if i not in self.messages.thumbnails]
+        if not missing or self.tasks is None:
+            return
+        store = self.store
+        self.tasks.run(lambda: thumbnails(store.images_of(missing)), self._thumbnails_made, owner=self)
+
+    def _thumbnails_made(self, made: dict[int, list[bytes]]) -> None:
+        """UI thread."""
+        for msg_id, tiles in made.items():
+            self.messages.set_thumbnails(msg_id, [QImage.fromData(png, b"PNG") for png in tiles])
 
     def append_sent(self, conv_id: int, user_id: int, reply_id: int | None) -> bool:
         """Append a new user turn and its reply to the shown thread, if they follow its last row:
@@ -119,7 +141,10 @@ class ThreadView(QWidget):
         rows = self.messages.rows
         if user.parent_id != (rows[-1].id if rows else None):
             return False
-        self.messages.append(user)
+        count = self.store.image_counts([user_id]).get(user_id, 0)
+        self.messages.append(user, count)
+        if count:
+            self._make_thumbnails([user_id])
         if reply_id is not None:
             self.messages.append(self.store.get_message(reply_id))
         self.changed.emit()

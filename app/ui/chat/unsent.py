@@ -1,9 +1,10 @@
-"""Unsent text stays with its conversation: what was typed in one chat is put back when it is opened again,
-and a chat opened (or created with Ctrl+N) starts with its own text, empty if it has none."""
+"""Unsent drafts stay with their conversation: what was typed (and the images attached) in one chat is put
+back when it is opened again, and a chat opened (or created with Ctrl+N) starts with its own, empty if it has
+none."""
 
 from __future__ import annotations
 
-from app.ui.chat.composer import ComposerBox
+from app.ui.chat.composer import ComposerBox, Draft
 
 
 class UnsentDrafts:
@@ -11,7 +12,7 @@ class UnsentDrafts:
 
     def __init__(self, composer: ComposerBox) -> None:
         self.composer = composer
-        self._by_conversation: dict[int, str] = {}
+        self._by_conversation: dict[int, Draft] = {}
 
     def switch(self, leaving: int | None, arriving: int, editing: bool) -> None:
         """`leaving` (None: no chat was open) for `arriving`. A message being edited is not a draft: it
@@ -20,21 +21,21 @@ class UnsentDrafts:
             return
         if leaving is None:
             # Typed before any chat existed (a first send creates one): it stays, unless empty.
-            if not self.composer.text().strip():
-                self.composer.set_text(self._by_conversation.pop(arriving, ""))
+            if self.composer.draft().empty:
+                self.composer.set_draft(self._by_conversation.pop(arriving, Draft()))
             return
-        self.keep(leaving, "" if editing else self.composer.text())
-        self.composer.set_text(self._by_conversation.pop(arriving, ""))
+        self.keep(leaving, Draft() if editing else self.composer.draft())
+        self.composer.set_draft(self._by_conversation.pop(arriving, Draft()))
 
-    def keep(self, conv_id: int, text: str) -> None:
-        if text.strip():
-            self._by_conversation[conv_id] = text
+    def keep(self, conv_id: int, draft: Draft) -> None:
+        if not draft.empty:
+            self._by_conversation[conv_id] = draft
         else:
             self._by_conversation.pop(conv_id, None)
 
     def draft(self, conv_id: int) -> str:
         """The text kept for a conversation not shown now ("" if none)."""
-        return self._by_conversation.get(conv_id, "")
+        return self._by_conversation.get(conv_id, Draft()).text
 
     def forget(self, conv_id: int) -> None:
         """The conversation is deleted."""

@@ -197,7 +197,12 @@ class ModelView(QWidget):
         if not a.runnable or a.plan is None or a.spec is None or self.machine is None:
             return
         self.fit_view = FitView(
-            a.spec, self.machine, n_ctx=a.plan.requested_ctx, options=a.plan.options, slots=self.slots
+            a.spec,
+            self.machine,
+            n_ctx=a.plan.requested_ctx,
+            options=a.plan.options,
+            slots=self.slots,
+            projector=a.variant.projector_memory,
         )
         self.fit_view.plan_changed.connect(self._replanned)
         self._fit_host.addWidget(self.fit_view)

@@ -20,9 +20,10 @@ from PySide6.QtWidgets import (
 from app.core.models.calibration import Correction
 from app.core.models.devices import Device, Machine
 from app.core.models.memory import KV_CACHE_TYPES, DeviceUse, LoadOptions
-from app.core.models.planner import Plan, plan_load
+from app.core.models.planner import DraftFit, Plan, plan_load, projector_fit
+from app.core.models.projector import ProjectorMemory
 from app.core.models.spec import ModelSpec
-from app.core.models.speed import SpeedPrediction, has_weights, predict_speed
+from app.core.models.speed import SpeedPrediction, has_weights, image_seconds, predict_speed
 from app.core.units import fmt_bytes
 from app.ui.theme import set_verdict
 from app.ui.widgets.stacked_bar import SEGMENTS, StackedMemoryBar, overflow_colour
@@ -80,10 +81,14 @@ class FitView(QWidget):
         correction: Correction | None = None,
         slots: int = 1,
         parent: QWidget | None = None,
+        projector: ProjectorMemory | None = None,
     ) -> None:
-        """`slots`: the parallel requests a load plans for (as many as fit beside the context, up to this)."""
+        """`slots`: the parallel requests a load plans for (as many as fit beside the context, up to this);
+        `projector`: the vision projector that loads with the model, counted in the bars and the verdict."""
         super().__init__(parent)
         self.spec = spec
+        self.projector = projector
+        self.projector_fit: DraftFit | None = None
         self.machine = machine
         self.slots = slots
         self.correction = correction
@@ -233,13 +238,19 @@ class FitView(QWidget):
         )
         self.plan = plan
         self.speed = predict_speed(self.spec, plan, self.correction) if plan.fits and has_weights(self.spec) else None
+        self.projector_fit = projector_fit(plan, self.projector) if self.projector is not None else None
         self._show(plan)
         logger.debug("re-planned %s at %d ctx: %s", self.spec.name, plan.options.n_ctx, plan.verdict)
         self.plan_changed.emit(plan)
 
     def _show(self, plan: Plan) -> None:
-        self.badge.setText(plan.label)
-        set_verdict(self.badge, plan.verdict)
+        beside = self.projector_fit
+        if beside is not None and plan.fits and not beside.fits:
+            self.badge.setText("Does not fit with its vision projector")
+            set_verdict(self.badge, "no_fit")
+        else:
+            self.badge.setText(plan.label)
+            set_verdict(self.badge, plan.verdict)
         self.context_label.setText(f"{self.requested_ctx:,} tokens")
         if plan.ctx_reduced:
             self.ctx_note.setText(f"runs at {plan.options.n_ctx:,} context to fit")
@@ -249,17 +260,20 @@ class FitView(QWidget):
             self.ctx_note.setText("flash attention on")
         else:
             self.ctx_note.setText("")
-        self._show_bars(plan, plan.device_rows())
+        self._show_bars(plan, plan.device_rows(beside.estimate if beside is not None else None))
         overflowing = any(bar.overflow_bytes for bar in self.bars.values())
         for w in self._over_legend:
             w.setHidden(not overflowing)
-        self.explanation_label.setText(plan.explanation)
+        extra = f"\n→ With {beside.line}" if beside is not None and plan.fits else ""
+        self.explanation_label.setText(plan.explanation + extra)
         if self.speed is None and not has_weights(self.spec):
             self.speed_label.setText("Speed: not predicted, the file holds no model weights")
         elif self.speed is None:
             self.speed_label.setText("Speed: not predicted, the model does not fit")
         else:
-            self.speed_label.setText(speed_text(self.speed))
+            seconds = image_seconds(self.spec, plan, self.projector, self.correction) if self.projector else None
+            image = f" · ~{seconds:.1f} s to read an image" if seconds is not None else ""
+            self.speed_label.setText(speed_text(self.speed) + image)
 
     def _show_bars(self, plan: Plan, rows: list[tuple[Device, DeviceUse]]) -> None:
         names = [d.name for d, _ in rows]

@@ -310,3 +310,14 @@ def test_search_index_stays_consistent_through_edits_and_deletes(db_path):
         assert [c.id for c in s.search("echidna")] == [kept]  # recovered as interrupted, then indexed
         # No streaming rows left, so the index must match the messages table exactly.
         s._conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_an_edited_message_keeps_its_images_within_its_new_text(store):
+    from app.core.engines.base import ImageInput
+
+    conv = store.create_conversation("pictures")
+    red, blue = ImageInput(data=b"\x89PNG red", offset=0), ImageInput(data=b"\x89PNG blue", offset=20)
+    first = store.add_user_message(conv.id, "What are these two??", [red, blue])
+    edited = store.edit_user_message(first, "Name them")
+    assert store.images_of([edited]) == {edited: [red, ImageInput(data=blue.data, offset=9)]}
+    assert store.images_of([first]) == {first: [red, blue]}  # the old branch keeps its own

@@ -3,6 +3,7 @@ EXL2 branches), read over loopback from the fake Hub through the HubClient."""
 
 import json
 import struct
+from dataclasses import replace
 
 import pytest
 
@@ -163,3 +164,35 @@ def test_exl2_branches_become_variants(fake_hub, client):
         assert v.spec.architecture == "llama"
         assert v.spec.weight_bytes == v.size_bytes and v.spec.file_type == f"EXL2 {v.bpw:g}bpw h6"
     assert len(fake_hub.requests("GET", "/refs")) == 1
+
+
+def test_a_vision_repo_reads_its_projector_once_and_every_quant_counts_it(fake_hub, client, quant_files, tmp_path):
+    from app.core.hub.metadata import projector_cost
+    from app.core.hub.variants import repo_variants
+    from app.core.models.projector import projector_memory
+    from tests.fixtures.tiny_projector import write_tiny_projector
+
+    projector = write_tiny_projector(tmp_path / "mmproj-Tiny-VL-F16.gguf", n_embd_text=256)
+    repo = gguf_repo(
+        "org/Tiny-VL-GGUF", quants=("F16", "Q8_0"), split=None, make_gguf=lambda q: quant_files[q].read_bytes()
+    )
+    repo = replace(repo, files={**repo.files, "mmproj-Tiny-VL-F16.gguf": projector.read_bytes()})
+    fake_hub.add_repo(repo)
+    variants = assessable_variants(client, "org/Tiny-VL-GGUF")
+    assert {v.label for v in variants} == {"F16", "Q8_0"}
+    for v in variants:
+        assert v.projector == "mmproj-Tiny-VL-F16.gguf" and v.projector_memory == projector_memory(projector)
+    read_for_both = len(fake_hub.requests("GET", "mmproj"))
+    choice = next(c for c in repo_variants(client, "org/Tiny-VL-GGUF") if c.mmproj)
+    assert projector_cost(client, choice) == projector_memory(projector)
+    assert len(fake_hub.requests("GET", "mmproj")) == 2 * read_for_both  # the listing read it once, not per quant
+
+
+def test_a_projector_whose_header_cannot_be_read_is_counted_by_its_size(fake_hub, client, quant_files):
+    repo = gguf_repo(
+        "org/Broken-VL-GGUF", quants=("Q8_0",), split=None, make_gguf=lambda q: quant_files[q].read_bytes()
+    )
+    fake_hub.add_repo(replace(repo, files={**repo.files, "mmproj-f16.gguf": b"GGUF but not really" + bytes(4000)}))
+    (variant,) = assessable_variants(client, "org/Broken-VL-GGUF")
+    memory = variant.projector_memory
+    assert memory is not None and memory.weights == 4019 and memory.compute > 0 and memory.encoder_flops == 0

@@ -56,3 +56,40 @@ def test_the_fit_check_refuses_a_projector_that_does_not_fit(model_and_projector
     broken.write_bytes(b"GGUF not really")
     with pytest.raises(LoadRefused, match="cannot be read"):
         fit_check(spec, load.model_copy(update={"projector": broken}), machine(64 * GiB), "m.gguf")
+
+
+def test_the_time_per_image_grows_with_the_encoder_and_is_shorter_on_a_gpu(model_and_projector, tmp_path):
+    from app.core.models.projector import projector_from_size
+    from app.core.models.speed import image_seconds
+    from tests.core.models.test_planner_slots import gpu_machine
+
+    _, projector, spec = model_and_projector
+    small = projector_memory(projector)
+    wide = projector_memory(write_tiny_projector(tmp_path / "mmproj-wide.gguf", n_embd_text=256, n_embd=64, n_ff=96))
+    assert wide.encoder_flops > small.encoder_flops > 0
+    cpu_plan = plan_load(spec, machine(64 * GiB), n_ctx=4096, options=LoadOptions(n_ctx=4096))
+    on_cpu = image_seconds(spec, cpu_plan, small)
+    assert on_cpu is not None and 0 < on_cpu < image_seconds(spec, cpu_plan, wide)
+    gpu_plan = plan_load(spec, gpu_machine(12), n_ctx=4096, options=LoadOptions(n_ctx=4096, n_gpu_layers=-1))
+    assert image_seconds(spec, gpu_plan, small) < on_cpu
+    assert image_seconds(spec, cpu_plan, projector_from_size(10**8)) is None  # no header: no time is made up
+
+
+def test_a_variant_whose_projector_does_not_fit_is_not_picked(model_and_projector):
+    from dataclasses import replace
+
+    from app.core.models.recommend import Variant, assess
+
+    _, projector, spec = model_and_projector
+    plan = plan_load(spec, machine(64 * GiB), n_ctx=4096, options=LoadOptions(n_ctx=4096))
+    room = machine(plan.estimate.total + 64 * 2**20)
+    memory = projector_memory(projector)
+    fits = Variant(
+        "F16", "gguf", spec.file_bytes, spec=spec, projector_memory=memory, files=["m.gguf", "mmproj-m.gguf"]
+    )
+    huge = Variant("Q8_0", "gguf", spec.file_bytes, spec=spec, projector_memory=replace(memory, compute=2**30))
+    rec = assess([fits, huge], room, n_ctx=4096)
+    good, bad = rec.assessments
+    assert good.fits and good.projector is not None and good.image_s is not None and good.image_s > 0
+    assert not bad.fits and bad.reason == "its vision projector does not fit beside it" and bad.plan.fits
+    assert rec.recommended is good
