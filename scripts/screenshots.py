@@ -528,7 +528,10 @@ def _chat_images(app, shell):
     for name, sun in (("beach.png", (120, 150)), ("hills.png", (400, 90))):
         chat.composer.attachments.add(prepare_image(demo_picture(sun=sun).data, name))
     chat.composer.set_text("And in these two?")
-    settle(app, 1.0)  # the thread's thumbnail is made on the pool
+    deadline = time.monotonic() + 10  # the thread's thumbnail is made on the pool, behind the Hub's calls
+    while chat.thread_view.rows and chat.thread_view.rows[0].thumbnails is None and time.monotonic() < deadline:
+        settle(app, 0.2)
+    settle(app)
 
     def back() -> None:
         chat.composer.clear()

@@ -333,3 +333,36 @@ def test_the_name_and_speed_shown_belong_to_the_model_loaded(make_chat, qtbot):
     page.model_bar.host.load_sync(LoadSpec(path=Path("/nonexistent/other.fake"), n_ctx=2048), "fake")  # the API's
     qtbot.waitUntil(lambda: bar.status.text().startswith("other.fake · "), timeout=5000)
     assert "tok/s" not in bar.status.text() and "Measured speed: after the first reply" in bar.status.toolTip()
+
+
+def test_the_picker_says_which_models_can_see_images(qtbot, tiny_gguf_f16, tiny_mmproj, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.core.engines.fake import registry_with_fake
+    from app.core.library import Library, import_path
+    from app.core.runtime.host import EngineHost
+    from app.ui.chat.model_bar import ModelBar
+    from app.ui.tasks import TaskRunner
+    from tests.ui.chat_harness import no_preflight
+
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    seeing = tmp_path / "seeing"
+    seeing.mkdir()
+    shutil.copy(tiny_gguf_f16, seeing / "seeing-F16.gguf")
+    shutil.copy(tiny_mmproj, seeing / "mmproj-seeing-F16.gguf")
+    import_path(library, seeing / "seeing-F16.gguf")
+    import_path(library, tiny_gguf_f16)
+    host = EngineHost(registry_with_fake(), preflight=no_preflight, name="test-picker-vision")
+    pool = ThreadPoolExecutor(1)
+    tasks = TaskRunner(pool)
+    bar = ModelBar(host, library, tasks)
+    qtbot.addWidget(bar)
+    try:
+        shown = {bar.picker.itemData(i).path.name: bar.picker.itemText(i) for i in range(bar.picker.count())}
+        assert shown["seeing-F16.gguf"].endswith(" · gguf · vision")
+        assert shown[tiny_gguf_f16.name].endswith(" · gguf")
+    finally:
+        tasks.close()
+        assert host.shutdown(5.0)
+        pool.shutdown(wait=True)
+        library.close()

@@ -40,7 +40,7 @@ def image_files(mime: QMimeData) -> list[Path]:
 def _png_of(image: QImage) -> bytes:
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, b"PNG")
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stubs want bytes; PySide6 takes str
     return bytes(buffer.data().data())
 
 

@@ -29,6 +29,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QCursor, QImage, QPainter, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
+from app.core.chat.attachments import THUMB_SIDE
 from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS, MessagesModel, Row, header_html
 from app.ui.chat.render import look, plain_html
 
@@ -126,14 +127,14 @@ class MessageDelegate(QStyledItemDelegate):
 
     def estimate(self, row: Row) -> int:
         width = self.text_width()
-        key = (len(row.text), width)
+        key = (len(row.text), width, row.image_count)
         hit = self._estimates.get(row.id)
         if hit is not None and hit[0] == key:
             return hit[1]
         fm = self.view.fontMetrics()
         per_line = max(20, width // max(1, fm.averageCharWidth()))
         lines = sum(max(1, math.ceil(len(line) / per_line)) for line in row.text.splitlines()) or 1
-        h = (lines + 3) * fm.lineSpacing()
+        h = (lines + 3) * fm.lineSpacing() + (THUMB_SIDE + fm.lineSpacing() if row.image_count else 0)
         self._estimates[row.id] = (key, h)
         return h
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PySide6.QtCore import QObject, QSize, Qt
-from PySide6.QtGui import QImage, QStandardItem, QStandardItemModel
+from PySide6.QtGui import QColor, QImage, QStandardItem, QStandardItemModel
 
 from app.core.chat.attachments import THUMB_SIDE
 from app.core.chat.models import Message
@@ -238,8 +238,13 @@ class MessagesModel(QStandardItemModel):
             self._changed(i)
 
     def image_resources(self, row: Row) -> dict[str, QImage]:
-        """The row's thumbnails by the names its HTML gives them (a document loads nothing else)."""
-        return {image_url(row.id, i): image for i, image in enumerate(row.thumbnails or ())}
+        """The row's thumbnails by the names its HTML gives them (a document loads nothing else); a blank tile
+        in the thread's colour for one not made yet or that no longer decodes, never Qt's broken-image icon."""
+        made = row.thumbnails or []
+        return {
+            image_url(row.id, i): made[i] if i < len(made) and not made[i].isNull() else blank_tile()
+            for i in range(row.image_count)
+        }
 
     def toggle_reasoning(self, msg_id: int) -> None:
         i = self._index.get(msg_id)
@@ -287,6 +292,12 @@ def header_html(row: Row) -> str:
     actions.append("<a href='act:delete'>Delete</a>")
     out += " &nbsp; <span style='font-size:small'>" + " · ".join(actions) + "</span></p>"
     return out
+
+
+def blank_tile() -> QImage:
+    tile = QImage(THUMB_SIDE, THUMB_SIDE, QImage.Format.Format_RGB32)
+    tile.fill(QColor(look().rule))
+    return tile
 
 
 def image_url(msg_id: int, i: int) -> str:

@@ -156,7 +156,8 @@ class ModelBar(QWidget):
         if self.remote_models is not None:
             models += self.remote_models()
         for m in models:
-            self.picker.addItem(f"{m.name} · {m.format}", m)
+            # Which models can take the composer's images (their projector is kept beside them).
+            self.picker.addItem(f"{m.name} · {m.format}" + (" · vision" if projector_of(m) else ""), m)
         self.picker.blockSignals(False)
         ids = [m.id for m in models]
         if current is not None and current.id in ids:

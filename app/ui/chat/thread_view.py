@@ -130,7 +130,7 @@ class ThreadView(QWidget):
     def _thumbnails_made(self, made: dict[int, list[bytes]]) -> None:
         """UI thread."""
         for msg_id, tiles in made.items():
-            self.messages.set_thumbnails(msg_id, [QImage.fromData(png, b"PNG") for png in tiles])
+            self.messages.set_thumbnails(msg_id, [QImage.fromData(png) for png in tiles])
 
     def append_sent(self, conv_id: int, user_id: int, reply_id: int | None) -> bool:
         """Append a new user turn and its reply to the shown thread, if they follow its last row:
