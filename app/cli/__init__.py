@@ -1,7 +1,7 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
-One module per command group (hardware, fit, plan, models, loaded, pull, engine, serve, connect, bench, remote); each
-adds its parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
+One module per command group (hardware, fit, plan, models, loaded, pull, engine, serve, connect, bench, remote,
+mcp); each adds its parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.fit import add_fit_command
     from app.cli.hardware import add_hardware_command
     from app.cli.loaded import add_loaded_commands
+    from app.cli.mcp import add_mcp_command
     from app.cli.models import add_model_commands
     from app.cli.plan import add_plan_command
     from app.cli.pull import add_pull_command
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connect_command(sub)
     add_bench_command(sub)
     add_remote_command(sub)
+    add_mcp_command(sub)
     return parser
 
 

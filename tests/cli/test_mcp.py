@@ -1,0 +1,54 @@
+"""`hearth mcp import / ls / call`, as a user runs them: another program's file brought in with its secret
+kept out of mcp.json, every server listed with its state and tools, one tool called."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+from tests.cli.helpers import hearth, isolated_env
+
+SERVER = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py")
+
+
+def test_import_ls_and_call(tmp_path):
+    env = isolated_env(tmp_path, "http://127.0.0.1:9")
+    claude = tmp_path / "claude_desktop_config.json"
+    claude.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "tools": {"command": sys.executable, "args": [SERVER], "env": {"DEMO_TOKEN": "s3cret"}},
+                    "broken": {"command": "/nonexistent/server"},
+                }
+            }
+        )
+    )
+    imported = hearth("mcp", "import", str(claude), env=env)
+    assert imported.returncode == 0, imported.stderr
+    assert f"Added tools: it will run {sys.executable} {SERVER}" in imported.stdout
+    assert "secrets are kept in" in imported.stdout
+    config = tmp_path / "home" / "config" / "mcp.json"
+    assert "s3cret" not in config.read_text() and stat.S_IMODE(config.stat().st_mode) == 0o600
+
+    listed = hearth("mcp", "ls", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    states = {s["name"]: s for s in json.loads(listed.stdout)}
+    assert states["tools"]["status"] == "ready" and "add" in [t["name"] for t in states["tools"]["tools"]]
+    assert states["broken"]["status"] == "failed" and states["broken"]["error"]
+    text = hearth("mcp", "ls", env=env)
+    assert "tools: ready with 7 tools" in text.stdout and "  - add: Add two whole numbers." in text.stdout
+
+    called = hearth("mcp", "call", "tools", "add", '{"a": 1, "b": 2}', env=env)
+    assert (called.returncode, called.stdout.strip()) == (0, "3")
+    secret = hearth("mcp", "call", "tools", "env", '{"name": "DEMO_TOKEN"}', env=env)
+    assert secret.stdout.strip() == "s3cret"  # from the store, at start
+    failed = hearth("mcp", "call", "tools", "fail", '{"why": "x"}', "--json", env=env)
+    assert failed.returncode == 1 and json.loads(failed.stdout)["is_error"] is True
+    bad = hearth("mcp", "call", "tools", "add", "[1]", env=env)
+    assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
+
+    again = hearth("mcp", "import", str(claude), env=env)
+    assert "Kept the servers already here: tools, broken (--replace replaces them)" in again.stdout
