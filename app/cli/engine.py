@@ -26,17 +26,21 @@ EXIT_INTERRUPTED = 130
 
 def add_engine_commands(subparsers: Any) -> None:
     """Add `run` and `chat` to the `hearth` parser's subparsers (each sets `handler(ctx, args)`)."""
+    from app.cli.tool_run import add_tool_arguments
+
     run = subparsers.add_parser("run", help="generate a reply to one prompt and print it")
     run.add_argument("model", help="a GGUF file, an MLX model folder, a library name or REMOTE/MODEL-ID")
     run.add_argument("prompt", help="the user message")
     _common(run)
     run.add_argument("--max-tokens", type=int, default=512, help="stop after this many tokens (default 512)")
     run.add_argument("--json-schema", type=Path, help="a JSON Schema file the reply must follow")
+    add_tool_arguments(run)
     run.set_defaults(handler=cmd_run)
     chat = subparsers.add_parser("chat", help="chat with a model in the terminal")
     chat.add_argument("model", help="a GGUF file, an MLX model folder, a library name or REMOTE/MODEL-ID")
     _common(chat)
     chat.add_argument("--max-tokens", type=int, default=1024, help="longest reply (default 1024)")
+    add_tool_arguments(chat)
     chat.set_defaults(handler=cmd_chat)
 
 
@@ -264,6 +268,8 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
             return ctx.fail(exc, 2)
     messages = [ChatMessage(role="system", content=args.system)] if args.system else []
     messages.append(ChatMessage(role="user", content=args.prompt))
+    if args.tools is not None:
+        return run_with_tools(ctx, args, messages)
     try:
         host, _info = start_host(ctx, args)
     except HearthError as exc:
@@ -284,10 +290,53 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
         host.shutdown(10)
 
 
+def run_with_tools(ctx: CliContext, args: argparse.Namespace, messages: list) -> int:
+    """`hearth run … --tools`: the model's turns and its calls, then the reply (or the transcript with --json)."""
+    from app.cli.tool_run import check_servers, open_loop, run_turn, tool_choice, transcript
+    from app.core.errors import HearthError
+
+    try:
+        choice = tool_choice(args.tool_choice)
+    except ValueError as exc:
+        return ctx.fail(exc, 2)
+    if why := check_servers(ctx, args):
+        return ctx.fail(why, 2)
+    try:
+        host, _info = start_host(ctx, args)
+    except HearthError as exc:
+        return ctx.fail(exc)
+    loop = open_loop(ctx, host, args)
+    try:
+        run = run_turn(loop, messages, _sampling(args), args, choice)
+    except HearthError as exc:
+        return ctx.fail(exc, new_line=True)
+    finally:
+        loop.servers.close()
+        host.shutdown(10)
+    if args.json:
+        _write(json.dumps(transcript(run), ensure_ascii=False, indent=2) + "\n")
+    else:
+        _write(run.reply + "\n")
+        if run.final is not None:
+            _err(format_stats(run.final))
+    if run.hit_limit:
+        _err(f"note: the model was still calling tools after {loop.max_steps} steps (Settings: tool_steps)")
+    return EXIT_INTERRUPTED if run.stopped else 0
+
+
 def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
+    from app.cli.tool_run import check_servers, open_loop, run_turn, tool_choice
     from app.core.engines.base import ChatMessage, GenerateRequest
     from app.core.errors import HearthError
 
+    choice = None
+    if args.tools is not None:
+        try:
+            choice = tool_choice(args.tool_choice)
+        except ValueError as exc:
+            return ctx.fail(exc, 2)
+        if why := check_servers(ctx, args):
+            return ctx.fail(why, 2)
     try:
         host, info = start_host(ctx, args)
     except HearthError as exc:
@@ -295,6 +344,7 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
     _err(f"Chatting with {model_label(info)}. /reset clears the history; Ctrl-D or /exit quits; Ctrl-C stops a reply.")
     system = [ChatMessage(role="system", content=args.system)] if args.system else []
     history: list[ChatMessage] = []
+    loop = open_loop(ctx, host, args) if choice is not None else None
     try:
         while True:
             try:
@@ -312,6 +362,16 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
                 _err("(history cleared)")
                 continue
             history.append(ChatMessage(role="user", content=line))
+            if loop is not None:
+                try:
+                    run = run_turn(loop, system + history, _sampling(args), args, choice)
+                except HearthError as exc:
+                    history.pop()
+                    _err(f"error: {exc}")
+                    continue
+                history = run.messages[len(system) :]  # the calls and results stay in the conversation
+                _write(run.reply + "\n")
+                continue
             try:
                 reply, final, interrupted = generate(
                     host, GenerateRequest(messages=system + history, sampling=_sampling(args))
@@ -325,4 +385,6 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
                 history.append(ChatMessage(role="assistant", content=reply))
             _err(("[stopped] " if interrupted else "") + format_stats(final))
     finally:
+        if loop is not None:
+            loop.servers.close()
         host.shutdown(10)

@@ -115,6 +115,8 @@ class Settings(BaseModel):
     # the chat's Advanced load options; the API server's loads of that model use it too.
     draft_models: dict[str, str] = Field(default_factory=dict)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    # Model turns in one reply that uses MCP tools: a model that keeps calling stops here and answers.
+    tool_steps: int = Field(default=10, ge=1, le=100)
 
     @field_validator("hf_endpoint")
     @classmethod

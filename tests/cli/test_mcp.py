@@ -52,3 +52,40 @@ def test_import_ls_and_call(tmp_path):
 
     again = hearth("mcp", "import", str(claude), env=env)
     assert "Kept the servers already here: tools, broken (--replace replaces them)" in again.stdout
+
+
+def test_smollm2_forced_to_call_a_tool_ends_with_the_call_and_its_result(tmp_path, smollm2_gguf):
+    from tests.helpers import require_llama_cpp
+
+    require_llama_cpp()
+    env = isolated_env(tmp_path, "http://127.0.0.1:9")
+    config = tmp_path / "home" / "config" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    only = {"MCP_TEST_ONLY": "add"}
+    config.write_text(json.dumps({"mcpServers": {"tools": {"command": sys.executable, "args": [SERVER], "env": only}}}))
+    args = ("--temp", "0", "--max-tokens", "48", "--ctx", "2048")
+    unknown = hearth("run", str(smollm2_gguf), "Add 2 and 3.", "--tools", "nope", *args, env=env)
+    assert unknown.returncode == 2 and "no MCP server named nope" in unknown.stderr  # before the model loads
+
+    run = hearth(
+        "run",
+        str(smollm2_gguf),
+        "Add 2 and 3 with the add tool.",
+        "--tools",
+        "tools",
+        "--tool-choice",
+        "required",
+        "--yes",
+        "--json",
+        *args,
+        env=env,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    transcript = json.loads(run.stdout)
+    first = transcript["tool_calls"][0]  # the grammar made the first turn a call
+    assert (first["server"], first["tool"]) == ("tools", "add")
+    assert first["result"] is not None or "arguments" in (first["error"] or "")
+    roles = [m["role"] for m in transcript["messages"]]
+    assert roles[:3] == ["user", "assistant", "tool"] and transcript["messages"][1]["tool_calls"]
+    assert roles[-1] == "assistant"

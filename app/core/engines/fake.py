@@ -120,7 +120,7 @@ class FakeEngine:
         self,
         *,
         tok_s: float = 0.0,
-        script: list[str] | str | None = None,
+        script: list[str] | str | Callable[[GenerateRequest], str] | None = None,
         prompt_batch: int = 8,
         prompt_batch_delay_s: float = 0.0,
         fail_on_load: bool | str | Callable[[Path], bool] = False,
@@ -137,6 +137,7 @@ class FakeEngine:
         # Whether it takes images (each is IMAGE_WORDS prompt words); a callable answers for each model it loads.
         self.vision_models = vision
         self.vision = bool(vision) if not callable(vision) else False
+        # Words to emit; a callable writes each request's reply (a model that calls a tool, then answers).
         self.script = script.split() if isinstance(script, str) else script
         self.prompt_batch = max(1, prompt_batch)
         self.prompt_batch_delay_s = prompt_batch_delay_s
@@ -257,7 +258,10 @@ class FakeEngine:
         return self.info
 
     # -- generation ------------------------------------------------------------------------------
-    def _words(self, prompt: list[str]) -> Iterator[str]:
+    def _words(self, prompt: list[str], request: GenerateRequest) -> Iterator[str]:
+        if callable(self.script):
+            yield from self.script(request).split()
+            return
         if self.script is not None:
             yield from self.script
             return
@@ -305,7 +309,7 @@ class FakeEngine:
         finish: FinishReason = "stop"
         n = 0
         t_first = t_prompt
-        words = self._words(prompt)
+        words = self._words(prompt, request)
         sp = request.sampling
         dist = _FakeDistribution(sp.logit_bias, self.seed) if sp.logit_bias or sp.logprobs is not None else None
         while True:
