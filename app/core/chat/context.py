@@ -6,12 +6,15 @@ if even the last turn does not fit, send nothing and say why.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from app.core.chat.tool_loop import function_name
 from app.core.engines.base import ChatMessage, ImageInput
 from app.core.engines.images import MAX_IMAGES
+from app.core.tools.types import ToolCall
 
 # Tokens for a list of messages (after the chat template when the engine can tell).
 TokenCounter = Callable[[list[ChatMessage]], int]
@@ -66,10 +69,20 @@ def history_for_request(
     if system_prompt.strip():
         out.append(ChatMessage(role="system", content=system_prompt))
     for m in path:
-        if m.role == "assistant" and (m.status in ("streaming", "error") or not m.content):
+        stored = getattr(m, "message", m)  # a shown row holds its stored message
+        calls = stored_calls(getattr(stored, "tool_calls", None))
+        if m.role == "assistant" and (m.status in ("streaming", "error") or not (m.content or calls)):
             continue
         attached = (images.get(getattr(m, "id", -1)) if images else None) or getattr(m, "images", None)
-        out.append(ChatMessage(role=m.role, content=m.content, images=list(attached) if attached else None))
+        out.append(
+            ChatMessage(
+                role=m.role,
+                content=m.content,
+                images=list(attached) if attached else None,
+                tool_calls=calls or None,
+                tool_call_id=getattr(stored, "tool_call_id", None) if m.role == "tool" else None,
+            )
+        )
     room = MAX_IMAGES
     for i in range(len(out) - 1, -1, -1):  # newest first: the picture being asked about is kept
         shown = out[i].images or []
@@ -79,6 +92,18 @@ def history_for_request(
     return out
 
 
+def stored_calls(calls: Sequence[Mapping[str, Any]] | None) -> list[ToolCall]:
+    """A stored turn's tool calls as the model made them (its function names, JSON arguments)."""
+    return [
+        ToolCall(
+            id=str(c.get("id", "")),
+            name=function_name(str(c.get("server", "")), str(c.get("tool", ""))),
+            arguments=json.dumps(c.get("arguments") or {}),
+        )
+        for c in calls or ()
+    ]
+
+
 def estimate_tokens(messages: list[ChatMessage]) -> int:
     """A deliberately high token estimate (the engine's tokenizer lives on the host thread):
     ~3 ASCII characters or 1 other character per token, plus the template's per-message overhead, and
@@ -86,7 +111,7 @@ def estimate_tokens(messages: list[ChatMessage]) -> int:
     total = 2
     for m in messages:
         total += IMAGE_TOKENS * len(m.images or ())
-        text = m.content
+        text = m.content + "".join(c.name + c.arguments for c in m.tool_calls or ())
         # C-speed count: this runs on every send and meter update, over the whole thread.
         ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
         total += ascii_chars // 3 + (len(text) - ascii_chars) + 6

@@ -16,7 +16,7 @@ import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,7 +28,7 @@ from app.core.engines.images import MAX_IMAGE_BYTES, MAX_IMAGES
 logger = logging.getLogger(__name__)
 
 FORMAT = "hearth-chat"
-VERSION = 2
+VERSION = 3
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 MAX_MESSAGES = 100_000
 MAX_MESSAGE_CHARS = 4 * 1024 * 1024
@@ -69,6 +69,17 @@ class _ExportImage(BaseModel):
         return ImageInput(data=data, offset=self.offset)
 
 
+class _ExportCall(BaseModel):
+    """A tool call an assistant turn made."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(max_length=200)
+    server: str = Field(max_length=200)
+    tool: str = Field(max_length=200)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class _ExportMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -83,6 +94,8 @@ class _ExportMessage(BaseModel):
     finish_reason: str | None = Field(None, max_length=32)
     error: str | None = Field(None, max_length=MAX_TEXT)
     images: list[_ExportImage] | None = Field(None, max_length=MAX_IMAGES)
+    tool_calls: list[_ExportCall] | None = Field(None, max_length=64)
+    tool_call_id: str | None = Field(None, max_length=200)
 
 
 class _ExportConversation(BaseModel):
@@ -95,13 +108,14 @@ class _ExportConversation(BaseModel):
     model_id: str | None = Field(None, max_length=4096)
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     context_length: int | None = Field(None, ge=16, le=16_777_216)
+    tool_servers: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list, max_length=64)
 
 
 class ExportFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["hearth-chat"]
-    version: Literal[1, 2]  # 2: messages may carry images
+    version: Literal[1, 2, 3]  # 2: messages may carry images; 3: tool calls and results
     exported_at: _Finite
     conversation: _ExportConversation
     messages: list[_ExportMessage] = Field(max_length=MAX_MESSAGES)
@@ -125,6 +139,7 @@ def export_json(store: ChatStore, conv_id: int) -> str:
             model_id=conv.model_id,
             sampling=conv.sampling,
             context_length=conv.context_length,
+            tool_servers=list(conv.tool_servers),
         ),
         messages=[
             _ExportMessage(
@@ -139,6 +154,8 @@ def export_json(store: ChatStore, conv_id: int) -> str:
                 finish_reason=m.finish_reason,
                 error=m.error,
                 images=[_exported(i) for i in images[m.id]] if m.id in images else None,
+                tool_calls=[_ExportCall.model_validate(c) for c in m.tool_calls] if m.tool_calls else None,
+                tool_call_id=m.tool_call_id,
             )
             for m in messages
         ],
@@ -205,6 +222,7 @@ def import_json(store: ChatStore, data: str | bytes) -> int:
         model_id=c.model_id,
         sampling=c.sampling,
         context_length=c.context_length,
+        tool_servers=tuple(c.tool_servers),
     )
     messages = [
         Message(
@@ -220,6 +238,8 @@ def import_json(store: ChatStore, data: str | bytes) -> int:
             stats=m.stats,
             finish_reason=m.finish_reason,
             error=m.error,
+            tool_calls=[call.model_dump() for call in m.tool_calls] if m.tool_calls else None,
+            tool_call_id=m.tool_call_id,
         )
         for m in doc.messages
     ]
@@ -292,6 +312,9 @@ def export_markdown(store: ChatStore, conv_id: int) -> str:
         if m.status != "done":
             heading += f" ({m.status})"
         out += [f"## {heading}", "", _close_fences(m.content).rstrip("\n"), ""]
+        for call in m.tool_calls or ():  # a call and its arguments, as the user approved it
+            out += [f"*Called {call.get('server')}.{call.get('tool')}:*", "", "```json"]
+            out += [json.dumps(call.get("arguments") or {}, ensure_ascii=False, indent=2), "```", ""]
         if n := counts.get(m.id, 0):  # the pictures themselves are in the JSON export
             out += [f"*({n} image{'s' if n > 1 else ''} attached)*", ""]
         if m.error:

@@ -133,9 +133,18 @@ def _v2(conn: sqlite3.Connection) -> None:
     )
 
 
+def _v3(conn: sqlite3.Connection) -> None:
+    # MCP tools in the chat: the calls an assistant turn made (JSON: id, server, tool, arguments), the call a
+    # tool turn answers, and the servers whose tools a conversation has on.
+    conn.execute("ALTER TABLE messages ADD COLUMN tool_calls_json TEXT")
+    conn.execute("ALTER TABLE messages ADD COLUMN tool_call_id TEXT")
+    conn.execute("ALTER TABLE conversations ADD COLUMN tool_servers_json TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema, search index, built-in presets", _v1),
     Migration(2, "images attached to messages", _v2),
+    Migration(3, "tool calls and results, the tools a conversation uses", _v3),
 ]
 
 

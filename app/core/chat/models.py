@@ -57,6 +57,7 @@ class Conversation:
     context_length: int | None = None
     preset_id: int | None = None
     active_leaf_id: int | None = None  # the last message of the shown branch
+    tool_servers: tuple[str, ...] = ()  # the MCP servers whose tools the model may call here
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ class Message:
     stats: dict[str, Any] | None = None  # GenerationStats as a dict
     finish_reason: str | None = None
     error: str | None = None
+    # An assistant turn's tool calls: [{"id", "server", "tool", "arguments"}] (arguments a JSON object).
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None  # a tool turn: the call it answers
 
 
 def stats_to_dict(stats: GenerationStats | dict[str, Any] | None) -> dict[str, Any] | None:

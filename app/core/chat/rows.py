@@ -53,6 +53,7 @@ def conversation(r: sqlite3.Row) -> Conversation:
         context_length=r["context_length"],
         preset_id=r["preset_id"],
         active_leaf_id=r["active_leaf_id"],
+        tool_servers=tuple(_json_list(r["tool_servers_json"])),
     )
 
 
@@ -70,7 +71,21 @@ def message(r: sqlite3.Row) -> Message:
         stats=stats,
         finish_reason=r["finish_reason"],
         error=r["error"],
+        tool_calls=_json_list(r["tool_calls_json"]) or None,
+        tool_call_id=r["tool_call_id"],
     )
+
+
+def _json_list(text: str | None) -> list[Any]:
+    """A stored JSON list; [] for none or one that cannot be read (logged: the rest of the row still shows)."""
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        logger.warning("unreadable stored list %r; left out", text[:80])
+        return []
+    return value if isinstance(value, list) else []
 
 
 def preset(r: sqlite3.Row) -> Preset:

@@ -3,11 +3,11 @@ the conversation shows one path) and presets, in one SQLite file."""
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.core.chat import rows
@@ -19,6 +19,7 @@ from app.core.chat.models import (
     Message,
 )
 from app.core.chat.presets import PresetStore
+from app.core.chat.store_images import ImageRows
 from app.core.engines.base import GenerationStats, ImageInput, SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ DEFAULT_TITLE = "New chat"
 _UNSET: Any = object()
 
 
-class ChatStore(PresetStore):
+class ChatStore(ImageRows, PresetStore):
     """The chat model layer the UI and the engine host use. Thread-safe (one connection, a lock).
 
     `ChatStore(path)` opens (integrity check, migrations, crash recovery); see ChatDB.
@@ -197,37 +198,6 @@ class ChatStore(PresetStore):
             self._insert_images(c, mid, images)
             return mid
 
-    def _insert_images(self, c: sqlite3.Connection, msg_id: int, images: Sequence[ImageInput]) -> None:
-        c.executemany(
-            "INSERT INTO message_images(message_id, position, text_offset, sha256, data) VALUES (?, ?, ?, ?, ?)",
-            [
-                (msg_id, i, image.offset, hashlib.sha256(image.data).hexdigest(), image.data)
-                for i, image in enumerate(images)
-            ],
-        )
-
-    def image_counts(self, msg_ids: Iterable[int]) -> dict[int, int]:
-        """How many images each of these messages has (one without any is left out); no image is read."""
-        out: dict[int, int] = {}
-        with self._lock:
-            for chunk, marks in _id_chunks(msg_ids):
-                where = f"FROM message_images WHERE message_id IN ({marks})"
-                out.update(self._conn.execute(f"SELECT message_id, count(*) {where} GROUP BY message_id", chunk))
-        return out
-
-    def images_of(self, msg_ids: Iterable[int]) -> dict[int, list[ImageInput]]:
-        """The images of these messages, by message id (a message without any is left out)."""
-        out: dict[int, list[ImageInput]] = {}
-        with self._lock:
-            for chunk, marks in _id_chunks(msg_ids):
-                for mid, offset, data in self._conn.execute(
-                    f"SELECT message_id, text_offset, data FROM message_images WHERE message_id IN ({marks})"
-                    " ORDER BY message_id, position",
-                    chunk,
-                ):
-                    out.setdefault(mid, []).append(ImageInput(data=bytes(data), offset=offset))
-        return out
-
     def begin_assistant(self, conv_id: int, parent_id: int | None) -> int:
         """A `streaming` reply under `parent_id` (a sibling if it already has one: regenerate)."""
         with self._write("the reply") as c:
@@ -259,10 +229,13 @@ class ChatStore(PresetStore):
         stats: GenerationStats | dict[str, Any] | None = None,
         finish_reason: str | None = None,
         error: str | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
+        """`tool_calls`: the calls the reply made ([{"id", "server", "tool", "arguments"}]), kept with it."""
         if status not in FINISHED_STATUSES:
             raise ValueError(f"finish status must be one of {FINISHED_STATUSES}, not {status!r}")
         stats_json = rows.dump_stats(stats)
+        calls_json = json.dumps([dict(c) for c in tool_calls]) if tool_calls else None
         now = time.time()
         with self._write("the reply") as c:
             row = c.execute("SELECT conversation_id, role FROM messages WHERE id = ?", (msg_id,)).fetchone()
@@ -270,10 +243,30 @@ class ChatStore(PresetStore):
                 raise ChatNotFound(f"No assistant message {msg_id}.")
             c.execute(
                 "UPDATE messages SET content = ?, status = ?, stats_json = ?, finish_reason = ?,"
-                " error = ?, updated_at = ? WHERE id = ?",
-                (text, status, stats_json, finish_reason, error, now, msg_id),
+                " error = ?, tool_calls_json = ?, updated_at = ? WHERE id = ?",
+                (text, status, stats_json, finish_reason, error, calls_json, now, msg_id),
             )
             c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, row[0]))
+
+    def add_tool_result(
+        self, conv_id: int, parent_id: int, call_id: str, content: str, error: str | None = None
+    ) -> int:
+        """A tool's result (or, with `error`, why there is none) under the assistant turn that called it,
+        committed before the model reads it."""
+        with self._write("the tool's result") as c:
+            mid = self._insert_message(c, conv_id, parent_id, "tool", content, "error" if error else "done")
+            c.execute("UPDATE messages SET tool_call_id = ?, error = ? WHERE id = ?", (call_id, error, mid))
+            return mid
+
+    def set_tool_servers(self, conv_id: int, servers: Sequence[str]) -> Conversation:
+        """The MCP servers whose tools the model may call in this conversation."""
+        with self._write("the conversation's tools") as c:
+            if not c.execute(
+                "UPDATE conversations SET tool_servers_json = ? WHERE id = ?",
+                (json.dumps(list(servers)) if servers else None, conv_id),
+            ).rowcount:
+                raise ChatNotFound(f"No conversation {conv_id}.")
+        return self.get_conversation(conv_id)
 
     def edit_user_message(self, msg_id: int, new_text: str) -> int:
         """Resend an edited user message as a sibling, with the old one's images; the old branch is kept,
@@ -352,7 +345,7 @@ class ChatStore(PresetStore):
             cid = rows.inserted_id(
                 c.execute(
                     "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
-                    " sampling_json, context_length) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    " sampling_json, context_length, tool_servers_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         rows.clean_title(conv.title),
                         conv.created_at,
@@ -361,6 +354,7 @@ class ChatStore(PresetStore):
                         conv.model_id,
                         conv.sampling.model_dump_json(),
                         conv.context_length,
+                        json.dumps(list(conv.tool_servers)) if conv.tool_servers else None,
                     ),
                 )
             )
@@ -369,8 +363,8 @@ class ChatStore(PresetStore):
                 ids[m.id] = rows.inserted_id(
                     c.execute(
                         "INSERT INTO messages(conversation_id, parent_id, role, content, status,"
-                        " created_at, updated_at, stats_json, finish_reason, error)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " created_at, updated_at, stats_json, finish_reason, error, tool_calls_json, tool_call_id)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             cid,
                             None if m.parent_id is None else ids[m.parent_id],
@@ -382,6 +376,8 @@ class ChatStore(PresetStore):
                             rows.dump_stats(m.stats),
                             m.finish_reason,
                             m.error,
+                            json.dumps(m.tool_calls) if m.tool_calls else None,
+                            m.tool_call_id,
                         ),
                     )
                 )
@@ -389,11 +385,3 @@ class ChatStore(PresetStore):
             leaf = ids.get(active_leaf) if active_leaf is not None else None
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid
-
-
-def _id_chunks(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
-    """`ids` in slices within SQLite's bound on variables in one statement, each with its "?,?,…" list."""
-    items = list(ids)
-    for start in range(0, len(items), 500):
-        chunk = items[start : start + 500]
-        yield chunk, ",".join("?" * len(chunk))

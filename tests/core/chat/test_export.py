@@ -120,7 +120,7 @@ def test_images_go_out_and_come_back_with_their_message(store, with_images, tmp_
 
     conv, _, images = with_images
     doc = json.loads(export_json(store, conv))
-    assert doc["version"] == 2 and len(doc["messages"][0]["images"]) == 2
+    assert doc["version"] == 3 and len(doc["messages"][0]["images"]) == 2
     with ChatStore(tmp_path / "other.sqlite3") as other:
         new = import_json(other, json.dumps(doc))
         first = other.active_path(new)[0]
@@ -240,3 +240,25 @@ def test_an_export_is_offered_under_the_chats_title():
     assert export_file_name("line\nbreak\ttab", "md") == "line break tab.md"
     long = export_file_name("word " * 100, "md")
     assert len(long) <= MAX_NAME_CHARS + 3 and long.endswith(".md") and not long.endswith(" .md")
+
+
+def test_tool_calls_results_and_the_tools_on_round_trip_and_show_in_markdown(store):
+    from app.core.chat.export import export_json, export_markdown, import_json
+
+    conv = store.create_conversation("with tools")
+    store.set_tool_servers(conv.id, ["files"])
+    user = store.add_user_message(conv.id, "Read it")
+    turn = store.begin_assistant(conv.id, user)
+    calls = [{"id": "c1", "server": "files", "tool": "read", "arguments": {"path": "a.txt"}}]
+    store.finish_assistant(turn, "", "done", None, "tool_calls", tool_calls=calls)
+    store.add_tool_result(conv.id, turn, "c1", "hello")
+    copy = import_json(store, export_json(store, conv.id))
+    again = store.active_path(copy)
+    assert store.get_conversation(copy).tool_servers == ("files",)
+    assert again[1].tool_calls == calls and (again[2].role, again[2].tool_call_id, again[2].content) == (
+        "tool",
+        "c1",
+        "hello",
+    )
+    markdown = export_markdown(store, copy)
+    assert "*Called files.read:*" in markdown and '"path": "a.txt"' in markdown and "## Tool" in markdown

@@ -321,3 +321,27 @@ def test_an_edited_message_keeps_its_images_within_its_new_text(store):
     edited = store.edit_user_message(first, "Name them")
     assert store.images_of([edited]) == {edited: [red, ImageInput(data=blue.data, offset=9)]}
     assert store.images_of([first]) == {first: [red, blue]}  # the old branch keeps its own
+
+
+def test_tool_calls_and_results_are_kept_with_the_thread_and_read_back_for_the_model(store):
+    from app.core.chat.context import history_for_request
+
+    conv = store.create_conversation("tools")
+    assert conv.tool_servers == ()
+    assert store.set_tool_servers(conv.id, ["files", "web"]).tool_servers == ("files", "web")
+    user = store.add_user_message(conv.id, "List my files")
+    call_turn = store.begin_assistant(conv.id, user)
+    calls = [{"id": "call_1", "server": "files", "tool": "list dir", "arguments": {"path": "/tmp"}}]
+    store.finish_assistant(call_turn, "", "done", None, "tool_calls", tool_calls=calls)
+    result = store.add_tool_result(conv.id, call_turn, "call_1", "a.txt\nb.txt")
+    denied = store.add_tool_result(conv.id, result, "call_2", "Error: the user denied this call", error="denied")
+    answer = store.begin_assistant(conv.id, denied)
+    store.finish_assistant(answer, "Two files.", "done")
+    path = store.active_path(conv.id)
+    assert [m.role for m in path] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert path[1].tool_calls == calls and path[2].tool_call_id == "call_1" and path[3].status == "error"
+    history = history_for_request("", path)
+    assert [m.role for m in history] == ["user", "assistant", "tool", "tool", "assistant"]  # an empty call turn is kept
+    call = history[1].tool_calls[0]
+    assert (call.id, call.name, call.arguments) == ("call_1", "files__list_dir", '{"path": "/tmp"}')
+    assert history[2].tool_call_id == "call_1" and history[3].content.startswith("Error:")
