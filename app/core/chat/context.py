@@ -98,7 +98,7 @@ def stored_calls(calls: Sequence[Mapping[str, Any]] | None) -> list[ToolCall]:
         ToolCall(
             id=str(c.get("id", "")),
             name=function_name(str(c.get("server", "")), str(c.get("tool", ""))),
-            arguments=json.dumps(c.get("arguments") or {}),
+            arguments=json.dumps(c.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
         )
         for c in calls or ()
     ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,18 +227,31 @@ class ChatOperations:
         stats: GenerationStats | None,
         finish_reason: str | None,
         error: str | None,
+        tool_calls: Sequence[Mapping[str, Any]] | None = None,
     ) -> Future:
-        """The final text and status. Failures go out on `failed`; a reply whose conversation was
-        deleted while it streamed has nothing left to save."""
+        """The final text and status (and the tool calls it made). Failures go out on `failed`; a reply whose
+        conversation was deleted while it streamed has nothing left to save."""
         store = self.store
 
         def finish() -> None:
             try:
-                store.finish_assistant(msg_id, text, status, stats, finish_reason, error)
+                store.finish_assistant(msg_id, text, status, stats, finish_reason, error, tool_calls)
             except ChatNotFound:
                 logger.info("reply %d was deleted before it finished; nothing to save", msg_id)
 
         return self.run(finish, report=True)
+
+    def add_tool_result(self, conv_id: int, parent_id: int, call_id: str, content: str, error: str | None) -> Future:
+        """Future[int]: a tool's result (or why there is none) under the turn that called it."""
+        return self.run(self.store.add_tool_result, conv_id, parent_id, call_id, content, error)
+
+    def begin_reply(self, conv_id: int, parent_id: int) -> Future:
+        """Future[int]: a streaming reply row under `parent_id` (the model's next turn after its tools)."""
+        return self.run(self.store.begin_assistant, conv_id, parent_id)
+
+    def set_tool_servers(self, conv_id: int, servers: Sequence[str]) -> Future:
+        """Future[Conversation]: the MCP servers whose tools the model may call in this conversation."""
+        return self.run(self.store.set_tool_servers, conv_id, list(servers))
 
     def delete_message(self, msg_id: int) -> Future:
         """Future[None]; its replies move up to its parent."""

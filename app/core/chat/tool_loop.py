@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from app.core.engines.base import Capabilities, ChatMessage, Chunk, GenerateRequest, ModelInfo, SamplingParams
 from app.core.errors import HearthError
@@ -99,6 +99,17 @@ def as_functions(tools: Sequence[McpTool]) -> tuple[list[dict[str, Any]], dict[s
     return specs, by_name
 
 
+class TurnSink(Protocol):
+    """What a caller keeps of the loop as it goes (the chat writes each turn down): every method runs on the
+    loop's thread, and the loop waits for it."""
+
+    def turn_ended(self, content: str, calls: list[PendingCall], final: Chunk | None) -> None: ...
+
+    def step_done(self, step: ToolStep) -> None: ...
+
+    def next_turn(self) -> None: ...
+
+
 class ToolLoop:
     """`approve(call)` decides each call not yet allowed for good ("always" covers that tool from then on); it
     runs on the loop's thread (a UI hands it to its own and waits). `on_step(step)` reports each call's end."""
@@ -133,9 +144,10 @@ class ToolLoop:
         tool_choice: str | dict[str, Any] = "auto",
         cancel: threading.Event | None = None,
         on_text: Callable[[str], None] | None = None,
+        sink: TurnSink | None = None,
     ) -> ToolRun:
         """Any thread but the host's: the model's turns until it answers without a call (HearthError when the
-        host refuses or the model fails)."""
+        host refuses or the model fails). `on_text`: each model turn's text as it streams (host thread)."""
         specs, by_name = as_functions(self.tools(servers))
         cancel = cancel or threading.Event()
         run = ToolRun(list(messages), "")
@@ -152,6 +164,9 @@ class ToolLoop:
             )
             calls = [] if last else list(parsed.tool_calls)
             run.messages.append(ChatMessage(role="assistant", content=parsed.content, tool_calls=calls or None))
+            pending = [self._resolve(call, by_name)[0] for call in calls]
+            if sink is not None:
+                sink.turn_ended(parsed.content, pending, final)
             if cancel.is_set():
                 run.reply, run.stopped = parsed.content, True
                 return run
@@ -159,15 +174,19 @@ class ToolLoop:
                 run.reply, run.hit_limit = parsed.content, last
                 return run
             for call in calls:
-                step = self._run_call(call, by_name, cancel)
+                step = self._run_call(*self._resolve(call, by_name), cancel)
                 run.steps.append(step)
                 run.messages.append(ChatMessage(role="tool", content=step.for_model(), tool_call_id=call.id))
                 if self.on_step is not None:
                     self.on_step(step)
+                if sink is not None:
+                    sink.step_done(step)
                 if cancel.is_set():
                     run.stopped = True
                     return run
             choice = "auto"  # forced once: the model answers with what the tools gave it
+            if sink is not None:
+                sink.next_turn()
         return run
 
     def _preparer(
@@ -208,24 +227,30 @@ class ToolLoop:
             raise HearthError(handle.error)
         return handle.result.text, handle.result.final
 
-    def _run_call(self, call: ToolCall, by_name: dict[str, McpTool], cancel: threading.Event) -> ToolStep:
+    @staticmethod
+    def _resolve(call: ToolCall, by_name: dict[str, McpTool]) -> tuple[PendingCall, str]:
+        """The call as a server's tool with its arguments, and why it cannot run ('' when it can)."""
         tool = by_name.get(call.name)
         try:
             arguments = json.loads(call.arguments or "{}")
         except json.JSONDecodeError:
             arguments = None
-        if tool is None or not isinstance(arguments, dict):
-            pending = PendingCall(call.id, tool.server if tool else "", tool.name if tool else call.name, {})
-            why = f"there is no tool named {call.name}" if tool is None else "the arguments are not a JSON object"
+        if tool is None:
+            return PendingCall(call.id, "", call.name, {}), f"there is no tool named {call.name}"
+        if not isinstance(arguments, dict):
+            return PendingCall(call.id, tool.server, tool.name, {}), "the arguments are not a JSON object"
+        return PendingCall(call.id, tool.server, tool.name, arguments), ""
+
+    def _run_call(self, pending: PendingCall, why: str, cancel: threading.Event) -> ToolStep:
+        if why:
             return ToolStep(pending, error=why)
-        pending = PendingCall(call.id, tool.server, tool.name, arguments)
-        if (tool.server, tool.name) not in self.allowed:
+        if (pending.server, pending.tool) not in self.allowed:
             answer = self.approve(pending)
             if answer == "deny":
                 return ToolStep(pending, error="the user denied this call")
             if answer == "always":
-                self.allowed.add((tool.server, tool.name))
-        future = self.servers.call(tool.server, tool.name, arguments)
+                self.allowed.add((pending.server, pending.tool))
+        future = self.servers.call(pending.server, pending.tool, pending.arguments)
         while True:
             try:
                 return ToolStep(pending, result=future.result(0.1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.chat.store import ChatStore
+from tests.core.chat.tool_fixtures import make_host, servers  # noqa: F401 (fixtures for the tool tests)
 
 
 @pytest.fixture

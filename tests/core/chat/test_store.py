@@ -343,5 +343,5 @@ def test_tool_calls_and_results_are_kept_with_the_thread_and_read_back_for_the_m
     history = history_for_request("", path)
     assert [m.role for m in history] == ["user", "assistant", "tool", "tool", "assistant"]  # an empty call turn is kept
     call = history[1].tool_calls[0]
-    assert (call.id, call.name, call.arguments) == ("call_1", "files__list_dir", '{"path": "/tmp"}')
+    assert (call.id, call.name, call.arguments) == ("call_1", "files__list_dir", '{"path":"/tmp"}')
     assert history[2].tool_call_id == "call_1" and history[3].content.startswith("Error:")

@@ -5,65 +5,13 @@ that hangs, and a tool's text cannot forge the template's markup."""
 
 from __future__ import annotations
 
-import json
-import sys
 import threading
 import time
-from pathlib import Path
 
-import pytest
-
-from app.core.chat.tool_loop import ToolLoop, as_functions, function_name, inert
-from app.core.engines.base import ChatMessage, LoadSpec, SamplingParams
-from app.core.engines.fake import registry_with_fake
-from app.core.mcp.config import parse_config, save_config
-from app.core.mcp.secrets import SecretStore
-from app.core.mcp.servers import McpServers, McpTool
-from app.core.runtime.host import EngineHost
-from tests.ui.chat_harness import no_preflight
-
-SERVER = str(Path(__file__).resolve().parents[2] / "fixtures" / "mcp_server.py")
-
-
-def call(tool: str, **arguments) -> str:
-    return "<tool_call> " + json.dumps({"name": function_name("tools", tool), "arguments": arguments}) + " </tool_call>"
-
-
-def scripted(*turns: str):
-    """The model's replies in order, by how many tool results it has read so far."""
-
-    def reply(request) -> str:
-        done = sum(1 for m in request.messages or () if m.role == "tool")
-        return turns[min(done, len(turns) - 1)]
-
-    return reply
-
-
-@pytest.fixture
-def servers(tmp_path):
-    config = parse_config(json.dumps({"mcpServers": {"tools": {"command": sys.executable, "args": [SERVER]}}}), "t")
-    save_config(tmp_path / "mcp.json", config)
-    hub = McpServers(tmp_path, SecretStore(tmp_path / "s.json"))
-    yield hub
-    hub.close()
-
-
-@pytest.fixture
-def make_host():
-    hosts = []
-
-    def make(script) -> EngineHost:
-        engines: list = []
-        host = EngineHost(registry_with_fake(engines, script=script), preflight=no_preflight, name="test-tool-loop")
-        host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=4096), "fake")
-        host.engines = engines  # type: ignore[attr-defined]  # the test reads what the engine was asked
-        hosts.append(host)
-        return host
-
-    yield make
-    for host in hosts:
-        assert host.shutdown(5)
-
+from app.core.chat.tool_loop import ToolLoop, as_functions, inert
+from app.core.engines.base import ChatMessage, SamplingParams
+from app.core.mcp.servers import McpTool
+from tests.core.chat.tool_fixtures import call, scripted
 
 ASK = [ChatMessage(role="user", content="What is 2 + 40?")]
 GREEDY = SamplingParams(temperature=0, max_tokens=64)
