@@ -173,6 +173,8 @@ def build_shell(
         drafts=DraftPrefs(
             services.resolver.drafts or DraftFinder(services.library), lambda: services.settings, store.save
         ),
+        tools=services.tools,
+        tool_steps=lambda: services.settings.tool_steps,
     )
     if services.crash_notes:  # a native crash last time: say so once, in the chat where it would be felt
         chat.show_notice(" ".join(services.crash_notes), "error")

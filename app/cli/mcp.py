@@ -122,9 +122,9 @@ def cmd_call(ctx: CliContext, args: argparse.Namespace) -> int:
 
 
 def cmd_import(ctx: CliContext, args: argparse.Namespace) -> int:
-    from app.core.mcp.config import CONFIG_NAME, McpConfigError, known_config_files, load_config, parse_config
-    from app.core.mcp.config import save_config as save
-    from app.core.mcp.secrets import SecretStore, keep_secrets
+    from app.core.mcp.config import McpConfigError, known_config_files
+    from app.core.mcp.importing import import_servers
+    from app.core.mcp.secrets import SecretStore
 
     if args.file is None:
         found = known_config_files()
@@ -134,25 +134,15 @@ def cmd_import(ctx: CliContext, args: argparse.Namespace) -> int:
         for program, path in found:
             _out(f"{program}: {path}   (hearth mcp import '{path}')")
         return 0
-    try:
-        incoming = parse_config(args.file.read_text(encoding="utf-8"), str(args.file))
-        ours_path = ctx.paths.config / CONFIG_NAME
-        ours = load_config(ours_path)
-    except (OSError, McpConfigError) as exc:
-        return ctx.fail(exc if isinstance(exc, McpConfigError) else f"{args.file} cannot be read: {exc}")
     secrets = SecretStore.for_config(ctx.paths.config)
-    added, skipped = {}, []
-    for name, entry in incoming.servers.items():
-        if name in ours.servers and not args.replace:
-            skipped.append(name)
-        else:
-            added[name] = entry
-    kept = keep_secrets(incoming.model_copy(update={"servers": added}), secrets)
-    save(ours_path, ours.model_copy(update={"servers": {**ours.servers, **kept.servers}}))
-    for name, entry in kept.servers.items():
+    try:
+        done = import_servers(ctx.paths.config, args.file, secrets, replace=args.replace)
+    except McpConfigError as exc:
+        return ctx.fail(exc)
+    for name, entry in done.added.items():
         _out(f"Added {name}: it will run {entry.command_line()}")
-    if skipped:
-        _out(f"Kept the servers already here: {', '.join(skipped)} (--replace replaces them)")
-    if any(entry.env != added[n].env or entry.headers != added[n].headers for n, entry in kept.servers.items()):
-        _out(f"Their secrets are kept in {secrets.where}, not in {ours_path.name}.")
+    if done.kept:
+        _out(f"Kept the servers already here: {', '.join(done.kept)} (--replace replaces them)")
+    if done.secrets_moved:
+        _out(f"Their secrets are kept in {done.secrets_where}, not in mcp.json.")
     return 0

@@ -15,6 +15,8 @@ from app.core.hub.client import HubClient
 from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
 from app.core.library.store import LocalModel
+from app.core.mcp.config import McpConfigError
+from app.core.mcp.servers import McpServers
 from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
 from app.core.remote import RemoteStore, open_remotes, register_remote
@@ -41,6 +43,8 @@ class Services:
     feed: LibraryFeed | None = None
     # What died in native code last time, one sentence each (Services.open reads the in-flight markers).
     crash_notes: list[str] = field(default_factory=list)
+    # The MCP servers of mcp.json (started when a chat first needs one); None: their file could not be read.
+    tools: McpServers | None = None
 
     @classmethod
     def open(cls, paths: AppPaths, settings: Settings, *, env: dict[str, str] | None = None) -> Services:
@@ -80,6 +84,10 @@ class Services:
         # Before anything loads: a native crash last time is recorded, so that configuration is not used again.
         services.crash_notes = recover_native_crashes()
         services.feed = LibraryFeed(downloads, library)
+        try:
+            services.tools = McpServers(paths.config, log_dir=paths.logs)
+        except McpConfigError as exc:  # the chat says MCP is off; the file's fault is in the log
+            logger.warning("MCP servers are off: %s", exc)
         resolver.draft_for = services.draft_for
         return services
 
@@ -114,6 +122,7 @@ class Services:
     def close(self) -> None:
         """Downloads stop first (their partials stay for the next launch), then the engine, then the stores."""
         steps: list[tuple[str, Callable[[], object]]] = [
+            ("MCP servers", self.tools.close if self.tools else (lambda: None)),
             ("library feed", self.feed.close if self.feed else (lambda: None)),
             ("downloads", self.downloads.close),
             ("engine host", self.host.shutdown),

@@ -36,6 +36,7 @@ class Harness:
         self.pages: list[ChatPage] = []
         self.stores: list[ChatStore] = []
         self.n_ctx = n_ctx
+        self.tools = None  # McpServers for the pages opened next (tests/ui/test_chat_tools.py)
 
     def load(self, n_ctx: int | None = None) -> None:
         self.host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=n_ctx or self.n_ctx), "fake")
@@ -44,7 +45,7 @@ class Harness:
 
     def open_page(self) -> ChatPage:
         store = ChatStore(self.db)
-        page = ChatPage(self.host, store, None, self.tasks)
+        page = ChatPage(self.host, store, None, self.tasks, tools=self.tools)
         self.qtbot.addWidget(page)
         page.resize(1100, 750)
         page.show()

@@ -138,3 +138,11 @@ def known_config_files(home: Path | None = None) -> list[tuple[str, Path]]:
         ("Cursor", home / ".cursor" / "mcp.json"),
     ]
     return [(program, path) for program, path in candidates if path.is_file()]
+
+
+def merge_servers(ours: McpConfig, incoming: McpConfig, *, replace: bool = False) -> tuple[McpConfig, list[str]]:
+    """`ours` with `incoming`'s servers added (replacing those of the same name only with `replace`), and the
+    names kept as they were."""
+    kept = [name for name in incoming.servers if name in ours.servers and not replace]
+    added = {n: e for n, e in incoming.servers.items() if n not in kept}
+    return ours.model_copy(update={"servers": {**ours.servers, **added}}), kept

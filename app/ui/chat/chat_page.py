@@ -19,10 +19,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut, QShowEvent, QTextCursor
 from PySide6.QtWidgets import QLabel, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
-from app.core.chat.models import ChatNotFound
+from app.core.chat.models import ChatNotFound, Conversation
 from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
 from app.core.library.store import Library, LocalModel
+from app.core.mcp.servers import McpServers
 from app.core.models.devices import Machine
 from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.runtime.drafts import DraftPrefs
@@ -30,7 +31,9 @@ from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
 from app.ui.bridge import EventBridge
 from app.ui.chat import render
+from app.ui.chat.approval_bar import ApprovalBar
 from app.ui.chat.attachments import ImageAttacher
+from app.ui.chat.chat_tools import ChatTools
 from app.ui.chat.composer import ComposerBox, Draft, vision_reason
 from app.ui.chat.conversations import ConversationList
 from app.ui.chat.header import ChatHeader, tokens_in_use
@@ -64,10 +67,12 @@ class ChatPage(QWidget):
         parallel: Callable[[], int] | None = None,
         drafts: DraftPrefs | None = None,
         serving: Callable[[], bool] | None = None,
+        tools: McpServers | None = None,
+        tool_steps: Callable[[], int] = lambda: 10,
     ) -> None:
         """`remote_models()`: the remote servers' models, listed in the picker beside the library's;
         `parallel`, `serving` (whether the API server is up) and `drafts`: what the model bar's loads plan
-        with (see ModelBar)."""
+        with (see ModelBar); `tools`: the MCP servers a conversation can turn on, `tool_steps` their limit."""
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -101,8 +106,21 @@ class ChatPage(QWidget):
         self.attacher = ImageAttacher(self.composer, tasks, self)
         self.unsent = UnsentDrafts(self.composer)
         self.settings = SettingsPanel(store, self.chats, self.writes)
+        self.approval = ApprovalBar()
+        self._conv: Conversation | None = None  # the open conversation as last read
+        self.tools = ChatTools(
+            tools,
+            host,
+            self.chats,
+            self.writes,
+            self.header.tools_button,
+            self.approval,
+            self._open_conversation,
+            tool_steps,
+            self,
+        )
         self.replies = ReplyController(
-            host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self
+            host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self, self.tools
         )
         self._layout()
         self._wire()
@@ -121,6 +139,11 @@ class ChatPage(QWidget):
         self._show_model_in_empty_thread()
         self._update_controls()
 
+    def _open_conversation(self) -> Conversation | None:
+        """The open conversation as last read (its tools are refreshed when they are saved)."""
+        conv = self._conv
+        return conv if conv is not None and conv.id == self.conv_id else None
+
     @property
     def conv_id(self) -> int | None:
         """The conversation shown (None when there is none)."""
@@ -136,6 +159,7 @@ class ChatPage(QWidget):
         thread_stack.addWidget(self.thread_view)
         cv.addWidget(thread_stack, 1)
         cv.addWidget(self.notice)
+        cv.addWidget(self.approval)
         cv.addWidget(self.composer)
         split = QSplitter()
         for w in (self.conversations, center):
@@ -173,6 +197,8 @@ class ChatPage(QWidget):
         self.replies.changed.connect(self._update_controls)
         self.replies.notice.connect(self.show_notice)
         self.attacher.notice.connect(self.show_notice)
+        self.tools.notice.connect(self.show_notice)
+        self.tools.changed.connect(lambda conv: setattr(self, "_conv", conv) if conv.id == self.conv_id else None)
         self.replies.created.connect(self._created)
         self.replies.retitled.connect(self._retitled)
         self.replies.finished.connect(self._reply_finished)
@@ -222,6 +248,8 @@ class ChatPage(QWidget):
         self.replies.forget_edit()
         self.header.title.setText(conv.title)
         self.settings.set_conversation(conv)
+        self._conv = conv
+        self.tools.refresh()
         self.thread_view.show_conversation(conv.id)
         self.conversations.select(conv_id)
         self._update_controls()
@@ -395,6 +423,7 @@ class ChatPage(QWidget):
         self.settings.save()
         self.watcher.detach()
         self.replies.shutdown(timeout)
+        self.tools.shutdown()
         self.chats.close(timeout)
         self.writes.close()
         self.write_failures.close()

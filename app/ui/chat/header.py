@@ -82,7 +82,7 @@ class ContextMeter(QWidget):
 
 
 class ChatHeader(QWidget):
-    """`settings_button` toggles the settings panel (the page wires it)."""
+    """`settings_button` toggles the settings panel; `tools_button` opens the Tools menu (chat_tools.py)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -94,8 +94,11 @@ class ChatHeader(QWidget):
         self.settings_button = QToolButton()
         self.settings_button.setText("Settings")
         self.settings_button.setCheckable(True)
+        self.tools_button = QToolButton()
+        self.tools_button.setText("Tools")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title, 1)
         layout.addWidget(self.meter)
+        layout.addWidget(self.tools_button)
         layout.addWidget(self.settings_button)

@@ -20,6 +20,7 @@ from app.core.chat.models import Message
 from app.core.engines.base import GenerationStats
 from app.core.units import fmt_n
 from app.ui.chat.render import Rendered, look, look_generation, plain_html, render_message
+from app.ui.chat.tool_blocks import calls_html, result_html
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class Row:
     version: int = 0  # bumped on every change of the row; `key()` is rebuilt when it moves
     expanded: bool = False
     image_count: int = 0  # images attached to the message
+    tool: str = ""  # a tool turn: "tool from server", the call it answers
     thumbnails: list[QImage] | None = field(default=None, repr=False)  # made on the pool; None until then
     rendered: Rendered | None = field(default=None, repr=False)
     _key: tuple[int, tuple] | None = field(default=None, repr=False)
@@ -158,6 +160,10 @@ class MessagesModel(QStandardItemModel):
             for m in messages
         ]
         self._index = {r.id: i for i, r in enumerate(self.rows)}
+        calls = {c.get("id"): c for r in self.rows for c in r.message.tool_calls or ()}
+        for r in self.rows:
+            if r.role == "tool" and (call := calls.get(r.message.tool_call_id)) is not None:
+                r.tool = f"{call.get('tool')} from {call.get('server')}"
         last = len(self.rows) - 1
         items = [self._item(r, i == last) for i, r in enumerate(self.rows)]  # exact last: following lands
         self.clear()
@@ -263,13 +269,15 @@ class MessagesModel(QStandardItemModel):
             row.rendered = hit[1]
             return hit[1]
         streaming = row.status == "streaming"
-        if streaming and len(row.text) > STREAM_MARKDOWN_CHARS:
+        if row.message.role == "tool":
+            body = Rendered(result_html(row.text, error=row.status == "error", expanded=row.expanded))
+        elif streaming and len(row.text) > STREAM_MARKDOWN_CHARS:
             body = Rendered(plain_html(row.text))
         else:
             body = render_message(row.text, role=row.message.role, reasoning_expanded=row.expanded, streaming=streaming)
         self.renders += 1
-        images = images_html(row)
-        row.rendered = replace(body, html=header_html(row) + images + body.html + _footer(row))
+        images, calls = images_html(row), calls_html(row.message.tool_calls)
+        row.rendered = replace(body, html=header_html(row) + images + body.html + calls + _footer(row))
         self._html[row.id] = (key, row.rendered)
         self._html.move_to_end(row.id)
         while len(self._html) > HTML_CACHE:
@@ -278,7 +286,7 @@ class MessagesModel(QStandardItemModel):
 
 
 def header_html(row: Row) -> str:
-    label = ROLE_LABEL.get(row.message.role, row.message.role)
+    label = ROLE_LABEL.get(row.message.role, row.message.role) + (f" · {html.escape(row.tool)}" if row.tool else "")
     out = f"<p style='margin-bottom:4px'><b>{label}</b>"
     pos, count = row.branch
     if count > 1:

@@ -22,10 +22,12 @@ from app.core.chat.store import DEFAULT_TITLE, ChatStore
 from app.core.engines.base import GenerateRequest, ImageInput
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import GenerateJob, HostBusy, HostClosed, HostState
+from app.ui.chat.chat_tools import ChatTools
 from app.ui.chat.composer import ComposerBox, Draft, reason_not_to_send
 from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import StreamBridge, StreamResult
 from app.ui.chat.thread_view import ThreadView
+from app.ui.chat.tool_replies import ToolReply
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)
@@ -74,12 +76,15 @@ class ReplyController(QObject):
         composer: ComposerBox,
         settings: SettingsPanel,
         parent: QObject | None = None,
+        tools: ChatTools | None = None,
     ) -> None:
+        """`tools`: the chat's MCP tools (a conversation that has servers on replies through them)."""
         super().__init__(parent)
+        self.tools = tools
         self.host, self.store, self.chats, self.writes = host, store, chats, writes
         self.thread_view, self.composer, self.settings = thread_view, composer, settings
         self.host_state: HostState = host.state
-        self.stream: StreamBridge | None = None
+        self.stream: StreamBridge | ToolReply | None = None
         self.editing: int | None = None
         self.saving = False  # a turn is being written; sending again waits for it
         self.last_plan: ContextPlan | None = None
@@ -236,6 +241,16 @@ class ReplyController(QObject):
         """Start the reply; the host's refusal, if it refuses (the reply row is then saved as an error)."""
         reply_id, conv_id = turn.reply_id, turn.conversation_id
         assert reply_id is not None
+        tool_reply = self.tools.reply_for(conv, reply_id) if self.tools is not None else None
+        if tool_reply is not None:
+            tool_reply.updated.connect(self.thread_view.stream_text)
+            tool_reply.row_added.connect(self._tool_row)
+            tool_reply.finished.connect(self._stream_finished)
+            assert self.tools is not None
+            tool_reply.start(self.tools.pool, plan.messages, conv.sampling, list(conv.tool_servers))
+            self.stream = tool_reply
+            self.thread_view.begin_stream(reply_id)
+            return None
         bridge = StreamBridge(reply_id, conv_id, self.chats, parent=self)
         bridge.updated.connect(self.thread_view.stream_text)
         bridge.finished.connect(self._stream_finished)
@@ -250,6 +265,14 @@ class ReplyController(QObject):
         self.stream = bridge
         self.thread_view.begin_stream(reply_id)
         return None
+
+    def _tool_row(self, role: str, msg_id: int) -> None:
+        """UI thread: a tool's result or the model's next turn was saved; the thread shows it."""
+        self.thread_view.end_streams()  # the turn before it is saved: the thread reads it back
+        if role == "assistant":
+            self.thread_view.begin_stream(msg_id)
+        self.thread_view.reload()
+        self.thread_view.follow_end()
 
     def _stream_finished(self, msg_id: int, result: StreamResult) -> None:
         """UI thread."""
@@ -288,6 +311,8 @@ class ReplyController(QObject):
         if self.stream is not None:
             bridge = self.stream
             bridge.stop()
-            if bridge.handle is not None:
+            if isinstance(bridge, ToolReply):
+                bridge.wait(timeout)
+            elif bridge.handle is not None:
                 bridge.handle.wait(timeout)
             bridge.drain()

@@ -163,6 +163,10 @@ class ThreadView(QWidget):
     def begin_stream(self, msg_id: int) -> None:
         self._live[msg_id] = ""
 
+    def end_streams(self) -> None:
+        """The replies shown live are saved: show what the database holds for them from now on."""
+        self._live.clear()
+
     def stream_text(self, msg_id: int, text: str) -> None:
         """UI thread, at most every flush of the stream."""
         self._live[msg_id] = text
@@ -196,7 +200,7 @@ class ThreadView(QWidget):
             blocks = row.rendered.code_blocks
             if int(arg) < len(blocks):
                 QGuiApplication.clipboard().setText(blocks[int(arg)])
-        elif href == "think:toggle":
+        elif href in ("think:toggle", "tool:toggle"):  # reasoning, or a long tool result: folded or open
             self.messages.toggle_reasoning(msg_id)
         elif kind == "act":
             {"copy": self.copy_message, "edit": self.begin_edit, "delete": self.delete_message}[arg](msg_id)

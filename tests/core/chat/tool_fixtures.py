@@ -26,10 +26,12 @@ def call(tool: str, **arguments) -> str:
 
 
 def scripted(*turns: str):
-    """The model's replies in order, by how many tool results it has read so far."""
+    """The model's replies in order, by how many tool results it has read since the last question."""
 
     def reply(request) -> str:
-        done = sum(1 for m in request.messages or () if m.role == "tool")
+        messages = list(request.messages or ())
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        done = sum(1 for m in messages[last_user + 1 :] if m.role == "tool")  # this question's results
         return turns[min(done, len(turns) - 1)]
 
     return reply
