@@ -34,7 +34,8 @@ from app.ui.chat import render
 from app.ui.chat.approval_bar import ApprovalBar
 from app.ui.chat.attachments import ImageAttacher
 from app.ui.chat.chat_tools import ChatTools
-from app.ui.chat.composer import ComposerBox, Draft, vision_reason
+from app.ui.chat.composer import ComposerBox, vision_reason
+from app.ui.chat.conversation_edits import ConversationEdits
 from app.ui.chat.conversations import ConversationList
 from app.ui.chat.header import ChatHeader, tokens_in_use
 from app.ui.chat.model_bar import ModelBar
@@ -50,7 +51,7 @@ from app.ui.theme import restyle_by
 logger = logging.getLogger(__name__)
 
 
-class ChatPage(QWidget):
+class ChatPage(ConversationEdits, QWidget):
     reply_finished = Signal(int, object)  # message id, StreamResult
     conversation_opened = Signal(int)
     files_done = Signal(str)  # export/import finished: a message for the user
@@ -254,67 +255,6 @@ class ChatPage(QWidget):
         self.conversations.select(conv_id)
         self._update_controls()
         self.conversation_opened.emit(conv_id)
-
-    def rename_conversation(self, conv_id: int, title: str) -> None:
-        """Shown at once; written on the writer thread, and the old title comes back if that fails."""
-        renaming = self.chats.rename(conv_id, title)
-        self._retitled(conv_id)
-
-        def failed(exc: BaseException) -> None:
-            self._write_failed(exc)
-            self._retitled(conv_id)
-
-        # Read back once written too: a listing that ran on the pool meanwhile may predate the write.
-        self.writes.watch(renaming, lambda _done: self._retitled(conv_id), failed, owner=self)
-
-    def _retitled(self, conv_id: int) -> None:
-        if conv_id == self.conv_id:
-            try:
-                self.header.title.setText(self.chats.get_conversation(conv_id).title)
-            except ChatNotFound:
-                pass  # deleted meanwhile: the list below drops it
-        self.refresh_conversations()
-
-    def delete_conversation(self, conv_id: int) -> None:
-        """Gone from the list at once (the next chat opens); written on the writer thread, and listed
-        again if that fails. A reply streaming into it is stopped."""
-        if conv_id == self.conv_id:
-            self.settings.save()  # before the deletion: kept if the deletion fails, never saved after it
-        stream = self.replies.stream
-        if stream is not None and stream.conv_id == conv_id:
-            self.replies.stop()
-        deleting = self.chats.delete_conversation(conv_id)
-        self._show_without(conv_id)
-
-        def deleted(_r: object) -> None:
-            self.unsent.forget(conv_id)
-            # Listed again once written: a listing that raced the deletion's overlay must not stay on screen.
-            self.refresh_conversations()
-            if self.conv_id == conv_id and (first := self.conversations.first_id(skip=conv_id)) is not None:
-                self.open_conversation(first)
-
-        self.writes.watch(deleting, deleted, lambda exc: self._delete_failed(conv_id, exc), owner=self)
-
-    def _show_without(self, conv_id: int) -> None:
-        if conv_id == self.conv_id:
-            # Its draft is kept until the deletion is committed: a failed one opens it again, draft and all.
-            self.unsent.keep(conv_id, Draft() if self.replies.editing is not None else self.composer.draft())
-            self.composer.clear()
-            self.replies.forget_edit()
-            self.settings.set_conversation(None)
-            self.thread_view.show_conversation(None)
-            self.header.title.setText("")
-        self.refresh_conversations()
-        if self.conv_id is None and (first := self.conversations.first_id(skip=conv_id)) is not None:
-            self.open_conversation(first)
-        self._update_controls()
-
-    def _delete_failed(self, conv_id: int, exc: BaseException) -> None:
-        """UI thread: nothing was deleted; list it again (and show it, if no chat is open)."""
-        self._write_failed(exc)
-        self.refresh_conversations()
-        if self.conv_id is None:
-            self.open_conversation(conv_id)
 
     def _write_failed(self, exc: BaseException) -> None:
         """UI thread: a write failed; its text is for the user (ChatOperations)."""
