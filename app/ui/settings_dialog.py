@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from pydantic import ValidationError
 from PySide6.QtWidgets import (
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -24,6 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.hub.urls import DEFAULT_ENDPOINT
+from app.core.mcp.config import CONFIG_NAME, McpConfigError, known_config_files, load_config
+from app.core.mcp.importing import import_servers
+from app.core.mcp.secrets import SecretStore
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
 from app.ui.file_dialogs import existing_folder
@@ -159,6 +164,7 @@ class SettingsDialog(QDialog):
         self.parallel_downloads.setRange(1, 8)
         self.parallel_downloads.setValue(settings.parallel_downloads)
         hub_form.addRow("Parallel downloads", self.parallel_downloads)
+        tools = self._tools_group(settings)
         self.error = QLabel()
         self.error.setWordWrap(True)
         set_status(self.error, "error")
@@ -180,6 +186,7 @@ class SettingsDialog(QDialog):
         groups.addWidget(general)
         groups.addWidget(hardware)
         groups.addWidget(hub)
+        groups.addWidget(tools)
         groups.addWidget(self.error)
         groups.addStretch(1)  # spare height goes below the groups, not into the Hardware box
         scroll = scrolling(body, horizontal=False)
@@ -192,6 +199,61 @@ class SettingsDialog(QDialog):
         if screen is not None:
             want = min(want, int(screen.availableGeometry().height() * 0.9))
         self.resize(max(self.sizeHint().width(), body.sizeHint().width() + 40), want)
+
+    def _tools_group(self, settings: Settings) -> QGroupBox:
+        """MCP servers: where they are kept, importing another program's, and how far a reply may go."""
+        group = QGroupBox("Tools (MCP servers)")
+        form = QFormLayout(group)
+        self.mcp_servers = _hint()
+        form.addRow("Servers", self.mcp_servers)
+        form.addRow(
+            _hint(
+                f"Kept in {self._paths.config / CONFIG_NAME}, in the format LM Studio, Cursor and Claude"
+                " Desktop use. Turn a server on for a chat with its Tools button."
+            )
+        )
+        imports = QHBoxLayout()
+        choose = QPushButton("Import…")
+        choose.clicked.connect(self._choose_mcp_file)
+        imports.addWidget(choose)
+        for program, path in known_config_files():
+            found = QPushButton(f"Import {program}'s")
+            found.setToolTip(str(path))
+            found.clicked.connect(lambda _c=False, p=path: self.import_mcp(p))
+            imports.addWidget(found)
+        imports.addStretch(1)
+        form.addRow(imports)
+        self.tool_steps = QSpinBox()
+        self.tool_steps.setRange(1, 100)
+        self.tool_steps.setValue(settings.tool_steps)
+        form.addRow("Tool steps in one reply", self.tool_steps)
+        self._show_mcp_servers()
+        return group
+
+    def _show_mcp_servers(self, note: str = "") -> None:
+        try:
+            names = list(load_config(self._paths.config / CONFIG_NAME).servers)
+        except McpConfigError as exc:
+            self.mcp_servers.setText(str(exc))
+            return
+        listed = ", ".join(names) if names else "none yet"
+        self.mcp_servers.setText(f"{note}{listed}")
+
+    def _choose_mcp_file(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Import MCP servers", str(Path.home()), "JSON (*.json)")
+        if name:
+            self.import_mcp(Path(name))
+
+    def import_mcp(self, path: Path) -> None:
+        """Bring in another program's servers (their secrets go to the keyring or a private file)."""
+        config = self._paths.config
+        try:
+            done = import_servers(config, path, SecretStore.for_config(config))
+        except McpConfigError as exc:
+            self.mcp_servers.setText(str(exc))
+            return
+        kept = f" (kept as they were: {', '.join(done.kept)})" if done.kept else ""
+        self._show_mcp_servers(f"Imported {len(done.added)}{kept}. Now: ")
 
     def _show_in_effect(self, *_: object) -> None:
         self.token_note.setText(token_in_effect(self.hf_token.text(), self._env))
@@ -215,6 +277,7 @@ class SettingsDialog(QDialog):
                 "hf_endpoint": self.hf_endpoint.text(),
                 "parallel_downloads": self.parallel_downloads.value(),
                 "speculative": self.speculative.currentData(),
+                "tool_steps": self.tool_steps.value(),
             }
         )
 

@@ -86,3 +86,28 @@ def test_the_help_texts_are_whole_sentences():
         assert text.rstrip().endswith("."), text
         assert all(s[0].isupper() or s[0].isdigit() for s in sentences), text
     assert "1 answers one request at a time." in PARALLEL_HINT
+
+
+def test_settings_import_mcp_servers_and_set_the_tool_step_limit(qtbot, tmp_path):
+    import json
+    import stat
+
+    paths = app_paths().ensure()
+    store = SettingsStore(paths.settings_file)
+    dialog = SettingsDialog(store, store.load(), paths, env={})
+    qtbot.addWidget(dialog)
+    assert dialog.mcp_servers.text() == "none yet" and dialog.tool_steps.value() == 10
+    lmstudio = tmp_path / "mcp.json"
+    lmstudio.write_text(json.dumps({"mcpServers": {"files": {"command": "npx", "env": {"API_KEY": "k"}}}}))
+    dialog.import_mcp(lmstudio)
+    assert dialog.mcp_servers.text() == "Imported 1. Now: files"
+    written = paths.config / "mcp.json"
+    assert '"files"' in written.read_text() and '"k"' not in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    dialog.import_mcp(broken)
+    assert "is not JSON" in dialog.mcp_servers.text()
+    dialog.tool_steps.setValue(4)
+    dialog.accept()
+    assert store.load().tool_steps == 4
