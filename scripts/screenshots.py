@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import json
 import logging
 import os
 import sys
@@ -54,6 +55,10 @@ PAGES = (
     "server-request-running",
     # A chat with a picture in the thread and two waiting in the composer, for a model that cannot see them.
     "chat-images",
+    # A chat whose model called an MCP tool (the call and its result as blocks), a second call waiting in the
+    # approval bar; and the Tools menu that turns servers on.
+    "chat-tools",
+    "chat-tools-menu",
 )
 # Shot with a home that has no models, no chats and no remote servers (a first start).
 FIRST_START_PAGES = ("models-empty", "chat-first-start")
@@ -62,6 +67,13 @@ PICTURE_CHAT = "What time of day is it?"
 PICTURE_REPLY = (
     "Early evening, around sunset: the sun sits low over the hills and the sky fades from blue to orange. "
     "The long, warm light suggests the last half hour before it sets."
+)
+TOOLS_CHAT = "Garden notes"
+FILES_ARGS = ["-y", "@modelcontextprotocol/server-filesystem", "~/notes"]
+GARDEN_FILES = "~/notes/garden-2026.md\n~/notes/seeds-to-order.md\n~/notes/archive/garden-2025.md"
+GARDEN_REPLY = (
+    "Three notes mention the garden: **garden-2026.md** (this year's plan), **seeds-to-order.md** and, in the "
+    "archive, **garden-2025.md**."
 )
 LONG_ERROR = (
     "the Hub answered 502 Bad Gateway for https://huggingface.co/api/models/bartowski/Llama-3.2-1B-Instruct-GGUF/"
@@ -205,6 +217,7 @@ def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
         asked = chats.add_user_message(pictured.id, "What time of day is it in this picture?", [demo_picture()])
         answer = chats.begin_assistant(pictured.id, asked)
         chats.finish_assistant(answer, PICTURE_REPLY, stats=GenerationStats(generated_tokens=31), finish_reason="stop")
+        seed_tool_chat(chats, paths.config)
         conv = chats.create_conversation("Reverse a string in Python", model_id="Tiny Llama")
         user = chats.add_user_message(conv.id, "How do I reverse a string in Python?")
         reply = chats.begin_assistant(conv.id, user)
@@ -372,7 +385,9 @@ def _shot(app, shell, page: str, theme: str, width: int, height: int, out: Path)
     target = window
     dialog = None
     if page in STATES:
-        cleanup = STATES[page](app, shell)
+        # A state puts itself on screen and says how to take it away (and what to shoot, if not the window).
+        shown = STATES[page](app, shell)
+        cleanup, target = shown if isinstance(shown, tuple) else (shown, window)
         settle(app)
         image = target.grab().toImage()
         cleanup()
@@ -541,6 +556,66 @@ def _chat_images(app, shell):
     return back
 
 
+def seed_tool_chat(chats, config: Path) -> None:
+    """A chat that used a filesystem MCP server (never started here: the shots only show it), and its mcp.json."""
+    (config / "mcp.json").write_text(json.dumps({"mcpServers": {"files": {"command": "npx", "args": FILES_ARGS}}}))
+    conv = chats.create_conversation(TOOLS_CHAT, model_id="Tiny Llama")
+    chats.set_tool_servers(conv.id, ["files"])
+    asked = chats.add_user_message(conv.id, "Which notes did I write about the garden?")
+    turn = chats.begin_assistant(conv.id, asked)
+    calls = [
+        {
+            "id": "call_1",
+            "server": "files",
+            "tool": "search_files",
+            "arguments": {"path": "~/notes", "pattern": "garden"},
+        }
+    ]
+    chats.finish_assistant(turn, "Let me look in your notes.", "done", None, "tool_calls", tool_calls=calls)
+    found = chats.add_tool_result(conv.id, turn, "call_1", GARDEN_FILES)
+    answer = chats.begin_assistant(conv.id, found)
+    chats.finish_assistant(answer, GARDEN_REPLY, "done", None, "stop")
+
+
+def _open_tool_chat(app, shell):
+    window = shell.window
+    window.show_page("chat")
+    chat = window.page("chat")
+    before = chat.conv_id
+    chat.open_conversation(next(c.id for c in chat.chats.list_conversations() if c.title == TOOLS_CHAT))
+    settle(app)
+    return chat, before
+
+
+def _chat_tools(app, shell):
+    from app.core.chat.tool_loop import PendingCall
+
+    chat, before = _open_tool_chat(app, shell)
+    chat.approval.ask(PendingCall("call_2", "files", "read_file", {"path": "~/notes/garden-2026.md"}))
+    settle(app)
+
+    def back() -> None:
+        chat.approval.setVisible(False)
+        if before is not None:
+            chat.open_conversation(before)
+
+    return back
+
+
+def _chat_tools_menu(app, shell):
+    chat, before = _open_tool_chat(app, shell)
+    button = chat.header.tools_button
+    chat.tools.menu.popup(button.mapToGlobal(button.rect().bottomLeft()))
+    settle(app)
+
+    def back() -> None:
+        chat.tools.menu.hide()
+        if before is not None:
+            chat.open_conversation(before)
+
+    return back, chat.tools.menu
+
+
 def _request_running(app, shell):
     from app.server.request_log import Timer
 
@@ -569,6 +644,8 @@ STATES = {
     "discover-download-error": _download_error,
     "chat-empty": _chat_empty,
     "chat-images": _chat_images,
+    "chat-tools": _chat_tools,
+    "chat-tools-menu": _chat_tools_menu,
     "server-request-running": _request_running,
     "models-empty": _first_start("models"),
     "chat-first-start": _first_start("chat"),

@@ -48,6 +48,8 @@ def turn_on(qtbot, page, name: str = "tools") -> None:
     with qtbot.waitSignal(page.tools.changed, timeout=5000):
         action.setChecked(True)
     assert page.header.tools_button.text() == "Tools (1)"
+    page.open_conversation(page.conv_id)  # opened again: the button reads the saved servers
+    assert page.header.tools_button.text() == "Tools (1)" and page.header.tools_button.isEnabled()
 
 
 def test_a_call_waits_for_approval_then_shows_as_blocks_and_is_saved(with_tools, qtbot):

@@ -250,8 +250,8 @@ class ChatPage(ConversationEdits, QWidget):
         self.header.title.setText(conv.title)
         self.settings.set_conversation(conv)
         self._conv = conv
-        self.tools.refresh()
         self.thread_view.show_conversation(conv.id)
+        self.tools.refresh()  # once the conversation is the one shown
         self.conversations.select(conv_id)
         self._update_controls()
         self.conversation_opened.emit(conv_id)
