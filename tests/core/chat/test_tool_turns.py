@@ -59,3 +59,43 @@ def test_a_stopped_tool_leaves_a_stopped_reply_and_the_tools_error(store, server
         assert path[2].status == "error" and path[2].error == "stopped by the user"
     finally:
         chats.close()
+
+
+def test_smollm2_forced_to_call_a_tool_ends_in_a_stored_call_and_result(store, tmp_path, smollm2_gguf):
+    import json
+    import sys
+
+    from app.core.engines import default_registry
+    from app.core.engines.base import LoadSpec
+    from app.core.mcp.config import parse_config, save_config
+    from app.core.mcp.secrets import SecretStore
+    from app.core.mcp.servers import McpServers
+    from app.core.runtime.host import EngineHost
+    from tests.core.chat.tool_fixtures import SERVER
+    from tests.helpers import require_llama_cpp
+
+    require_llama_cpp()
+    only_add = {"command": sys.executable, "args": [SERVER], "env": {"MCP_TEST_ONLY": "add"}}
+    save_config(tmp_path / "mcp.json", parse_config(json.dumps({"mcpServers": {"tools": only_add}}), "t"))
+    servers = McpServers(tmp_path, SecretStore(tmp_path / "s.json"))
+    host = EngineHost(default_registry(), name="test-smol-tools")
+    chats = ChatOperations(store)
+    try:
+        host.load_sync(LoadSpec(path=smollm2_gguf, n_ctx=2048), "gguf")
+        saved = chats.send(None, "Add 2 and 3 with the add tool.", title="add").result(10)
+        sink = SavedTurns(chats, saved.conversation_id, saved.reply_id)
+        loop = ToolLoop(host, servers, lambda c: "once", max_steps=2, source="test")
+        history = history_for_request("", store.active_path(saved.conversation_id)[:-1])
+        greedy = SamplingParams(temperature=0, max_tokens=48)
+        loop.run(history, greedy, ["tools"], tool_choice="required", sink=sink)
+        chats.flush()
+        path = store.active_path(saved.conversation_id)
+        assert [m.role for m in path[:3]] == ["user", "assistant", "tool"]
+        stored = path[1].tool_calls[0]  # the grammar made the first turn a call
+        assert (stored["server"], stored["tool"]) == ("tools", "add") and path[2].tool_call_id == stored["id"]
+        assert path[2].content  # its result (or why the arguments were refused), as the model read it
+        assert path[-1].role == "assistant" and path[-1].status == "done"
+    finally:
+        chats.close()
+        host.shutdown(10)
+        servers.close()
