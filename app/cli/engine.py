@@ -292,14 +292,11 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
 
 def run_with_tools(ctx: CliContext, args: argparse.Namespace, messages: list) -> int:
     """`hearth run … --tools`: the model's turns and its calls, then the reply (or the transcript with --json)."""
-    from app.cli.tool_run import check_servers, open_loop, run_turn, tool_choice, transcript
+    from app.cli.tool_run import checked_choice, open_loop, run_turn, transcript
     from app.core.errors import HearthError
 
-    try:
-        choice = tool_choice(args.tool_choice)
-    except ValueError as exc:
-        return ctx.fail(exc, 2)
-    if why := check_servers(ctx, args):
+    choice, why = checked_choice(ctx, args)
+    if why:
         return ctx.fail(why, 2)
     try:
         host, _info = start_host(ctx, args)
@@ -325,18 +322,13 @@ def run_with_tools(ctx: CliContext, args: argparse.Namespace, messages: list) ->
 
 
 def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
-    from app.cli.tool_run import check_servers, open_loop, run_turn, tool_choice
+    from app.cli.tool_run import checked_choice, open_loop, run_turn
     from app.core.engines.base import ChatMessage, GenerateRequest
     from app.core.errors import HearthError
 
-    choice = None
-    if args.tools is not None:
-        try:
-            choice = tool_choice(args.tool_choice)
-        except ValueError as exc:
-            return ctx.fail(exc, 2)
-        if why := check_servers(ctx, args):
-            return ctx.fail(why, 2)
+    choice, why = checked_choice(ctx, args)
+    if why:
+        return ctx.fail(why, 2)
     try:
         host, info = start_host(ctx, args)
     except HearthError as exc:

@@ -107,6 +107,18 @@ def run_turn(
                 _err("\n(stopping…)")
 
 
+def checked_choice(ctx: CliContext, args: argparse.Namespace) -> tuple[str | dict[str, Any] | None, str]:
+    """--tools' choice and '' (None when --tools is not given), or why they cannot be used; read before the
+    model loads."""
+    if args.tools is None:
+        return None, ""
+    try:
+        choice = tool_choice(args.tool_choice)
+    except ValueError as exc:
+        return None, str(exc)
+    return choice, check_servers(ctx, args)
+
+
 def check_servers(ctx: CliContext, args: argparse.Namespace) -> str:
     """Why --tools cannot be used ('' when it can): a server not in mcp.json. Read before the model loads."""
     from app.core.mcp.config import CONFIG_NAME, McpConfigError, load_config

@@ -89,3 +89,30 @@ def test_smollm2_forced_to_call_a_tool_ends_with_the_call_and_its_result(tmp_pat
     roles = [m["role"] for m in transcript["messages"]]
     assert roles[:3] == ["user", "assistant", "tool"] and transcript["messages"][1]["tool_calls"]
     assert roles[-1] == "assistant"
+
+
+def test_chat_with_tools_asks_on_the_terminal_before_a_call_runs(tmp_path, smollm2_gguf):
+    import subprocess
+
+    from tests.cli.helpers import ROOT
+    from tests.helpers import require_llama_cpp
+
+    require_llama_cpp()
+    env = isolated_env(tmp_path, "http://127.0.0.1:9")
+    config = tmp_path / "home" / "config" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    only = {"MCP_TEST_ONLY": "add"}
+    config.write_text(json.dumps({"mcpServers": {"tools": {"command": sys.executable, "args": [SERVER], "env": only}}}))
+    chat = subprocess.run(
+        [sys.executable, "-m", "app.cli", "chat", str(smollm2_gguf), "--tools", "tools", "--tool-choice", "tools.add"]
+        + ["--temp", "0", "--max-tokens", "48", "--ctx", "2048"],
+        input="Add 2 and 3.\ny\n",  # the question, then "y": allow this call once
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert chat.returncode == 0, chat.stderr
+    assert "The model wants to call tools.add with" in chat.stderr and "Allow? [y] once" in chat.stderr
+    assert "[tools.add: ok, " in chat.stderr or "[tools.add: error" in chat.stderr

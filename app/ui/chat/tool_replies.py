@@ -64,10 +64,10 @@ class ToolReply(QObject):
     def start(self, pool: Executor, messages: list[ChatMessage], sampling: SamplingParams, servers: list[str]) -> None:
         """UI thread: the loop starts on `pool`."""
         self._timer.start()
+        # The timer collects its end (drain): nothing crosses back to this thread from the pool.
         self._running = pool.submit(
             self._loop.run, messages, sampling, servers, cancel=self.cancel, on_text=self._on_text, sink=self.turns
         )
-        self._running.add_done_callback(lambda _f: None)  # the timer collects it
 
     # -- the loop's thread -----------------------------------------------------------------------
     def _on_text(self, text: str) -> None:
