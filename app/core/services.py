@@ -15,7 +15,6 @@ from app.core.hub.client import HubClient
 from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
 from app.core.library.store import LocalModel
-from app.core.mcp.config import McpConfigError
 from app.core.mcp.servers import McpServers
 from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
@@ -43,7 +42,7 @@ class Services:
     feed: LibraryFeed | None = None
     # What died in native code last time, one sentence each (Services.open reads the in-flight markers).
     crash_notes: list[str] = field(default_factory=list)
-    # The MCP servers of mcp.json (started when a chat first needs one); None: their file could not be read.
+    # The MCP servers of mcp.json, started when a chat first needs one.
     tools: McpServers | None = None
 
     @classmethod
@@ -84,10 +83,7 @@ class Services:
         # Before anything loads: a native crash last time is recorded, so that configuration is not used again.
         services.crash_notes = recover_native_crashes()
         services.feed = LibraryFeed(downloads, library)
-        try:
-            services.tools = McpServers(paths.config, log_dir=paths.logs)
-        except McpConfigError as exc:  # the chat says MCP is off; the file's fault is in the log
-            logger.warning("MCP servers are off: %s", exc)
+        services.tools = McpServers(paths.config, log_dir=paths.logs)  # a broken mcp.json: none, and why
         resolver.draft_for = services.draft_for
         return services
 

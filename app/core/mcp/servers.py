@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from app.core.errors import HearthError
-from app.core.mcp.config import CONFIG_NAME, McpConfig, ServerEntry, load_config
+from app.core.mcp.config import CONFIG_NAME, McpConfig, McpConfigError, ServerEntry, load_config
 from app.core.mcp.secrets import SecretStore, with_secrets
 
 logger = logging.getLogger(__name__)
@@ -134,12 +134,22 @@ class McpServers:
         self._thread.start()
         self._connections: dict[str, _Connection] = {}
         self._logs: list[TextIO] = []
-        self.reload()
+        self.config_error = ""  # why mcp.json could not be read at the last reload ('' when it could)
+        try:
+            self.reload()
+        except McpConfigError as exc:  # a broken file: no servers until it is fixed (reload says why again)
+            logger.warning("%s", exc)
 
     # -- the configuration ----------------------------------------------------------------------
     def reload(self) -> McpConfig:
-        """Read mcp.json again: new servers are added (stopped), removed ones stopped and dropped."""
-        config = load_config(self.config_path)
+        """Read mcp.json again: new servers are added (stopped), removed ones stopped and dropped. A file that
+        cannot be read raises McpConfigError and changes nothing."""
+        try:
+            config = load_config(self.config_path)
+        except McpConfigError as exc:
+            self.config_error = str(exc)
+            raise
+        self.config_error = ""
         wanted = {n: e for n, e in config.servers.items() if not e.disabled}
         with self._lock:
             gone = [n for n in self._connections if n not in wanted or self._connections[n].entry != wanted[n]]
@@ -213,7 +223,8 @@ class McpServers:
         from mcp import Client
 
         try:
-            async with Client(self._server(name, conn.entry), mode="legacy") as client:
+            # "auto": a server of any protocol era (the 2026 discovery, else the initialize handshake).
+            async with Client(self._server(name, conn.entry), mode="auto") as client:
                 conn.client = client
                 listed = await client.list_tools()
                 tools = tuple(

@@ -132,3 +132,15 @@ def test_a_streamable_http_server_with_a_bearer_header(make_servers):
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_a_broken_file_means_no_servers_and_says_why_until_it_is_fixed(tmp_path):
+    (tmp_path / "mcp.json").write_text('{"mcpServers": {"x": {}}}')
+    servers = McpServers(tmp_path, SecretStore(tmp_path / "s.json"))
+    try:
+        assert servers.states() == [] and "either a command" in servers.config_error
+        (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": STDIO}))
+        servers.reload()
+        assert [s.name for s in servers.states()] == ["tools"] and servers.config_error == ""
+    finally:
+        servers.close()
