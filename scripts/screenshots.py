@@ -602,6 +602,23 @@ def _chat_tools(app, shell):
     return back
 
 
+class WithPopup:
+    """A window with its open popup menu painted where it shows (a popup is a window of its own: the window's
+    grab leaves it out)."""
+
+    def __init__(self, window, popup) -> None:
+        self.window, self.popup = window, popup
+
+    def grab(self):
+        from PySide6.QtGui import QPainter
+
+        shot = self.window.grab()
+        painter = QPainter(shot)
+        painter.drawPixmap(self.window.mapFromGlobal(self.popup.pos()), self.popup.grab())
+        painter.end()
+        return shot
+
+
 def _chat_tools_menu(app, shell):
     chat, before = _open_tool_chat(app, shell)
     button = chat.header.tools_button
@@ -613,7 +630,7 @@ def _chat_tools_menu(app, shell):
         if before is not None:
             chat.open_conversation(before)
 
-    return back, chat.tools.menu
+    return back, WithPopup(shell.window, chat.tools.menu)
 
 
 def _request_running(app, shell):

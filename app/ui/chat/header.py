@@ -43,7 +43,7 @@ class ContextMeter(QWidget):
         self.bar = QProgressBar()
         self.bar.setObjectName("contextMeter")
         self.bar.setAccessibleName("Context used")
-        self.bar.setFixedSize(80, 6)
+        self.bar.setFixedSize(64, 6)  # narrow: the title, Tools and Settings share the row on a 900 px window
         self.bar.setTextVisible(False)
         restyle_by(self.bar, "level", "ok")  # the theme draws the whole bar (hearth.qss), not a blank box
         self.label = QLabel()
@@ -95,6 +95,7 @@ class ChatHeader(QWidget):
         self.settings_button.setText("Settings")
         self.settings_button.setCheckable(True)
         self.tools_button = QToolButton()
+        self.tools_button.setObjectName("toolsButton")
         self.tools_button.setText("Tools")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
