@@ -174,7 +174,9 @@ class OllamaReply:
             **body,
             "done": True,
             "done_reason": "length" if final.finish_reason == "length" else "stop",
-            "total_duration": int((time.monotonic() - self.began) * NS),
+            # Never less than its parts: eval_duration comes from the decode rate, which is timed between tokens
+            # (n - 1 gaps), so for a short reply it can exceed the wall time this route measured.
+            "total_duration": max(int((time.monotonic() - self.began) * NS), self.load_ns + prompt_ns + eval_ns),
             "load_duration": self.load_ns,
             "prompt_eval_count": stats.prompt_tokens if stats else 0,
             "prompt_eval_duration": prompt_ns,
