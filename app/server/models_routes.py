@@ -16,8 +16,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app import __version__
-from app.core.engines.base import Embeddings, EngineError
+from app.core.engines.base import Embeddings
 from app.core.engines.embed_limits import MAX_EMBED_TOKENS, check_embed_texts
+from app.core.engines.errors import EngineError
 from app.core.engines.traits import traits
 from app.core.library.projectors import projector_of
 from app.core.library.store import LocalModel

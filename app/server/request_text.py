@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic_core import PydanticCustomError
 
-from app.core.engines.base import MAX_PROMPT_CHARS
+from app.core.engines.errors import MAX_PROMPT_CHARS
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 # Fields whose string is a JSON text the server decodes (tool-call arguments): a surrogate escaped inside

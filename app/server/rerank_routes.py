@@ -11,7 +11,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.engines.base import EngineError, Rankings
+from app.core.engines.base import Rankings
+from app.core.engines.errors import EngineError
 from app.core.engines.rerank_limits import MAX_RERANK_DOCUMENTS, check_rerank_texts
 from app.core.runtime.jobs import RerankJob
 from app.server.context import hearth

@@ -54,15 +54,20 @@ def test_import_ls_and_call(tmp_path):
     assert "Kept the servers already here: tools, broken (--replace replaces them)" in again.stdout
 
 
-def test_smollm2_forced_to_call_a_tool_ends_with_the_call_and_its_result(tmp_path, smollm2_gguf):
-    from tests.helpers import require_llama_cpp
-
-    require_llama_cpp()
-    env = isolated_env(tmp_path, "http://127.0.0.1:9")
+def only_add_server(tmp_path: Path) -> dict[str, str]:
+    """A home whose mcp.json has the test server with its `add` tool only (a real model may pick any tool)."""
     config = tmp_path / "home" / "config" / "mcp.json"
     config.parent.mkdir(parents=True)
     only = {"MCP_TEST_ONLY": "add"}
     config.write_text(json.dumps({"mcpServers": {"tools": {"command": sys.executable, "args": [SERVER], "env": only}}}))
+    return isolated_env(tmp_path, "http://127.0.0.1:9")
+
+
+def test_smollm2_forced_to_call_a_tool_ends_with_the_call_and_its_result(tmp_path, smollm2_gguf):
+    from tests.helpers import require_llama_cpp
+
+    require_llama_cpp()
+    env = only_add_server(tmp_path)
     args = ("--temp", "0", "--max-tokens", "48", "--ctx", "2048")
     unknown = hearth("run", str(smollm2_gguf), "Add 2 and 3.", "--tools", "nope", *args, env=env)
     assert unknown.returncode == 2 and "no MCP server named nope" in unknown.stderr  # before the model loads
@@ -98,11 +103,7 @@ def test_chat_with_tools_asks_on_the_terminal_before_a_call_runs(tmp_path, smoll
     from tests.helpers import require_llama_cpp
 
     require_llama_cpp()
-    env = isolated_env(tmp_path, "http://127.0.0.1:9")
-    config = tmp_path / "home" / "config" / "mcp.json"
-    config.parent.mkdir(parents=True)
-    only = {"MCP_TEST_ONLY": "add"}
-    config.write_text(json.dumps({"mcpServers": {"tools": {"command": sys.executable, "args": [SERVER], "env": only}}}))
+    env = only_add_server(tmp_path)
     chat = subprocess.run(
         [sys.executable, "-m", "app.cli", "chat", str(smollm2_gguf), "--tools", "tools", "--tool-choice", "tools.add"]
         + ["--temp", "0", "--max-tokens", "48", "--ctx", "2048"],

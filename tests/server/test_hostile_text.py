@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from app.core.engines.base import MAX_PROMPT_CHARS
+from app.core.engines.errors import MAX_PROMPT_CHARS
 
 BAD = "@BAD@"  # becomes \ud800 on the wire: a lone surrogate in the string itself
 INNER = "@INNER@"  # becomes \\ud800: the escape inside a JSON text (tool-call arguments)

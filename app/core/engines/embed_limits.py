@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from app.core.engines.base import MAX_PROMPT_CHARS, ContextLengthExceeded, EngineError, InvalidRequest, PromptTooLong
+from app.core.engines.errors import MAX_PROMPT_CHARS, ContextLengthExceeded, EngineError, InvalidRequest, PromptTooLong
 
 # OpenAI's own limit on inputs per request (the API's schema says it too): clients already batch to it.
 MAX_EMBED_INPUTS = 2048

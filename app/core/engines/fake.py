@@ -16,9 +16,7 @@ from app.core.engines.base import (
     Capabilities,
     ChatMessage,
     Chunk,
-    ContextLengthExceeded,
     Embeddings,
-    EngineError,
     FinishReason,
     GenerateRequest,
     GenerationStats,
@@ -27,11 +25,11 @@ from app.core.engines.base import (
     ModelInfo,
     Rankings,
     TokenLogprob,
-    Unsupported,
     check_logit_bias,
     check_prompt_size,
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts, check_embed_tokens
+from app.core.engines.errors import ContextLengthExceeded, EngineError, Unsupported
 from app.core.engines.fill_in_middle import not_trained_for_it
 from app.core.engines.images import decode_image, no_vision
 from app.core.engines.registry import EngineRegistry
@@ -176,7 +174,7 @@ class FakeEngine:
             n_vocab=FAKE_VOCAB,
             chat_template=None,
             template_notice=None,
-            extra={"vision": self.vision},
+            extra={"projector": "fake-mmproj" if self.vision else ""},
         )
         return self.info
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.core.engines.base import Unsupported
+from app.core.engines.errors import Unsupported
 
 # How families spell the three tokens (prefix, suffix, middle): Qwen2.5-Coder and cl100k-style, StarCoder
 # and SantaCoder, Code Llama, DeepSeek-Coder, CodeGemma.

@@ -20,7 +20,8 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from app.core.engines.base import ChatMessage, InvalidRequest, Unsupported
+from app.core.engines.base import ChatMessage
+from app.core.engines.errors import InvalidRequest, Unsupported
 
 MAX_IMAGE_BYTES = 20 << 20  # an encoded file; OpenAI's own limit for an image input
 MAX_PIXELS = 40_000_000  # before decoding: a 40-megapixel photo is fine, a 50,000² bomb is not

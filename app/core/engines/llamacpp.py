@@ -19,19 +19,17 @@ from typing import Any
 from app.core.engines.base import (
     Capabilities,
     Chunk,
-    ContextLengthExceeded,
     Embeddings,
-    EngineError,
     GenerateRequest,
     LoadSpec,
     ModelInfo,
     Rankings,
-    Unsupported,
     check_logit_bias,
     check_prompt_size,
     utf8,
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts
+from app.core.engines.errors import ContextLengthExceeded, EngineError, Unsupported
 from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
@@ -200,8 +198,7 @@ class LlamaCppEngine:
                 "extra_bufts": spec.extra_bufts,
                 "flash_attn": spec.flash_attn,
                 "n_gpu_layers": spec.n_gpu_layers,
-                "projector": self._vision.path.name if self._vision is not None else "",
-                "vision": self._vision is not None,  # what the chat asks before it attaches an image
+                "projector": self._vision.path.name if self._vision is not None else "",  # it sees images
             },
         )
         return self.info

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.engines.base import Chunk, EngineError, GenerationStats, Logprobs, SamplingParams
+from app.core.engines.base import Chunk, GenerationStats, Logprobs, SamplingParams
+from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp_batch_images import ImageReading, text_run
 from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp_logits import LogitRows

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from app.core.engines.base import EngineError
+from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp_vision import is_image
 
 if TYPE_CHECKING:

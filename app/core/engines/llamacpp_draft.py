@@ -12,7 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from app.core.engines.base import EngineError, LoadSpec
+from app.core.engines.base import LoadSpec
+from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import supports_extra_bufts_switch
 from app.core.engines.llamacpp_validate import validated_gguf

@@ -10,8 +10,8 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from app.core.engines.base import EngineError, Unsupported
 from app.core.engines.embed_limits import check_cancel, check_embed_tokens
+from app.core.engines.errors import EngineError, Unsupported
 
 logger = logging.getLogger(__name__)
 

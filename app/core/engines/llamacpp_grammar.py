@@ -16,7 +16,8 @@ import time
 from types import ModuleType
 from typing import Any
 
-from app.core.engines.base import EngineError, SamplingParams
+from app.core.engines.base import SamplingParams
+from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp_options import add_picking, add_shaping
 from app.core.native import import_native
 

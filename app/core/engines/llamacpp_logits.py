@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from app.core.engines.base import EngineError
+from app.core.engines.errors import EngineError
 from app.core.native import import_native
 
 

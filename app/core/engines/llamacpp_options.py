@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp_log import stderr_excerpt
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from app.core.engines.base import Chunk, EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import Chunk, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp_batch import BatchRunner
 from app.core.engines.slots import drain
 from app.core.engines.speculative import make_speculator

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.core.engines.base import EngineError
+from app.core.engines.errors import EngineError
 from app.core.models.errors import ModelFileError
 
 if TYPE_CHECKING:

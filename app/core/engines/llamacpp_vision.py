@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.core.engines.base import ChatMessage, EngineError, Unsupported
+from app.core.engines.base import ChatMessage
+from app.core.engines.errors import EngineError, Unsupported
 from app.core.engines.images import DecodedImage, ImageRejected, decode_image, split_markers, with_markers
 from app.core.engines.llamacpp_log import route_mtmd_logs
 from app.core.native import import_native

@@ -22,20 +22,18 @@ from typing import TYPE_CHECKING, Any
 from app.core.engines.base import (
     Capabilities,
     Chunk,
-    ContextLengthExceeded,
     Embeddings,
-    EngineError,
     FinishReason,
     GenerateRequest,
     GenerationStats,
     LoadSpec,
     ModelInfo,
     Rankings,
-    Unsupported,
     check_logit_bias,
     check_prompt_size,
     utf8,
 )
+from app.core.engines.errors import ContextLengthExceeded, EngineError, Unsupported
 from app.core.engines.fill_in_middle import fim_by_text
 from app.core.engines.images import has_images, no_vision
 from app.core.engines.mlx_cache import HeldCache, align

@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.engines.base import Chunk, EngineError, FinishReason, GenerateRequest, GenerationStats
+from app.core.engines.base import Chunk, FinishReason, GenerateRequest, GenerationStats
+from app.core.engines.errors import EngineError
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
 from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import MIN_COPY_GAIN, PromptCache, Slot, drain, pick_slot, plan_reuse

@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
-from app.core.engines.base import EngineError
+from app.core.engines.errors import EngineError
 from app.core.engines.mlx_cache import HeldCache
 from app.core.native import import_native
 

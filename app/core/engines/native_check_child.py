@@ -23,7 +23,8 @@ def _say(result: dict) -> None:
 def check(payload: dict) -> dict:
     """Load, decode two tokens (or embed or score one input), unload; an ordinary failure comes back as
     {"ok": False, "error": ...}."""
-    from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
+    from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+    from app.core.engines.errors import EngineError
     from app.core.engines.llamacpp import LlamaCppEngine
 
     try:

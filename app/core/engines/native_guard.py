@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.core.engines.base import EngineError, LoadSpec
+from app.core.engines.base import LoadSpec
+from app.core.engines.errors import EngineError
 from app.core.hardware.native_checks import (
     FEATURE_NAMES,
     FEATURES,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from app.core.engines.base import Engine, EngineError
+from app.core.engines.base import Engine
+from app.core.engines.errors import EngineError
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.core.engines.base import MAX_PROMPT_CHARS, ContextLengthExceeded, EngineError, InvalidRequest, PromptTooLong
 from app.core.engines.embed_limits import MAX_EMBED_CHARS, MAX_EMBED_TOKENS
+from app.core.engines.errors import MAX_PROMPT_CHARS, ContextLengthExceeded, EngineError, InvalidRequest, PromptTooLong
 
 # Cohere's cap on documents per request: rerank clients already batch to it.
 MAX_RERANK_DOCUMENTS = 1000

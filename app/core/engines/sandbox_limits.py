@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.engines.base import EngineError
+from app.core.engines.errors import EngineError
 
 MAX_RANGE = 100_000  # also the cap on `batch`/`slice` counts: each makes that many lists
 MAX_POWER_BITS = 4096  # `**` and int `*` results above this many bits are refused

@@ -18,17 +18,8 @@ from collections.abc import Iterator
 
 import httpx
 
-from app.core.engines.base import (
-    Capabilities,
-    Chunk,
-    Embeddings,
-    EngineError,
-    GenerateRequest,
-    LoadSpec,
-    ModelInfo,
-    Rankings,
-    Unsupported,
-)
+from app.core.engines.base import Capabilities, Chunk, Embeddings, GenerateRequest, LoadSpec, ModelInfo, Rankings
+from app.core.engines.errors import EngineError, Unsupported
 from app.core.remote.errors import RemoteError, RemoteUnreachable
 from app.core.remote.ids import FORMAT, parse_spec_path
 from app.core.remote.probe import auth_headers

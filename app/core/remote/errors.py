@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.engines.base import EngineError
+from app.core.engines.errors import EngineError
 
 
 class RemoteError(EngineError):

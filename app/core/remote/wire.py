@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx
 
-from app.core.engines.base import ChatMessage, FinishReason, GenerateRequest, GenerationStats, Unsupported
+from app.core.engines.base import ChatMessage, FinishReason, GenerateRequest, GenerationStats
+from app.core.engines.errors import Unsupported
 from app.core.remote.errors import RemoteError, RemoteRefused
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"

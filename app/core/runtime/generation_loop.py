@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.core.engines.base import Chunk, Engine, Unsupported
+from app.core.engines.base import Chunk, Engine
+from app.core.engines.errors import Unsupported
 from app.core.engines.slots import SequenceRunner
 from app.core.errors import HearthError
 from app.core.runtime.job_queue import JobQueue

@@ -92,11 +92,12 @@ def reason_not_to_send(state: HostState, replying: bool, images: int = 0) -> str
 
 
 def vision_reason(state: HostState) -> str:
-    """Why the loaded model cannot take images ('' when it can: loaded with a vision projector)."""
+    """Why the loaded model cannot take images ('' when it can: loaded with a vision projector, which its info
+    names)."""
     model = state.model
     if model is None or state.status == "loading":
         return "Load a model that can see images first"
-    if model.extra.get("vision"):
+    if model.extra.get("projector"):
         return ""
     if model.format == "gguf":
         return (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.engines.base import MAX_PROMPT_CHARS, ContextLengthExceeded, InvalidRequest, LoadSpec, PromptTooLong
+from app.core.engines.base import LoadSpec
 from app.core.engines.embed_limits import (
     MAX_EMBED_CHARS,
     MAX_EMBED_INPUTS,
@@ -19,6 +19,7 @@ from app.core.engines.embed_limits import (
     EmbeddingInputTooLong,
     EmbeddingsTooLarge,
 )
+from app.core.engines.errors import MAX_PROMPT_CHARS, ContextLengthExceeded, InvalidRequest, PromptTooLong
 from app.core.engines.fake import FakeEngine
 
 N_CTX = 256

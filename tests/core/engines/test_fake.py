@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from app.core.engines import collect
-from app.core.engines.base import EngineError, GenerateRequest, InvalidRequest, LoadSpec, SamplingParams
+from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError, InvalidRequest
 from app.core.engines.fake import FakeEngine, registry_with_fake
 from app.core.engines.stops import StopScanner
 

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from app.core.engines import collect
-from app.core.engines.base import GenerateRequest, SamplingParams, Unsupported
+from app.core.engines.base import GenerateRequest, SamplingParams
+from app.core.engines.errors import Unsupported
 from app.core.engines.fill_in_middle import MARKERS, FimTokens, find_by_text
 from tests.core.engines.fixtures import load_llamacpp
 

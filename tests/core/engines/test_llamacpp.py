@@ -9,14 +9,8 @@ import threading
 import pytest
 
 from app.core.engines import collect, default_registry, generate_all
-from app.core.engines.base import (
-    ChatMessage,
-    EngineError,
-    GenerateRequest,
-    InvalidRequest,
-    LoadSpec,
-    SamplingParams,
-)
+from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError, InvalidRequest
 from app.core.engines.llamacpp_options import TextStream
 from app.core.engines.templates import render_chat
 from app.core.tools.schema_limits import SchemaTooComplex

@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from app.core.engines.base import EngineError
+from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp_logits import LogitRows
 
 N_VOCAB = 5

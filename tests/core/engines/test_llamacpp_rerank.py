@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-from app.core.engines.base import ContextLengthExceeded, LoadSpec, Unsupported
+from app.core.engines.base import LoadSpec
 from app.core.engines.embed_limits import EmbeddingCancelled
+from app.core.engines.errors import ContextLengthExceeded, Unsupported
 from app.core.engines.llamacpp_rerank import PairFormat
 from app.core.engines.rerank_limits import PairTooLong
 from tests.core.engines.fixtures import chat_request, load_llamacpp

@@ -10,14 +10,8 @@ import time
 
 import pytest
 
-from app.core.engines.base import (
-    MAX_PROMPT_CHARS,
-    ChatMessage,
-    GenerateRequest,
-    InvalidRequest,
-    PromptTooLong,
-    SamplingParams,
-)
+from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
+from app.core.engines.errors import MAX_PROMPT_CHARS, InvalidRequest, PromptTooLong
 from app.core.engines.llamacpp_log import MAX_MESSAGE_BYTES, on_log
 from app.core.tools.schema_limits import SchemaTooComplex
 

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.draft_cost import (
     MIN_SLOPE,
     PRIOR_SLOPE,
@@ -26,6 +26,7 @@ from app.core.engines.draft_cost import (
     StepCost,
     best_length,
 )
+from app.core.engines.errors import EngineError
 from app.core.engines.speculative import NgramDrafter, NgramIndex, Speculator
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.core.engines.test_llamacpp_batch import run_together

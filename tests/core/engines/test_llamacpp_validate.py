@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from app.core.engines.base import EngineError, LoadSpec
+from app.core.engines.base import LoadSpec
+from app.core.engines.errors import EngineError
 from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
 
 SHAPE = {"n_layer": 1, "n_embd": 64, "n_head": 4, "n_head_kv": 2, "n_ff": 128}

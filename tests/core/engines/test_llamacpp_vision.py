@@ -12,7 +12,8 @@ import threading
 import pytest
 from PIL import Image
 
-from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput, SamplingParams, Unsupported
+from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput, SamplingParams
+from app.core.engines.errors import Unsupported
 from app.core.engines.images import ImageRejected
 from tests.core.engines.fixtures import load_llamacpp
 from tests.core.engines.test_llamacpp_batch import alone, run_together

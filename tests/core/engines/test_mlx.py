@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from app.core.engines import collect
-from app.core.engines.base import ChatMessage, EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError
 from app.core.errors import HearthError
 
 IM_START, IM_END = 257, 258
@@ -225,14 +226,14 @@ def test_logprobs_and_logit_bias_agree_with_llamacpp_on_the_same_weights(mlx_ava
 
 
 def test_logit_bias_outside_the_vocabulary_is_refused(engine):
-    from app.core.engines.base import InvalidRequest
+    from app.core.engines.errors import InvalidRequest
 
     with pytest.raises(InvalidRequest, match="320"):
         engine.generate(greedy(prompt="hi", logit_bias={320: 1.0}), threading.Event())
 
 
 def test_suffix_on_a_model_without_fim_tokens_is_refused_naming_it(engine):
-    from app.core.engines.base import Unsupported
+    from app.core.engines.errors import Unsupported
 
     with pytest.raises(Unsupported, match="does not support insert"):
         engine.count_tokens(GenerateRequest(prompt="def f():", suffix="return 1"))

@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams, Unsupported
+from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError, Unsupported
 from app.core.engines.slots import common_prefix
 
 PROMPTS = [

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from app.core.engines.base import ChatMessage, EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.engines.base import EngineError, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError
 from app.core.engines.native_guard import (
     RESULT_MARK,
     CheckOutcome,

@@ -9,7 +9,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from app.core.engines.base import ChatMessage, EngineError, GenerateRequest
+from app.core.engines.base import ChatMessage, GenerateRequest
+from app.core.engines.errors import EngineError
 from app.core.engines.templates import (
     CHATML_TEMPLATE,
     TemplateError,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams, Unsupported
+from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
+from app.core.engines.errors import Unsupported
 from app.core.remote.errors import RemoteError, RemoteRefused
 from app.core.remote.wire import ReplyDecoder, http_error, request_body, sse_data
 from app.core.tools import plan_tools
