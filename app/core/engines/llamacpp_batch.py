@@ -122,8 +122,7 @@ class BatchRunner(SlotCache, ImageReading):
             shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
         shared = image_start(tokens, shared)  # an image is encoded whole or not at all
         if shared < len(slot.tokens):
-            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, shared, -1)
-            del slot.tokens[shared:]
+            self._cut(slot, shared)
         seed = sampling.seed if sampling.seed is not None else self._seed
         seed = seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED
         greedy = plain_greedy(sampling, grammar)
@@ -260,7 +259,7 @@ class BatchRunner(SlotCache, ImageReading):
                 toks = [seq.next_token, *(seq.drafts.draft if seq.drafts else ())]
             else:
                 toks = seq.pending[:n]
-            pos = len(slot.tokens)
+            pos = self._next_pos(slot)
             for k, tok in enumerate(toks):
                 b.token[i] = tok
                 b.pos[i] = pos + k
@@ -278,7 +277,7 @@ class BatchRunner(SlotCache, ImageReading):
             logger.warning("llama_decode returned %d for a batch of %d tokens", rc, i)
             for seq, _, _ in plan:
                 # Whatever part of the batch llama.cpp kept is dropped, so the slot matches its tokens.
-                self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
+                self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, self._next_pos(seq.slot), -1)
                 self._end(seq, "error", f"generation failed: llama_decode returned {rc}")
             return
         for seq, n, _ in plan:
@@ -323,7 +322,7 @@ class BatchRunner(SlotCache, ImageReading):
                 seq.next_token = None
         finally:
             # The cells of the drafts not kept go, so the sequence holds exactly its tokens.
-            self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
+            self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, self._next_pos(seq.slot), -1)
         seq.stats.draft_tokens += len(draft)
         seq.stats.draft_accepted += accepted
         if self.speculator is not None:

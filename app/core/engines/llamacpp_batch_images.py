@@ -33,6 +33,23 @@ class ImageReading:
 
         def _end(self, seq: Any, reason: str, error: str | None = None, code: str | None = None) -> None: ...
 
+    def _position(self, tokens: list[int], n: int) -> int:
+        """Where the first `n` of `tokens` end in the sequence's positions (fewer than `n` after M-RoPE images)."""
+        return self.vision.positions(tokens, n) if self.vision is not None and self.vision.mrope else n
+
+    def _next_pos(self, slot: Slot) -> int:
+        return len(slot.tokens) - slot.pos_gap
+
+    def _hold(self, slot: Slot, tokens: list[int]) -> None:
+        """Set what `slot` holds (its cells already match)."""
+        slot.tokens = tokens
+        slot.pos_gap = len(tokens) - self._position(tokens, len(tokens))
+
+    def _cut(self, slot: Slot, n: int) -> None:
+        """Keep `slot`'s first `n` tokens (never ending inside an image), its cells from there dropped."""
+        self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, self._position(slot.tokens, n), -1)
+        self._hold(slot, slot.tokens[:n])
+
     def _read_image(self) -> None:
         """Encode the oldest pending image of a sequence whose text before it is read, into its cells."""
         waiting = [s for s in self._running if s.pending and is_image(s.pending[0]) and not s.cancel.is_set()]
@@ -47,13 +64,15 @@ class ImageReading:
             self._end(seq, "length")
             return
         began = time.perf_counter()
+        slot = seq.slot
         try:
-            encoded = self.vision.evaluate(media, self._ctx.ctx, len(seq.slot.tokens), seq.slot.seq_id, self.n_batch)
+            encoded = self.vision.evaluate(media, self._ctx.ctx, self._next_pos(slot), slot.seq_id, self.n_batch)
         except EngineError as exc:
-            self._lib.llama_memory_seq_rm(self._memory, seq.slot.seq_id, len(seq.slot.tokens), -1)
+            self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, self._next_pos(slot), -1)
             self._end(seq, "error", str(exc))
             return
-        seq.slot.tokens.extend(seq.pending[: media.n_tokens])
+        slot.tokens.extend(seq.pending[: media.n_tokens])
+        slot.pos_gap += media.n_tokens - media.n_pos
         del seq.pending[: media.n_tokens]
         took = time.perf_counter() - began
         seq.stats.prompt_tokens_evaluated += media.n_tokens

@@ -5,8 +5,9 @@ emptied for room."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from app.core.engines.llamacpp_vision import image_start
 from app.core.engines.slots import PromptCache, Reuse, SavedState, Slot
 
 logger = logging.getLogger(__name__)
@@ -23,6 +24,12 @@ class SlotCache:
     unified: bool
     cache: PromptCache
     n_ctx: int
+
+    if TYPE_CHECKING:  # llamacpp_batch_images.ImageReading's: positions fall behind tokens after M-RoPE images
+
+        def _position(self, tokens: list[int], n: int) -> int: ...
+
+        def _hold(self, slot: Slot, tokens: list[int]) -> None: ...
 
     def _donors(self, slot: Slot) -> list[Slot]:
         """The slots `slot` may start from a copy of: any other holding tokens (their cells are shared or
@@ -42,13 +49,13 @@ class SlotCache:
 
     def _restore(self, slot: Slot, entry: SavedState, shared: int) -> int:
         self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
-        slot.tokens.clear()
+        self._hold(slot, [])
         buf = (self._ctypes.c_uint8 * entry.size).from_buffer(entry.data)
         if self._lib.llama_state_seq_set_data(self._ctx.ctx, buf, entry.size, slot.seq_id) != entry.size:
             logger.warning("could not restore a cached prompt of %d tokens", len(entry.tokens))
             self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
             return 0
-        slot.tokens = list(entry.tokens)
+        self._hold(slot, list(entry.tokens))
         logger.debug("slot %d: restored %d cached tokens from RAM", slot.seq_id, len(entry.tokens))
         return shared
 
@@ -56,14 +63,16 @@ class SlotCache:
         """Start `slot` from `donor`'s first `prefix` cells (a system prompt or a document two conversations
         share, whose own slot was kept for its owner)."""
         mem, dst = self._memory, slot.seq_id
+        prefix = image_start(donor.tokens, prefix)  # an image is copied whole or not at all
+        end = self._position(donor.tokens, prefix)
         self._lib.llama_memory_seq_rm(mem, dst, 0, -1)
         if self.unified:
-            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, 0, prefix)  # the cells are shared, not copied
+            self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, 0, end)  # the cells are shared, not copied
         else:
             # Across KV streams llama.cpp copies a whole stream (at the next decode); the rest is then dropped.
             self._lib.llama_memory_seq_cp(mem, donor.seq_id, dst, -1, -1)
-            self._lib.llama_memory_seq_rm(mem, dst, prefix, -1)
-        slot.tokens = list(donor.tokens[:prefix])
+            self._lib.llama_memory_seq_rm(mem, dst, end, -1)
+        self._hold(slot, list(donor.tokens[:prefix]))
         logger.debug("slot %d: %d prompt tokens copied from slot %d", dst, prefix, donor.seq_id)
 
     def _save(self, slot: Slot) -> None:
@@ -83,7 +92,7 @@ class SlotCache:
         for slot in self.slots:
             if not slot.busy:
                 self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
-                slot.tokens.clear()
+                self._hold(slot, [])
         self.cache.clear()
 
     def _free_cells(self, need: int) -> int:
@@ -99,5 +108,5 @@ class SlotCache:
                 break
             self._lib.llama_memory_seq_rm(self._memory, slot.seq_id, 0, -1)
             freed += len(slot.tokens)
-            slot.tokens.clear()
+            self._hold(slot, [])
         return freed

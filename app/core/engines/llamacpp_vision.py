@@ -10,8 +10,11 @@ encodes it again; a different image differs at its first position. When a sequen
 image run, the BatchRunner has `Projector.evaluate` encode it and write its embeddings into that sequence's
 cells (at most one image a step, so the others keep streaming).
 
-Not yet: projectors whose model places image positions in 2-D (M-RoPE: the Qwen2-VL family), since the slots
-assume one position per token; they are refused at load with that reason.
+Models with M-RoPE (the Qwen2-VL, Qwen2.5-VL and Qwen3-VL families) place an image's tokens on a grid: all of
+them at its first position in the KV cache, and the text after it max(columns, rows) positions on, not one a
+token. So a sequence's positions fall behind its token count after each such image: `positions` maps a token
+count to the position it reaches (the runner keeps each slot's difference), and every cut of the cache, a
+prefix copied or a position written is placed by it.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class MediaChunk:
     index: int
     n_tokens: int
     free: Callable[[Any], None]
+    n_pos: int = 0  # the positions the image takes: n_tokens, or fewer under M-RoPE
 
     def __del__(self) -> None:
         if self.chunks:
@@ -87,17 +91,16 @@ class Projector:
         try:
             if not self._mtmd.mtmd_support_vision(self._ctx):
                 raise Unsupported(f"{path.name} reads audio, not images")
-            if self._mtmd.mtmd_decode_use_mrope(self._ctx):
-                raise Unsupported(
-                    f"{path.name} places image positions in two dimensions (M-RoPE, the Qwen2-VL family), "
-                    "which Hearth does not run yet"
-                )
         except EngineError:
             self.close()
             raise
         self._marker = self._mtmd.mtmd_default_marker()
         self._no_callback = self._mtmd.mtmd_helper_post_decode_callback()  # a NULL function pointer
         self._media: OrderedDict[int, MediaChunk] = OrderedDict()
+        self.mrope = bool(self._mtmd.mtmd_decode_use_mrope(self._ctx))
+        # Under M-RoPE, each image's (tokens, positions) by its run's id, kept for the engine's life (a few
+        # ints an image): a slot restored or copied long after the image was read still needs its size.
+        self._grid: dict[int, tuple[int, int]] = {}
 
     def close(self) -> None:
         self._media.clear()
@@ -161,8 +164,11 @@ class Projector:
             chunk = m.mtmd_input_chunks_get(chunks, i)
             if m.mtmd_input_chunk_get_type(chunk) == m.MTMD_INPUT_CHUNK_TYPE_IMAGE:
                 media.index, media.n_tokens = i, int(m.mtmd_input_chunk_get_n_tokens(chunk))
-        if media.index < 0 or media.n_tokens < 1:
+                media.n_pos = int(m.mtmd_input_chunk_get_n_pos(chunk))
+        if media.index < 0 or media.n_tokens < 1 or not 0 < media.n_pos <= media.n_tokens:
             raise EngineError("llama.cpp made no image tokens of the image")
+        if self.mrope:
+            self._grid[pseudo_id(image.digest)] = (media.n_tokens, media.n_pos)
         return media
 
     def _run(self, media: MediaChunk, pid: int) -> list[int]:
@@ -206,6 +212,35 @@ class Projector:
         )
         if rc != 0:
             raise EngineError(f"llama.cpp could not read the image's embeddings (returned {rc})")
-        if new_n_past.value != n_past + media.n_tokens:  # M-RoPE is refused at load; this would be a new kind
-            raise EngineError("the image took a different number of positions than tokens")
+        if new_n_past.value != n_past + media.n_pos:
+            raise EngineError("the image took a different number of positions than libmtmd said it would")
         return encoded
+
+    def positions(self, tokens: list[int], n: int) -> int:
+        """The position the first `n` of `tokens` reach (`grid_positions` with this projector's images)."""
+        return grid_positions(tokens, n, self._grid)
+
+
+def grid_positions(tokens: list[int], n: int, grid: dict[int, tuple[int, int]]) -> int:
+    """The position the first `n` of `tokens` reach: `n`, less what the M-RoPE images among them save (`grid`:
+    each one's tokens and positions by its run's id). An image that `n` cuts partway counts to its start (a cut
+    there drops it whole)."""
+    if not grid:
+        return n
+    pos = i = 0
+    while i < n:
+        token = tokens[i]
+        if not is_image(token):
+            pos += 1
+            i += 1
+            continue
+        size, n_pos = grid.get(token, (1, 1))
+        end = i
+        while end < len(tokens) and tokens[end] == token:
+            end += 1
+        whole = (min(end, n) - i) // size  # the same image twice in a row is one run
+        pos += whole * n_pos
+        if i + whole * size < min(end, n):
+            break
+        i = end
+    return pos

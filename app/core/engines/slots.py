@@ -19,6 +19,9 @@ from app.core.engines.base import Chunk, GenerateRequest
 class Slot:
     seq_id: int
     tokens: list[int] = field(default_factory=list)  # what this sequence holds in the KV cache, in order
+    # How many fewer positions than tokens those take (M-RoPE images, llamacpp_vision): the next is at
+    # len(tokens) - pos_gap.
+    pos_gap: int = 0
     last_used: float = 0.0  # monotonic time its last generation ended (LRU order among the free ones)
     busy: bool = False
 

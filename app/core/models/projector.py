@@ -16,6 +16,9 @@ from app.core.models.gguf import GGUFHeader, read_gguf_header
 
 F32 = 4
 LIVE_ACTIVATIONS = 4  # feed-forward and residual tensors alive together in one block
+# Projectors that join each 2×2 patches into one token for the model (the Qwen-VL families'), unless the
+# header names another merge.
+MERGING = frozenset({"qwen2vl_merger", "qwen2.5vl_merger", "qwen3vl_merger"})
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ def projector_memory_of(header: GGUFHeader) -> ProjectorMemory:
         number("attention.head_count", 16),
     )
     patches = (image // patch) ** 2
+    merge = number("spatial_merge_size", 2 if meta.get("clip.projector_type") in MERGING else 1)
     scores = patches * patches * n_head * F32
     activations = patches * max(n_embd, n_ff) * F32 * LIVE_ACTIVATIONS
     weights = sum(t.nbytes for t in header.tensors)
@@ -68,4 +72,4 @@ def projector_memory_of(header: GGUFHeader) -> ProjectorMemory:
     # 2 × 2 × patches² × width a block.
     params = sum(t.n_elements for t in header.tensors)
     flops = 2.0 * params * patches + 4.0 * patches * patches * n_embd * number("block_count", 24)
-    return ProjectorMemory(weights, scores + activations, patches, flops)
+    return ProjectorMemory(weights, scores + activations, max(1, patches // merge**2), flops)

@@ -15,7 +15,14 @@ from app.core.models.projector import projector_memory
 from app.core.runtime.preflight import LoadRefused, check_model, fit_check
 from tests.core.runtime.test_preflight import machine
 from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
-from tests.fixtures.tiny_projector import IMAGE_SIZE, PATCH_SIZE, TOKENS_PER_IMAGE, write_tiny_projector
+from tests.fixtures.tiny_projector import (
+    IMAGE_SIZE,
+    PATCH_SIZE,
+    QWEN2VL_PATCH_SIZE,
+    TOKENS_PER_IMAGE,
+    write_tiny_projector,
+    write_tiny_qwen2vl_projector,
+)
 
 
 def test_weights_are_the_files_tensors_and_the_buffer_grows_with_the_patches(tmp_path):
@@ -25,6 +32,13 @@ def test_weights_are_the_files_tensors_and_the_buffer_grows_with_the_patches(tmp
     assert memory.tokens_per_image == TOKENS_PER_IMAGE == (IMAGE_SIZE // PATCH_SIZE) ** 2
     wide = write_tiny_projector(tmp_path / "mmproj-wide.gguf", n_embd_text=256, n_head=8)
     assert projector_memory(wide).compute > memory.compute  # twice the heads: twice the attention scores
+
+
+def test_a_qwen2vl_projector_gives_the_model_one_token_for_each_four_patches(tmp_path):
+    path = write_tiny_qwen2vl_projector(tmp_path / "mmproj-qwen2vl.gguf", n_embd_text=256)
+    image_size = read_gguf_header(path).metadata["clip.vision.image_size"]
+    patches = (image_size // QWEN2VL_PATCH_SIZE) ** 2
+    assert projector_memory(path).tokens_per_image == patches // 4
 
 
 @pytest.fixture
