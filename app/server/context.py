@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 
 from app.core.engines.base import ModelInfo
-from app.core.library.projectors import projector_of
+from app.core.library.projectors import sees_images
 from app.core.library.store import Library, LocalModel
 from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import same_path
@@ -134,15 +134,16 @@ class ServerContext:
             )
 
     async def check_vision(self, name: str | None) -> None:
-        """Refuse (400, naming `images`) an image for a library model without a vision projector, before it
-        loads, naming the library's models that can see (the engine refuses too, for a model named otherwise)."""
+        """Refuse (400, naming `images`) an image for a library model that cannot see (a GGUF without a vision
+        projector, an MLX text model or one mlx-vlm cannot read here), before it loads, naming the library's
+        models that can (the engine refuses too, for a model named otherwise)."""
         if not name or self.library is None:
             return
         library = self.library
         model = await asyncio.to_thread(library.find, self.library_name(name) or name)
-        if model is None or model.format != "gguf" or projector_of(model) is not None:
-            return  # other formats answer from their engine (MLX reads text only for now)
-        seeing = [m.name for m in await asyncio.to_thread(library.list, status="ready") if projector_of(m) is not None]
+        if model is None or model.format not in ("gguf", "mlx") or await asyncio.to_thread(sees_images, model):
+            return  # other formats answer from their engine
+        seeing = await asyncio.to_thread(lambda: [m.name for m in library.list(status="ready") if sees_images(m)])
         where = (
             f"models here that can: {', '.join(seeing[:5])}"
             if seeing

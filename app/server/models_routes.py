@@ -20,7 +20,7 @@ from app.core.engines.base import Embeddings
 from app.core.engines.embed_limits import MAX_EMBED_TOKENS, check_embed_texts
 from app.core.engines.errors import EngineError
 from app.core.engines.traits import traits
-from app.core.library.projectors import projector_of
+from app.core.library.projectors import sees_images
 from app.core.library.store import LocalModel
 from app.core.remote import RemoteEntry
 from app.core.runtime.job_host import Resident
@@ -65,7 +65,7 @@ def describe(ctx: ServerContext, model: LocalModel, residents: list[Resident] | 
         "context_by_route": dict.fromkeys(ROUTES, context),
         # What the file is for (models.roles): a chat model, an embedding model or a reranker.
         "role": role,
-        "capabilities": capabilities(model.format, role, vision=projector_of(model) is not None),
+        "capabilities": capabilities(model.format, role, vision=sees_images(model)),
     }
 
 

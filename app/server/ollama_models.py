@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.core.library.projectors import projector_of
+from app.core.library.projectors import sees_images
 from app.core.library.store import LocalModel
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf import ArraySummary, GGUFHeader, read_gguf_header
@@ -101,7 +101,7 @@ def model_capabilities(ctx: ServerContext, model: LocalModel, header: GGUFHeader
             out.append("thinking")
         if header is not None and all(key in header.metadata for key in FIM_KEYS):
             out.append("insert")
-        if projector_of(model) is not None:
+        if sees_images(model):
             out.append("vision")
     if role == "embedding":
         out.append("embedding")

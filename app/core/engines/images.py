@@ -18,6 +18,7 @@ import hashlib
 import io
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.core.engines.base import ChatMessage
@@ -129,3 +130,46 @@ def split_markers(text: str, nonce: str) -> list[str | int]:
     if pos < len(text):
         pieces.append(text[pos:])
     return pieces
+
+
+def prompt_with_images(
+    messages: list[ChatMessage],
+    render: Callable[[list[ChatMessage]], list[tuple[str, bool]]],
+    tokenize: Callable[[str, bool], list[int]],
+    image_tokens: Callable[[DecodedImage], list[int]],
+) -> list[int]:
+    """A chat's prompt tokens, each image as the tokens `image_tokens` gives it. `render` gives the template's
+    segments (text, is_content); images are found in the content by their markers, and decoded here."""
+    marked, nonce, images = with_markers(messages)
+    ids: list[int] = []
+    for text, is_content in render(marked):
+        for piece in split_markers(text, nonce) if is_content else [text]:
+            if isinstance(piece, str):
+                ids += tokenize(piece, not is_content) if piece else []
+            else:
+                ids += image_tokens(decode_image(images[piece]))
+    return ids
+
+
+# -- an image's place in the prompt cache ------------------------------------------------------------
+# An image's positions enter a prompt as a run of one pseudo token id, negative so it can never be a vocabulary
+# id, derived from the image's pixel hash: the caches compare prompts token by token, so a conversation that
+# keeps its image finds it already computed, and a different image differs at its first position.
+
+
+def pseudo_id(digest: str) -> int:
+    """The id that stands for every position of one image: negative, 28 bits of its hash."""
+    return -1 - int(digest[:7], 16)
+
+
+def is_image(token: int) -> bool:
+    return token < 0
+
+
+def image_start(tokens: list[int], at: int) -> int:
+    """`at`, or the start of the image run `at` falls inside: a cache hit never ends mid-image (its positions
+    are encoded together, and bidirectionally in some families)."""
+    if 0 < at < len(tokens) and is_image(tokens[at]):
+        while at > 0 and tokens[at - 1] == tokens[at]:
+            at -= 1
+    return at

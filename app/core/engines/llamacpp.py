@@ -30,6 +30,7 @@ from app.core.engines.base import (
 )
 from app.core.engines.embed_limits import check_cancel, check_embed_texts
 from app.core.engines.errors import ContextLengthExceeded, EngineError, Unsupported
+from app.core.engines.images import is_image
 from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
@@ -48,7 +49,7 @@ from app.core.engines.llamacpp_prompt import (
 from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_a_reranker, not_chat
 from app.core.engines.llamacpp_slots import LlamaSequences, Prepared, open_slots
 from app.core.engines.llamacpp_validate import validated_gguf
-from app.core.engines.llamacpp_vision import MediaChunk, Projector, is_image
+from app.core.engines.llamacpp_vision import MediaChunk, Projector
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
 from app.core.engines.native_inflight import InflightMarkers, NativeActivity, native_run
 from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts

@@ -20,12 +20,12 @@ from typing import Any
 
 from app.core.engines.base import Chunk, GenerationStats, Logprobs, SamplingParams
 from app.core.engines.errors import EngineError
+from app.core.engines.images import image_start, is_image
 from app.core.engines.llamacpp_batch_images import ImageReading, text_run
 from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
 from app.core.engines.llamacpp_slot_cache import SlotCache
-from app.core.engines.llamacpp_vision import image_start, is_image
 from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import PromptCache, Slot, pick_slot, plan_reuse
 from app.core.engines.speculative import SeqDrafts, Speculator

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from app.core.engines.errors import EngineError
-from app.core.engines.llamacpp_vision import is_image
+from app.core.engines.images import is_image
 
 if TYPE_CHECKING:
     from app.core.engines.slots import Slot

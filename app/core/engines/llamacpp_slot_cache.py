@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from app.core.engines.llamacpp_vision import image_start
+from app.core.engines.images import image_start
 from app.core.engines.slots import PromptCache, Reuse, SavedState, Slot
 
 logger = logging.getLogger(__name__)

@@ -30,31 +30,13 @@ from typing import Any
 
 from app.core.engines.base import ChatMessage
 from app.core.engines.errors import EngineError, Unsupported
-from app.core.engines.images import DecodedImage, ImageRejected, decode_image, split_markers, with_markers
+from app.core.engines.images import DecodedImage, ImageRejected, is_image, prompt_with_images, pseudo_id
 from app.core.engines.llamacpp_log import route_mtmd_logs
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
 
 KEEP_IMAGES = 32  # tokenized images kept for reuse (each holds its preprocessed pixels until encoded)
-
-
-def pseudo_id(digest: str) -> int:
-    """The id that stands for every position of one image: negative, 28 bits of its hash."""
-    return -1 - int(digest[:7], 16)
-
-
-def is_image(token: int) -> bool:
-    return token < 0
-
-
-def image_start(tokens: list[int], at: int) -> int:
-    """`at`, or the start of the image run `at` falls inside: a cache hit never ends mid-image (its positions
-    are encoded together, and bidirectionally in some families)."""
-    if 0 < at < len(tokens) and is_image(tokens[at]):
-        while at > 0 and tokens[at - 1] == tokens[at]:
-            at -= 1
-    return at
 
 
 @dataclass(eq=False)
@@ -116,21 +98,15 @@ class Projector:
         render: Callable[[list[ChatMessage]], list[tuple[str, bool]]],
         tokenize: Callable[[str, bool], list[int]],
     ) -> tuple[list[int], dict[int, MediaChunk]]:
-        """The prompt's tokens with each image as its run, and the chunks those runs stand for. `render`
-        gives the template's segments (text, is_content); images are found in the content by their markers."""
-        marked, nonce, images = with_markers(messages)
-        ids: list[int] = []
+        """The prompt's tokens with each image as its run, and the chunks those runs stand for. `render` gives
+        the template's segments (text, is_content); images are found in the content by their markers."""
         media: dict[int, MediaChunk] = {}
-        for text, is_content in render(marked):
-            pieces = split_markers(text, nonce) if is_content else [text]
-            for piece in pieces:
-                if isinstance(piece, str):
-                    ids += tokenize(piece, not is_content) if piece else []
-                    continue
-                image = decode_image(images[piece])
-                run, media[pseudo_id(image.digest)] = self.image_tokens(image)
-                ids += run
-        return ids, media
+
+        def run(image: DecodedImage) -> list[int]:
+            ids, media[pseudo_id(image.digest)] = self.image_tokens(image)
+            return ids
+
+        return prompt_with_images(messages, render, tokenize, run), media
 
     def image_tokens(self, image: DecodedImage) -> tuple[list[int], MediaChunk]:
         """The tokens for one image: its family's wrapper tokens around the image's run."""

@@ -5,12 +5,12 @@ Prompts are rendered by Hearth's sandboxed templates; message content is tokeniz
 special-token parsing off (T4). The KV cache is kept across turns and trimmed to the common prefix.
 Loaded with slots > 1 it generates through `sequences` (app.core.engines.mlx_batch, continuous batching
 over mlx-lm's BatchGenerator), which the host drives; `generate` then runs one request through it.
+A vision-language checkpoint sees images where mlx-vlm is installed (app.core.engines.mlx_vision).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import threading
 import time
@@ -29,15 +29,12 @@ from app.core.engines.base import (
     LoadSpec,
     ModelInfo,
     Rankings,
-    check_logit_bias,
-    check_prompt_size,
-    utf8,
 )
-from app.core.engines.errors import ContextLengthExceeded, EngineError, Unsupported
-from app.core.engines.fill_in_middle import fim_by_text
-from app.core.engines.images import has_images, no_vision
+from app.core.engines.errors import EngineError, Unsupported
+from app.core.engines.images import image_start
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
+from app.core.engines.mlx_prompt import MlxPrompts, chat_template, read_json, token_text
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of, token_bytes_fn
 from app.core.engines.sequence_state import SequenceState
 from app.core.engines.stops import StopScanner
@@ -47,6 +44,7 @@ from app.core.native import import_native
 if TYPE_CHECKING:
     from app.core.engines.mlx_batch import MlxSequences
     from app.core.engines.mlx_draft import MlxDraft
+    from app.core.engines.mlx_vision import MlxVision, VisionPrompt
 
 logger = logging.getLogger(__name__)
 
@@ -57,37 +55,7 @@ class _Cancelled(Exception):
     pass
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise EngineError(f"cannot read {path.name}: {exc}") from exc
-    return data if isinstance(data, dict) else {}
-
-
-def _token_text(value: Any) -> str:
-    """tokenizer_config tokens are strings or AddedToken dicts ({"content": ...})."""
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else ""
-
-
-def _chat_template(folder: Path, tok_config: dict[str, Any]) -> str | None:
-    template = tok_config.get("chat_template")
-    if isinstance(template, list):  # named templates: take "default"
-        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-        template = named.get("default") or next(iter(named.values()), None)
-    if isinstance(template, str) and template.strip():
-        return template
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
-    return None
-
-
-class MlxEngine:
+class MlxEngine(MlxPrompts):
     name = "mlx"
     format = "mlx"
 
@@ -106,6 +74,8 @@ class MlxEngine:
         self._token_bytes: dict[int, bytes] = {}  # for logprobs: each token's bytes, filled as they are shown
         self._sequences: MlxSequences | None = None  # slots > 1: the batched path
         self._draft: MlxDraft | None = None  # speculative decoding with a draft model (single stream)
+        self._vision: MlxVision | None = None  # a vision-language checkpoint's image half (mlx-vlm)
+        self._no_vision = ""  # why images are refused, when they are
 
     # -- lifecycle -------------------------------------------------------------------------------
     def load(self, spec: LoadSpec) -> ModelInfo:
@@ -114,8 +84,8 @@ class MlxEngine:
         folder = Path(spec.path).expanduser()
         if not folder.is_dir():
             raise EngineError(f"{folder} is not an MLX model folder")
-        config = _read_json(folder / "config.json")
-        tok_config = _read_json(folder / "tokenizer_config.json")
+        config = read_json(folder / "config.json")
+        tok_config = read_json(folder / "tokenizer_config.json")
         check_no_remote_code(config)  # T6; mlx-lm would import `model_file` (CVE-2026-5843)
         check_no_remote_code(tok_config)
         self.unload()
@@ -129,9 +99,11 @@ class MlxEngine:
         self._hf = getattr(tokenizer, "_tokenizer", tokenizer)
         if hasattr(self._hf, "model_max_length"):  # we check the context ourselves; silence its warning
             self._hf.model_max_length = 1 << 62
-        self._template = spec.chat_template or _chat_template(folder, tok_config)
-        self._bos = _token_text(tok_config.get("bos_token"))
-        self._eos = _token_text(tok_config.get("eos_token"))
+        self._open_vision(folder, config)
+        self.capabilities = self.capabilities.model_copy(update={"vision": self._vision is not None})
+        self._template = spec.chat_template or chat_template(folder, tok_config)
+        self._bos = token_text(tok_config.get("bos_token"))
+        self._eos = token_text(tok_config.get("eos_token"))
         self._add_bos = bool(tok_config.get("add_bos_token")) and bool(self._bos)
         n_ctx = spec.n_ctx
         limit = config.get("max_position_embeddings")
@@ -149,20 +121,45 @@ class MlxEngine:
             n_vocab=int(config.get("vocab_size") or 0),
             chat_template=self._template,
             template_notice=notice,
-            extra={"model_type": config.get("model_type"), "quantization": config.get("quantization")},
+            extra={
+                "model_type": config.get("model_type"),
+                "quantization": config.get("quantization"),
+                "projector": "mlx-vlm" if self._vision is not None else "",  # it sees images
+                "no_vision": self._no_vision,
+            },
         )
         if spec.speculative == "draft" and spec.draft_model is not None:
             self._open_draft(spec)
         if spec.slots > 1 and self._draft is None:
             from app.core.engines.mlx_batch import Loaded, open_batch
 
-            loaded = Loaded(model, tokenizer, n_ctx, self.prefill_step, self.check, self.token_bytes)
+            loaded = Loaded(model, tokenizer, n_ctx, self.prefill_step, self.prepare, self.token_bytes, self._vision)
             self._sequences = open_batch(loaded, spec.slots, spec.prompt_cache_mib * 1024 * 1024)
         self.info.extra["slots"] = spec.slots if self._sequences is not None else 1
         self.info.extra["speculative"] = "draft" if self._draft is not None else "off"
         self.info.extra["draft_model"] = self._draft.name if self._draft is not None else ""
         logger.info("MLX model %s loaded (ctx %d)", folder.name, n_ctx)
         return self.info
+
+    def _open_vision(self, folder: Path, config: dict[str, Any]) -> None:
+        """The image half of a vision-language checkpoint, or the reason it has none (the model still chats)."""
+        from app.core.engines.mlx_vision import MlxVision
+        from app.core.models.vision_config import has_vision_half, mlx_vlm_installed
+
+        self._vision, self._no_vision = None, f"{folder.name} cannot see images: it is a text model"
+        if not has_vision_half(config):
+            return
+        if not mlx_vlm_installed():
+            self._no_vision = (
+                f"{folder.name} could see images with mlx-vlm, which is not installed (pip install mlx-vlm)"
+            )
+            return
+        try:
+            self._vision = MlxVision(folder, config, self._model, lambda text: list(self._hf.encode(text)))
+            self._no_vision = ""
+        except Unsupported as exc:
+            self._no_vision = f"{folder.name} cannot see images here: {exc}"
+            logger.warning("%s", self._no_vision)
 
     def _open_draft(self, spec: LoadSpec) -> None:
         from app.core.engines.mlx_draft import MlxDraft
@@ -191,7 +188,7 @@ class MlxEngine:
             sequences.close()
         if self._draft is not None:
             self._draft.close()
-        self._model = self._tok = self._hf = self._draft = self._held = None
+        self._model = self._tok = self._hf = self._draft = self._held = self._vision = None
         self._token_bytes = {}
         self.info = None
         if was_loaded:
@@ -209,42 +206,6 @@ class MlxEngine:
             raise EngineError("no model is loaded")
         return self.info
 
-    # -- tokens ----------------------------------------------------------------------------------
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        """Special-token strings become control tokens only with `special=True` (template literals)."""
-        self._require()
-        utf8(text)  # a lone surrogate: the caller's 400, not the tokenizer's UnicodeEncodeError
-        return list(self._hf.encode(text, add_special_tokens=False, split_special_tokens=not special))
-
-    def _prompt_ids(self, request: GenerateRequest) -> tuple[list[int], str | None]:
-        from app.core.engines.templates import render_chat, tokenize_segments
-
-        check_prompt_size(request)
-        if has_images(request.messages):  # mlx-vlm is a later engine: mlx-lm reads text
-            raise no_vision(self._name())
-        if request.messages is not None:
-            rendered = render_chat(
-                self._template, request.messages, tools=request.tools, bos_token=self._bos, eos_token=self._eos
-            )
-            ids = tokenize_segments(rendered.segments, lambda text, special: self.tokenize(text, special=special))
-            notice = rendered.notice
-        elif request.prompt is not None:
-            # A raw prompt is caller text: no control tokens from it either.
-            ids, notice = self.tokenize(request.prompt), None
-            if request.suffix is not None:
-                ids = fim_by_text(self._hf.get_vocab().get, self._name()).prompt(ids, self.tokenize(request.suffix))
-        else:
-            raise EngineError("a request needs messages or a prompt")
-        if self._add_bos and (not ids or ids[0] != self._hf.bos_token_id):
-            ids = [self._hf.bos_token_id, *ids]
-        if not ids:
-            raise EngineError("the prompt is empty")
-        return ids, notice
-
-    def count_tokens(self, request: GenerateRequest) -> int:
-        self._require()
-        return len(self._prompt_ids(request)[0])
-
     def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
         raise Unsupported("the MLX engine does not compute embeddings; use a GGUF embedding model")
 
@@ -258,25 +219,15 @@ class MlxEngine:
         if self._sequences is not None:
             return self._sequences.run_one(request, cancel)
         info = self._require()
-        return self._stream(request, cancel, info, self.check(request))
-
-    def check(self, request: GenerateRequest) -> list[int]:
-        """A request's prompt tokens, once it is known to be one this engine can run (else it raises)."""
-        info = self._require()
-        ids, _notice = self._prompt_ids(request)
-        if len(ids) >= info.n_ctx:
-            raise ContextLengthExceeded(len(ids), info.n_ctx)
-        if request.json_schema is not None or request.grammar is not None:
-            raise Unsupported("the MLX engine does not support grammars or JSON-schema output")
-        check_logit_bias(request.sampling.logit_bias, self._vocab_size())
-        return ids
-
-    def _vocab_size(self) -> int:
-        """The logits' width: config.json's vocab_size (it may pad past the tokenizer), else the tokenizer's."""
-        return (self.info.n_vocab if self.info else 0) or len(self._hf)
+        return self._stream(request, cancel, info, *self.prepare(request))
 
     def _stream(
-        self, request: GenerateRequest, cancel: threading.Event, info: ModelInfo, ids: list[int]
+        self,
+        request: GenerateRequest,
+        cancel: threading.Event,
+        info: ModelInfo,
+        ids: list[int],
+        vision: VisionPrompt | None = None,
     ) -> Iterator[Chunk]:
         mx = import_native("mlx.core")
         gen_mod = import_native("mlx_lm.generate")
@@ -288,7 +239,8 @@ class MlxEngine:
         # distribution is what OpenAI reports, so a first processor keeps the logits it is handed.
         sampler, processors = build_sampling(s, raw if s.logprobs is not None else None)
         # The draft model drafts for plain sampling; logprobs, a logit bias or penalties take the plain path.
-        draft = self._draft if s.logprobs is None and not processors else None
+        # It cannot read images.
+        draft = self._draft if s.logprobs is None and not processors and vision is None else None
         limit = info.n_ctx - len(ids)
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
@@ -296,10 +248,26 @@ class MlxEngine:
         t0 = time.perf_counter()
         assert self._held is not None
         held = [self._held] + ([draft.held] if draft is not None else [])
-        reuse = align(ids, held)
+        reuse = align(ids, held, whole=lambda n: image_start(ids, n))
         cache = self._held.cache
         stats = GenerationStats(prompt_tokens=len(ids), prompt_tokens_evaluated=len(ids) - reuse)
         state = SequenceState(sampling=s, cancel=cancel, start=t0, stats=stats)
+        fed: list[int] = []  # every token generate_step yielded (it feeds each one before yielding)
+        if vision is not None and reuse < vision.end():
+            assert self._vision is not None and cache is not None
+            began = time.perf_counter()
+            try:
+                reuse = self._vision.read(vision, cache, reuse, self.prefill_step, cancel.is_set)
+            except Exception as exc:
+                self._held.forget()  # its state is unknown now
+                raise EngineError(f"MLX could not read the images: {type(exc).__name__}: {exc}") from exc
+            stats.images_encoded, stats.image_encode_s = vision.encoded, vision.encode_s
+            stats.image_s = vision.encode_s + time.perf_counter() - began
+            if reuse < vision.end():  # cancelled while reading
+                self._held.settle(ids)
+                yield state.finish("cancelled", "", peak_memory=0)
+                return
+        prompt = vision.ids if vision is not None else ids  # what the model reads: image positions as tokens
 
         def on_progress(done: int, total: int) -> None:  # called between prefill chunks
             if cancel.is_set():
@@ -321,7 +289,7 @@ class MlxEngine:
             )
         else:
             steps = gen_mod.generate_step(
-                mx.array(ids[reuse:]),
+                mx.array(prompt[reuse:]),
                 self._model,
                 max_tokens=limit,
                 sampler=sampler,
@@ -335,7 +303,6 @@ class MlxEngine:
         detok.reset()
         stops = StopScanner(s.stop)
         generated: list[int] = []  # tokens the caller sees
-        fed: list[int] = []  # every token generate_step yielded (it feeds each one before yielding)
         finish: FinishReason = "length"
         token_bytes = self.token_bytes() if s.logprobs is not None else None
         try:

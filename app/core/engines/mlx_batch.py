@@ -39,6 +39,7 @@ from typing import Any
 
 from app.core.engines.base import Chunk, FinishReason, GenerateRequest, GenerationStats
 from app.core.engines.errors import EngineError
+from app.core.engines.images import image_start
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
 from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import MIN_COPY_GAIN, PromptCache, Slot, drain, pick_slot, plan_reuse
@@ -61,8 +62,10 @@ class Loaded:
     tokenizer: Any  # mlx-lm's TokenizerWrapper
     n_ctx: int
     prefill_step: int
-    check: Callable[[GenerateRequest], list[int]]  # a request's prompt tokens, or it raises
+    # A request's prompt tokens and, with images, what reads them (mlx_vision); or it raises.
+    prepare: Callable[[GenerateRequest], tuple[list[int], Any]]
     token_bytes: Callable[[], Callable[[int], bytes]]  # for logprobs
+    vision: Any = None  # mlx_vision.MlxVision when the model sees images
 
 
 @dataclass(eq=False, kw_only=True)
@@ -75,6 +78,8 @@ class MlxSequence(SequenceState):
     stops: StopScanner
     alone: bool
     raw: deque[Any] | None  # each step's raw logits, oldest first, when it asks for logprobs
+    keys: list[int] | None = None  # with images: the prompt as the caches compare it (each image its run)
+    read: int = 0  # prompt tokens read before it joined the BatchGenerator (up to its last image)
 
 
 def mlx_peak_memory() -> int:
@@ -119,7 +124,7 @@ class MlxSequences:
     def admit(self, request: GenerateRequest, cancel: Any) -> MlxSequence:
         """Check and start a request in a free slot; raises EngineError before anything runs."""
         start = time.perf_counter()
-        ids = self._loaded.check(request)
+        ids, vision = self._loaded.prepare(request)
         if not self.can_admit(request):
             raise EngineError("every slot is busy" if self.free_slots() == 0 else "this request must run alone")
         picked = pick_slot(self.slots, ids)
@@ -138,17 +143,20 @@ class MlxSequences:
         limit = self._loaded.n_ctx - len(ids)
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
+        stats = GenerationStats(prompt_tokens=len(ids))
+        read = self._read_images(vision, cache, shared, stats, cancel) if vision is not None else shared
+        prompt = vision.ids if vision is not None else ids  # the model reads image positions as tokens
         (uid,) = self._gen.insert(
-            [ids[shared:]],
+            [prompt[read:]],
             max_tokens=[limit],
             caches=[cache],
-            all_tokens=[list(ids[:shared])],
+            all_tokens=[list(prompt[:read])],
             samplers=[sampler],
             logits_processors=[processors],
             stop_sequences=[self._stop_tokens],
         )
         slot.busy = True
-        slot.tokens = list(ids[:shared])
+        slot.tokens = list(ids[:read])
         detok = copy.copy(self._loaded.tokenizer.detokenizer)  # older mlx-lm hands out one shared instance
         detok.reset()
         seq = MlxSequence(
@@ -157,11 +165,13 @@ class MlxSequences:
             sampling=s,
             cancel=cancel,
             start=start,
-            stats=GenerationStats(prompt_tokens=len(ids)),
+            stats=stats,
             detok=detok,
             stops=StopScanner(s.stop),
             alone=alone,
             raw=raw,
+            keys=ids if vision is not None else None,
+            read=read - shared,
         )
         logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(ids))
         self._running[uid] = seq
@@ -194,7 +204,7 @@ class MlxSequences:
         for p in prompt_responses:
             found = self._running.get(p.uid)
             if found is not None:
-                found.stats.prompt_tokens_evaluated = int(p.progress[0])
+                found.stats.prompt_tokens_evaluated = found.read + int(p.progress[0])
         for r in responses:
             found = self._running.get(r.uid)
             if found is not None and not found.done:
@@ -207,6 +217,15 @@ class MlxSequences:
             self._end(key, "cancelled")
             key.out.clear()
             self._running.pop(key.uid, None)
+
+    def forget(self) -> None:
+        """Drop every cached prompt (the free slots' caches and the RAM cache): the next prompt is read whole.
+        Call it with no sequence running."""
+        self._caches.clear()
+        for slot in self.slots:
+            if not slot.busy:
+                slot.tokens = []
+        self.cache.clear()
 
     def close(self) -> None:
         self._running.clear()
@@ -242,6 +261,7 @@ class MlxSequences:
             # they share when that saves enough to be worth the copy.
             cache = copy.deepcopy(cache) if shared >= MIN_COPY_GAIN else None
         shared = min(shared, len(ids) - 1)  # the last prompt token is fed again for the first logits
+        shared = image_start(ids, shared)  # an image is read whole or not at all
         if cache is None or shared <= 0 or not self._cache_mod.can_trim_prompt_cache(cache):
             return self._cache_mod.make_prompt_cache(self._loaded.model), 0
         if len(held) > shared:
@@ -254,12 +274,27 @@ class MlxSequences:
         if cache is not None and tokens:
             self.cache.put(tokens, cache, _nbytes(cache))
 
+    def _read_images(self, vision: Any, cache: list[Any], shared: int, stats: GenerationStats, cancel: Any) -> int:
+        """Read a prompt from `shared` to the end of its last image with their embeddings (mlx_vision), before
+        it joins the others; returns where the BatchGenerator takes over."""
+        if shared >= vision.end():
+            return shared
+        began = time.perf_counter()
+        try:
+            read = self._loaded.vision.read(vision, cache, shared, self._loaded.prefill_step, cancel.is_set)
+        except Exception as exc:
+            raise EngineError(f"MLX could not read the images: {type(exc).__name__}: {exc}") from exc
+        stats.images_encoded, stats.image_encode_s = vision.encoded, vision.encode_s
+        stats.image_s = vision.encode_s + time.perf_counter() - began
+        return read
+
     def _keep(self, seq: MlxSequence, cache: list[Any] | None, tokens: list[int] | None) -> None:
-        """A finished sequence's cache stays with its slot when it holds exactly its tokens."""
+        """A finished sequence's cache stays with its slot when it holds exactly its tokens (with images, as
+        the caches compare them)."""
         slot = seq.slot
         if cache is not None and tokens is not None and _offset(cache) in (None, len(tokens)):
             self._caches[slot.seq_id] = cache
-            slot.tokens = list(tokens)
+            slot.tokens = list(tokens) if seq.keys is None else seq.keys + list(tokens[len(seq.keys) :])
         else:
             slot.tokens = []
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from app.core.library.store import LocalModel
 from app.core.models.files import matching_projector
+from app.core.models.vision_config import mlx_sees_images
 
 
 def is_projector(path: Path | str) -> bool:
@@ -26,3 +27,11 @@ def projector_of(model: LocalModel) -> Path | None:
         return None
     picked = matching_projector([str(p) for p in found], model.quant)
     return found[picked] if picked is not None else None
+
+
+def sees_images(model: LocalModel) -> bool:
+    """Whether `model` takes images here: a GGUF kept with a projector, or an MLX vision-language checkpoint
+    that mlx-vlm can read (mlx_vision)."""
+    if model.format == "mlx":
+        return mlx_sees_images(Path(model.path))
+    return projector_of(model) is not None

@@ -92,19 +92,21 @@ def reason_not_to_send(state: HostState, replying: bool, images: int = 0) -> str
 
 
 def vision_reason(state: HostState) -> str:
-    """Why the loaded model cannot take images ('' when it can: loaded with a vision projector, which its info
-    names)."""
+    """Why the loaded model cannot take images ('' when it can: loaded with a vision projector, or mlx-vlm for an
+    MLX model, which its info names; an MLX model's info says why it cannot)."""
     model = state.model
     if model is None or state.status == "loading":
         return "Load a model that can see images first"
     if model.extra.get("projector"):
         return ""
+    if model.extra.get("no_vision"):
+        return str(model.extra["no_vision"])
     if model.format == "gguf":
         return (
             f"{model.path.name} cannot see images: it was loaded without a vision projector (an mmproj file);"
             " models marked Vision in Discover have one"
         )
-    return f"{model.path.name} cannot see images here: images need a GGUF model with a vision projector"
+    return f"{model.path.name} cannot see images here: images need a GGUF model with a vision projector or an MLX one"
 
 
 class ComposerBox(QWidget):

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.core.engines.base import LoadSpec
 from app.core.engines.traits import traits
-from app.core.library.projectors import projector_of
+from app.core.library.projectors import projector_of, sees_images
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.runtime.drafts import DraftPrefs, drafting_text
@@ -157,7 +157,7 @@ class ModelBar(QWidget):
             models += self.remote_models()
         for m in models:
             # Which models can take the composer's images (their projector is kept beside them).
-            self.picker.addItem(f"{m.name} · {m.format}" + (" · vision" if projector_of(m) else ""), m)
+            self.picker.addItem(f"{m.name} · {m.format}" + (" · vision" if sees_images(m) else ""), m)
         self.picker.blockSignals(False)
         ids = [m.id for m in models]
         if current is not None and current.id in ids:

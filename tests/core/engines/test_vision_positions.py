@@ -3,7 +3,8 @@ that an M-RoPE image takes its grid's positions; a cut inside an image counts to
 
 from __future__ import annotations
 
-from app.core.engines.llamacpp_vision import grid_positions, image_start
+from app.core.engines.images import image_start
+from app.core.engines.llamacpp_vision import grid_positions
 
 A, B = -5, -9  # two images' runs: A is 6 tokens on a 3-position grid, B 4 tokens on 2
 GRID = {A: (6, 3), B: (4, 2)}

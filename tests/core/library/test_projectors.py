@@ -1,12 +1,13 @@
 """A vision model loads with the projector kept among its files: the quant's own precision when the repo has
 one per precision, else F16, else the only one; a text model, an MLX model or a projector whose file is gone
-loads without one."""
+loads without one. An MLX checkpoint sees images when it has a vision half that mlx-vlm can read here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from app.core.library.projectors import is_projector, projector_of
+from app.core.library.projectors import is_projector, projector_of, sees_images
 from app.core.library.store import LocalModel, ModelFile
 
 
@@ -32,3 +33,24 @@ def test_no_projector_for_text_models_mlx_or_a_missing_file(tmp_path):
     (tmp_path / "mmproj-F16.gguf").unlink()
     assert projector_of(gone) is None
     assert is_projector("MMPROJ-model-f16.gguf") and not is_projector("model-f16.gguf")
+
+
+def mlx_folder(tmp_path: Path, name: str, config: dict) -> LocalModel:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    file = ModelFile(folder / "config.json", 2)
+    return LocalModel("id", name, "mlx", None, 2, folder, (file,), None, None, "import", 0.0, None, "ready")
+
+
+def test_an_mlx_checkpoint_sees_with_a_vision_half_mlx_vlm_and_one_position_a_token(tmp_path, monkeypatch):
+    monkeypatch.setattr("app.core.models.vision_config.mlx_vlm_installed", lambda: True)
+    llava = mlx_folder(tmp_path, "llava", {"model_type": "llava", "vision_config": {}, "text_config": {}})
+    qwen = mlx_folder(
+        tmp_path, "qwen", {"vision_config": {}, "text_config": {"rope_scaling": {"mrope_section": [16, 24, 24]}}}
+    )
+    text = mlx_folder(tmp_path, "text", {"model_type": "llama"})
+    assert [sees_images(m) for m in (llava, qwen, text)] == [True, False, False]
+    assert sees_images(model(tmp_path, ["m.gguf", "mmproj-F16.gguf"])) and not sees_images(model(tmp_path, ["t.gguf"]))
+    monkeypatch.setattr("app.core.models.vision_config.mlx_vlm_installed", lambda: False)
+    assert not sees_images(llava)

@@ -1,0 +1,44 @@
+"""Whether an MLX model folder can see images here, from its config.json: a vision-language checkpoint (its
+config has a vision half), mlx-vlm installed to read it, and images that take one position a token (M-RoPE
+families place them in 2-D, which mlx-lm's text model does not). The engine checks more at load
+(mlx_vision); this is what the library and the API can tell without loading."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def has_vision_half(config: Mapping[str, Any]) -> bool:
+    return isinstance(config.get("vision_config"), dict)
+
+
+def uses_mrope(config: Mapping[str, Any]) -> bool:
+    """Whether the text model places positions in sections (M-RoPE): named in its rope settings."""
+    text = config.get("text_config")
+    text = text if isinstance(text, Mapping) else config
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = text.get(key)
+        if isinstance(rope, Mapping) and ("mrope_section" in rope or rope.get("type") == "mrope"):
+            return True
+    return "mrope_section" in text
+
+
+def mlx_vlm_installed() -> bool:
+    return importlib.util.find_spec("mlx_vlm") is not None
+
+
+def mlx_sees_images(folder: Path) -> bool:
+    config = read_config(folder)
+    return has_vision_half(config) and not uses_mrope(config) and mlx_vlm_installed()
