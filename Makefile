@@ -80,11 +80,12 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 
 # mlx-vlm (images on MLX models) without its own dependencies: what Hearth uses of it needs only mlx, mlx-lm,
 # transformers and Pillow, already here; the rest (opencv, datasets, mlx-audio: ~250 MB) serve its CLI,
-# training and audio.
+# training and audio. Where it cannot be installed, the MLX image tests skip and say so.
 MLX_VLM ?= mlx-vlm==0.7.10
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
-	$(INSTALL_ENGINE) && $(PIP) install -e '.[test]' && $(PIP) install --no-deps '$(MLX_VLM)'
+	$(INSTALL_ENGINE) && $(PIP) install -e '.[test]'
+	$(PIP) install --no-deps '$(MLX_VLM)' || echo "mlx-vlm was not installed: images on MLX models go untested"
 	touch $(VENV)/.installed $@
 
 # The bundle's venv: the portable engine built past pip's cache (which holds the native one) at the version

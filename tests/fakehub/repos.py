@@ -398,14 +398,19 @@ def safetensors_bytes(tensors: dict[str, tuple[str, list[int]]] | None = None, f
     return struct.pack("<Q", len(raw)) + raw + bytes(offset)
 
 
-def mlx_repo(repo_id: str = "mlx-community/Tiny-4bit", **meta) -> FakeRepo:
-    config = {
+def mlx_repo(repo_id: str = "mlx-community/Tiny-4bit", *, vision: dict | None = None, **meta) -> FakeRepo:
+    """A 4-bit MLX repo; `vision`: the text model as a vision-language checkpoint's text_config beside this
+    vision_config (LLaVA's layout)."""
+    config: dict = {
         "model_type": "llama",
         "hidden_size": 4,
         "num_hidden_layers": 1,
         "vocab_size": 4,
         "quantization": {"bits": 4, "group_size": 64},
     }
+    if vision is not None:
+        quantization = config.pop("quantization")
+        config = {"model_type": "llava", "text_config": config, "vision_config": vision, "quantization": quantization}
     tensors = {"model.embed_tokens.weight": ("U32", [4, 1]), "model.embed_tokens.scales": ("F16", [4, 1])}
     files: dict[str, Source] = {
         "config.json": json.dumps(config).encode(),

@@ -233,3 +233,7 @@ def test_a_variant_that_downloads_a_projector_says_it_sees_images(qtbot):
     by_label = {table.item(r, 0).text().lstrip("★ "): table.item(r, 0).toolTip() for r in range(table.rowCount())}
     assert by_label["Q4_K_M · Vision"] == "Sees images: its vision projector (mmproj-m-F16.gguf) downloads with it"
     assert "Q8_0" in by_label and "Vision" not in by_label["Q8_0"]
+    mlx = Variant("4bit", "mlx", spec.weight_bytes, spec=spec, files=["config.json"], mlx_vision=True)
+    table.set_assessments(assess([mlx, text], big).assessments)
+    tips = {table.item(r, 0).text().lstrip("★ "): table.item(r, 0).toolTip() for r in range(table.rowCount())}
+    assert tips["4bit · Vision"] == "Sees images: mlx-vlm reads the vision half of this checkpoint"

@@ -40,6 +40,7 @@ from typing import Any
 from app.core.engines.base import Chunk, FinishReason, GenerateRequest, GenerationStats
 from app.core.engines.errors import EngineError
 from app.core.engines.images import image_start
+from app.core.engines.mlx_batch_images import ImageJoining, Waiting
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
 from app.core.engines.sequence_state import SequenceState
 from app.core.engines.slots import MIN_COPY_GAIN, PromptCache, Slot, drain, pick_slot, plan_reuse
@@ -87,8 +88,9 @@ def mlx_peak_memory() -> int:
     return int(getattr(import_native("mlx.core"), "get_peak_memory", lambda: 0)())
 
 
-class MlxSequences:
-    """The SequenceRunner the MLX engine gives the host. Owned by the host thread, like the engine."""
+class MlxSequences(ImageJoining):
+    """The SequenceRunner the MLX engine gives the host. Owned by the host thread, like the engine. A sequence
+    waiting for its images to be read is in `_running` under a negative uid until it joins the BatchGenerator."""
 
     def __init__(self, loaded: Loaded, n_slots: int, cache_bytes: int) -> None:
         gen_mod = import_native("mlx_lm.generate")
@@ -102,6 +104,7 @@ class MlxSequences:
         self._stop_tokens = gen_mod.StopSequences([[t] for t in eos] or None)
         self._caches: dict[int, list[Any]] = {}  # a free slot's KV cache, holding exactly slot.tokens
         self._running: dict[int, MlxSequence] = {}  # by BatchGenerator uid
+        self._waiting: deque[Waiting] = deque()  # prompts whose images are read before they join, oldest first
         self._samplers: dict[tuple[float, float, int, float], Any] = {}
         self.cache = PromptCache(cache_bytes)
 
@@ -144,23 +147,27 @@ class MlxSequences:
         if s.max_tokens is not None:
             limit = min(limit, s.max_tokens)
         stats = GenerationStats(prompt_tokens=len(ids))
-        read = self._read_images(vision, cache, shared, stats, cancel) if vision is not None else shared
         prompt = vision.ids if vision is not None else ids  # the model reads image positions as tokens
-        (uid,) = self._gen.insert(
-            [prompt[read:]],
-            max_tokens=[limit],
-            caches=[cache],
-            all_tokens=[list(prompt[:read])],
-            samplers=[sampler],
-            logits_processors=[processors],
-            stop_sequences=[self._stop_tokens],
-        )
+
+        def join(read: int) -> int:
+            """Into the BatchGenerator, its first `read` tokens already in `cache`; returns its uid."""
+            (uid,) = self._gen.insert(
+                [prompt[read:]],
+                max_tokens=[limit],
+                caches=[cache],
+                all_tokens=[list(prompt[:read])],
+                samplers=[sampler],
+                logits_processors=[processors],
+                stop_sequences=[self._stop_tokens],
+            )
+            return int(uid)
+
         slot.busy = True
-        slot.tokens = list(ids[:read])
+        slot.tokens = list(ids[:shared])
         detok = copy.copy(self._loaded.tokenizer.detokenizer)  # older mlx-lm hands out one shared instance
         detok.reset()
         seq = MlxSequence(
-            uid=uid,
+            uid=0,
             slot=slot,
             sampling=s,
             cancel=cancel,
@@ -171,19 +178,24 @@ class MlxSequences:
             alone=alone,
             raw=raw,
             keys=ids if vision is not None else None,
-            read=read - shared,
         )
         logger.debug("slot %d: %d of %d prompt tokens cached", slot.seq_id, shared, len(ids))
-        self._running[uid] = seq
+        if vision is not None and shared < vision.end():
+            self._wait(seq, vision, cache, shared, join)  # its images are read at a step of their own
+        else:
+            seq.uid = join(shared)
+        self._running[seq.uid] = seq
         return seq
 
     def step(self) -> list[tuple[object, Chunk]]:
-        """One BatchGenerator step; the chunks it produced, in order."""
+        """One BatchGenerator step (and before it, the images of at most one prompt waiting for them read);
+        the chunks it produced, in order."""
         for seq in list(self._running.values()):
             if seq.cancel.is_set():
                 self._end(seq, "cancelled")
+        self._join_waiting()
         ended = self._collect()  # the cancelled ones' last chunks
-        if not self._running:
+        if not any(uid >= 0 for uid in self._running):
             return ended
         if len(self._running) > 1:
             for seq in self._running.values():
@@ -229,6 +241,7 @@ class MlxSequences:
 
     def close(self) -> None:
         self._running.clear()
+        self._waiting.clear()
         self._caches.clear()
         self._gen.close()
 
@@ -274,20 +287,6 @@ class MlxSequences:
         if cache is not None and tokens:
             self.cache.put(tokens, cache, _nbytes(cache))
 
-    def _read_images(self, vision: Any, cache: list[Any], shared: int, stats: GenerationStats, cancel: Any) -> int:
-        """Read a prompt from `shared` to the end of its last image with their embeddings (mlx_vision), before
-        it joins the others; returns where the BatchGenerator takes over."""
-        if shared >= vision.end():
-            return shared
-        began = time.perf_counter()
-        try:
-            read = self._loaded.vision.read(vision, cache, shared, self._loaded.prefill_step, cancel.is_set)
-        except Exception as exc:
-            raise EngineError(f"MLX could not read the images: {type(exc).__name__}: {exc}") from exc
-        stats.images_encoded, stats.image_encode_s = vision.encoded, vision.encode_s
-        stats.image_s = vision.encode_s + time.perf_counter() - began
-        return read
-
     def _keep(self, seq: MlxSequence, cache: list[Any] | None, tokens: list[int] | None) -> None:
         """A finished sequence's cache stays with its slot when it holds exactly its tokens (with images, as
         the caches compare them)."""
@@ -308,6 +307,7 @@ class MlxSequences:
         )
 
     def _reset(self) -> None:
+        self._waiting.clear()
         self._gen.close()
         self._gen = self._new_generator()
         self._caches.clear()
@@ -344,7 +344,9 @@ class MlxSequences:
         if seq.done:
             return
         seq.done = True
-        if not gone:
+        if not gone and seq.uid < 0:  # it never joined: its cache holds a part of its images at most
+            self._keep(seq, None, None)
+        elif not gone:
             # Its cache is worth keeping only once its prompt is read (mid-prompt it may be padded).
             caches = self._gen.remove([seq.uid], return_prompt_caches=bool(seq.first_token_at))
             cache, tokens = caches.get(seq.uid, (None, None))

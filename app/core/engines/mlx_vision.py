@@ -37,15 +37,25 @@ PROBE_TEXT = "Hello, can you see this?"
 PROBE_TOLERANCE = 1e-3  # relative to the logits' scale: float16 weights sum in another order
 
 
+@dataclass(eq=False)
+class KeptImage:
+    """One image as its family's processor made it: its run in the prompt (wrapper tokens, and its positions as
+    its pseudo id), and the encoder's inputs until its features are computed, then only those."""
+
+    run: list[int]
+    inputs: dict[str, Any] | None
+    features: Any = None
+
+
 @dataclass
 class VisionPrompt:
     """A prompt with images: `keys` for the caches (each image a run of its pseudo id), `ids` for the model
-    (each image position its image token), and each image's features by its pseudo id."""
+    (each image position its image token), and its images by pseudo id."""
 
     keys: list[int]
     ids: list[int]
-    features: dict[int, Any] = field(default_factory=dict)
-    encoded: int = 0  # images encoded for this prompt (a kept one is not)
+    images: dict[int, KeptImage] = field(default_factory=dict)
+    encoded: int = 0  # images whose features were computed for this prompt (a kept one's were not)
     encode_s: float = 0.0
 
     def end(self) -> int:
@@ -79,7 +89,7 @@ class MlxVision:
         self._placeholder = getattr(self._processor, "image_token", None)
         if self._image_id < 0 or not isinstance(self._placeholder, str):
             raise Unsupported("its processor does not say which token stands for an image")
-        self._features: OrderedDict[int, tuple[list[int], Any]] = OrderedDict()
+        self._kept: OrderedDict[int, KeptImage] = OrderedDict()
         self._check_embeddings(encode(PROBE_TEXT))
 
     def _check_embeddings(self, ids: list[int]) -> None:
@@ -103,30 +113,26 @@ class MlxVision:
         render: Callable[[list[ChatMessage]], list[tuple[str, bool]]],
         tokenize: Callable[[str, bool], list[int]],
     ) -> VisionPrompt:
-        """The prompt with each image as its family's tokens; images not kept are encoded now."""
+        """The prompt with each image as its family's tokens (its processor runs now; its encoder when the
+        prompt is read)."""
         prompt = VisionPrompt([], [])
 
         def run(image: DecodedImage) -> list[int]:
             pid = pseudo_id(image.digest)
-            kept = self._features.get(pid)
+            kept = self._kept.get(pid)
             if kept is None:
-                began = time.perf_counter()
-                kept = self._encode(image, pid)
-                prompt.encoded += 1
-                prompt.encode_s += time.perf_counter() - began
-                self._features[pid] = kept
-                while len(self._features) > KEEP_IMAGES:
-                    self._features.popitem(last=False)
-            self._features.move_to_end(pid)
-            prompt.features[pid] = kept[1]
-            return kept[0]
+                kept = self._kept[pid] = self._process(image, pid)
+                while len(self._kept) > KEEP_IMAGES:
+                    self._kept.popitem(last=False)  # a prompt holds its own
+            self._kept.move_to_end(pid)
+            prompt.images[pid] = kept
+            return kept.run
 
         prompt.keys = prompt_with_images(messages, render, tokenize, run)
         prompt.ids = [self._image_id if is_image(t) else t for t in prompt.keys]
         return prompt
 
-    def _encode(self, image: DecodedImage, pid: int) -> tuple[list[int], Any]:
-        """The image's run (its family's wrapper tokens, the image positions as `pid`) and its features."""
+    def _process(self, image: DecodedImage, pid: int) -> KeptImage:
         from PIL import Image
 
         mx = self._mx
@@ -134,18 +140,29 @@ class MlxVision:
         try:
             out = self._processor(text=[self._placeholder], images=[pil], return_tensors="np")
             ids = [int(t) for t in out["input_ids"][0]]
-            extra = {k: mx.array(v) for k, v in out.items() if k not in ("input_ids", "attention_mask", "pixel_values")}
-            merged = self._vlm.get_input_embeddings(mx.array([ids]), mx.array(out["pixel_values"]), **extra)
-            where = [i for i, t in enumerate(ids) if t == self._image_id]
-            if not where:
-                raise EngineError("the processor made no image tokens of the image")
-            features = merged.inputs_embeds[0][mx.array(where)]
-            mx.eval(features)
-        except EngineError:
-            raise
+            inputs = {k: mx.array(v) for k, v in out.items() if k != "attention_mask"}
         except Exception as exc:  # the pixels passed images.py's checks: this is mlx-vlm's failure
-            raise EngineError(f"mlx-vlm could not read the image: {type(exc).__name__}: {exc}") from exc
-        return [pid if t == self._image_id else t for t in ids], features
+            raise EngineError(f"mlx-vlm could not process the image: {type(exc).__name__}: {exc}") from exc
+        if self._image_id not in ids:
+            raise EngineError("the processor made no image tokens of the image")
+        return KeptImage([pid if t == self._image_id else t for t in ids], inputs)
+
+    def _features(self, kept: KeptImage, prompt: VisionPrompt) -> Any:
+        """The embeddings mlx-vlm merges in at the image's positions, computed once an image."""
+        if kept.features is not None:
+            return kept.features
+        assert kept.inputs is not None
+        mx, inputs = self._mx, dict(kept.inputs)
+        began = time.perf_counter()
+        ids, pixels = inputs.pop("input_ids"), inputs.pop("pixel_values")
+        merged = self._vlm.get_input_embeddings(ids, pixels, **inputs)
+        where = [i for i, t in enumerate(ids[0].tolist()) if t == self._image_id]
+        kept.features = merged.inputs_embeds[0][mx.array(where)]
+        mx.eval(kept.features)
+        kept.inputs = None
+        prompt.encoded += 1
+        prompt.encode_s += time.perf_counter() - began
+        return kept.features
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -160,7 +177,7 @@ class MlxVision:
         pieces, i = [], start
         while i < end:
             if is_image(prompt.keys[i]):
-                features = prompt.features[prompt.keys[i]]
+                features = self._features(prompt.images[prompt.keys[i]], prompt)
                 pieces.append(features)
                 i += int(features.shape[0])
             else:

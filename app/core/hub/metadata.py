@@ -20,6 +20,7 @@ from app.core.models.projector import ProjectorMemory, projector_from_size, proj
 from app.core.models.recommend import Variant
 from app.core.models.safetensors_meta import INDEX_NAME, MAX_HEADER_BYTES, read_safetensors_model
 from app.core.models.spec import spec_from_gguf
+from app.core.models.vision_config import has_vision_half, mlx_vlm_installed, uses_mrope
 
 if TYPE_CHECKING:
     import httpx
@@ -143,8 +144,9 @@ def read_mlx_repo(
 
 
 def _mlx_as_variant(client: HubClient, choice: VariantChoice, http: httpx.Client) -> Variant:
+    config = choice.config if choice.config is not None else client.config(choice.repo_id, choice.revision)
     mlx = read_mlx_repo(
-        client, choice.repo_id, choice.revision, files=[f.path for f in choice.files], config=choice.config, http=http
+        client, choice.repo_id, choice.revision, files=[f.path for f in choice.files], config=config, http=http
     )
     return Variant(
         label=choice.label,
@@ -155,6 +157,7 @@ def _mlx_as_variant(client: HubClient, choice: VariantChoice, http: httpx.Client
         repo_id=choice.repo_id,
         revision=choice.revision,
         files=[f.path for f in choice.files],
+        mlx_vision=has_vision_half(config) and not uses_mrope(config) and mlx_vlm_installed(),
     )
 
 

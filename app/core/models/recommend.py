@@ -35,11 +35,16 @@ class Variant:
     path: Path | None = None  # a local file
     # What the vision projector (`projector`) costs beside the weights, when its header was read (or sized).
     projector_memory: ProjectorMemory | None = None
+    mlx_vision: bool = False  # an MLX vision-language checkpoint that mlx-vlm reads here (vision_config.py)
 
     @property
     def projector(self) -> str | None:
         """The vision projector this variant downloads with it (an mmproj file), or None: it reads text only."""
         return next((f for f in self.files if "mmproj" in Path(f).name.lower()), None)
+
+    @property
+    def sees_images(self) -> bool:
+        return self.projector is not None or self.mlx_vision
 
 
 @dataclass

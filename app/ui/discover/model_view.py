@@ -96,7 +96,7 @@ class ModelView(QWidget):
     def show_model(self, title: str, subtitle: str, rec: Recommendation, machine: Machine | None) -> None:
         self.machine, self.recommendation = machine, rec
         self.title.setText(title)
-        sees = any(a.variant.projector for a in rec.assessments)
+        sees = any(a.variant.sees_images for a in rec.assessments)
         self.subtitle.setText(subtitle + (" · Vision: reads images too" if sees else ""))
         self._show_why(rec)
         self.table.locked = ""

@@ -73,7 +73,7 @@ class VariantsTable(QTableWidget):
         # there would widen the table past a 900 px window).
         fit = p.label if (p and a.runnable) else "Can't run here"
         cells = [
-            ("★ " if a.recommended else "") + a.variant.label + (" · Vision" if a.variant.projector else ""),
+            ("★ " if a.recommended else "") + a.variant.label + (" · Vision" if a.variant.sees_images else ""),
             a.variant.format.upper(),
             fmt_bytes(a.variant.size_bytes),
             fit,
@@ -96,6 +96,8 @@ class VariantsTable(QTableWidget):
                 item.setToolTip(
                     f"Sees images: its vision projector ({PurePosixPath(projector).name}) downloads with it"
                 )
+            elif col == 0 and a.variant.mlx_vision:
+                item.setToolTip("Sees images: mlx-vlm reads the vision half of this checkpoint")
             if col != 3 and a.recommended:
                 item.setBackground(QBrush(theme_colour("accent_soft")))
             if a.recommended and col == 0:

@@ -198,3 +198,40 @@ def test_a_stop_while_the_image_is_read_leaves_a_cache_the_next_question_reads_r
         assert [(t.token, round(t.logprob, 4)) for t in again[0].logprobs.top] == expected
     finally:
         engine.unload()
+
+
+def test_image_prompts_arriving_together_are_read_one_a_step(tiny_llava_mlx):
+    from tests.core.engines.test_mlx_batch import run_together
+
+    green = png((30, 200, 40))
+    requests = [ask(None, "Hello there", max_tokens=6), ask(RED), ask(BLUE), ask(green)]
+    single = load(tiny_llava_mlx)
+    try:
+        solo = [run(single, r)[0] for r in requests]
+    finally:
+        single.unload()
+    batched = load(tiny_llava_mlx, slots=4)
+    waiting: list[int] = []
+
+    def on_step(step, seqs, chunks):
+        waiting.append(sum(1 for uid in seqs._running if uid < 0))
+
+    try:
+        together = [tokens for tokens, _ in run_together(batched, requests, on_step=on_step)]
+    finally:
+        batched.unload()
+    assert together == solo
+    assert waiting[:3] == [2, 1, 0]  # one image prompt's images read a step, beside the others' decoding
+
+
+def test_a_request_stopped_while_its_image_waits_ends_cancelled_and_frees_its_slot(tiny_llava_mlx):
+    engine = load(tiny_llava_mlx, slots=2)
+    try:
+        seqs, cancel = engine.sequences, threading.Event()
+        key = seqs.admit(ask(BLUE), cancel)
+        cancel.set()
+        chunks = [c for k, c in seqs.step() if k is key]
+        assert chunks[-1].finish_reason == "cancelled" and seqs.active() == 0 and seqs.free_slots() == 2
+        assert len(run(engine, ask(BLUE))[0]) == 4  # and the same image is read afresh, whole
+    finally:
+        engine.unload()

@@ -90,6 +90,18 @@ def test_mlx_repo_as_an_assessable_variant(fake_hub, client):
     assert len(fake_hub.requests("GET", "/config.json")) == 1  # read once, for the label and the spec
 
 
+def test_an_mlx_vision_checkpoint_is_marked_seeing_where_mlx_vlm_reads_it(fake_hub, client, monkeypatch):
+    monkeypatch.setattr("app.core.hub.metadata.mlx_vlm_installed", lambda: True)
+    fake_hub.add_repo(mlx_repo("mlx-community/Tiny-VL-4bit", vision={"model_type": "clip_vision_model"}))
+    fake_hub.add_repo(mlx_repo("mlx-community/Tiny-4bit"))
+    (seeing,) = assessable_variants(client, "mlx-community/Tiny-VL-4bit")
+    (text,) = assessable_variants(client, "mlx-community/Tiny-4bit")
+    assert seeing.sees_images and seeing.projector is None and not text.sees_images
+    assert seeing.size_bytes == text.size_bytes  # the text half's spec is read as before
+    monkeypatch.setattr("app.core.hub.metadata.mlx_vlm_installed", lambda: False)
+    assert not assessable_variants(client, "mlx-community/Tiny-VL-4bit")[0].sees_images
+
+
 def test_sharded_mlx_repo_sums_shards(fake_hub, client):
     shard1 = safetensors_bytes(
         {
