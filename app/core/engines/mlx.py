@@ -264,8 +264,10 @@ class MlxEngine(MlxPrompts):
             stats.images_encoded, stats.image_encode_s = vision.encoded, vision.encode_s
             stats.image_s = vision.encode_s + time.perf_counter() - began
             if reuse < vision.end():  # cancelled while reading
+                from app.core.engines.mlx_batch import mlx_peak_memory
+
                 self._held.settle(ids)
-                yield state.finish("cancelled", "", peak_memory=0)
+                yield state.finish("cancelled", "", peak_memory=mlx_peak_memory())
                 return
         prompt = vision.ids if vision is not None else ids  # what the model reads: image positions as tokens
 

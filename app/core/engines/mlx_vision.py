@@ -73,8 +73,8 @@ class MlxVision:
                 "its images take 2-D positions (M-RoPE, the Qwen-VL families), which mlx-lm's text model does "
                 "not place; the GGUF build of this model sees images"
             )
-        gen_mod = import_native("mlx_lm.generate")
-        if not gen_mod.does_model_support_input_embeddings(model):
+        supports = getattr(import_native("mlx_lm.generate"), "does_model_support_input_embeddings", None)
+        if supports is None or not supports(model):  # an older mlx-lm, or a family without the argument
             raise Unsupported("mlx-lm's model for this family cannot read image embeddings")
         utils = import_native("mlx_vlm.utils")
         try:

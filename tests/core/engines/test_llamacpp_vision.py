@@ -34,9 +34,10 @@ RED, BLUE = png((220, 20, 30)), png((20, 40, 230))
 
 def ask(image: bytes | None, question: str = "What is in the picture?", **sampling) -> GenerateRequest:
     images = [ImageInput(data=image)] if image is not None else None
+    sampling.setdefault("max_tokens", 4)
     return GenerateRequest(
         messages=[ChatMessage(role="user", content=question, images=images)],
-        sampling=SamplingParams(temperature=0.0, max_tokens=4, **sampling),
+        sampling=SamplingParams(temperature=0.0, **sampling),
     )
 
 

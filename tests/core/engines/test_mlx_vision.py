@@ -5,38 +5,19 @@ images cannot run here (no mlx-vlm, M-RoPE, embeddings that disagree) still chat
 
 from __future__ import annotations
 
-import io
 import threading
 
 import pytest
-from PIL import Image
 
-from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput, LoadSpec, SamplingParams
+from app.core.engines.base import GenerateRequest, LoadSpec
 from app.core.engines.errors import Unsupported
 from app.core.engines.images import ImageRejected
 from app.core.engines.mlx_vision import MlxVision
 from app.core.models.vision_config import uses_mrope
+from tests.core.engines.test_llamacpp_vision import BLUE, RED, ask, png
 from tests.fixtures.tiny_mlx_vlm import TOKENS_PER_IMAGE
 
 pytestmark = pytest.mark.slow
-
-
-def png(color: tuple[int, int, int], size=(48, 40)) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", size, color).save(out, format="PNG")
-    return out.getvalue()
-
-
-RED, BLUE = png((220, 20, 30)), png((20, 40, 230))
-
-
-def ask(image: bytes | None, question: str = "What is in the picture?", **sampling) -> GenerateRequest:
-    images = [ImageInput(data=image)] if image is not None else None
-    sampling.setdefault("max_tokens", 4)
-    return GenerateRequest(
-        messages=[ChatMessage(role="user", content=question, images=images)],
-        sampling=SamplingParams(temperature=0.0, **sampling),
-    )
 
 
 def load(path, **spec):
@@ -110,20 +91,26 @@ def test_a_bad_image_is_refused_before_anything_runs_and_the_engine_serves_on(vi
     assert len(run(vision, ask(RED))[0]) == 4
 
 
-def test_batched_beside_three_text_requests_each_gets_what_it_gets_alone(tiny_llava_mlx):
+def alone_and_together(model, requests: list[GenerateRequest], on_step=None) -> tuple[list, list]:
+    """Each request's tokens run one at a time on the single path, and run together on four slots."""
     from tests.core.engines.test_mlx_batch import run_together
 
-    requests = [ask(RED), ask(None, "Hello there"), ask(None, "Count to three"), ask(None, "A B C")]
-    single = load(tiny_llava_mlx)
+    single = load(model)
     try:
         solo = [run(single, r)[0] for r in requests]
     finally:
         single.unload()
-    batched = load(tiny_llava_mlx, slots=4)
+    batched = load(model, slots=4)
     try:
-        together = [tokens for tokens, _ in run_together(batched, requests)]
+        together = [tokens for tokens, _ in run_together(batched, requests, on_step=on_step)]
     finally:
         batched.unload()
+    return solo, together
+
+
+def test_batched_beside_three_text_requests_each_gets_what_it_gets_alone(tiny_llava_mlx):
+    requests = [ask(RED), ask(None, "Hello there"), ask(None, "Count to three"), ask(None, "A B C")]
+    solo, together = alone_and_together(tiny_llava_mlx, requests)
     assert together == solo
 
 
@@ -201,25 +188,14 @@ def test_a_stop_while_the_image_is_read_leaves_a_cache_the_next_question_reads_r
 
 
 def test_image_prompts_arriving_together_are_read_one_a_step(tiny_llava_mlx):
-    from tests.core.engines.test_mlx_batch import run_together
-
     green = png((30, 200, 40))
     requests = [ask(None, "Hello there", max_tokens=6), ask(RED), ask(BLUE), ask(green)]
-    single = load(tiny_llava_mlx)
-    try:
-        solo = [run(single, r)[0] for r in requests]
-    finally:
-        single.unload()
-    batched = load(tiny_llava_mlx, slots=4)
     waiting: list[int] = []
 
     def on_step(step, seqs, chunks):
         waiting.append(sum(1 for uid in seqs._running if uid < 0))
 
-    try:
-        together = [tokens for tokens, _ in run_together(batched, requests, on_step=on_step)]
-    finally:
-        batched.unload()
+    solo, together = alone_and_together(tiny_llava_mlx, requests, on_step)
     assert together == solo
     assert waiting[:3] == [2, 1, 0]  # one image prompt's images read a step, beside the others' decoding
 
