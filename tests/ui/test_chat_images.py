@@ -149,3 +149,18 @@ def test_edit_and_resend_keeps_the_images_of_the_message(make_chat, qtbot, tmp_p
     sent = last_request(h).messages[-1]
     assert sent.content == "Name this cat" and [i.data for i in sent.images] == [png((9, 9, 9))]
     assert page.thread_view.rows[0].image_count == 1
+
+
+def test_the_attach_buttons_reason_is_the_models_own_for_an_mlx_model(tmp_path):
+    from app.core.engines.base import ModelInfo
+    from app.core.runtime.jobs import HostState
+    from app.ui.chat.composer import vision_reason
+
+    def mlx(**extra) -> HostState:
+        return HostState(
+            status="ready", model=ModelInfo(path=tmp_path / "VL-4bit", format="mlx", n_ctx=512, extra=extra)
+        )
+
+    why = "VL-4bit could see images with mlx-vlm, which is not installed (pip install mlx-vlm)"
+    assert vision_reason(mlx(projector="", no_vision=why)) == why
+    assert vision_reason(mlx(projector="mlx-vlm", no_vision="")) == ""
