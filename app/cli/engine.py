@@ -26,6 +26,7 @@ EXIT_INTERRUPTED = 130
 
 def add_engine_commands(subparsers: Any) -> None:
     """Add `run` and `chat` to the `hearth` parser's subparsers (each sets `handler(ctx, args)`)."""
+    from app.cli.images import add_image_argument
     from app.cli.tool_run import add_tool_arguments
 
     run = subparsers.add_parser("run", help="generate a reply to one prompt and print it")
@@ -34,6 +35,7 @@ def add_engine_commands(subparsers: Any) -> None:
     _common(run)
     run.add_argument("--max-tokens", type=int, default=512, help="stop after this many tokens (default 512)")
     run.add_argument("--json-schema", type=Path, help="a JSON Schema file the reply must follow")
+    add_image_argument(run)
     add_tool_arguments(run)
     run.set_defaults(handler=cmd_run)
     chat = subparsers.add_parser("chat", help="chat with a model in the terminal")
@@ -144,12 +146,15 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
             if draft_fmt != fmt:
                 raise ModelFileError(f"a draft model for a {fmt} model must be one too, not {draft_fmt}")
             drafting = {"speculative": "draft", "draft_model": draft}
+        from app.cli.images import projector_for
+
         spec = LoadSpec(
             path=path,
             n_ctx=args.ctx,
             n_threads=threads,
             seed=args.seed,
             slots=getattr(args, "parallel", 1),
+            projector=projector_for(ctx, args.model, path, fmt),
             **drafting,
         )
         info = host.load_sync(spec, fmt)
@@ -266,8 +271,14 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
             check_schema(schema, "--json-schema")  # before the model loads
         except SchemaTooComplex as exc:
             return ctx.fail(exc, 2)
+    from app.cli.images import read_images
+
+    try:
+        images = read_images(args.image or [])  # before the model loads
+    except HearthError as exc:
+        return ctx.fail(exc, 2)
     messages = [ChatMessage(role="system", content=args.system)] if args.system else []
-    messages.append(ChatMessage(role="user", content=args.prompt))
+    messages.append(ChatMessage(role="user", content=args.prompt, images=images or None))
     if args.tools is not None:
         return run_with_tools(ctx, args, messages)
     try:
@@ -322,6 +333,7 @@ def run_with_tools(ctx: CliContext, args: argparse.Namespace, messages: list) ->
 
 
 def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
+    from app.cli.images import chat_image
     from app.cli.tool_run import checked_choice, open_loop, run_turn
     from app.core.engines.base import ChatMessage, GenerateRequest
     from app.core.errors import HearthError
@@ -333,9 +345,13 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
         host, info = start_host(ctx, args)
     except HearthError as exc:
         return ctx.fail(exc)
-    _err(f"Chatting with {model_label(info)}. /reset clears the history; Ctrl-D or /exit quits; Ctrl-C stops a reply.")
+    _err(
+        f"Chatting with {model_label(info)}. /reset clears the history; /image FILE adds an image to your next"
+        " message; Ctrl-D or /exit quits; Ctrl-C stops a reply."
+    )
     system = [ChatMessage(role="system", content=args.system)] if args.system else []
     history: list[ChatMessage] = []
+    images: list = []  # for the next message: /image FILE
     loop = open_loop(ctx, host, args) if choice is not None else None
     try:
         while True:
@@ -353,7 +369,11 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
                 history.clear()
                 _err("(history cleared)")
                 continue
-            history.append(ChatMessage(role="user", content=line))
+            if text.startswith("/image "):
+                images += chat_image(text.removeprefix("/image ").strip(), _err)
+                continue
+            history.append(ChatMessage(role="user", content=line, images=images or None))
+            images = []
             if loop is not None:
                 try:
                     run = run_turn(loop, system + history, _sampling(args), args, choice)
