@@ -71,6 +71,7 @@ def test_chat_takes_an_image_for_the_next_message_and_a_bad_one_does_not_end_it(
     lines = f"/image {tmp_path / 'missing.png'}\n/image {red}\nWhat is this?\nAnd now?\n"
     proc = run("chat", str(model), "--temp", "0", "--max-tokens", "3", stdin=lines)
     assert proc.returncode == 0, proc.stderr
-    assert "missing.png could not be read" in proc.stderr and "(image red.png goes with your next message)" in proc.stderr
+    assert "missing.png could not be read" in proc.stderr
+    assert "(image red.png goes with your next message)" in proc.stderr
     first, second = prompt_tokens(proc.stderr)
     assert second > first > TOKENS_PER_IMAGE  # the image stays in the history
