@@ -26,7 +26,7 @@ from typing import Any
 
 from app.core.engines.base import ChatMessage
 from app.core.engines.errors import EngineError, Unsupported
-from app.core.engines.images import DecodedImage, is_image, prompt_with_images, pseudo_id
+from app.core.engines.images import DecodedImage, image_start, is_image, prompt_with_images, pseudo_id
 from app.core.models.vision_config import uses_mrope
 from app.core.native import import_native
 
@@ -169,12 +169,22 @@ class MlxVision:
     def text_embeddings(self, ids: list[int]) -> Any:
         return self._vlm.get_input_embeddings(self._mx.array([ids]), None).inputs_embeds[0]
 
-    def read(self, prompt: VisionPrompt, cache: list[Any], start: int, step: int, cancelled: Callable[[], bool]) -> int:
-        """Read the prompt from `start` (never inside an image) to the end of its last image into `cache`, `step`
-        positions a forward pass; returns where it stopped (short of the end when `cancelled`)."""
+    def read(
+        self,
+        prompt: VisionPrompt,
+        cache: list[Any],
+        start: int,
+        step: int,
+        cancelled: Callable[[], bool],
+        until: int | None = None,
+    ) -> int:
+        """Read the prompt from `start` to the end of its last image (or to `until`, when sooner) into `cache`,
+        `step` positions a forward pass; returns where it stopped (short of that when `cancelled`). `start` may
+        fall inside an image, when a prompt is read in pieces: each image's features are computed once, whole."""
         mx = self._mx
-        end = prompt.end()
-        pieces, i = [], start
+        end = prompt.end() if until is None else min(until, prompt.end())
+        base = image_start(prompt.keys, start)
+        pieces, i = [], base
         while i < end:
             if is_image(prompt.keys[i]):
                 features = self._features(prompt.images[prompt.keys[i]], prompt)
@@ -186,13 +196,13 @@ class MlxVision:
                 i = j
         if not pieces:
             return start
-        embeddings = mx.concatenate([p.astype(self._dtype) for p in pieces])
+        embeddings = mx.concatenate([p.astype(self._dtype) for p in pieces])  # from `base`
         at = start
         while at < end:
             if cancelled():
                 return at
             n = min(step, end - at)
-            chunk = embeddings[None, at - start : at - start + n]
+            chunk = embeddings[None, at - base : at - base + n]
             self._model(mx.array([prompt.ids[at : at + n]]), cache=cache, input_embeddings=chunk)
             mx.eval([c.state for c in cache])
             at += n

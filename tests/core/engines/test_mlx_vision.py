@@ -211,3 +211,36 @@ def test_a_request_stopped_while_its_image_waits_ends_cancelled_and_frees_its_sl
         assert len(run(engine, ask(BLUE))[0]) == 4  # and the same image is read afresh, whole
     finally:
         engine.unload()
+
+
+def test_an_image_prompt_is_read_a_chunk_a_step_while_a_text_request_streams(tiny_llava_mlx):
+    from app.core.engines.mlx import MlxEngine
+
+    requests = [ask(None, "Hello there", max_tokens=12), ask(RED, logprobs=3)]
+    single = MlxEngine(prefill_step=8)
+    single.load(LoadSpec(path=tiny_llava_mlx, n_ctx=1024))
+    try:
+        solo = [run(single, r)[0] for r in requests]
+    finally:
+        single.unload()
+    engine = MlxEngine(prefill_step=8)  # the image prompt's 21 positions up to its image's end: 3 chunks
+    engine.load(LoadSpec(path=tiny_llava_mlx, n_ctx=1024, slots=2))
+    seqs, streamed = engine.sequences, []
+    try:
+        text = seqs.admit(requests[0], threading.Event())
+        while not any(k is text and c.token is not None for k, c in seqs.step()):
+            pass  # the text request is decoding before the image request arrives
+        image = seqs.admit(requests[1], threading.Event())
+        tokens: dict = {text: [], image: []}
+        while seqs.active():
+            waiting = any(uid < 0 for uid in seqs._running)
+            got = [(k, c) for k, c in seqs.step()]
+            for k, c in got:
+                if c.token is not None:
+                    tokens.setdefault(k, []).append(c.token)
+            streamed.append((waiting, any(k is text and c.token is not None for k, c in got)))
+    finally:
+        engine.unload()
+    assert sum(1 for waiting, _ in streamed if waiting) >= 3  # read in pieces, a step each
+    assert all(moved for waiting, moved in streamed if waiting)  # and the text streamed at every one
+    assert tokens[image] == solo[1]
