@@ -120,7 +120,7 @@ def cmd_bench(ctx: CliContext, args: argparse.Namespace) -> int:
 
 
 def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, progress):
-    from app.cli.engine import resolve_model
+    from app.cli.model_load import resolve_model
     from app.core.bench.describe import planned_load
     from app.core.bench.runner import HostRunner
     from app.core.engines import default_registry

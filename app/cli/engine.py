@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli.model_load import err, start_host
+
 if TYPE_CHECKING:
     from app.cli.context import CliContext
-    from app.core.engines.base import Chunk, GenerateRequest, LoadSpec, ModelInfo
-    from app.core.remote import RemoteStore
+    from app.core.engines.base import Chunk, GenerateRequest, ModelInfo
     from app.core.runtime.host import EngineHost
 
 logger = logging.getLogger(__name__)
@@ -76,127 +77,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="a smaller model of the same format (a path or a name from `hearth ls`) with the same tokenizer "
         "that drafts tokens for the model (speculative decoding, lossless)",
     )
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
-    """A path to a GGUF file or MLX folder, and its format: a path, or a name from `hearth ls`."""
-    from app.core.runtime.preflight import format_for_path
-
-    path = Path(name).expanduser()
-    if not path.exists():
-        from app.core.models.errors import ModelFileError
-
-        library = ctx.open_library()
-        try:
-            model = library.find(name)
-            if model is None:
-                raise ModelFileError(f"{name!r} is neither a file nor a model in your library (see `hearth ls`)")
-            if not model.ready:
-                raise ModelFileError(f"{model.name} is {model.status} in your library: {model.reason or 'not usable'}")
-            library.touch(model.id)
-        finally:
-            library.close()
-        path = Path(model.path)
-    return path.resolve(), format_for_path(path)
-
-
-def speculation(ctx: CliContext, args: argparse.Namespace, fmt: str) -> str:
-    """The n-gram drafting mode of a load: --speculative, else the setting, else as the app plans it."""
-    from app.core.runtime.preflight import speculation_for
-    from app.core.settings import load_speculative
-
-    return speculation_for(fmt, load_speculative(ctx.settings.speculative, getattr(args, "speculative", None)))
-
-
-def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, ModelInfo]:
-    """Resolve the model, start a host and load it (Ctrl-C cancels the load). Returns (host, ModelInfo)."""
-    from app.core.engines import default_registry
-    from app.core.engines.base import LoadSpec
-    from app.core.models.errors import ModelFileError
-    from app.core.runtime.host import EngineHost
-
-    remote = _remote_spec(ctx, args.model)
-    if remote is not None:
-        return _start_remote(ctx, *remote)
-    try:
-        path, fmt = resolve_model(ctx, args.model)
-    except ModelFileError as exc:
-        if "/" in args.model:  # it looks like REMOTE/MODEL-ID: say where remote models are listed
-            raise ModelFileError(f"{exc}, nor a remote model (see `hearth remote ls`)") from exc
-        raise
-    from app.core.engines.native_inflight import recover_native_crashes
-
-    for note in recover_native_crashes():  # a crash last time: that configuration is not used again
-        _err(f"note: {note}")
-    host = EngineHost(default_registry(), calibration=ctx.calibration, name="hearth-engine")
-    threads = args.threads
-    if threads is None and fmt == "gguf":
-        from app.core.engines.llamacpp_options import physical_cores
-
-        threads = physical_cores()
-    try:
-        drafting: dict = {"speculative": speculation(ctx, args, fmt)}
-        if getattr(args, "draft_model", None):
-            draft, draft_fmt = resolve_model(ctx, args.draft_model)
-            if draft_fmt != fmt:
-                raise ModelFileError(f"a draft model for a {fmt} model must be one too, not {draft_fmt}")
-            drafting = {"speculative": "draft", "draft_model": draft}
-        from app.cli.images import projector_for
-
-        spec = LoadSpec(
-            path=path,
-            n_ctx=args.ctx,
-            n_threads=threads,
-            seed=args.seed,
-            slots=getattr(args, "parallel", 1),
-            projector=projector_for(ctx, args.model, path, fmt),
-            **drafting,
-        )
-        info = host.load_sync(spec, fmt)
-    except BaseException:
-        host.shutdown(10)
-        raise
-    if info.template_notice:
-        _err(f"note: {info.template_notice}")
-    if info.extra.get("native_note"):
-        _err(f"note: {info.extra['native_note']} (`hearth doctor` says more)")
-    return host, info
-
-
-def _remote_spec(ctx: CliContext, name: str) -> tuple[RemoteStore, LoadSpec] | None:
-    """A `remote/model` name no file or library model has: the remote's store and the load for it."""
-    if "/" not in name or Path(name).expanduser().exists():
-        return None
-    library = ctx.open_library()
-    try:
-        if library.find(name) is not None:
-            return None
-    finally:
-        library.close()
-    from app.cli.remote import open_store
-
-    store = open_store(ctx)
-    spec = store.load_spec(name)
-    return (store, spec) if spec is not None else None
-
-
-def _start_remote(ctx: CliContext, store: RemoteStore, spec: LoadSpec) -> tuple[EngineHost, ModelInfo]:
-    from app.core.engines import default_registry
-    from app.core.remote import FORMAT, register_remote
-    from app.core.runtime.host import EngineHost
-
-    host = EngineHost(register_remote(default_registry(), store), name="hearth-engine")
-    try:
-        info = host.load_sync(spec, FORMAT)
-    except BaseException:
-        host.shutdown(10)
-        raise
-    return host, info
 
 
 def model_label(info: ModelInfo) -> str:
@@ -293,7 +173,7 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
             ),
         )
         _write("\n")
-        _err(format_stats(final))
+        err(format_stats(final))
         return EXIT_INTERRUPTED if interrupted else 0
     except HearthError as exc:
         return ctx.fail(exc, new_line=True)
@@ -326,9 +206,9 @@ def run_with_tools(ctx: CliContext, args: argparse.Namespace, messages: list) ->
     else:
         _write(run.reply + "\n")
         if run.final is not None:
-            _err(format_stats(run.final))
+            err(format_stats(run.final))
     if run.hit_limit:
-        _err(f"note: the model was still calling tools after {loop.max_steps} steps (Settings: tool_steps)")
+        err(f"note: the model was still calling tools after {loop.max_steps} steps (Settings: tool_steps)")
     return EXIT_INTERRUPTED if run.stopped else 0
 
 
@@ -345,7 +225,7 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
         host, info = start_host(ctx, args)
     except HearthError as exc:
         return ctx.fail(exc)
-    _err(
+    err(
         f"Chatting with {model_label(info)}. /reset clears the history; /image FILE adds an image to your next"
         " message; Ctrl-D or /exit quits; Ctrl-C stops a reply."
     )
@@ -367,10 +247,10 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
                 return 0
             if text == "/reset":
                 history.clear()
-                _err("(history cleared)")
+                err("(history cleared)")
                 continue
             if text.startswith("/image "):
-                images += chat_image(text.removeprefix("/image ").strip(), _err)
+                images += chat_image(text.removeprefix("/image ").strip(), err)
                 continue
             history.append(ChatMessage(role="user", content=line, images=images or None))
             images = []
@@ -379,7 +259,7 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
                     run = run_turn(loop, system + history, _sampling(args), args, choice)
                 except HearthError as exc:
                     history.pop()
-                    _err(f"error: {exc}")
+                    err(f"error: {exc}")
                     continue
                 history = run.messages[len(system) :]  # the calls and results stay in the conversation
                 _write(run.reply + "\n")
@@ -390,12 +270,12 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
                 )
             except HearthError as exc:
                 history.pop()
-                _err(f"\nerror: {exc}")
+                err(f"\nerror: {exc}")
                 continue
             _write("\n")
             if reply:  # a stopped reply stays in the history, as the user saw it
                 history.append(ChatMessage(role="assistant", content=reply))
-            _err(("[stopped] " if interrupted else "") + format_stats(final))
+            err(("[stopped] " if interrupted else "") + format_stats(final))
     finally:
         if loop is not None:
             loop.servers.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import build_parser
+from app.cli import build_parser, model_load
 from app.cli import engine as cli_engine
 from app.cli.context import CliContext
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
@@ -112,4 +112,4 @@ def test_run_and_chat_draft_as_the_settings_say_unless_told(setting, flag, fmt, 
     store.save(store.load().model_copy(update={"speculative": setting}))
     for command in (["run", "model.gguf", "hi"], ["chat", "model.gguf"]):
         args = build_parser().parse_args(command + (["--speculative", flag] if flag else []))
-        assert cli_engine.speculation(CliContext("run"), args, fmt) == mode
+        assert model_load.speculation(CliContext("run"), args, fmt) == mode

@@ -19,16 +19,13 @@ from typing import Any
 from app.core.engines.base import (
     Capabilities,
     Chunk,
-    Embeddings,
     GenerateRequest,
     LoadSpec,
     ModelInfo,
-    Rankings,
     check_logit_bias,
     check_prompt_size,
     utf8,
 )
-from app.core.engines.embed_limits import check_cancel, check_embed_texts
 from app.core.engines.errors import ContextLengthExceeded, EngineError, Unsupported
 from app.core.engines.images import is_image
 from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
@@ -46,13 +43,13 @@ from app.core.engines.llamacpp_prompt import (
     single_token_ids,
     token_piece,
 )
-from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_a_reranker, not_chat
+from app.core.engines.llamacpp_rerank import TEMPLATE_KEY, PairFormat, not_chat
 from app.core.engines.llamacpp_slots import LlamaSequences, Prepared, open_slots
 from app.core.engines.llamacpp_validate import validated_gguf
+from app.core.engines.llamacpp_vectors import VectorRequests
 from app.core.engines.llamacpp_vision import MediaChunk, Projector
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
-from app.core.engines.native_inflight import InflightMarkers, NativeActivity, native_run
-from app.core.engines.rerank_limits import check_pair_tokens, check_rerank_texts
+from app.core.engines.native_inflight import InflightMarkers, NativeActivity
 from app.core.engines.templates import CHATML_NOTICE
 from app.core.hardware.engines import LLAMACPP
 from app.core.models.roles import ModelRole, has_rank_head, role_of
@@ -64,7 +61,7 @@ logger = logging.getLogger(__name__)
 TOKEN_CONTEXT = 64
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(VectorRequests):
     name = LLAMACPP
     format = "gguf"
 
@@ -339,55 +336,6 @@ class LlamaCppEngine:
         grammar = build_grammar(self._lib, request, llm._model.vocab)
         visible = single_token_ids(request.visible_tokens, self._tokenize_as, self._marker_ids)
         return tokens, request.sampling, grammar, visible, media
-
-    # -- embeddings ------------------------------------------------------------------------
-
-    def embed(self, texts: list[str], cancel: threading.Event | None = None) -> Embeddings:
-        """Unit-length vectors. A model loaded for embeddings embeds in its own context; a chat model in a
-        second one on the same weights, so its KV cache (and the chat's reusable prefix) is untouched."""
-        llm = self._require()
-        if not self.capabilities.embeddings:
-            raise Unsupported("this model is a reranker: it scores documents (POST /v1/rerank), it gives no vectors")
-        if not texts:
-            return Embeddings([], 0)
-        check_embed_texts(texts)  # before the tokenizer reads them
-        model = llm._model
-        # Specials on as the tokenizer defines them (BOS, BERT's CLS/SEP): embedding models are trained so.
-        tokens = []
-        for text in texts:  # up to 2 M characters in all: a cancel need not wait for every one
-            check_cancel(cancel, 0, len(texts))
-            tokens.append(list(model.tokenize(utf8(text), True, False)))
-        embedder = self._embedder_for(llm)
-        with native_run(self.native_activity, "embedding"):
-            vectors = embedder.embed(tokens, cancel)
-        return Embeddings(vectors, sum(len(t) for t in tokens))
-
-    def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
-        """One relevance score per document (the reranker's raw logit: higher is more relevant), each from one
-        decode of its (query, document) pair laid out as llama-server does (llamacpp_rerank)."""
-        llm = self._require()
-        if not self.capabilities.rerank:
-            raise Unsupported(not_a_reranker(self._role))
-        check_rerank_texts(query, documents)  # before the tokenizer reads them
-        if self._pair_format is None:
-            self._pair_format = PairFormat.of(self._lib, llm._model.vocab, self._rerank_template)
-        query_tokens, pairs = self._pair_format.pairs(
-            lambda text, special: self.tokenize(text, special=special), query, documents, cancel
-        )
-        embedder = self._embedder_for(llm)
-        check_pair_tokens(query_tokens, [len(p) for p in pairs], embedder.n_tokens)
-        with native_run(self.native_activity, "reranking"):
-            scores = embedder.rank(pairs, cancel)
-        return Rankings(scores, sum(len(p) for p in pairs))
-
-    def _embedder_for(self, llm: Any) -> Embedder:
-        if self._embedder is None:
-            if self.capabilities.chat:
-                threads = int(self.info.extra.get("n_threads", 1)) if self.info else 1
-                self._embedder = Embedder.beside(self._lib, llm, self._pooling, threads)
-            else:
-                self._embedder = Embedder.of(self._lib, llm)
-        return self._embedder
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -39,11 +39,11 @@ from typing import Any
 
 from app.core.engines.base import Chunk, FinishReason, GenerateRequest, GenerationStats
 from app.core.engines.errors import EngineError
-from app.core.engines.images import image_start
+from app.core.engines.mlx_batch_cache import SlotCaches
 from app.core.engines.mlx_batch_images import ImageJoining, Waiting
 from app.core.engines.mlx_sampling import build_sampling, logprobs_of
 from app.core.engines.sequence_state import SequenceState
-from app.core.engines.slots import MIN_COPY_GAIN, PromptCache, Slot, drain, pick_slot, plan_reuse
+from app.core.engines.slots import PromptCache, Slot, drain, pick_slot
 from app.core.engines.stops import StopScanner
 from app.core.native import import_native
 
@@ -88,7 +88,7 @@ def mlx_peak_memory() -> int:
     return int(getattr(import_native("mlx.core"), "get_peak_memory", lambda: 0)())
 
 
-class MlxSequences(ImageJoining):
+class MlxSequences(SlotCaches, ImageJoining):
     """The SequenceRunner the MLX engine gives the host. Owned by the host thread, like the engine. A sequence
     waiting for its images to be read is in `_running` under a negative uid until it joins the BatchGenerator."""
 
@@ -230,15 +230,6 @@ class MlxSequences(ImageJoining):
             key.out.clear()
             self._running.pop(key.uid, None)
 
-    def forget(self) -> None:
-        """Drop every cached prompt (the free slots' caches and the RAM cache): the next prompt is read whole.
-        Call it with no sequence running."""
-        self._caches.clear()
-        for slot in self.slots:
-            if not slot.busy:
-                slot.tokens = []
-        self.cache.clear()
-
     def close(self) -> None:
         self._running.clear()
         self._waiting.clear()
@@ -248,54 +239,6 @@ class MlxSequences(ImageJoining):
     def run_one(self, request: GenerateRequest, cancel: Any) -> Iterator[Chunk]:
         """`Engine.generate` on a batched engine: this request alone (the host batches)."""
         return drain(self.step, self.abort, self.admit(request, cancel))
-
-    # -- the prompt cache -------------------------------------------------------------------------
-
-    def _cache_for(self, slot: Slot, ids: list[int], shared: int) -> tuple[list[Any], int]:
-        """The KV cache a request in `slot` starts from and how many of `ids` it holds: the slot's own, a
-        RAM cache entry's or a copy of another free slot's, whichever shares most, trimmed; else a fresh
-        one. A cache set aside on the way goes to the RAM cache."""
-        cache = self._caches.pop(slot.seq_id, None)
-        held = list(slot.tokens) if cache is not None else []
-        if cache is None:
-            slot.tokens = []
-        donors = [s for s in self.slots if s is not slot and not s.busy and s.seq_id in self._caches]
-        reuse = plan_reuse(slot, ids, shared if cache is not None else 0, self.cache, donors)
-        shared = reuse.shared
-        if reuse.set_aside:
-            self._stash(cache, held)
-        if reuse.restore is not None:
-            cache, held = reuse.restore.data, reuse.restore.tokens
-        elif reuse.donor is not None:
-            cache, held = copy.deepcopy(self._caches[reuse.donor.seq_id]), list(reuse.donor.tokens)
-            logger.debug("slot %d: %d prompt tokens copied from slot %d", slot.seq_id, shared, reuse.donor.seq_id)
-        elif reuse.set_aside:
-            # Its own conversation went to the RAM cache whole; this prompt starts from a copy of the prefix
-            # they share when that saves enough to be worth the copy.
-            cache = copy.deepcopy(cache) if shared >= MIN_COPY_GAIN else None
-        shared = min(shared, len(ids) - 1)  # the last prompt token is fed again for the first logits
-        shared = image_start(ids, shared)  # an image is read whole or not at all
-        if cache is None or shared <= 0 or not self._cache_mod.can_trim_prompt_cache(cache):
-            return self._cache_mod.make_prompt_cache(self._loaded.model), 0
-        if len(held) > shared:
-            self._cache_mod.trim_prompt_cache(cache, len(held) - shared)
-        if _offset(cache) not in (None, shared):  # a cache that would not trim as asked: start afresh
-            return self._cache_mod.make_prompt_cache(self._loaded.model), 0
-        return cache, shared
-
-    def _stash(self, cache: list[Any] | None, tokens: list[int]) -> None:
-        if cache is not None and tokens:
-            self.cache.put(tokens, cache, _nbytes(cache))
-
-    def _keep(self, seq: MlxSequence, cache: list[Any] | None, tokens: list[int] | None) -> None:
-        """A finished sequence's cache stays with its slot when it holds exactly its tokens (with images, as
-        the caches compare them)."""
-        slot = seq.slot
-        if cache is not None and tokens is not None and _offset(cache) in (None, len(tokens)):
-            self._caches[slot.seq_id] = cache
-            slot.tokens = list(tokens) if seq.keys is None else seq.keys + list(tokens[len(seq.keys) :])
-        else:
-            slot.tokens = []
 
     def _new_generator(self) -> Any:
         n = len(self.slots)
@@ -368,23 +311,11 @@ class MlxSequences(ImageJoining):
         return out
 
 
-def _offset(cache: list[Any]) -> int | None:
-    offset = getattr(cache[0], "offset", None) if cache else 0
-    return int(offset) if isinstance(offset, int) else None
-
-
 def _parameters(fn: Any) -> set[str]:
     try:
         return set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return set()
-
-
-def _nbytes(cache: list[Any]) -> int:
-    try:
-        return int(sum(c.nbytes for c in cache))
-    except Exception:  # a cache type that cannot say: not kept
-        return 0
 
 
 def open_batch(loaded: Loaded, slots: int, cache_bytes: int) -> MlxSequences | None:
