@@ -20,7 +20,7 @@ from typing import Any
 
 from app.core.engines.base import Chunk, GenerationStats, Logprobs, SamplingParams
 from app.core.engines.errors import EngineError
-from app.core.engines.images import image_start, is_image
+from app.core.engines.images import is_image
 from app.core.engines.llamacpp_batch_images import ImageReading, text_run
 from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp_logits import LogitRows
@@ -120,7 +120,6 @@ class BatchRunner(SlotCache, ImageReading):
         shared = self._reuse(slot, plan_reuse(slot, tokens, shared, self.cache, self._donors(slot)))
         if shared >= len(tokens):
             shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
-        shared = image_start(tokens, shared)  # an image is encoded whole or not at all
         if shared < len(slot.tokens):
             self._cut(slot, shared)
         seed = sampling.seed if sampling.seed is not None else self._seed

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from app.core.engines.images import image_start
 from app.core.engines.slots import PromptCache, Reuse, SavedState, Slot
 
 logger = logging.getLogger(__name__)
@@ -63,7 +62,6 @@ class SlotCache:
         """Start `slot` from `donor`'s first `prefix` cells (a system prompt or a document two conversations
         share, whose own slot was kept for its owner)."""
         mem, dst = self._memory, slot.seq_id
-        prefix = image_start(donor.tokens, prefix)  # an image is copied whole or not at all
         end = self._position(donor.tokens, prefix)
         self._lib.llama_memory_seq_rm(mem, dst, 0, -1)
         if self.unified:

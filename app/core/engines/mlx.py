@@ -31,7 +31,6 @@ from app.core.engines.base import (
     Rankings,
 )
 from app.core.engines.errors import EngineError, Unsupported
-from app.core.engines.images import image_start
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
 from app.core.engines.mlx_prompt import MlxPrompts, chat_template, read_json, token_text
@@ -248,7 +247,7 @@ class MlxEngine(MlxPrompts):
         t0 = time.perf_counter()
         assert self._held is not None
         held = [self._held] + ([draft.held] if draft is not None else [])
-        reuse = align(ids, held, whole=lambda n: image_start(ids, n))
+        reuse = align(ids, held)
         cache = self._held.cache
         stats = GenerationStats(prompt_tokens=len(ids), prompt_tokens_evaluated=len(ids) - reuse)
         state = SequenceState(sampling=s, cancel=cancel, start=t0, stats=stats)

@@ -8,7 +8,6 @@ import copy
 import logging
 from typing import Any
 
-from app.core.engines.images import image_start
 from app.core.engines.slots import MIN_COPY_GAIN, PromptCache, Slot, plan_reuse
 
 logger = logging.getLogger(__name__)
@@ -55,7 +54,6 @@ class SlotCaches:
             # they share when that saves enough to be worth the copy.
             cache = copy.deepcopy(cache) if shared >= MIN_COPY_GAIN else None
         shared = min(shared, len(ids) - 1)  # the last prompt token is fed again for the first logits
-        shared = image_start(ids, shared)  # an image is read whole or not at all
         if cache is None or shared <= 0 or not self._cache_mod.can_trim_prompt_cache(cache):
             return self._cache_mod.make_prompt_cache(self._loaded.model), 0
         if len(held) > shared:

@@ -5,9 +5,9 @@ its draft model each hold one; `align` trims them together (the draft reads what
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from app.core.engines.images import image_start
 from app.core.engines.slots import common_prefix
 from app.core.native import import_native
 
@@ -41,17 +41,17 @@ class HeldCache:
             self.forget()
 
 
-def align(ids: list[int], held: list[HeldCache], whole: Callable[[int], int] = lambda n: n) -> int:
+def align(ids: list[int], held: list[HeldCache]) -> int:
     """Trim every cache to the longest prefix they all share with `ids`, leaving at least one token to
-    read (for logits), and moved back by `whole` (to an image's start: images are read whole); returns its
-    length. If one would not trim as asked, all start afresh."""
+    read (for logits) and never ending inside an image (images are read whole); returns its length. If one
+    would not trim as asked, all start afresh."""
     cache_mod = import_native("mlx_lm.models.cache")
     common = len(ids) - 1
     for h in held:
         if h.cache is None or not cache_mod.can_trim_prompt_cache(h.cache):
             h.fresh()
         common = min(common, common_prefix(h.tokens, ids))
-    common = whole(common)
+    common = image_start(ids, common)
     for h in held:
         if h.offset() > common:
             cache_mod.trim_prompt_cache(h.cache, h.offset() - common)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.core.engines.base import Chunk, GenerateRequest
+from app.core.engines.images import image_start
 
 
 @dataclass
@@ -229,7 +230,7 @@ class Reuse:
     set_aside: bool  # first, the slot's conversation goes to the RAM prompt cache whole
     restore: SavedState | None  # then the slot starts from this state, taken out of the RAM cache
     donor: Slot | None  # or from a copy of this slot's prefix
-    shared: int  # the prefix of the prompt the slot holds once that is done
+    shared: int  # the prefix of the prompt the slot holds once that is done; an image is kept whole or not at all
 
 
 def plan_reuse(slot: Slot, tokens: list[int], shared: int, cache: PromptCache, donors: list[Slot]) -> Reuse:
@@ -246,7 +247,7 @@ def plan_reuse(slot: Slot, tokens: list[int], shared: int, cache: PromptCache, d
     if donor is not None and gain >= MIN_COPY_GAIN:
         if found is not None:  # the copy holds more: the state goes back where it was
             cache.put(found[0].tokens, found[0].data, found[0].size)
-        return Reuse(held > 0, None, donor, start + gain)
+        return Reuse(held > 0, None, donor, image_start(tokens, start + gain))
     if found is not None:
-        return Reuse(held > 0, found[0], None, found[1])
-    return Reuse(dropping, None, None, shared)
+        return Reuse(held > 0, found[0], None, image_start(tokens, found[1]))
+    return Reuse(dropping, None, None, image_start(tokens, shared))

@@ -5,6 +5,7 @@ families place them in 2-D, which mlx-lm's text model does not). The engine chec
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from collections.abc import Mapping
@@ -40,5 +41,16 @@ def mlx_vlm_installed() -> bool:
 
 
 def mlx_sees_images(folder: Path) -> bool:
-    config = read_config(folder)
-    return has_vision_half(config) and not uses_mrope(config) and mlx_vlm_installed()
+    """Asked for every MLX model each time a model list is shown (the API's, the chat's picker): the config is
+    read once for each version of the file, and after that only stat'ed."""
+    try:
+        changed = (folder / "config.json").stat().st_mtime_ns
+    except OSError:
+        return False
+    return _config_sees(str(folder), changed) and mlx_vlm_installed()
+
+
+@functools.lru_cache(maxsize=256)
+def _config_sees(folder: str, changed: int) -> bool:
+    config = read_config(Path(folder))
+    return has_vision_half(config) and not uses_mrope(config)
