@@ -48,16 +48,11 @@ def projector_for(ctx: CliContext, name: str, path: Path, fmt: str) -> Path | No
     """The vision projector a GGUF loads with: the one its library entry keeps, else one beside the file."""
     if fmt != "gguf":
         return None
-    from app.core.library.projectors import is_projector, projector_of
-    from app.core.models.files import matching_projector, quant_label
+    from app.core.library.projectors import projector_beside, projector_of
 
     library = ctx.open_library()
     try:
         model = library.find(name) or library.find(str(path))
     finally:
         library.close()
-    if model is not None:
-        return projector_of(model)
-    beside = sorted(p for p in path.parent.glob("*.gguf") if is_projector(p))
-    picked = matching_projector([p.name for p in beside], quant_label(path.name))
-    return beside[picked] if picked is not None else None
+    return projector_of(model) if model is not None else projector_beside(path)

@@ -122,7 +122,7 @@ class MlxPrompts:
         return self.prepare(request)[0]
 
     def prepare(self, request: GenerateRequest) -> tuple[list[int], VisionPrompt | None]:
-        """`check`'s tokens, and with images, what reads them (their features encoded now)."""
+        """`check`'s tokens, and with images, what reads them (each image processed now, encoded when read)."""
         info = self._require()
         ids, _notice, vision = self._prompt_ids(request)
         if len(ids) >= info.n_ctx:

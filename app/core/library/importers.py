@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.hub.names import is_allowed_file
-from app.core.library.projectors import is_projector
+from app.core.library.projectors import is_projector, projector_beside
 from app.core.models.errors import ModelFileError
-from app.core.models.files import RepoFile, group_gguf, matching_projector, quant_label
+from app.core.models.files import RepoFile, group_gguf, quant_label
 from app.core.models.gguf_split import parse_split_name, split_shard_names
 
 if TYPE_CHECKING:
@@ -161,10 +161,8 @@ def import_path(
             raise ModelFileError(f"{path.name} is not a GGUF file")
         if is_projector(path):
             raise ModelFileError(f"{path.name} is a vision projector (mmproj), not a model")
-        # A projector beside it (LM Studio's layout: one folder a model) is the model's vision.
-        beside = sorted(p for p in path.parent.glob("*.gguf") if is_projector(p) and p.is_file())
-        picked = matching_projector([p.name for p in beside], quant_label(path.name))
-        result.imported.append(_add_gguf(library, _shards(path), [beside[picked]] if picked is not None else [], **kw))
+        projector = projector_beside(path)  # the model's vision
+        result.imported.append(_add_gguf(library, _shards(path), [projector] if projector is not None else [], **kw))
         return result
     if not path.is_dir():
         raise ModelFileError(f"no such file or folder: {path}")

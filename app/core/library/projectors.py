@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.core.library.store import LocalModel
-from app.core.models.files import matching_projector
+from app.core.models.files import matching_projector, quant_label
 from app.core.models.vision_config import mlx_sees_images
 
 
@@ -27,6 +27,14 @@ def projector_of(model: LocalModel) -> Path | None:
         return None
     picked = matching_projector([str(p) for p in found], model.quant)
     return found[picked] if picked is not None else None
+
+
+def projector_beside(path: Path) -> Path | None:
+    """The projector a GGUF file outside the library loads with: one beside it (LM Studio's layout, one folder a
+    model), the file's own precision first."""
+    beside = sorted(p for p in path.parent.glob("*.gguf") if is_projector(p) and p.is_file())
+    picked = matching_projector([p.name for p in beside], quant_label(path.name))
+    return beside[picked] if picked is not None else None
 
 
 def sees_images(model: LocalModel) -> bool:
