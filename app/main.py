@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from app.core.errors import HearthError
 from app.core.logs import configure_logging
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 QUIT_AFTER_ENV = "HEARTH_QUIT_AFTER_MS"  # quit this long after the window is filled: how bundle-check runs the GUI
 QUANT_PROBE_DELAY_S = 30.0  # let start-up (the window, resumed downloads, the API) settle before measuring
+API_STOP_S = 5.0  # the API server's stop: open requests cancelled, then a second's grace (runner.GRACEFUL_S)
 
 
 @dataclass
@@ -40,12 +41,14 @@ class Shell:
     tray: ServerTray | None = None  # noqa: F821 (None where the desktop has no system tray)
 
     def shutdown(self) -> None:
-        """Stop the API server (its open requests are cancelled), stop the reply being written (saved as
-        stopped), stop delivering to widgets, then close the core services (downloads pause with their
-        partials kept, the engine stops)."""
+        """Stop the API server (its open requests are cancelled) on a thread of its own while the reply being
+        written stops (saved as stopped), the widgets stop receiving, and the core services close (downloads
+        pause with their partials kept, the engine and the MCP servers stop): quitting takes the slowest of
+        these, not their sum."""
         from app.ui.bridge import EventBridge
 
-        self.api.stop()
+        api = threading.Thread(target=self._stop_api, name="hearth-close-api", daemon=True)
+        api.start()
         self.window.page("chat").shutdown()
         self.tasks.close()
         # Core events already queued for a widget must not run after the services they read are closed.
@@ -53,7 +56,14 @@ class Shell:
         for bridge in [b for owner in owners for b in owner.findChildren(EventBridge)]:
             bridge.close()
         self.services.close()
+        api.join(API_STOP_S + 1)
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _stop_api(self) -> None:
+        try:
+            self.api.stop(API_STOP_S)
+        except Exception:  # the rest of the shutdown goes on
+            logger.exception("stopping the API server failed")
 
 
 def make_api(services: Services, store: SettingsStore) -> ApiService:  # noqa: F821
@@ -118,6 +128,7 @@ def build_shell(
 
     from app.core.bench.store import BenchStore
     from app.core.models.devices import machine_from_profile
+    from app.core.runtime.chat_templates import TemplatePrefs
     from app.core.runtime.doctor import diagnose_this_machine
     from app.core.runtime.drafts import DraftFinder, DraftPrefs
     from app.server.keys import new_api_key
@@ -154,7 +165,8 @@ def build_shell(
 
     discover = DiscoverPage(tasks, hub=services.hub, add_remote=add_remote)
     hardware.profile_ready.connect(discover.set_profile)
-    library = LibraryPage(services.library, tasks, remotes=services.remotes, host=services.host)
+    templates = TemplatePrefs(lambda: services.settings, store.save)  # the chat template picked per model
+    library = LibraryPage(services.library, tasks, remotes=services.remotes, host=services.host, templates=templates)
     downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
     discover.download_requested.connect(downloads.request_download)
     feed = DownloadFeed(downloads, services.library, tasks, parent=discover)
@@ -175,6 +187,7 @@ def build_shell(
         ),
         tools=services.tools,
         tool_steps=lambda: services.settings.tool_steps,
+        templates=templates,
     )
     if services.crash_notes:  # a native crash last time: say so once, in the chat where it would be felt
         chat.show_notice(" ".join(services.crash_notes), "error")
@@ -298,7 +311,25 @@ def _quit_after(app) -> None:
     QTimer.singleShot(max(0, ms), app.quit)
 
 
-def main(argv: list[str] | None = None) -> int:
+def exit_now(code: int) -> NoReturn:
+    """End the process once Hearth has shut down, without the interpreter's teardown. By then every store is
+    closed, the engine has stopped (its in-flight markers cleared), the MCP servers have ended and the logs
+    are flushed here; what the teardown would add is seconds of freeing (a full garbage collection of Qt's,
+    llama.cpp's and numpy's objects, module by module) and of joining pool threads still busy with work that
+    holds nothing of the user's (a hardware probe)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed, or none (a windowed build has no console)
+            pass
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
+    """The app, until it quits; its exit code. `exit_process`: end the process right after the shutdown
+    (exit_now) rather than return, as `python -m app` and `hearth` do (a caller in the same process, a test,
+    leaves it False)."""
     started = time.monotonic()
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
@@ -347,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         # Importing llama_cpp takes ~0.3 s of the GIL: begun only once the window is up, so it cannot delay it.
         prewarm_engines()
         window.page("hardware").refresh()
+        window.page("discover").check_hub()  # offline at start: Discover says so before any Download is tried
         start_quant_probe_if_wanted(paths, settings)
         shell.tasks.run(shell.services.start)  # resume unfinished downloads once the window is up
         if settings.server.start_with_app:
@@ -368,11 +400,16 @@ def main(argv: list[str] | None = None) -> int:
         logger.info("quit asked")
 
     app.aboutToQuit.connect(quit_asked)
+    code = 1
     try:
-        return app.exec()
+        code = app.exec()
     finally:
         for shell in shells:
             shell.shutdown()
-        collector.stop()
         took = time.monotonic() - quitting.get("at", time.monotonic())
         logger.info("Hearth stopped, %.2f s after quit was asked", took)
+        if not exit_process:  # a caller in this process gets its garbage collector back (a full collection)
+            collector.stop()
+    if exit_process:
+        exit_now(code)
+    return code

@@ -365,7 +365,7 @@ def demo_models_loaded(app, shell, loaded: bool) -> None:
     host = shell.services.host
     if not loaded:
         if host.residents():
-            host.wait_for(host.submit(UnloadJob(every=True)), 60)
+            host.wait_for(host.submit(UnloadJob(every=True, even_pinned=True)), 60)  # as the person would
             settle(app)
         return
     if len(host.residents()) >= 2:

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in (None, "gui"):
         from app.main import main as gui_main
 
-        return gui_main()
+        return gui_main(exit_process=argv is None)  # the program itself: it ends without the teardown
     from app.cli.context import CliContext
     from app.core.logs import configure_logging
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from app.cli.context import CliContext
     from app.core.engines.base import ImageInput
+    from app.core.library.store import LocalModel
 
 
 def add_image_argument(p: argparse.ArgumentParser) -> None:
@@ -50,9 +51,14 @@ def projector_for(ctx: CliContext, name: str, path: Path, fmt: str) -> Path | No
         return None
     from app.core.library.projectors import projector_beside, projector_of
 
+    model = library_entry(ctx, name, path)
+    return projector_of(model) if model is not None else projector_beside(path)
+
+
+def library_entry(ctx: CliContext, name: str, path: Path) -> LocalModel | None:
+    """The library's entry for the model a command loads (by its name, else its file), if it has one."""
     library = ctx.open_library()
     try:
-        model = library.find(name) or library.find(str(path))
+        return library.find(name) or library.find(str(path))
     finally:
         library.close()
-    return projector_of(model) if model is not None else projector_beside(path)

@@ -44,6 +44,16 @@ def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
     return path.resolve(), format_for_path(path)
 
 
+def template_pick(ctx: CliContext, name: str, path: Path) -> str | None:
+    """The chat template picked for this library model (My Models, the chat's Advanced), if any."""
+    if not ctx.settings.chat_templates:
+        return None
+    from app.cli.images import library_entry
+
+    model = library_entry(ctx, name, path)
+    return ctx.settings.chat_templates.get(model.id) if model is not None else None
+
+
 def speculation(ctx: CliContext, args: argparse.Namespace, fmt: str) -> str:
     """The n-gram drafting mode of a load: --speculative, else the setting, else as the app plans it."""
     from app.core.runtime.preflight import speculation_for
@@ -94,6 +104,7 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
             seed=args.seed,
             slots=getattr(args, "parallel", 1),
             projector=projector_for(ctx, args.model, path, fmt),
+            chat_template=template_pick(ctx, args.model, path),
             **drafting,
         )
         info = host.load_sync(spec, fmt)

@@ -31,11 +31,13 @@ def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
         "import",
         help="add models already on this machine to your library, in place (nothing is copied)",
         description="A GGUF file, an MLX folder, or a folder: every model in it (an mmproj file beside a GGUF "
-        "model is kept as its companion). --hf-cache and --lmstudio import what those tools downloaded.",
+        "model that fits it is kept as its companion). --hf-cache, --lmstudio and --ollama import what those tools "
+        "downloaded (Ollama's models by their NAME:TAG, from OLLAMA_MODELS or ~/.ollama/models).",
     )
     imp.add_argument("paths", nargs="*", metavar="PATH", help="a GGUF file, an MLX folder or a folder of models")
     imp.add_argument("--hf-cache", action="store_true", help="every model in the Hugging Face cache")
     imp.add_argument("--lmstudio", action="store_true", help="every model LM Studio downloaded")
+    imp.add_argument("--ollama", action="store_true", help="every model Ollama pulled, named NAME:TAG")
     imp.set_defaults(handler=cmd_import)
 
 
@@ -120,12 +122,12 @@ def cmd_rm(ctx: CliContext, args: argparse.Namespace, ask: Callable[[str], str] 
 def cmd_import(ctx: CliContext, args: argparse.Namespace) -> int:
     """Exit 0 when anything was imported (skipped files are listed with why), 1 when nothing was, 2 when
     nothing was asked for."""
-    from app.core.library import ImportResult, import_hf_cache, import_lmstudio, import_path
+    from app.core.library import ImportResult, import_hf_cache, import_lmstudio, import_ollama, import_path
     from app.core.models.errors import ModelFileError
     from app.core.units import fmt_bytes
 
-    if not (args.paths or args.hf_cache or args.lmstudio):
-        return ctx.fail("name a GGUF file or a folder to import, or --hf-cache / --lmstudio", 2)
+    if not (args.paths or args.hf_cache or args.lmstudio or args.ollama):
+        return ctx.fail("name a GGUF file or a folder to import, or --hf-cache / --lmstudio / --ollama", 2)
     result = ImportResult()
     failed: list[str] = []
     library = ctx.open_library()
@@ -139,6 +141,8 @@ def cmd_import(ctx: CliContext, args: argparse.Namespace) -> int:
             result.extend(import_hf_cache(library))
         if args.lmstudio:
             result.extend(import_lmstudio(library))
+        if args.ollama:
+            result.extend(import_ollama(library))
     finally:
         library.close()
     for model in result.imported:
@@ -147,6 +151,8 @@ def cmd_import(ctx: CliContext, args: argparse.Namespace) -> int:
         failed.append(f"{skipped.path}: {skipped.reason}")
     for line in failed:
         sys.stderr.write(f"hearth import: skipped {line}\n")
+    if result.where():
+        sys.stdout.write(result.where() + "\n")
     if not result.imported:
         sys.stdout.write("Nothing imported.\n")
         return 1

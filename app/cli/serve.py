@@ -4,6 +4,7 @@ load on demand (JIT) and unload after an idle time; Ctrl-C or SIGTERM stop it wi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import threading
@@ -52,6 +53,11 @@ def add_serve_command(subparsers: Any) -> None:
         help=f"unload an idle model after this many minutes; 0 never (default {SERVE_IDLE_MINUTES})",
     )
     serve.add_argument("--no-jit", action="store_true", help="never load a model a request asks for")
+    serve.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="the same reply beside other requests as alone (Settings → Same answer every time; slower together)",
+    )
     serve.add_argument(
         "--parallel",
         type=parallel_count,
@@ -125,8 +131,10 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         remotes=remotes,
         max_slots=slots,
         speculative=load_speculative(ctx.settings.speculative, args.speculative),
+        deterministic=ctx.settings.deterministic or args.deterministic,
         drafts=DraftFinder(library),
         draft_for=lambda m: args.draft_model or picked.get(m.id),
+        template_for=lambda m: ctx.settings.chat_templates.get(m.id),  # picked in My Models or the chat
     )
     from app.core.engines.native_inflight import recover_native_crashes
 
@@ -188,11 +196,10 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
 def _load_first(host: Any, resolver: Any, name: str, draft_model: str | None, slots: int) -> None:
     """Load `name` before serving (pinned: a model asked for on the command line is not unloaded to make
     room for one a request asks for) and say how it loaded."""
-    from app.core.runtime.jobs import LoadJob
-
     _err(f"loading {name} …")
-    spec = resolver(name).spec
-    info = host.wait_for(host.submit(LoadJob(spec=spec, format=resolver.find(name).format, pin=True)), 600.0)
+    job = resolver(name)  # at its usual context, grown when a request needs more (as a JIT load)
+    spec = job.spec
+    info = host.wait_for(host.submit(dataclasses.replace(job, pin=True)), 600.0)
     drafts = f", speculative decoding: {spec.speculative}" if spec.speculative != "off" else ""
     if spec.draft_model is not None:
         drafts += f" ({spec.draft_model.name})"

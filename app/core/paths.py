@@ -12,6 +12,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,18 @@ def private_database(path: Path) -> Path:
     for p in (path, *(path.with_name(path.name + s) for s in SQLITE_SIBLINGS)):
         _owner_only(p)
     return path
+
+
+def open_private(path: Path, mode: str = "a") -> TextIO:
+    """Open the text file `path` for appending ("a") or writing ("w") as the user's alone: created 0600
+    whatever the umask, an older install's 0644 one tightened. For files Hearth writes bit by bit (a
+    server's log, a marker); whole files go through atomic.py, whose temp files are 0600 already."""
+    if mode not in ("a", "w"):
+        raise ValueError(f"open_private writes or appends, not {mode!r}")
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    fd = os.open(path, flags, PRIVATE_FILE)
+    _owner_only(path)
+    return open(fd, "a", encoding="utf-8") if mode == "a" else open(fd, "w", encoding="utf-8")
 
 
 def _owner_only(path: Path) -> None:

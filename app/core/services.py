@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +27,8 @@ from app.core.runtime.resolve import ModelResolver
 from app.core.settings import Settings, load_speculative
 
 logger = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_S = 15.0  # past the engine's own 10 s and the MCP servers' 10 s: a close that hangs is a bug
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Services:
             remotes=remotes,
             max_slots=settings.parallel_requests,
             speculative=load_speculative(settings.speculative),
+            deterministic=settings.deterministic,
             drafts=DraftFinder(library),
         )
         host = ModelPool(
@@ -85,11 +90,16 @@ class Services:
         services.feed = LibraryFeed(downloads, library)
         services.tools = McpServers(paths.config, log_dir=paths.logs)  # a broken mcp.json: none, and why
         resolver.draft_for = services.draft_for
+        resolver.template_for = services.template_for
         return services
 
     def draft_for(self, model: LocalModel) -> str | None:
         """Any thread: the draft model picked for `model` (Settings.draft_models), if any."""
         return self.settings.draft_models.get(model.id)
+
+    def template_for(self, model: LocalModel) -> str | None:
+        """Any thread: the chat template picked for `model` (Settings.chat_templates), if any."""
+        return self.settings.chat_templates.get(model.id) or None
 
     def hub(self) -> HubClient:
         """A Hub client for the current settings (token and mirror can change while Hearth runs)."""
@@ -104,6 +114,7 @@ class Services:
         self.downloads.set_max_parallel(settings.parallel_downloads)
         self.host.jit = settings.server.jit_load
         self.resolver.max_context = settings.server.jit_context
+        self.resolver.deterministic = settings.deterministic
         self.resolver.max_slots = settings.parallel_requests  # the next load plans for it
         self.resolver.speculative = load_speculative(settings.speculative)
         self.host.queue_size = settings.server.queue_size
@@ -116,17 +127,31 @@ class Services:
             self.feed.start()
 
     def close(self) -> None:
-        """Downloads stop first (their partials stay for the next launch), then the engine, then the stores."""
-        steps: list[tuple[str, Callable[[], object]]] = [
-            ("MCP servers", self.tools.close if self.tools else (lambda: None)),
-            ("library feed", self.feed.close if self.feed else (lambda: None)),
-            ("downloads", self.downloads.close),
+        """The feed stops taking finished downloads; then the MCP servers, the downloads (paused, their
+        partials kept for the next launch) and the engine stop at once, each waiting on something of its own
+        (a server process's exit, a worker's pause, the models' unload), so quitting takes the slowest of
+        them, not their sum; then the stores close."""
+        self._close_step("library feed", self.feed.close if self.feed else (lambda: None))
+        at_once: list[tuple[str, Callable[[], object]]] = [
             ("engine host", self.host.shutdown),
-            ("library", self.library.close),
-            ("chats", self.chats.close),
+            ("MCP servers", self.tools.close if self.tools else (lambda: None)),
+            ("downloads", self.downloads.close),
         ]
-        for name, step in steps:
-            try:
-                step()
-            except Exception:  # one failing close must not keep the others from running
-                logger.exception("closing the %s failed", name)
+        threads = [
+            threading.Thread(target=self._close_step, args=step, name=f"hearth-close-{i}", daemon=True)
+            for i, step in enumerate(at_once)
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S  # each step bounds its own wait; this guards against a bug
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for step in (("library", self.library.close), ("chats", self.chats.close)):
+            self._close_step(*step)
+
+    @staticmethod
+    def _close_step(name: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception:  # one failing close must not keep the others from running
+            logger.exception("closing the %s failed", name)

@@ -21,7 +21,7 @@ SCHEMA_VERSION = 1
 class WindowState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    geometry: str = ""  # base64 of QWidget.saveGeometry(); opaque to core
+    geometry: str = ""  # the window's "rect:x,y,w,h[,max]" (an older base64 Qt blob is still read); opaque to core
     # First start opens where a new user begins: finding a model. A page saved by an earlier run wins.
     page: str = "discover"
 
@@ -38,6 +38,8 @@ MAX_PARALLEL_REQUESTS = 16
 SpeculativeSetting = Literal["auto", "on", "off"]
 # What a command's --speculative may ask for (a LoadSpec mode; "draft" comes with a draft model instead).
 SPECULATIVE_FLAGS = ("auto", "ngram", "off")
+# The longest chat template a user may paste for a model (Settings.chat_templates): real ones are 1-20 KB.
+MAX_CHAT_TEMPLATE_CHARS = 100_000
 
 
 def load_speculative(setting: str, flag: str | None = None) -> str | None:
@@ -111,12 +113,28 @@ class Settings(BaseModel):
     # Parallel slots a model loads with (each with its own KV cache for one conversation's context).
     parallel_requests: int = Field(default=DEFAULT_PARALLEL_REQUESTS, ge=1, le=MAX_PARALLEL_REQUESTS)
     speculative: SpeculativeSetting = "auto"
+    # GGUF models load with LoadSpec.deterministic: a reply at temperature 0 (or with a seed) is the same alone,
+    # beside other requests and from the prompt cache, at the speed batching and drafting would add.
+    deterministic: bool = False
     # A model's library id -> the library model that drafts for it (same tokenizer, smaller), picked in
     # the chat's Advanced load options; the API server's loads of that model use it too.
     draft_models: dict[str, str] = Field(default_factory=dict)
+    # A model's library id -> the chat template it runs with: a built-in format's name ("gemma") or a pasted
+    # template (checked in the sandbox when picked: runtime.chat_templates), in My Models or the chat's
+    # Advanced options; the API server's loads of that model use it too.
+    chat_templates: dict[str, str] = Field(default_factory=dict)
     server: ServerSettings = Field(default_factory=ServerSettings)
     # Model turns in one reply that uses MCP tools: a model that keeps calling stops here and answers.
     tool_steps: int = Field(default=10, ge=1, le=100)
+
+    @field_validator("chat_templates")
+    @classmethod
+    def _cap_templates(cls, value: dict[str, str]) -> dict[str, str]:
+        # A hand-edited file's oversized template is dropped (that model goes back to Auto), not fatal.
+        kept = {k: v for k, v in value.items() if len(v) <= MAX_CHAT_TEMPLATE_CHARS}
+        if len(kept) < len(value):
+            logger.warning("dropped %d chat template(s) over the size cap", len(value) - len(kept))
+        return kept
 
     @field_validator("hf_endpoint")
     @classmethod

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app import __version__
 from app.server import errors
 from app.server.anthropic_messages import router as messages_router
-from app.server.body import BODY_TIMEOUT_S
+from app.server.body import BODY_TIMEOUT_S, declare_json
 from app.server.context import ServerContext
 from app.server.model_admin import router as admin_router
 from app.server.models_routes import router as models_router
@@ -62,7 +62,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
     for router in routers:
         api.include_router(router)
     _document_errors(api)
-    return _Logged(FrontDoor(api, policy or Policy(), body_timeout_s), ctx.log)
+    return _Logged(FrontDoor(_OllamaBodies(api), policy or Policy(), body_timeout_s), ctx.log)
 
 
 ERROR_SCHEMA = {
@@ -146,6 +146,19 @@ def _document_errors(api: FastAPI) -> None:
         return schema
 
     api.openapi = openapi  # type: ignore[method-assign]
+
+
+class _OllamaBodies:
+    """Ollama's routes read their body as JSON whatever its content type (body.declare_json); inside the
+    front door, so the Host, origin, key and size checks have already passed."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and errors.is_ollama(scope["path"]):
+            declare_json(scope)
+        await self.app(scope, receive, send)
 
 
 class _Logged:

@@ -50,6 +50,15 @@ async def read_body(receive: Receive, cap: int, timeout_s: float) -> bytes:
         raise BodyTooSlow from None
 
 
+def declare_json(scope: MutableMapping[str, Any]) -> None:
+    """Mark the request's body as JSON, whatever content type the client gave (in place, so what a route
+    leaves in the scope's state stays where the request log reads it). For Ollama's routes, which read
+    JSON whatever the type, as Ollama does: its own examples are `curl -d '{...}'`, which curl sends as
+    application/x-www-form-urlencoded. The size cap and deadline above apply all the same."""
+    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-type"]
+    scope["headers"] = [*headers, (b"content-type", b"application/json")]
+
+
 def replay(body: bytes, receive: Receive) -> Receive:
     """A receive that gives `body` whole once, then waits on the real one (for the disconnect, which a
     streaming route listens for)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 
 from app.core.engines.base import ModelInfo
-from app.core.library.projectors import sees_images
+from app.core.library.projectors import projector_refusal, sees_images
 from app.core.library.store import Library, LocalModel
 from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import same_path
@@ -151,7 +151,13 @@ class ServerContext:
                 "no model here can yet: download one that has a vision projector (Gemma 3, SmolVLM, Mistral Small 3.1)"
             )
         )
-        raise APIError(f"{model.name} cannot see images; {where}", code="unsupported", param="images", status=400)
+        why = await asyncio.to_thread(projector_refusal, model)  # kept with another model's projector
+        raise APIError(
+            f"{model.name} cannot see images{f' ({why})' if why else ''}; {where}",
+            code="unsupported",
+            param="images",
+            status=400,
+        )
 
     def in_library(self, name: str) -> bool:
         return self.library is not None and self.library.find(name) is not None

@@ -35,6 +35,11 @@ FAILURES = {
     "schema_too_complex": ("invalid_request_error", 400),
     "request_too_large": ("request_too_large", 413),  # an embeddings request over its token or character cap
     "unsupported": ("invalid_request_error", 400),
+    # A load (JIT, a bigger context, an explicit one) the planner refuses: the request asked for more than this
+    # machine holds beside the models kept loaded; the message carries the planner's reasons.
+    "does_not_fit": ("invalid_request_error", 400),
+    "model_limit": ("invalid_request_error", 409),  # the cap on loaded models, with pinned models in the way
+    "model_pinned": ("invalid_request_error", 409),  # an API request may not unload a pinned model
     "busy": ("unavailable_error", 503),
     "unavailable": ("unavailable_error", 503),
     "cancelled": ("unavailable_error", 503),

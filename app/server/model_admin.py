@@ -76,17 +76,28 @@ def _find(ctx: ServerContext, name: str) -> LocalModel:
 async def load_library_model(
     ctx: ServerContext, name: str, ttl: int | None = None, pin: bool | None = None, **overrides: Any
 ) -> tuple[LocalModel, LoadSpec]:
-    """Load `name` with `overrides` (LoadSpec fields; None: as planned) over its planned load, unless it is
-    loaded so already; beside the loaded models, those least recently used unloaded first if it needs
-    their room. `ttl` (seconds, -1: for ever) and `pin` apply to it either way."""
+    """Load `name` with `overrides` (LoadSpec fields; None: as they are) over the load it has now (or its
+    planned one), unless it is loaded so already; beside the loaded models, those least recently used
+    unloaded first if it needs their room. A context asked is at most the model's trained length. The load
+    is planned like any other before the loaded model is let go: one that does not fit is refused with the
+    planner's reasons (does_not_fit, a 400) and the model stays as it was. `ttl` (seconds, -1: for ever) and
+    `pin` apply to it either way."""
     model = await asyncio.to_thread(_find, ctx, name)
-    assert ctx.resolver is not None
-    job = await asyncio.to_thread(ctx.resolver, model.name)
-    spec = job.spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-    ttl_s = keep_for(ttl)
+    resolver = ctx.resolver
+    assert resolver is not None
+    job = await asyncio.to_thread(resolver, model.name)
+    asked = {k: v for k, v in overrides.items() if v is not None}
+    if "n_ctx" in asked:
+        asked["n_ctx"] = (await asyncio.to_thread(resolver.sized, model, asked["n_ctx"])).n_ctx
     resident = ctx.resident(model)
-    if resident is None or resident.state.model is None or spec != job.spec:
-        await _finish(ctx.host.submit(dataclasses.replace(job, spec=spec, ttl_s=ttl_s, pin=pin, focus=False)))
+    loaded = resident.state.load if resident is not None and resident.state.model is not None else None
+    spec = (loaded or job.spec).model_copy(update=asked)
+    ttl_s = keep_for(ttl)
+    if loaded is None or spec != loaded:
+        grow_to = 0 if "n_ctx" in asked else job.grow_to  # a context asked for is the context
+        await _finish(
+            ctx.host.submit(dataclasses.replace(job, spec=spec, ttl_s=ttl_s, pin=pin, focus=False, grow_to=grow_to))
+        )
     elif ttl_s is not None or pin is not None:
         ctx.host.keep(model.name, ttl_s=ttl_s, pin=pin)
     return model, spec
@@ -143,13 +154,20 @@ async def load_model(body: RouterLoad, request: Request) -> dict[str, Any]:
     return {"success": True}
 
 
+async def unload_library_model(ctx: ServerContext, model: LocalModel) -> None:
+    """Unload `model` once its jobs in hand are done; a pinned model stays and the request gets a 409
+    (model_pinned) saying how to unpin it: no API request unloads a model the user pinned."""
+    await _finish(ctx.host.submit(UnloadJob(model=model.name)))
+
+
 @router.post("/models/unload")
 async def unload_model(body: ModelName, request: Request) -> dict[str, Any]:
     ctx = hearth(request)
     model = await asyncio.to_thread(_find, ctx, body.model)
     if not _loaded(ctx, model):
         raise APIError(f"{model.name} is not loaded", code="model_not_loaded", param="model", status=400)
-    return await _finish(ctx.host.submit(UnloadJob(model=model.name)))
+    await unload_library_model(ctx, model)
+    return {"success": True}
 
 
 @router.post("/api/v1/models/load")

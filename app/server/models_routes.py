@@ -40,7 +40,7 @@ def describe(ctx: ServerContext, model: LocalModel, residents: list[Resident] | 
     resident = ctx.resident(model, residents)
     loaded = resident is not None and resident.state.model is not None
     if resident is not None and resident.state.model is not None:
-        context = resident.state.model.n_ctx
+        context = resident.state.context_limit
     else:
         try:
             context = ctx.resolver.context_length(model) if ctx.resolver is not None else 0
@@ -60,7 +60,8 @@ def describe(ctx: ServerContext, model: LocalModel, residents: list[Resident] | 
         "format": model.format,
         "quant": model.quant,
         "loaded": loaded,
-        # The one context every route gets: loaded, what it runs with; else what a request would load it with.
+        # The one context every route gets: loaded, what it runs with or grows to for a request that needs it;
+        # else what a request would load it with (and grow it to).
         "context_length": context,
         "context_by_route": dict.fromkeys(ROUTES, context),
         # What the file is for (models.roles): a chat model, an embedding model or a reranker.

@@ -20,13 +20,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from app.core.engines.base import ChatMessage, Chunk, GenerateRequest, ImageInput, SamplingParams
-from app.core.runtime.jobs import KEEP_FOREVER, UnloadJob
+from app.core.runtime.jobs import KEEP_FOREVER
 from app.core.tools import ParsedOutput, ReasoningDelta, TextDelta, ToolCall, ToolCallArgs, ToolCallStart
 from app.server.chat_output import ChatShape, checked_schema
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
 from app.server.image_input import image_bytes
-from app.server.model_admin import load_library_model
+from app.server.model_admin import load_library_model, unload_library_model
 from app.server.ollama_names import library_model, model_name, rfc3339
 from app.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaMessage, _Generation
 from app.server.replies import CLIENT_GONE, begin, route_sampling, usage, whole_reply
@@ -250,7 +250,7 @@ async def preload(ctx: ServerContext, name: str, ttl_s: float | None) -> str:
     model = await asyncio.to_thread(library_model, ctx, name)
     if ttl_s == 0:
         if ctx.resident(model) is not None:
-            await asyncio.to_thread(ctx.host.wait_for, ctx.host.submit(UnloadJob(model=model.name)), 60)
+            await unload_library_model(ctx, model)
         return "unload"
     await load_library_model(ctx, model.name, ttl=None if ttl_s is None else _whole_seconds(ttl_s))
     return "load"

@@ -1,7 +1,7 @@
-"""Ollama's model routes: `GET /api/version`, `GET /api/tags`, `POST /api/show`, `GET /api/ps`,
-`DELETE /api/delete`, and clear 501s for what Hearth does not do through this API (`/api/copy`,
-`/api/create`, `/api/push`, `/api/blobs`). Library models are listed as `NAME:latest` (ollama_names.py);
-what Ollama reads from its manifests is read here from the GGUF header."""
+"""Ollama's model routes: `GET /` ("Ollama is running"), `GET /api/version`, `GET /api/tags`,
+`POST /api/show`, `GET /api/ps`, `DELETE /api/delete`, and clear 501s for what Hearth does not do through
+this API (`/api/copy`, `/api/create`, `/api/push`, `/api/blobs`). Library models are listed as
+`NAME:latest` (ollama_names.py); what Ollama reads from its manifests is read here from the GGUF header."""
 
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from app.core.library.projectors import sees_images
 from app.core.library.store import LocalModel
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf import ArraySummary, GGUFHeader, read_gguf_header
+from app.core.runtime.chat_templates import header_template
 from app.core.runtime.job_host import Resident
-from app.core.runtime.jobs import ModelNotFound, UnloadJob, same_path
+from app.core.runtime.jobs import ModelNotFound, same_path
 from app.server.context import ServerContext, hearth
 from app.server.errors import APIError
+from app.server.model_admin import unload_library_model
 from app.server.models_routes import capabilities as route_capabilities
 from app.server.ollama_names import library_model, listed_name, rfc3339
 from app.server.ollama_schemas import OllamaModelName
@@ -119,14 +121,19 @@ def show(ctx: ServerContext, model: LocalModel, verbose: bool) -> dict[str, Any]
             elif key != "tokenizer.chat_template":
                 info[key] = value
         info["general.parameter_count"] = header.n_params
-        template = header.chat_template or ""
+        # The template it runs with: the file's, the one picked for it, or its architecture's, and why.
+        picked = ctx.resolver.template_for(model) if ctx.resolver is not None and ctx.resolver.template_for else None
+        choice = header_template(header, picked)
+        template = choice.source
+        info["hearth.chat_template"] = choice.reason
     try:
         context = ctx.resolver.context_length(model) if ctx.resolver is not None else 0
     except ModelNotFound:
         context = 0
     parameters = f"num_ctx {context}" if context else ""
     return {
-        "modelfile": f"# Served by Hearth from its library\nFROM {model.path}\n",
+        # Named, not by its file: the path would tell any client the user's home folder and file layout.
+        "modelfile": f"# Served by Hearth from its library\nFROM {listed_name(model.name)}\n",
         "parameters": parameters,
         "template": template,
         "details": details(model, header),
@@ -134,6 +141,13 @@ def show(ctx: ServerContext, model: LocalModel, verbose: bool) -> dict[str, Any]
         "capabilities": model_capabilities(ctx, model, header),
         "modified_at": rfc3339(model.added_at),
     }
+
+
+@router.api_route("/", methods=["GET", "HEAD"], response_class=PlainTextResponse, include_in_schema=False)
+async def root() -> str:
+    """Ollama's answer to `GET /`, which its clients probe before anything else (open, as /api/version is:
+    a fixed string that says only that a server is here)."""
+    return "Ollama is running"
 
 
 @router.get("/api/version")
@@ -201,7 +215,7 @@ async def delete(body: OllamaModelName, request: Request) -> Response:
     ctx = hearth(request)
     model = await asyncio.to_thread(library_model, ctx, body.model)
     if any(same_path(r.key, model.path) for r in ctx.host.residents()):
-        await asyncio.to_thread(ctx.host.wait_for, ctx.host.submit(UnloadJob(model=model.name)), 60)
+        await unload_library_model(ctx, model)  # a pinned model refuses (409) and stays in the library
     assert ctx.library is not None
     await asyncio.to_thread(ctx.library.delete, model.id, True)
     return Response(status_code=200)

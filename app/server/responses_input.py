@@ -15,7 +15,14 @@ from app.core.tools import ToolCall
 from app.core.tools.types import arguments_json
 from app.server.errors import APIError
 from app.server.image_input import PartsText, image_bytes
-from app.server.responses_schemas import HOSTED_TOOLS, CustomToolR, FunctionToolR, NamespaceToolR, ResponsesRequest
+from app.server.responses_schemas import (
+    HOSTED_TOOLS,
+    LEFT_OUT_TOOLS,
+    CustomToolR,
+    FunctionToolR,
+    NamespaceToolR,
+    ResponsesRequest,
+)
 
 TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 CUSTOM_INPUT = "input"  # the one parameter a custom tool's function takes
@@ -77,16 +84,23 @@ class Tools:
 
 def tools_of(body: ResponsesRequest) -> Tools:
     out = Tools()
-    for tool in body.tools or []:
+    for i, tool in enumerate(body.tools or []):
         if isinstance(tool, (FunctionToolR, CustomToolR)):
             out.add(tool)
         elif isinstance(tool, NamespaceToolR):
             for inner in tool.tools:
                 out.add(inner, tool.name)
-        elif tool.type not in HOSTED_TOOLS:
+        elif tool.type in HOSTED_TOOLS:
+            raise APIError(
+                f"the tool type {tool.type!r} is a hosted tool: this server runs no hosted tools of that type "
+                "(offer it as a function tool, whose calls your client runs)",
+                param=f"tools[{i}]",
+                code="unsupported_tool",
+            )
+        elif tool.type not in LEFT_OUT_TOOLS:
             raise APIError(
                 f"the tool type {tool.type[:60]!r} is not supported here (function and custom tools are)",
-                param="tools",
+                param=f"tools[{i}]",
                 code="unsupported_tool",
             )
     return out

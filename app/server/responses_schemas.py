@@ -10,12 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.server.openai_schemas import MAX_MESSAGES, MAX_TOKENS_CAP, JsonSchemaFormat, _Request
 
-# Tools that run on OpenAI's servers (search, code, images, MCP): no local model can call them. They are
-# left out of the prompt, as a client's optional extras are, rather than failing a whole agent session.
+# Web search, which Codex offers on every request: a local model cannot search, so the tool is left out of the
+# prompt and the model answers from what it knows, as it would with search switched off.
+LEFT_OUT_TOOLS = frozenset({"web_search", "web_search_preview"})
+# Tools that OpenAI's servers run or whose calls only its own models make (a remote MCP server, a code
+# sandbox, file search, images, the computer and shell tools): a client that offers one expects it to be
+# used, so the request is refused naming the type rather than answered as if the tool were not there.
 HOSTED_TOOLS = frozenset(
     {
-        "web_search",
-        "web_search_preview",
         "file_search",
         "code_interpreter",
         "computer_use_preview",

@@ -30,8 +30,9 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_HEADERS = 100
 # Routes that need no key: a liveness probe that says nothing about the models or the machine.
-# Open without a key: they say only that the server is up (Ollama's clients ask for the version first).
-OPEN_PATHS = frozenset({"/health", "/api/version"})
+# Open without a key: they say only that the server is up (Ollama's clients probe `/` and ask for the
+# version first; `/` answers a fixed "Ollama is running").
+OPEN_PATHS = frozenset({"/", "/health", "/api/version"})
 CLOSE = [(b"connection", b"close")]  # after a refused body: what is left of it is never read
 ALLOW_HEADERS = (
     "authorization, content-type, x-api-key, openai-beta, anthropic-version, anthropic-beta, "

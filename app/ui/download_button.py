@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]
 NOTE_CHARS = 24  # the width of a failure's short words beside a button, in average characters
+OFFLINE_NOTE = "Failed: offline"  # a download that failed for want of the Hub, beside its Retry
 
 
 def variant_key(v: Variant) -> Key:
@@ -99,6 +100,8 @@ class DownloadFeed(QObject):
         self.items[item.id] = item
         if item.state not in (State.ACTIVE, State.VERIFYING):
             self.progress.pop(item.id, None)  # a paused or failed item's last rate is not a speed now
+        if item.state == State.FAILED and is_offline(item.error or ""):
+            self._set_offline(True)  # a download that lost the Hub: the page's banner says so too
         self.updated.emit()
 
     def _on_removed(self, item_id: str) -> None:
@@ -128,6 +131,15 @@ class DownloadFeed(QObject):
         if offline != self.offline:
             self.offline = offline
             self.offline_changed.emit(offline)
+
+    def set_offline(self, offline: bool) -> None:
+        """Main thread: the Hub was found out of reach (or back) by another call (the start's check, a
+        search): the buttons that need it are off, with the reason, until it answers again."""
+        if offline:
+            self._set_offline(True)
+            self.updated.emit()
+        elif self.offline:
+            self.clear_offline()
 
     def clear_offline(self) -> None:
         """Main thread: the Hub answers again; the buttons that failed for want of it offer Download again."""
@@ -172,6 +184,7 @@ class DownloadFeed(QObject):
             request_error=self.request_errors.get(key, ""),
             can_download=can_download,
             why_not=why_not,
+            offline=self.offline,
         )
         return view, item, model
 
@@ -249,18 +262,18 @@ class DownloadButton(QWidget):
         self.button.setEnabled(v.enabled)
         self.button.setToolTip(tooltip)
         self.setToolTip(tooltip if not v.enabled else "")  # a disabled button's reason, wherever the cell is hovered
-        self.note.setText(capitalised(v.error))
+        self.note.setText(OFFLINE_NOTE if is_offline(v.tooltip) else capitalised(v.error))
         self.note.setToolTip(tooltip)
-        # Offline is said once, by the page's banner; the button just offers Retry.
+        # A failed download says why beside its Retry (offline in two words: the page's banner says the rest).
         self.note.setVisible(self.inline_note and bool(self.error_text()))
         self.changed.emit()
 
     def error_text(self) -> str:
-        """The failure to show for this button, as sentences; "" when none, or when it only means offline."""
+        """The failure to show for this button, as sentences; "" when none."""
         v = self.view
-        if not v.error or is_offline(v.tooltip):
+        if not v.error:
             return ""
-        return as_sentences(v.tooltip)
+        return OFFLINE_NOTE + "." if is_offline(v.tooltip) else as_sentences(v.tooltip.split("\n", 1)[0])
 
     def set_primary(self, primary: bool) -> None:
         """The orange main action, or a plain button (a pick that would run too slowly to recommend)."""

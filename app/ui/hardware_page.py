@@ -34,6 +34,22 @@ ENGINE_NAMES = {MLX: "MLX"}  # as people write it; llama.cpp's own name is alrea
 MLX_NEEDS_A_MAC = "Installed, but MLX models need an Apple silicon Mac."
 
 
+def plain_reason(reason: str) -> tuple[str, str]:
+    """(what a person reads, the probe's own words for a tooltip) for why no GPU was found: "no AMD or
+    Intel GPU (cannot list /sys/class/drm: No such file or directory)" reads "No AMD or Intel GPU found.",
+    the path and the error in the tooltip; an NVML error reads as a driver that could not be asked."""
+    reason = reason.strip()
+    if reason.startswith("NVML error"):
+        return "None found: the NVIDIA driver could not be asked.", sentence(reason)
+    head, sep, rest = reason.partition(" (")
+    if not sep or not rest.endswith(")") or not any(c in rest for c in "/:\\"):
+        return sentence(reason), ""  # plain already ("none found (no NVIDIA driver is installed)")
+    detail = sentence(rest[:-1])
+    if head.lower().startswith("no ") and "found" not in head:
+        head += " found"
+    return sentence(head), detail
+
+
 def sentence(text: str) -> str:
     """A note as a sentence: capitalised, with its full stop (the probes write lower-case fragments)."""
     text = text.strip()
@@ -290,8 +306,12 @@ class HardwarePage(QWidget):
 
     def _no_gpu_card(self, p: HardwareProfile) -> Card:
         card = Card("GPU")
-        card.add_row("NVIDIA", sentence(p.nvidia.reason or "none found"))
-        card.add_row("AMD / Intel", sentence(p.amd_intel.reason or "no AMD or Intel GPU"))
+        for label, reason, fallback in (
+            ("NVIDIA", p.nvidia.reason, "none found"),
+            ("AMD / Intel", p.amd_intel.reason, "no AMD or Intel GPU"),
+        ):
+            plain, detail = plain_reason(reason or fallback)
+            card.add_row(label, plain).setToolTip(detail)
         return card
 
     def _apple_card(self, a: AppleInfo) -> Card:

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from app.core.library import ImportResult, Library, LocalModel, import_path
 from app.core.remote import RemoteStore
+from app.core.runtime.chat_templates import TemplatePrefs
 from app.core.runtime.job_host import JobHost
 from app.core.units import fmt_ago, fmt_bytes
 from app.ui.bridge import EventBridge
@@ -73,6 +74,8 @@ def describe_import(result: ImportResult) -> str:
         reasons = "; ".join(f"{s.path.name}: {s.reason}" for s in result.skipped[:3])
         more = f" (and {len(result.skipped) - 3} more)" if len(result.skipped) > 3 else ""
         parts.append(f"Skipped {len(result.skipped)}: {reasons}{more}.")
+    if result.where():  # another app's folders: where "nothing" was looked for
+        parts.append(result.where())
     return " ".join(parts)
 
 
@@ -91,15 +94,18 @@ class LibraryPage(QWidget):
         open_url: Callable[[QUrl], bool] = QDesktopServices.openUrl,
         remotes: RemoteStore | None = None,
         host: JobHost | None = None,
+        templates: TemplatePrefs | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`remotes`: the remote servers, listed below the library (None: no such section); `host`: the
-        engine, whose loaded models are listed below the library, with Pin and Eject (None: not listed)."""
+        engine, whose loaded models are listed below the library, with Pin and Eject (None: not listed);
+        `templates`: the chat template picked per model ("Chat template…"; None: no such action)."""
         super().__init__(parent)
         self.library = library
         self._tasks = tasks
         self._confirm = confirm or self._ask
         self._open_url = open_url
+        self.templates = templates
         self.models: list[LocalModel] = []
 
         title = QLabel("My Models")
@@ -141,11 +147,11 @@ class LibraryPage(QWidget):
         self.import_button.setText("Import…")
         self.import_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.import_button)
-        menu.addAction("GGUF file…", self._import_file)
-        menu.addAction("Folder…", self._import_folder)
-        menu.addSeparator()
-        menu.addAction("From the Hugging Face cache", self.import_hf_cache)
-        menu.addAction("From LM Studio", self.import_lmstudio)
+        for entry in self.import_actions():
+            if entry is None:
+                menu.addSeparator()
+            else:
+                menu.addAction(*entry)
         self.import_button.setMenu(menu)
         buttons = QHBoxLayout()
         for w in (self.chat_button, self.reveal_button, self.delete_button, self.import_button):
@@ -253,6 +259,9 @@ class LibraryPage(QWidget):
         chat = menu.addAction("Chat", self.chat_selected)
         chat.setEnabled(m is not None and m.ready)
         menu.addAction("Reveal", self.reveal_selected)
+        if self.templates is not None:
+            template = menu.addAction("Chat template…", self.edit_template_selected)
+            template.setEnabled(m is not None and m.format in ("gguf", "mlx"))
         menu.addSeparator()
         menu.addAction("Delete…", self.delete_selected)
         return menu
@@ -303,12 +312,36 @@ class LibraryPage(QWidget):
         library = self.library
         self._tasks.run(lambda: library.delete(m.id), self._deleted, self._error, owner=self)
 
+    def edit_template_selected(self) -> None:
+        """The Chat template dialog for the selected model: Auto, a built-in format, or a pasted template."""
+        from app.ui.chat_template_dialog import ChatTemplateDialog
+
+        m = self.selected()
+        if m is None or self.templates is None:
+            return
+        dialog = ChatTemplateDialog(m, self.templates, self._tasks, self)
+        if dialog.exec() and dialog.saved is not None:
+            kind = "Auto" if not dialog.saved else dialog.saved if "{" not in dialog.saved else "a pasted template"
+            self.status.setText(f"{m.name} will use {kind} as its chat template from its next load.")
+
     def _deleted(self, freed: int) -> None:
         self.status.setText(f"Deleted; freed {fmt_bytes(freed)}.")
 
     def _ask(self, title: str, text: str) -> bool:
         answer = QMessageBox.question(self, title, text)
         return answer == QMessageBox.StandardButton.Yes
+
+    def import_actions(self) -> list[tuple[str, Callable[[], None]] | None]:
+        """The ways to import, in the Import… button's order (None: a separator); the main window's File →
+        Import lists the same."""
+        return [
+            ("GGUF file…", self._import_file),
+            ("Folder…", self._import_folder),
+            None,
+            ("From the Hugging Face cache", self.import_hf_cache),
+            ("From LM Studio", self.import_lmstudio),
+            ("From Ollama", self.import_ollama),
+        ]
 
     def _import_file(self) -> None:
         path = open_file_name(self, "Import a GGUF file", Path.home(), "GGUF models (*.gguf)")
@@ -339,6 +372,13 @@ class LibraryPage(QWidget):
         self.status.setText("Looking in LM Studio's models folders…")
         library = self.library
         self._run_import(lambda: import_lmstudio(library))
+
+    def import_ollama(self) -> None:
+        from app.core.library import import_ollama
+
+        self.status.setText("Looking in Ollama's models folder…")
+        library = self.library
+        self._run_import(lambda: import_ollama(library))
 
     def _run_import(self, op: Callable[[], ImportResult]) -> None:
         def done(result: ImportResult) -> None:

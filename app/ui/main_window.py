@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSize, Qt
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtCore import QByteArray, QRect, QSize, Qt
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QListWidget,
@@ -26,6 +27,44 @@ if TYPE_CHECKING:
     from app.ui.settings_dialog import SettingsDialog
 
 logger = logging.getLogger(__name__)
+
+# The smallest window a saved size is restored to: every page is laid out for 900×600 and still works a
+# little below it; smaller than this came from a broken save, not from the user.
+MIN_RESTORED = QSize(760, 520)
+GEOMETRY_PREFIX = "rect:"  # "rect:x,y,width,height[,max]": the window's own geometry, not Qt's blob
+
+
+def geometry_text(rect: QRect, maximized: bool = False) -> str:
+    """What Settings keeps of the window: its normal geometry (the inside, without the frame) and whether
+    it was maximized."""
+    parts = [rect.x(), rect.y(), rect.width(), rect.height()]
+    return GEOMETRY_PREFIX + ",".join(map(str, parts)) + (",max" if maximized else "")
+
+
+def parse_geometry(text: str) -> tuple[QRect, bool] | None:
+    """`geometry_text` read back; None for anything else (empty, Qt's blob from an earlier version, damage)."""
+    if not text.startswith(GEOMETRY_PREFIX):
+        return None
+    fields = text[len(GEOMETRY_PREFIX) :].split(",")
+    try:
+        x, y, width, height = (int(f) for f in fields[:4])
+    except ValueError:
+        return None
+    if width <= 0 or height <= 0:
+        return None
+    return QRect(x, y, width, height), fields[4:] == ["max"]
+
+
+def fit_to_screen(rect: QRect, available: QRect | None) -> QRect:
+    """`rect` as saved, made to fit `available` (the screen less its panels): never larger than it, never
+    smaller than MIN_RESTORED (unless the screen is), and moved back onto it if it would be off it."""
+    width, height = max(rect.width(), MIN_RESTORED.width()), max(rect.height(), MIN_RESTORED.height())
+    if available is None or available.isEmpty():
+        return QRect(rect.topLeft(), QSize(width, height))
+    width, height = min(width, available.width()), min(height, available.height())
+    x = min(max(rect.x(), available.left()), available.right() + 1 - width)
+    y = min(max(rect.y(), available.top()), available.bottom() + 1 - height)
+    return QRect(x, y, width, height)
 
 
 class MainWindow(QMainWindow):
@@ -92,11 +131,35 @@ class MainWindow(QMainWindow):
         settings.setShortcuts([*QKeySequence.keyBindings(QKeySequence.StandardKey.Preferences), QKeySequence("Ctrl+,")])
         settings.triggered.connect(self.open_settings)
         menu.addAction(settings)
+        if "models" in self._keys:
+            # Filled when opened: My Models may be built after the window shows.
+            self.import_menu = menu.addMenu("&Import")
+            self.import_menu.aboutToShow.connect(self._fill_import_menu)
+            self._fill_import_menu()
         menu.addSeparator()
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
         menu.addAction(quit_action)
+
+    def _fill_import_menu(self) -> None:
+        """My Models' ways to import (its Import… button's), each showing My Models first, where the result
+        is said."""
+        self.import_menu.clear()
+        actions = getattr(self.page("models"), "import_actions", None)
+        if actions is None:
+            self.import_menu.addAction("My Models is still opening…").setEnabled(False)
+            return
+        for entry in actions():
+            if entry is None:
+                self.import_menu.addSeparator()
+                continue
+            label, run = entry
+            self.import_menu.addAction(label, functools.partial(self._import_with, run))
+
+    def _import_with(self, run: Callable[[], None], *_checked: object) -> None:
+        self.show_page("models")
+        run()
 
     def _page_shortcuts(self) -> None:
         # Ctrl+1…Ctrl+9 follow the sidebar's order, so the numbers match what the user sees top to bottom.
@@ -167,15 +230,30 @@ class MainWindow(QMainWindow):
 
     def _restore(self) -> None:
         w = self.settings.window
-        if w.geometry:
-            self.restoreGeometry(QByteArray.fromBase64(w.geometry.encode("ascii")))
+        saved = parse_geometry(w.geometry)
+        if saved is not None:
+            rect, maximized = saved
+            self._place(rect)
+            if maximized:
+                self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
+        elif w.geometry and self.restoreGeometry(QByteArray.fromBase64(w.geometry.encode("ascii"))):
+            # Qt's own blob, saved by an earlier version: what it restored, held to the same bounds (a window
+            # it had shrunk to 874×374 comes back usable).
+            self._place(self.normalGeometry())
         else:
             self.resize(1100, 720)
         default = WindowState().page
         self.show_page(w.page if w.page in self._keys else default if default in self._keys else self._keys[0])
 
+    def _place(self, rect: QRect) -> None:
+        """The saved size and place, as they were where the screen allows: Qt's restoreGeometry shrank a
+        900×600 window to 874×374 (it makes room for a frame it guesses, on a screen it may not know yet)."""
+        screen = QGuiApplication.screenAt(rect.center()) or QGuiApplication.primaryScreen()
+        available = screen.availableGeometry() if screen is not None else None
+        self.setGeometry(fit_to_screen(rect, available))  # the inside of the window, as saved
+
     def save_state(self) -> None:
-        geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
+        geometry = geometry_text(self.normalGeometry() if self.isMaximized() else self.geometry(), self.isMaximized())
         window = self.settings.window.model_copy(update={"geometry": geometry, "page": self.current_page_key})
         self.settings = self.settings.model_copy(update={"window": window})
         try:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.server_model import SLOTS_TOOLTIP
 from app.ui.theme import set_status
 
 COPIED_MS = 1500
@@ -87,8 +88,9 @@ class StatusCard(Card):
         self.set_state("Stopped", running=False)
 
     def set_slots(self, text: str) -> None:
-        """'Slots: 2 of 4 busy · queue 0'; hidden with "" (no model loaded)."""
+        """'Replies at once: 2 of 4 in use · 0 waiting'; hidden with "" (no model loaded)."""
         self.slots.setText(text)
+        self.slots.setToolTip(SLOTS_TOOLTIP if text else "")
         self.slots.setVisible(bool(text))
 
     def set_state(self, text: str, *, running: bool) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTabWidget, QWidget
 
@@ -27,7 +27,10 @@ Probe = Callable[[str, str, str, Route], ProbeResult]  # (url, key, model, route
 
 class ConnectCard(Card):
     """`show_target(target, reveal=)` from the page; `tool` (the combo), `tabs`, `where`, `note`,
-    `copy_button`, `test_button` and `result` for the user (and the tests)."""
+    `copy_button`, `test_button` and `result` for the user (and the tests); `result_shown` when a Test
+    shows its progress or its answer."""
+
+    result_shown = Signal()
 
     def __init__(self, tasks: TaskRunner, probe: Probe = probe_route, parent: QWidget | None = None) -> None:
         """`probe` runs on the task pool, never on the UI thread."""
@@ -155,3 +158,5 @@ class ConnectCard(Card):
     def _set_result(self, text: str, ok: bool | None) -> None:
         self.result.setText(text)
         set_status(self.result, None if ok is None else "success" if ok else "error")
+        if text:
+            self.result_shown.emit()  # the page scrolls it into view: it is the card's last line

@@ -80,9 +80,9 @@ class RequestLogModel(QAbstractTableModel):
         self._rows: list[Row] = []
         self._cells: list[list[str]] = []  # formatted once: data() is called far more often than rows arrive
 
-    def add(self, items: Sequence[Row], now: float | None = None) -> None:
+    def add(self, items: Sequence[Row], now: float | None = None) -> int:
         """Main thread: `items` oldest first, as they arrived. A RequestStart shows in progress until the
-        RequestRecord with its id fills its row in, where it is."""
+        RequestRecord with its id fills its row in, where it is. Returns how many rows came in at the top."""
         now = time.time() if now is None else now
         new: list[Row] = []  # oldest first, not in the table yet
         for item in items:
@@ -101,7 +101,7 @@ class RequestLogModel(QAbstractTableModel):
             new.append(item)
         new = list(reversed(new))[: self.keep]
         if not new:
-            return
+            return 0
         self.beginInsertRows(QModelIndex(), 0, len(new) - 1)
         self._rows[:0] = new
         self._cells[:0] = [row_cells(r, now) for r in new]
@@ -110,6 +110,7 @@ class RequestLogModel(QAbstractTableModel):
             self.beginRemoveRows(QModelIndex(), self.keep, len(self._rows) - 1)
             del self._rows[self.keep :], self._cells[self.keep :]
             self.endRemoveRows()
+        return len(new)
 
     def _row_of(self, request_id: int) -> int | None:
         if not request_id:
@@ -283,8 +284,16 @@ class RequestLogView(QTableView):
             self._seen_at_start.clear()
         if batch:
             self.updates += 1
-            self.log_model.add(batch)
+            bar = self.verticalScrollBar()
+            at_top, before = bar.value() == bar.minimum(), bar.value()
+            inserted = self.log_model.add(batch)
             self._show_optional_columns()
+            if at_top:
+                self.scrollToTop()  # the newest row, at the top, is the one in view
+            else:  # reading older rows: they stay where they are, the new ones come in above
+                per_item = self.verticalScrollMode() == QAbstractItemView.ScrollMode.ScrollPerItem
+                step = 1 if per_item else self.verticalHeader().defaultSectionSize()
+                bar.setValue(before + step * inserted)
         self._follow_progress()
 
     def _show_optional_columns(self) -> None:

@@ -121,7 +121,8 @@ def engine_text(state: HostState, jit: bool) -> str:
     free = state.slots_total - state.slots_busy
     if state.status == "generating" and state.source == "chat":
         if free > 0:  # slots: an API request runs beside the chat's reply
-            return f"Engine: writing a chat reply — {free} of {state.slots_total} slots free for API requests{waiting}"
+            room = f"room for {free} of {state.slots_total} API requests beside it"
+            return f"Engine: writing a chat reply — {room}{waiting}"
         return f"Engine: busy with a chat reply — API requests wait their turn{waiting}"
     if state.status == "generating":
         who = "an API request" if state.source == "api" else f"a {state.source or 'job'} request"
@@ -136,11 +137,18 @@ def engine_text(state: HostState, jit: bool) -> str:
     return f"Engine: ready · {model} · {state.model.n_ctx:,}-token context for every route (chat, Responses, Messages)"
 
 
+SLOTS_TOOLTIP = (
+    "How many replies the loaded model writes at the same time (its parallel slots, chat and API together),"
+    " how many are being written now, and how many requests wait for a free one"
+)
+
+
 def slots_text(state: HostState) -> str:
-    """'Slots: 2 of 4 busy · queue 0' while a model is loaded (and how it drafts, if it does); "" without one."""
+    """'Replies at once: 2 of 4 in use · 0 waiting' while a model is loaded (and how it drafts, if it does);
+    "" without one. Plain words for llama.cpp's "slots" and the queue (SLOTS_TOOLTIP says more)."""
     if state.model is None or state.slots_total <= 0:
         return ""
-    text = f"Slots: {state.slots_busy} of {state.slots_total} busy · queue {state.queue_depth}"
+    text = f"Replies at once: {state.slots_busy} of {state.slots_total} in use · {state.queue_depth} waiting"
     drafting = drafting_text(state.model.extra)
     return f"{text} · {drafting}" if drafting else text
 

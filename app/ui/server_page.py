@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QGridLayout, QLabel, QMessageBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QMessageBox, QSplitter, QVBoxLayout, QWidget
 
 from app.core.connect import Target, context_warning
 from app.core.errors import HearthError
@@ -43,6 +43,7 @@ from app.ui.widgets.scroll import scrolling
 logger = logging.getLogger(__name__)
 
 NOTE_MS = 4000
+LOG_MIN_HEIGHT = 120  # px: a few rows of the request log, even on a small window
 TWO_COLUMNS_MIN_WIDTH = 860  # px of page: below it, the settings and the key/snippets stack
 REGENERATE_TEXT = "Make a new API key? Clients that use the current key stop working until they are given the new one."
 
@@ -101,10 +102,11 @@ class ServerPage(QWidget):
         self.snippet_card = SnippetCard()
         self.snippet_card.copy_button.clicked.connect(self.copy_snippet)
         self.connect_card = ConnectCard(tasks)
-        log_card = Card("Requests")
+        self.log_card = log_card = Card("Requests")
         self.log_view = RequestLogView(api.log, log_rows)
-        self.log_view.setMinimumHeight(220)
+        self.log_view.setMinimumHeight(LOG_MIN_HEIGHT)
         log_card.body.addWidget(self.log_view, 1)
+        self.connect_card.result_shown.connect(self._show_test_result)
 
         right = QWidget()
         right_layout = QVBoxLayout(right)
@@ -122,11 +124,19 @@ class ServerPage(QWidget):
         layout.addWidget(self.status_card)
         layout.addLayout(grid)
         layout.addWidget(self.connect_card)
-        layout.addWidget(log_card, 1)
-        scroll = scrolling(body)  # a small window scrolls the page rather than squeezing the log to nothing
+        layout.addStretch(1)
+        scroll = scrolling(body)  # a small window scrolls the settings rather than squeezing them
+        # The log has a place of its own under the scrolling settings, always in view: at the foot of the
+        # long page it sat below the fold, and its newest row came in where no one was looking.
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.addWidget(scroll)
+        self.split.addWidget(log_card)
+        self.split.setChildrenCollapsible(False)
+        self.split.setStretchFactor(0, 1)  # half each: the settings scroll, the log shows a screenful
+        self.split.setStretchFactor(1, 1)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(scroll)
+        outer.addWidget(self.split)
 
         self.page_scroll = scroll
         self._status_bridge = EventBridge(api.changed, self)
@@ -282,6 +292,14 @@ class ServerPage(QWidget):
         if not self.form.dirty and not self.busy:
             self.form.load(settings.server, settings.parallel_requests)
         self._show_status(self.api.status)
+
+    def _show_test_result(self) -> None:
+        """Main thread: a tool's Test answered: its result scrolls into view (it sits at the card's foot)."""
+        body = self.page_scroll.widget()
+        layout = body.layout() if body is not None else None
+        if layout is not None:
+            layout.activate()  # the result's new height, before scrolling to it
+        self.page_scroll.ensureWidgetVisible(self.connect_card.result, 0, 12)
 
     def focus_parallel_requests(self) -> None:
         """Main thread: scroll to the Parallel requests field and give it the keyboard focus (Settings

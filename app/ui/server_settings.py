@@ -75,7 +75,11 @@ class ServerSettingsForm(QFrame):
         self.origins.setFixedHeight(64)
         self.start_with_app = QCheckBox("Start the server when Hearth starts")
         self.keep_in_tray = QCheckBox("Keep serving from the tray when the window is closed")
-        self.jit = QCheckBox("Load a requested model that is not loaded (JIT)")
+        self.jit = QCheckBox("Load a model when a request asks for one that is not loaded")
+        self.jit.setToolTip(
+            "Just-in-time (JIT) loading: a request that names a model in My Models loads it first, beside the"
+            " loaded ones or in place of the least recently used. Off: such a request is refused."
+        )
         self.idle = _spin("idle_ttl_minutes", " min")
         self.idle.setSpecialValueText("Never")  # shown at the minimum, 0
         self.queue = _spin("queue_size", " requests")
@@ -97,7 +101,9 @@ class ServerSettingsForm(QFrame):
         self.jit_context.setSingleStep(4096)
         self.jit_context.setSpecialValueText("The largest that fits")  # 0: up to the model's trained length
         self.jit_context.setToolTip(
-            "The context a model loaded for an API request asks for; Hearth lowers it to what fits this machine."
+            "The context a model loaded for an API request asks for; Hearth lowers it to what fits this machine.\n"
+            "The largest that fits: the model loads at its usual context (8,192 tokens) and grows, once, when a "
+            "request needs more, up to the largest that fits."
         )
         self.keep_responses = QCheckBox("Keep stored responses (previous_response_id) across restarts")
         self.ollama_port = QCheckBox(f"Also answer on Ollama's port {OLLAMA_PORT}")
@@ -120,7 +126,7 @@ class ServerSettingsForm(QFrame):
         form.addRow(self.start_with_app)
         form.addRow(self.keep_in_tray)
         form.addRow(self.jit)
-        form.addRow("Context for JIT loads", self.jit_context)
+        form.addRow("Context when a request loads it", self.jit_context)
         form.addRow("Unload an idle model after", self.idle)
         form.addRow("Models loaded at once", self.max_models)
         form.addRow("Parallel requests", self.parallel)

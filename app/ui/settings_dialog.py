@@ -32,6 +32,7 @@ from app.core.mcp.secrets import SecretStore
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
 from app.ui.file_dialogs import existing_folder
+from app.ui.mcp_editor import McpServerList
 from app.ui.theme import set_status
 from app.ui.widgets.scroll import scrolling
 
@@ -143,6 +144,13 @@ class SettingsDialog(QDialog):
         self.speculative.setCurrentIndex(max(0, self.speculative.findData(settings.speculative)))
         hform.addRow("Speculative decoding", self.speculative)
         hform.addRow(_hint(SPECULATIVE_HINT))
+        self.deterministic = QCheckBox("Same answer every time")
+        self.deterministic.setChecked(settings.deterministic)
+        self.deterministic.setToolTip(
+            "A reply at temperature 0 (or with a seed) is the same whether other requests run beside it or not.\n"
+            "Each request is computed on its own and nothing is guessed ahead, so several at once run slower."
+        )
+        hform.addRow("", self.deterministic)
 
         hub = QGroupBox("Hugging Face Hub")
         hub_form = QFormLayout(hub)
@@ -206,6 +214,9 @@ class SettingsDialog(QDialog):
         form = QFormLayout(group)
         self.mcp_servers = _hint()
         form.addRow("Servers", self.mcp_servers)
+        self.mcp_list = McpServerList(self._paths.config, parent=group)  # add, edit, remove (mcp_editor.py)
+        self.mcp_list.changed.connect(self._show_mcp_servers)
+        form.addRow(self.mcp_list)
         form.addRow(
             _hint(
                 f"Kept in {self._paths.config / CONFIG_NAME}, in the format LM Studio, Cursor and Claude"
@@ -253,6 +264,7 @@ class SettingsDialog(QDialog):
             self.mcp_servers.setText(str(exc))
             return
         kept = f" (kept as they were: {', '.join(done.kept)})" if done.kept else ""
+        self.mcp_list.refresh()
         self._show_mcp_servers(f"Imported {len(done.added)}{kept}. Now: ")
 
     def _show_in_effect(self, *_: object) -> None:
@@ -277,6 +289,7 @@ class SettingsDialog(QDialog):
                 "hf_endpoint": self.hf_endpoint.text(),
                 "parallel_downloads": self.parallel_downloads.value(),
                 "speculative": self.speculative.currentData(),
+                "deterministic": self.deterministic.isChecked(),
                 "tool_steps": self.tool_steps.value(),
             }
         )

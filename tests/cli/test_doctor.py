@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+from app.core.engines.native_guard import CHECK_SOURCE
 from app.core.hardware.native_checks import CheckRecord, NativeCheckStore, fingerprint_of
 from tests.cli.helpers import hearth
 from tests.helpers import require_llama_cpp
@@ -33,7 +34,7 @@ def test_run_answers_without_the_crashing_feature_and_doctor_says_why(tmp_path, 
     off = {"extra_bufts": False, "flash_attn": False, "gpu_offload": False}
     checks = NativeCheckStore(store)
     checks.put(fp, CheckRecord(weights, {**off, "extra_bufts": True}, False, "the check process died with SIGSEGV"))
-    checks.put(fp, CheckRecord(weights, off, True, "", smollm2_gguf.name))
+    checks.put(fp, CheckRecord(weights, off, True, "", smollm2_gguf.name, source=CHECK_SOURCE))  # today's check
 
     run = hearth(
         "run",

@@ -118,3 +118,50 @@ def test_the_log_file_is_0600_after_rollovers_and_an_old_0644_one_is_tightened(t
     files = sorted(tmp_path.glob("hearth.log*"))
     assert len(files) == 3, files
     assert all(mode(f) == 0o600 for f in files), [(f.name, oct(mode(f))) for f in files]
+
+
+def test_an_mcp_servers_log_is_0600_in_a_0700_folder_and_an_old_0644_one_is_tightened(tmp_path):
+    import json
+    import sys
+
+    from app.core.mcp.config import parse_config, save_config
+    from app.core.mcp.secrets import SecretStore
+    from app.core.mcp.servers import McpServers
+
+    server = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py")
+    servers = {
+        "tools": {"command": sys.executable, "args": [server]},
+        "old": {"command": sys.executable, "args": [server]},
+    }
+    save_config(tmp_path / "mcp.json", parse_config(json.dumps({"mcpServers": servers}), "t"))
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o700)
+    old = logs / "mcp-old.log"
+    old.write_text("from an older install\n")
+    old.chmod(0o644)
+    hub = McpServers(tmp_path, SecretStore(tmp_path / "s.json"), log_dir=logs / "mcp")
+    try:
+        hub.start("tools").result(60)
+        assert mode(logs / "mcp" / "mcp-tools.log") == 0o600 and mode(logs / "mcp") == 0o700
+    finally:
+        hub.close()
+    hub = McpServers(tmp_path, SecretStore(tmp_path / "s.json"), log_dir=logs)
+    try:
+        hub.start("old").result(60)
+        assert mode(old) == 0o600 and old.read_text().startswith("from an older install")  # appended to, not emptied
+    finally:
+        hub.close()
+
+
+def test_the_in_flight_markers_are_0600_in_a_0700_folder_and_an_old_0755_folder_is_tightened(tmp_path):
+    from app.core.engines.native_inflight import InflightMarkers
+
+    folder = tmp_path / "data" / "inflight"
+    markers = InflightMarkers(folder)
+    markers.mark("llama", "decoding", Path("/m/model.gguf"), "Q4_0", {"extra_bufts": True})
+    (marker,) = folder.glob("*.json")
+    assert mode(marker) == 0o600 and mode(folder) == 0o700
+    markers.clear("llama")
+    os.chmod(folder, 0o755)  # an older install's
+    markers.mark("llama", "loading", Path("/m/model.gguf"), "Q4_0", {})
+    assert mode(folder) == 0o700 and all(mode(p) == 0o600 for p in folder.glob("*.json"))

@@ -92,3 +92,30 @@ def test_the_server_settings_reach_the_model_pool():
         assert (pool.max_models, pool.idle_ttl_s, pool.jit) == (1, None, True)
     finally:
         services.close()
+
+
+def test_closing_stops_the_engine_the_mcp_servers_and_the_downloads_at_once(monkeypatch):
+    """Quitting waits for the slowest of them, not their sum: each close here waits at a barrier that only
+    opens once all three are in their close at the same time (run one after another, it breaks)."""
+    import threading
+
+    paths = app_paths().ensure()
+    services = Services.open(paths, Settings(), env={})
+    barrier = threading.Barrier(3, timeout=10)
+    met: list[str] = []
+    for name, owner, method in (
+        ("engine", services.host, "shutdown"),
+        ("mcp", services.tools, "close"),
+        ("downloads", services.downloads, "close"),
+    ):
+        real = getattr(owner, method)
+
+        def closing(*args, _real=real, _name=name, **kwargs):
+            barrier.wait()  # BrokenBarrierError (logged as a failed close) if the others are not closing too
+            met.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, method, closing)
+    services.close()
+    assert sorted(met) == ["downloads", "engine", "mcp"]
+    assert services.host.residents() == [] and not services.host._reaper.is_alive()

@@ -9,7 +9,13 @@ import time
 import httpx
 import pytest
 
-from app.core.engines.embed_limits import MAX_EMBED_CHARS, MAX_EMBED_INPUTS, MAX_EMBED_TOKENS
+from app.core.engines.embed_limits import (
+    EMBED_INPUT_COST,
+    MAX_EMBED_CHARS,
+    MAX_EMBED_INPUTS,
+    MAX_EMBED_TOKENS,
+    MAX_EMBED_WORK,
+)
 
 N_CTX = 256  # the fake model's context: an input's most words
 
@@ -28,8 +34,8 @@ BOUNDS = {
         "invalid_request_error",
         "context_length_exceeded",
     ),
-    "all inputs over the tokens": (
-        ["w " * N_CTX] * (MAX_EMBED_TOKENS // N_CTX + 1),
+    "all inputs over the work (tokens and a cost per input)": (
+        ["w " * N_CTX] * (MAX_EMBED_WORK // (N_CTX + EMBED_INPUT_COST) + 1),
         413,
         "request_too_large",
         "request_too_large",

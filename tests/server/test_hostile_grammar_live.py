@@ -73,9 +73,15 @@ CASES = [
     (_chat({"type": "object", "properties": {"me": {"$ref": "#"}}}), "response_format.json_schema.schema.properties"),
     (_chat({"type": "blob"}), "response_format.json_schema.schema.type"),
     (_responses({"$ref": "https://example.com/s.json"}), "text.format.schema.$ref"),
-    # Past the checks in the route, refused by the converter on the engine thread: still a 400.
+    # References that loop with nothing between them (a chain or a recursion is fine: a loop names no schema).
     (
-        _chat({"$defs": {"n": {"properties": {"n": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}),
+        _chat({"$defs": {"d0": {"$ref": "#/$defs/d1"}, "d1": {"$ref": "#/$defs/d0"}}, "$ref": "#/$defs/d0"}),
+        "response_format.json_schema.schema.$ref",
+    ),
+    # Past the checks in the route, refused by llama.cpp's parser on the engine thread (left recursion:
+    # a ::= a | null): still a 400.
+    (
+        _chat({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"}),
         "response_format.json_schema.schema",
     ),
 ]

@@ -52,7 +52,12 @@ VALID = {
 NOT_SERVED = {"/api/copy", "/api/create", "/api/push", "/api/pull"}
 # Hostile bodies that are valid requests on a route: a model and fields it ignores (Ollama's routes ignore
 # unknown fields, as Ollama does, and a chat or generate with nothing to say loads the model); answered.
-VALID_THERE = {(path, "an infinite number") for path in ("/api/show", "/api/embeddings", "/api/chat", "/api/generate")}
+# Ollama's routes read a body as JSON whatever its content type, as Ollama does (its examples are `curl -d`).
+VALID_THERE = {
+    (path, what)
+    for path in ("/api/show", "/api/embeddings", "/api/chat", "/api/generate")
+    for what in ("an infinite number", "no content type", "text/plain")
+}
 DEEP = 10_000
 # Whole bodies: (what, bytes, content type).
 HOSTILE_BODIES = [

@@ -104,3 +104,31 @@ def test_stop_while_a_call_waits_denies_it_and_ends_the_reply(with_tools, qtbot)
         page.replies.stop()
     assert done.args[1].status == "stopped"
     assert not page.replies.replying
+
+
+def test_a_reply_that_used_none_of_the_tools_says_so_under_it_and_after_reopening(with_tools, qtbot):
+    _h, page = with_tools("Just an answer.")
+    turn_on(qtbot, page)
+    with qtbot.waitSignal(page.reply_finished, timeout=30_000):
+        assert page.replies.send("Hello")
+    reply = page.thread_view.rows[-1]
+    assert reply.text == "Just an answer."
+    assert "7 tools offered, none used" in page.thread_view.messages.rendered(reply).html
+    page.open_conversation(page.conv_id)  # read back from the saved reply
+    assert "7 tools offered, none used" in page.thread_view.messages.rendered(page.thread_view.rows[-1]).html
+
+
+def test_the_tools_menu_with_no_servers_names_the_file_with_its_path(make_chat, qtbot, tmp_path):
+    servers = McpServers(tmp_path / "config", SecretStore(tmp_path / "s.json"))
+    try:
+        h, page = make_chat(load=False)
+        page.shutdown()
+        h.tools = servers
+        page = h.open_page()
+        page.new_conversation().result(10)
+        qtbot.waitUntil(lambda: page.conv_id is not None, timeout=5000)
+        page.tools._fill()
+        empty = page.tools.menu.actions()[0]
+        assert str(tmp_path / "config" / "mcp.json") in empty.text() and not empty.isEnabled()
+    finally:
+        servers.close()

@@ -98,10 +98,12 @@ def test_offline_is_said_once_by_a_banner_and_retry_brings_the_downloads_back(qt
     card.button.button.click()  # Download, with the Hub out of reach
     qtbot.waitUntil(lambda: banner.isVisible(), timeout=20_000)
     assert banner.message.text() == OFFLINE_TEXT
-    # The button offers Retry and says why on hover; the card repeats nothing the banner says.
+    # The button offers Retry once the Hub is back and says why on hover; the card says in two words why
+    # the download failed (issue 46: a Retry with no reason), the banner says the rest.
     qtbot.waitUntil(lambda: card.button.button.text() == "Retry", timeout=5_000)
     assert card.button.button.toolTip().startswith("Can't reach the Hub at ")
-    assert card.error.isHidden() and card.button.note.isHidden()
+    assert not card.button.button.isEnabled()  # offline: nothing to retry until the Hub answers
+    assert card.error.text() == "Failed: offline." and card.button.note.isHidden()
     with qtbot.waitSignal(page.search.search_failed, timeout=20_000):
         page.search.search()
     assert page.search.status.text() == "Search needs a connection to Hugging Face."

@@ -606,14 +606,15 @@ def test_a_narrow_window_stacks_the_cards_instead_of_scrolling_sideways(make_env
 def test_the_page_shows_slots_in_use_and_the_queue(make_env, qtbot):
     env = make_env(tok_s=50)
     slots = env.page.status_card.slots
-    assert slots.isVisibleTo(env.page) and slots.text() == "Slots: 0 of 1 busy · queue 0"  # the fake runs one
+    # The fake runs one reply at a time.
+    assert slots.isVisibleTo(env.page) and slots.text() == "Replies at once: 0 of 1 in use · 0 waiting"
     request = GenerateRequest(prompt="hello there", sampling=SamplingParams(max_tokens=500))
     handle = env.host.submit(GenerateJob(request=request, source="api"))
     try:
-        qtbot.waitUntil(lambda: slots.text() == "Slots: 1 of 1 busy · queue 0", timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: slots.text() == "Replies at once: 1 of 1 in use · 0 waiting", timeout=WAIT_MS)
     finally:
         handle.cancel()
-    qtbot.waitUntil(lambda: slots.text() == "Slots: 0 of 1 busy · queue 0", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: slots.text() == "Replies at once: 0 of 1 in use · 0 waiting", timeout=WAIT_MS)
     assert env.host.submit(UnloadJob()).wait(5)
     qtbot.waitUntil(lambda: not slots.isVisibleTo(env.page), timeout=WAIT_MS)  # nothing loaded
 

@@ -27,30 +27,30 @@ def test_the_stats_line_shows_cached_tokens_and_draft_acceptance():
         draft_accepted=63,
     )
     line = stats_line(asdict(stats), "stop")  # as the chat stores them
-    assert line == "TTFT 0.25 s · 41.0 tok/s · 120 tokens · 512 cached · drafts 63 % accepted · finish: stop"
+    assert line == "TTFT 0.25 s · 41.0 tok/s · 120 tokens · 512 cached · guessed ahead: 63 % kept · finish: stop"
 
 
 def test_nothing_cached_or_drafted_says_neither():
     fresh = asdict(GenerationStats(prompt_tokens=40, prompt_tokens_evaluated=40, generated_tokens=5))
-    assert "cached" not in stats_line(fresh, "length") and "drafts" not in stats_line(fresh, "length")
+    assert "cached" not in stats_line(fresh, "length") and "guessed" not in stats_line(fresh, "length")
     # A reply stored before the engine counted evaluated tokens claims no cache.
     assert "cached" not in stats_line({"prompt_tokens": 40, "generated_tokens": 5}, None)
     # Drafts all rejected is still a rate: 0 %.
     rejected = asdict(GenerationStats(prompt_tokens=4, prompt_tokens_evaluated=4, draft_tokens=8))
-    assert "drafts 0 % accepted" in stats_line(rejected, None)
+    assert "guessed ahead: 0 % kept" in stats_line(rejected, None)
 
 
 def test_the_server_slots_line():
     model = ModelInfo(path=Path("m.gguf"), format="gguf", n_ctx=8192)
     state = HostState(status="generating", model=model, slots_total=4, slots_busy=2, queue_depth=0)
-    assert slots_text(state) == "Slots: 2 of 4 busy · queue 0"
+    assert slots_text(state) == "Replies at once: 2 of 4 in use · 0 waiting"
     assert slots_text(HostState(status="ready", model=model, slots_total=1, queue_depth=3)) == (
-        "Slots: 0 of 1 busy · queue 3"
+        "Replies at once: 0 of 1 in use · 3 waiting"
     )
     assert slots_text(HostState()) == ""  # nothing loaded: no slots to speak of
     drafting = ModelInfo(path=Path("m.gguf"), format="gguf", n_ctx=8192, extra={"draft_model": "small.gguf"})
     assert slots_text(HostState(status="ready", model=drafting, slots_total=4)) == (
-        "Slots: 0 of 4 busy · queue 0 · drafts with small.gguf"
+        "Replies at once: 0 of 4 in use · 0 waiting · drafts with small.gguf"
     )
 
 
@@ -92,7 +92,7 @@ def test_with_a_free_slot_nothing_waits_for_the_running_reply():
 
     model = ModelInfo(path=Path("m.gguf"), format="gguf", n_ctx=8192)
     chat = HostState(status="generating", model=model, source="chat", slots_total=4, slots_busy=1)
-    assert engine_text(chat, True) == "Engine: writing a chat reply — 3 of 4 slots free for API requests"
+    assert engine_text(chat, True) == "Engine: writing a chat reply — room for 3 of 4 API requests beside it"
     full = HostState(status="generating", model=model, source="chat", slots_total=4, slots_busy=4, queue_depth=2)
     assert engine_text(full, True) == "Engine: busy with a chat reply — API requests wait their turn · 2 waiting"
     one = HostState(status="generating", model=model, source="chat", slots_total=1, slots_busy=1)

@@ -224,7 +224,7 @@ class ChatOperations:
         msg_id: int,
         text: str,
         status: str,
-        stats: GenerationStats | None,
+        stats: GenerationStats | dict[str, Any] | None,
         finish_reason: str | None,
         error: str | None,
         tool_calls: Sequence[Mapping[str, Any]] | None = None,

@@ -108,6 +108,15 @@ def clean_title(title: str) -> str:
     return title or "New chat"
 
 
+FIRST_MESSAGE_TITLE = 60  # characters of the first message a new chat is named by
+
+
+def title_from_message(text: str, images: int = 0) -> str:
+    """The title a chat gets from its first message: its first words ("Image" for a picture sent without
+    any). Editing that message names the chat again, unless the user renamed it (its title is no longer this)."""
+    return " ".join(text.split())[:FIRST_MESSAGE_TITLE] or ("Image" if images else "")
+
+
 def clean_preset_name(name: str) -> str:
     name = " ".join(str(name).split())[:MAX_TITLE]
     if not name:

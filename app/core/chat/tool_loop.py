@@ -22,13 +22,14 @@ from app.core.engines.base import Capabilities, ChatMessage, Chunk, GenerateRequ
 from app.core.errors import HearthError
 from app.core.mcp.servers import McpError, McpServers, McpTool, ToolResult
 from app.core.runtime.job_host import JobHost
-from app.core.runtime.jobs import ChunkEvent, GenerateJob
+from app.core.runtime.jobs import ChunkEvent, CountJob, GenerateJob
 from app.core.tools.plan import ToolPlan, plan_tools
 from app.core.tools.types import ToolCall
 
 logger = logging.getLogger(__name__)
 
 MAX_STEPS = 10  # Settings' default: model turns in one reply
+COUNT_TIMEOUT_S = 5.0  # counting the prompt without its tools, once a reply used none: a tokenization
 SEPARATOR = "__"  # server__tool: one function name per tool, whichever server it comes from
 Approval = Literal["once", "always", "deny"]
 
@@ -67,6 +68,32 @@ class ToolStep:
         return inert(f"Error: {self.result.text if self.result is not None else self.error}")
 
 
+@dataclass(frozen=True)
+class UnusedTools:
+    """A reply that was offered tools and called none: how many, and how many prompt tokens offering them
+    cost (their descriptions ride in every prompt), so the user can see what the tools' being on costs."""
+
+    offered: int
+    prompt_tokens: int | None = None  # None: not counted (an engine that reports no prompt tokens)
+
+    def as_stats(self) -> dict[str, int]:
+        """Kept with the reply's stats (stats_json), so a reopened chat still shows the note."""
+        out = {"tools_offered": self.offered, "tools_used": 0}
+        if self.prompt_tokens is not None:
+            out["tools_prompt_tokens"] = self.prompt_tokens
+        return out
+
+    @property
+    def line(self) -> str:
+        return unused_tools_line(self.offered, self.prompt_tokens)
+
+
+def unused_tools_line(offered: int, prompt_tokens: int | None) -> str:
+    """'3 tools offered (≈700 prompt tokens), none used'."""
+    cost = f" (≈{prompt_tokens:,} prompt tokens)" if prompt_tokens else ""
+    return f"{offered} tool{'s' if offered != 1 else ''} offered{cost}, none used"
+
+
 @dataclass
 class ToolRun:
     """The whole exchange: `messages` are the request's with every call, result and the final answer after."""
@@ -77,6 +104,7 @@ class ToolRun:
     final: Chunk | None = None
     hit_limit: bool = False
     stopped: bool = False
+    unused: UnusedTools | None = None  # tools were offered and the reply called none
 
 
 def function_name(server: str, tool: str) -> str:
@@ -103,7 +131,9 @@ class TurnSink(Protocol):
     """What a caller keeps of the loop as it goes (the chat writes each turn down): every method runs on the
     loop's thread, and the loop waits for it."""
 
-    def turn_ended(self, content: str, calls: list[PendingCall], final: Chunk | None) -> None: ...
+    def turn_ended(
+        self, content: str, calls: list[PendingCall], final: Chunk | None, unused: UnusedTools | None = None
+    ) -> None: ...
 
     def step_done(self, step: ToolStep) -> None: ...
 
@@ -165,8 +195,10 @@ class ToolLoop:
             calls = [] if last else list(parsed.tool_calls)
             run.messages.append(ChatMessage(role="assistant", content=parsed.content, tool_calls=calls or None))
             pending = [self._resolve(call, by_name)[0] for call in calls]
+            if not calls and turn == 0 and not last and specs and not cancel.is_set():
+                run.unused = UnusedTools(len(specs), self._tools_cost(messages, sampling, final))
             if sink is not None:
-                sink.turn_ended(parsed.content, pending, final)
+                sink.turn_ended(parsed.content, pending, final, run.unused)
             if cancel.is_set():
                 run.reply, run.stopped = parsed.content, True
                 return run
@@ -226,6 +258,22 @@ class ToolLoop:
         if handle.error is not None:
             raise HearthError(handle.error)
         return handle.result.text, handle.result.final
+
+    def _tools_cost(self, messages: list[ChatMessage], sampling: SamplingParams, final: Chunk | None) -> int | None:
+        """The prompt tokens the tools added: the first turn's prompt as the engine counted it, less the same
+        messages counted without tools (None when either count is missing)."""
+        with_tools = final.stats.prompt_tokens if final is not None and final.stats is not None else 0
+        if with_tools <= 0:
+            return None
+        handle = self.host.submit(CountJob(GenerateRequest(messages=messages, sampling=sampling)))
+        if not handle.wait(COUNT_TIMEOUT_S):  # the engine is busy: the note goes without its number
+            handle.cancel()
+            return None
+        if handle.error is not None:
+            logger.debug("could not count the prompt without tools: %s", handle.error)
+            return None
+        cost = with_tools - int(handle.result.prompt_tokens)
+        return cost if cost > 0 else None
 
     @staticmethod
     def _resolve(call: ToolCall, by_name: dict[str, McpTool]) -> tuple[PendingCall, str]:

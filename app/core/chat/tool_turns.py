@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
 
 from app.core.chat.operations import ChatOperations
-from app.core.chat.tool_loop import PendingCall, ToolStep
+from app.core.chat.tool_loop import PendingCall, ToolStep, UnusedTools
 from app.core.engines.base import Chunk
 
 logger = logging.getLogger(__name__)
@@ -36,8 +38,12 @@ class SavedTurns:
         self._parent = reply_id  # where the next row goes
         self.on_row = on_row
 
-    def turn_ended(self, content: str, calls: list[PendingCall], final: Chunk | None) -> None:
-        stats = final.stats if final is not None else None
+    def turn_ended(
+        self, content: str, calls: list[PendingCall], final: Chunk | None, unused: UnusedTools | None = None
+    ) -> None:
+        stats: dict[str, Any] | None = asdict(final.stats) if final is not None and final.stats is not None else None
+        if unused is not None:  # saved with the stats, so the note is there when the chat is opened again
+            stats = {**(stats or {}), **unused.as_stats()}
         reason = "tool_calls" if calls else (final.finish_reason if final is not None else None)
         stored = [{"id": c.id, "server": c.server, "tool": c.tool, "arguments": c.arguments} for c in calls]
         status = "stopped" if self.cancel is not None and self.cancel.is_set() else "done"

@@ -102,8 +102,8 @@ def context_warning(n_ctx: int | None) -> str:
         return ""
     return (
         f"The loaded model's context is {n_ctx:,} tokens. Coding agents such as Claude Code and Codex send "
-        f"10–30k-token system prompts: load it with {AGENT_MIN_CONTEXT:,} or more (Context for JIT loads below, "
-        "or the chat's context length) before connecting one."
+        f"10–30k-token system prompts: load it with {AGENT_MIN_CONTEXT:,} or more (Context when a request loads "
+        "it, below, or the chat's context length) before connecting one."
     )
 
 

@@ -63,14 +63,16 @@ class LoadSpec(BaseModel):
     # (else mean); "rank": a reranker's classification head scores the sequence (needs one in the file).
     pooling: Literal["mean", "cls", "last", "rank"] | None = None
     seed: int | None = None
-    chat_template: str | None = None  # override (from the library, never from a request)
+    # The user's pick for this model (Settings.chat_templates, never a request's): a built-in format's name
+    # (chat_formats.FORMATS, e.g. "gemma") or a template; None: the file's own, else its family's format.
+    chat_template: str | None = None
     # Sequences decoded together in one context (continuous batching; engines that cannot batch run one).
     # 1 is the single-stream path; the planner (preflight.plan_model with max_slots) says how many fit.
     slots: int = Field(1, ge=1, le=64)
-    # With slots: False gives each slot its own n_ctx cells (KV memory × slots; a sequence's output is the
-    # same token for token whatever runs beside it or sits in the other slots); True shares n_ctx cells
-    # among them (one slot's memory, llama-server's default; beside others, float rounding in attention
-    # may flip a near-tie token, so one prompt can get two answers at temperature 0).
+    # With slots: False gives each slot its own n_ctx cells (KV memory × slots; no other sequence's cells
+    # among a sequence's own); True shares n_ctx cells among them (one slot's memory, llama-server's
+    # default). Either way the rows decoded beside a sequence change its logits' last bits (llama.cpp's
+    # kernels are not batch-invariant), so a near-tie can flip at temperature 0: see `deterministic`.
     kv_unified: bool = False
     # With slots: RAM for the states of conversations evicted from a slot, restored when they come back.
     prompt_cache_mib: int = Field(1024, ge=0)
@@ -86,6 +88,12 @@ class LoadSpec(BaseModel):
     projector: Path | None = None
     # Tokens drafted per sequence and step, at most; None: the mode's own (drafts_at_most).
     draft_max: int | None = Field(None, ge=1, le=64)
+    # Replies that do not depend on what runs beside them: at temperature 0 (or with a seed) a prompt gets the
+    # same tokens alone or among other requests, cached or not. llama.cpp's kernels give a token other last
+    # bits in a batch of other rows, so each sequence is decoded on its own, prompts in whole aligned chunks,
+    # with no drafts (speculative is then off) and no prompt cache but a slot's own (llamacpp_exact). Costs
+    # the speed batching and drafting earn; needs kv_unified off.
+    deterministic: bool = False
 
     @model_validator(mode="after")
     def _draft_needs_a_model(self) -> LoadSpec:
@@ -93,6 +101,8 @@ class LoadSpec(BaseModel):
             raise ValueError('speculative="draft" needs a draft_model')
         if self.pooling is not None and not self.embedding:
             raise ValueError("pooling applies to a load for embeddings (embedding=True)")
+        if self.deterministic and self.kv_unified and self.slots > 1:
+            raise ValueError("deterministic replies need each slot's own KV cells (kv_unified=False)")
         return self
 
     def drafts_at_most(self) -> int:

@@ -1,9 +1,11 @@
 """Bounds on one embeddings request, and its cancel (security.md T40).
 
 2,048 inputs of 600 tokens held the engine thread for about 70 minutes (some 290 tokens/s) and went on
-after the client left. Every engine checks these before it tokenizes and before it embeds anything, and
-checks the job's cancel flag between inputs: one input is one decode, so a cancel lands within one input's
-time (at most the embeddings context: 2,048 tokens in the side context).
+after the client left; 2,048 inputs of two words held it for 93 s, when each input was its own decode. The
+engine now packs inputs into shared decodes (llamacpp_embed), so the work is their tokens plus a little per
+input, and that is what the cap counts. Every engine checks these before it tokenizes and before it embeds
+anything, and checks the job's cancel flag between decodes: a cancel lands within one decode's time (at most
+the embeddings context's tokens: 2,048 in the side context).
 """
 
 from __future__ import annotations
@@ -17,27 +19,44 @@ from app.core.engines.errors import MAX_PROMPT_CHARS, ContextLengthExceeded, Eng
 MAX_EMBED_INPUTS = 2048
 # Characters in all inputs together, before anything is tokenized: one prompt's cap, so tokenizing a request
 # costs at most what tokenizing one prompt does (about 2 s on a 2-core CPU). Ordinary text is 3-5 characters
-# a token, so this trips only where MAX_EMBED_TOKENS would after a tokenizer pass that this saves.
+# a token, so this trips only where MAX_EMBED_WORK would after a tokenizer pass that this saves.
 MAX_EMBED_CHARS = MAX_PROMPT_CHARS
-# Tokens in all inputs together: OpenAI's own cap, so a client's batching made for OpenAI (LangChain sends
-# 1,000 inputs a request) works here unchanged. At the 290 tokens/s above that is ~17 minutes of engine
-# time, which the cancel check below lets a client give back by leaving.
+# Tokens in all inputs together: OpenAI's own cap (token-id input is held to it before it is read).
 MAX_EMBED_TOKENS = 300_000
+# What one input costs beyond its tokens, counted in tokens: its own sequence in a shared decode, its pooled
+# vector read out, normalised and sent back. Measured with inputs packed: about 2 tokens' worth on an
+# all-MiniLM-L6-shaped BERT, too little to see on SmolLM2; 8 leaves room for the reply each input adds.
+EMBED_INPUT_COST = 8
+# The cap on one request's work: its tokens plus EMBED_INPUT_COST per input. Every request within OpenAI's own
+# caps (2,048 inputs, 300,000 tokens) fits, so a client's batching made for OpenAI (LangChain sends 1,000
+# inputs a request) works here unchanged. At the 290 tokens/s above that is ~18 minutes of engine time,
+# which the cancel check below lets a client give back by leaving.
+MAX_EMBED_WORK = MAX_EMBED_TOKENS + MAX_EMBED_INPUTS * EMBED_INPUT_COST
 
 
 class EmbeddingsTooLarge(EngineError):
-    """The request as a whole is over a cap (characters or tokens in all its inputs): the API's 413."""
+    """The request as a whole is over a cap (the characters of all its inputs, or their work: tokens plus
+    EMBED_INPUT_COST per input): the API's 413. `tokens`: given for the work cap, `amount` is then the work."""
 
     code = "request_too_large"
 
-    def __init__(self, what: str, amount: int, cap: int, n_inputs: int) -> None:
+    def __init__(self, what: str, amount: int, cap: int, n_inputs: int, tokens: int | None = None) -> None:
+        held = f"{amount:,} {what},"
+        if tokens is not None:  # the work cap: say how the request's work was counted
+            held = f"{tokens:,} tokens, {amount:,} counted with {EMBED_INPUT_COST} more for each input,"
         super().__init__(
-            f"the request's {n_inputs:,} inputs hold {amount:,} {what}, over the {cap:,}-{what[:-1]} cap on one "
-            "embeddings request; send them in smaller batches",
+            f"the request's {n_inputs:,} inputs hold {held} over the {cap:,}-{what[:-1]} cap on one embeddings "
+            "request; send them in smaller batches",
             param="input",
             amount=amount,
             cap=cap,
+            **({} if tokens is None else {"tokens": tokens}),
         )
+
+
+def embed_work(tokens: int, n_sequences: int) -> int:
+    """A request's work against MAX_EMBED_WORK: its tokens plus EMBED_INPUT_COST for each input (or pair)."""
+    return tokens + EMBED_INPUT_COST * n_sequences
 
 
 class EmbeddingInputTooLong(ContextLengthExceeded):
@@ -55,8 +74,8 @@ class EmbeddingInputTooLong(ContextLengthExceeded):
 
 
 class EmbeddingCancelled(EngineError):
-    """The job's cancel flag was set (its client left, the server stopping): raised between two inputs
-    (`unit`: what they are, "documents" for a rerank)."""
+    """The job's cancel flag was set (its client left, the server stopping): raised between two decodes
+    (`unit`: what the inputs are, "documents" for a rerank; `done`: how many were embedded)."""
 
     code = "cancelled"
 
@@ -96,11 +115,13 @@ def check_embed_tokens(lengths: Sequence[int], n_tokens: int) -> None:
         if n > n_tokens:
             raise EmbeddingInputTooLong(i, n, n_tokens)
     total = sum(lengths)
-    if total > MAX_EMBED_TOKENS:
-        raise EmbeddingsTooLarge("tokens", total, MAX_EMBED_TOKENS, len(lengths))
+    work = embed_work(total, len(lengths))
+    if work > MAX_EMBED_WORK:
+        raise EmbeddingsTooLarge("tokens", work, MAX_EMBED_WORK, len(lengths), tokens=total)
 
 
 def check_cancel(cancel: threading.Event | None, done: int, total: int, unit: str = "inputs") -> None:
-    """Between two inputs: raise EmbeddingCancelled once the job is cancelled."""
+    """Between two decodes (and two inputs while tokenizing): raise EmbeddingCancelled once the job is
+    cancelled."""
     if cancel is not None and cancel.is_set():
         raise EmbeddingCancelled(done, total, unit)

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.engines.base import (
     Capabilities,
@@ -26,8 +26,9 @@ from app.core.engines.base import (
     check_prompt_size,
     utf8,
 )
+from app.core.engines.chat_formats import choose_template
 from app.core.engines.errors import ContextLengthExceeded, EngineError, Unsupported
-from app.core.engines.images import is_image
+from app.core.engines.images import has_images, is_image
 from app.core.engines.llamacpp_embed import POOLING_RANK, POOLINGS, Embedder, pooling_for
 from app.core.engines.llamacpp_log import route_llama_logs
 from app.core.engines.llamacpp_options import (
@@ -50,10 +51,12 @@ from app.core.engines.llamacpp_vectors import VectorRequests
 from app.core.engines.llamacpp_vision import MediaChunk, Projector
 from app.core.engines.native_guard import NativeGuard, config_of, weights_of
 from app.core.engines.native_inflight import InflightMarkers, NativeActivity
-from app.core.engines.templates import CHATML_NOTICE
 from app.core.hardware.engines import LLAMACPP
 from app.core.models.roles import ModelRole, has_rank_head, role_of
 from app.core.native import import_native
+
+if TYPE_CHECKING:
+    from app.core.models.gguf import GGUFHeader
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ class LlamaCppEngine(VectorRequests):
         self._lib: Any = None
         self._spec: LoadSpec | None = None
         self._template: str | None = None
+        self._turn_end_ids: frozenset[int] = frozenset()  # the template's end-of-turn tokens (_open_turn_ends)
         self._bos_text = ""
         self._eos_text = ""
         self._embedder: Embedder | None = None
@@ -92,6 +96,7 @@ class LlamaCppEngine(VectorRequests):
         self._sequences: LlamaSequences | None = None  # slots > 1: the batched path
         self._batch_ctx: Any = None
         self._vision: Projector | None = None  # LoadSpec.projector, opened beside the slots
+        self._vision_problem = ""  # why LoadSpec.projector could not be opened (the model then reads text only)
 
     # -- loading -------------------------------------------------------------------------
 
@@ -154,15 +159,24 @@ class LlamaCppEngine(VectorRequests):
             if batched:
                 self._open_slots(spec, kwargs)
                 if spec.projector is not None:
-                    self._open_projector(spec.projector, kwargs["n_threads"], spec.n_gpu_layers != 0)
+                    self._open_projector(spec.projector, header, kwargs["n_threads"], spec.n_gpu_layers != 0)
         finally:
             activity.end()
         self.native_activity = activity
         model = self._llm._model
         self._bos_text = model.token_get_text(model.token_bos()) if model.token_bos() >= 0 else ""
         self._eos_text = model.token_get_text(model.token_eos()) if model.token_eos() >= 0 else ""
-        self._template = spec.chat_template or header.chat_template
-        notice = None if self._template else CHATML_NOTICE
+        choice = choose_template(
+            header.chat_template,
+            header.architecture,
+            _tokens(header.metadata.get("tokenizer.ggml.tokens")),
+            pre=_text(header.metadata.get("tokenizer.ggml.pre")),
+            override=spec.chat_template,
+        )
+        logger.info("%s: %s", path.name, choice.reason)
+        self._template = choice.source
+        notice = choice.notice
+        self._open_turn_ends(choice.stops)
         chat = not spec.embedding  # an embeddings context yields pooled vectors, not logits
         rank = spec.embedding and self._pooling == POOLING_RANK  # a rank-pooled context yields scores, not vectors
         # A chat model embeds too, through a second context on its weights (opened on first use).
@@ -188,7 +202,8 @@ class LlamaCppEngine(VectorRequests):
                 "architecture": header.architecture,
                 "add_bos": self._add_bos(),
                 "slots": spec.slots if batched else 0,
-                "speculative": spec.speculative if batched else "off",
+                "speculative": spec.speculative if batched and not spec.deterministic else "off",
+                "deterministic": batched and spec.deterministic,  # llamacpp_exact
                 "draft_model": spec.draft_model.name if batched and spec.draft_model is not None else "",
                 # What the native canary turned off for this machine, and why (empty when nothing was).
                 "turned_off": turned_off,
@@ -197,9 +212,20 @@ class LlamaCppEngine(VectorRequests):
                 "flash_attn": spec.flash_attn,
                 "n_gpu_layers": spec.n_gpu_layers,
                 "projector": self._vision.path.name if self._vision is not None else "",  # it sees images
+                "projector_problem": self._vision_problem,  # why a projector it was given is not open
+                # Which template runs (a format's name, "file" or "custom") and why, in a sentence.
+                "chat_template": choice.format or choice.origin,
+                "chat_template_reason": choice.reason,
             },
         )
         return self.info
+
+    def _open_turn_ends(self, stops: tuple[str, ...]) -> None:
+        """Hearth's own template ends a turn with these: each reply stops there. Those that are one control
+        token here are shown to the stop scanner (a control token is otherwise rendered as nothing)."""
+        self._turn_end_ids = single_token_ids(list(stops), self._tokenize_as, {}) if stops else frozenset()
+        if self._sequences is not None:
+            self._sequences.runner.turn_ends = stops
 
     def _open_slots(self, spec: LoadSpec, kwargs: dict[str, Any]) -> None:
         try:
@@ -212,14 +238,18 @@ class LlamaCppEngine(VectorRequests):
         kwargs["n_batch"] = runner.n_batch
         self._llm._ctx.close()  # the token context Llama opened: its buffers are not needed
 
-    def _open_projector(self, path: Path, n_threads: int, use_gpu: bool) -> None:
+    def _open_projector(self, path: Path, model: GGUFHeader, n_threads: int, use_gpu: bool) -> None:
+        """Open the model's vision. A projector that cannot be opened (another model's, a broken file) costs
+        the model its images, not its load: it chats as text, and an image is refused with the reason."""
         assert self._sequences is not None
         try:
-            validated_gguf(path)
+            _check_projector(path, model)
             self._vision = Projector(self._llm._model.model, path, n_threads, use_gpu)
-        except EngineError:
-            self.unload()
-            raise
+        except EngineError as exc:
+            self._vision_problem = f"its vision projector {path.name} could not be opened: {exc}"
+            name = Path(self._spec.path).name if self._spec is not None else "the model"
+            logger.warning("%s loads without images: %s", name, self._vision_problem)
+            return
         self._sequences.runner.vision = self._vision
 
     @property
@@ -235,6 +265,7 @@ class LlamaCppEngine(VectorRequests):
         if sequences is not None:
             sequences.runner.close()
         vision, self._vision = self._vision, None
+        self._vision_problem = ""
         if vision is not None:
             vision.close()  # before the weights it was opened on
         ctx, self._batch_ctx = self._batch_ctx, None
@@ -249,6 +280,7 @@ class LlamaCppEngine(VectorRequests):
         self.info = None
         self._spec = None
         self._template = None
+        self._turn_end_ids = frozenset()
         if llm is not None:
             try:
                 llm.close()
@@ -276,6 +308,8 @@ class LlamaCppEngine(VectorRequests):
         name = self.info.path.name if self.info is not None else "this model"
         media: dict[int, MediaChunk] = {}
         if request.messages is not None:
+            if self._vision is None and self._vision_problem and has_images(request.messages):
+                raise Unsupported(f"{name} cannot see images: {self._vision_problem}", param="images")
             template = ChatTemplate(self._template, self._bos_text, self._eos_text)
             ids, media = chat_ids(request, template, self._tokenize_as, self._vision, name)
         else:
@@ -334,7 +368,7 @@ class LlamaCppEngine(VectorRequests):
             raise ContextLengthExceeded(len(tokens), n_ctx)
         check_logit_bias(request.sampling.logit_bias, llm.n_vocab())
         grammar = build_grammar(self._lib, request, llm._model.vocab)
-        visible = single_token_ids(request.visible_tokens, self._tokenize_as, self._marker_ids)
+        visible = single_token_ids(request.visible_tokens, self._tokenize_as, self._marker_ids) | self._turn_end_ids
         return tokens, request.sampling, grammar, visible, media
 
     # -- helpers ---------------------------------------------------------------------------
@@ -347,3 +381,22 @@ class LlamaCppEngine(VectorRequests):
     def _add_bos(self) -> bool:
         # llama.cpp resolves tokenizer.ggml.add_bos_token (and its per-vocab default) for us.
         return bool(self._llm is not None and self._llm._model.add_bos_token())
+
+
+def _check_projector(path: Path, model: GGUFHeader) -> None:
+    """The projector's own checks (its header, and that its width is the model's) before libmtmd opens it:
+    libmtmd only says that it failed."""
+    from app.core.models.projector import model_width, projector_mismatch
+
+    reason = projector_mismatch(validated_gguf(path), model_width(model.metadata))
+    if reason is not None:
+        raise EngineError(reason)
+
+
+def _tokens(value: Any) -> list[str]:
+    """The vocabulary's token texts (a list; a summarized array is too large to be a real vocabulary)."""
+    return [t for t in value if isinstance(t, str)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

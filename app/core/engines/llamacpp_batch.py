@@ -4,9 +4,11 @@ Each `step` builds one llama_batch: the next token of every sequence that is dec
 of the sequences still reading their prompt, oldest first, up to n_batch in all. So a new prompt joins
 at the next step and a long one is read one chunk per step while the others keep streaming. Every
 sequence has its own sampler chain (grammar and penalties included), stop-string scanner and stats.
-The KV cache is either one stream per slot (each its own cells: a sequence computes exactly what it would
-alone) or unified (n_ctx cells shared; a free slot's cached tokens are dropped, least recently used first,
-when a running sequence needs their cells). Either way a free slot keeps its tokens as the prompt cache.
+The KV cache is either one stream per slot (each its own cells) or unified (n_ctx cells shared; a free
+slot's cached tokens are dropped, least recently used first, when a running sequence needs their cells).
+Either way a free slot keeps its tokens as the prompt cache. The rows decoded together change a token's
+logits in their last bits (llama.cpp's kernels are not batch-invariant); a deterministic load decodes each
+sequence on its own instead (llamacpp_exact).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from app.core.engines.base import Chunk, GenerationStats, Logprobs, SamplingPara
 from app.core.engines.errors import EngineError
 from app.core.engines.images import is_image
 from app.core.engines.llamacpp_batch_images import ImageReading, text_run
+from app.core.engines.llamacpp_exact import ExactDecoding
 from app.core.engines.llamacpp_grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp_logits import LogitRows
 from app.core.engines.llamacpp_options import TextStream, build_sampler, peak_memory_bytes, plain_greedy
@@ -50,7 +53,7 @@ class BatchSequence(SequenceState):
     media: dict[int, Any] | None = None  # the images' chunks by their runs' id (llamacpp_vision)
 
 
-class BatchRunner(SlotCache, ImageReading):
+class BatchRunner(SlotCache, ImageReading, ExactDecoding):
     """Owned by the engine host's thread, like the engine that made it."""
 
     def __init__(
@@ -65,7 +68,9 @@ class BatchRunner(SlotCache, ImageReading):
         unified: bool = False,
         cache_bytes: int = 0,
         speculator: Speculator | None = None,
+        deterministic: bool = False,
     ) -> None:
+        """`deterministic`: each sequence decoded on its own, prompts in aligned chunks (llamacpp_exact)."""
         self._lib = lib
         self._llm = llm
         self._ctx = ctx
@@ -88,8 +93,14 @@ class BatchRunner(SlotCache, ImageReading):
         self._order = 0
         self.cache = PromptCache(cache_bytes)
         self.speculator = speculator
+        self.deterministic = deterministic
+        self.chunk = max(1, int(lib.llama_n_ubatch(ctx.ctx)))
+        self._exact: dict[int, int] = {}
         self.grammar_budget_s = GRAMMAR_TOKEN_BUDGET_S  # per token, for sequences under a grammar
         self.vision: Any = None  # a llamacpp_vision.Projector when the model sees images
+        # Where the chat template's turn ends, for Hearth's own templates (chat_formats): every reply stops
+        # there, and reports it as the model's own end, not as a stop sequence the caller asked for.
+        self.turn_ends: tuple[str, ...] = ()
 
     # -- the host's interface ---------------------------------------------------------------------
 
@@ -117,7 +128,10 @@ class BatchRunner(SlotCache, ImageReading):
         if picked is None:
             raise EngineError("every slot is busy")
         slot, shared = picked
-        shared = self._reuse(slot, plan_reuse(slot, tokens, shared, self.cache, self._donors(slot)))
+        if self.deterministic:
+            shared = self._exact_shared(slot, tokens)
+        else:
+            shared = self._reuse(slot, plan_reuse(slot, tokens, shared, self.cache, self._donors(slot)))
         if shared >= len(tokens):
             shared = len(tokens) - 1  # re-read the last prompt token: fresh logits to sample from
         if shared < len(slot.tokens):
@@ -139,7 +153,7 @@ class BatchRunner(SlotCache, ImageReading):
             cancel=cancel,
             start=start,
             sampler=sampler,
-            stream=TextStream(sampling.stop),
+            stream=TextStream([*sampling.stop, *self.turn_ends]),
             visible=visible,
             pending=list(tokens[shared:]),
             stats=GenerationStats(prompt_tokens=len(tokens)),
@@ -162,7 +176,9 @@ class BatchRunner(SlotCache, ImageReading):
         began = time.perf_counter()
         batch = self._fill() if self._running else []
         decoding_only = all(s.next_token is not None for s, _, _ in batch)
-        if batch:
+        if batch and self.deterministic:
+            self._decode_each(batch)
+        elif batch:
             self._decode(batch)
         out: list[tuple[object, Chunk]] = []
         for seq in self._running:
@@ -199,6 +215,8 @@ class BatchRunner(SlotCache, ImageReading):
         if len(self._running) > 1:
             for s in self._running:
                 s.shared = True
+        if self.deterministic:
+            return self._exact_plan()
         decoding = [s for s in self._running if s.next_token is not None]
         reading = sorted((s for s in self._running if s.pending), key=lambda s: s.order)
         budget = self.n_batch - len(decoding)
@@ -370,7 +388,7 @@ class BatchRunner(SlotCache, ImageReading):
     def _end(self, seq: BatchSequence, reason: str, error: str | None = None, code: str | None = None) -> None:
         if seq.done:
             return
-        hit = seq.stream.hit if reason == "stop" else None
+        hit = seq.stream.hit if reason == "stop" and seq.stream.hit in seq.sampling.stop else None
         seq.finish(reason, seq.stream.flush(), peak_memory=peak_memory_bytes(), error=error, code=code, stop=hit)  # type: ignore[arg-type]
         seq.next_token = None
         seq.pending = []

@@ -65,6 +65,8 @@ class LlamaSequences:
 def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bool], bytes]) -> tuple[Any, BatchRunner]:
     """A context with n_seq_max = slots over one KV cache of n_ctx cells shared by all (kv_unified) or
     n_ctx cells per slot, and the BatchRunner on it. Raises EngineError when llama.cpp cannot open it."""
+    if spec.deterministic and spec.kv_unified and spec.slots > 1:
+        raise EngineError("deterministic replies need each slot's own KV cells: load with kv_unified off")
     internals = import_native("llama_cpp._internals")
     params = type(llm.context_params).from_buffer_copy(llm.context_params)  # same threads, cache types, FA
     params.n_ctx = spec.n_ctx if spec.kv_unified else spec.n_ctx * spec.slots
@@ -77,7 +79,9 @@ def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bo
     except Exception as exc:  # ValueError("Failed to create llama_context"), usually memory
         raise EngineError(f"llama.cpp could not open a {spec.slots}-slot context: {exc}") from exc
     drafter = None
-    if spec.draft_model is not None and spec.speculative in ("auto", "draft"):
+    # Deterministic: no drafts, as checking one decodes its tokens together (other rows, other kernels).
+    speculative = "off" if spec.deterministic else spec.speculative
+    if spec.draft_model is not None and speculative in ("auto", "draft"):
         from app.core.engines.llamacpp_draft import ModelDrafter
 
         try:
@@ -94,8 +98,9 @@ def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bo
         piece,
         spec.seed,
         spec.kv_unified,
-        spec.prompt_cache_mib * 1024 * 1024,
-        make_speculator(spec.speculative, spec.drafts_at_most(), drafter),
+        0 if spec.deterministic else spec.prompt_cache_mib * 1024 * 1024,  # a saved state is not exact
+        make_speculator(speculative, spec.drafts_at_most(), drafter),
+        spec.deterministic,
     )
     logger.info(
         "opened %d slots of %d tokens (%s KV cache)",

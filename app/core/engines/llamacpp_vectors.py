@@ -57,8 +57,8 @@ class VectorRequests:
         return Embeddings(vectors, sum(len(t) for t in tokens))
 
     def rerank(self, query: str, documents: list[str], cancel: threading.Event | None = None) -> Rankings:
-        """One relevance score per document (the reranker's raw logit: higher is more relevant), each from one
-        decode of its (query, document) pair laid out as llama-server does (llamacpp_rerank)."""
+        """One relevance score per document (the reranker's raw logit: higher is more relevant), each from its
+        (query, document) pair laid out as llama-server does (llamacpp_rerank), pairs sharing decodes."""
         llm = self._require()
         if not self.capabilities.rerank:
             raise Unsupported(not_a_reranker(self._role))

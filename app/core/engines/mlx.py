@@ -30,6 +30,7 @@ from app.core.engines.base import (
     ModelInfo,
     Rankings,
 )
+from app.core.engines.chat_formats import FORMATS
 from app.core.engines.errors import EngineError, Unsupported
 from app.core.engines.mlx_cache import HeldCache, align
 from app.core.engines.mlx_draft import untagged
@@ -100,7 +101,9 @@ class MlxEngine(MlxPrompts):
             self._hf.model_max_length = 1 << 62
         self._open_vision(folder, config)
         self.capabilities = self.capabilities.model_copy(update={"vision": self._vision is not None})
-        self._template = spec.chat_template or chat_template(folder, tok_config)
+        # A format picked by name (chat_formats) is its template; the end-of-turn stops are the folder's own.
+        picked = FORMATS[spec.chat_template].source if spec.chat_template in FORMATS else spec.chat_template
+        self._template = picked or chat_template(folder, tok_config)
         self._bos = token_text(tok_config.get("bos_token"))
         self._eos = token_text(tok_config.get("eos_token"))
         self._add_bos = bool(tok_config.get("add_bos_token")) and bool(self._bos)

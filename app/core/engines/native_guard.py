@@ -1,11 +1,15 @@
 """The native-crash canary: before this llama.cpp build first loads a weight-type set with a given set of
-risky features on this machine, a child process loads the model and decodes from a one-token prompt. A
-child that dies by a signal (or hangs) costs only itself: the load is retried with the riskiest feature off
-(extra CPU buffer types — the AMX and repack kernels —, then flash attention, then GPU offload) until one
-passes, and every result is remembered (app.core.hardware.native_checks), so a warm start runs nothing.
+risky features on this machine, a child process loads the model and runs what real use will run: a prompt
+of one full batch (the batch the load will decode prompts in, so the batched matrix kernels run), then a few
+generated tokens; or, for a model loaded for embeddings or ranking, one input that fills its batch through
+that pooled path. A child that dies by a signal (or hangs) costs only itself: the load is retried with the
+riskiest feature off (extra CPU buffer types — the AMX and repack kernels —, then flash attention, then GPU
+offload) until one passes, and every result is remembered (app.core.hardware.native_checks), so a warm start
+runs nothing.
 
-Found first on Intel Xeons with AMX, where llama.cpp's AMX buffer type crashes on the first decode
-(ggml-org/llama.cpp#20824); nothing here is specific to it.
+Found first on Intel Xeons with AMX, where llama.cpp's AMX buffer type crashes in its batched kernels
+(ggml-org/llama.cpp#20824): a one-token decode takes the single-row path and passed, and the real prompt then
+crashed the process. Nothing here is specific to it.
 """
 
 from __future__ import annotations
@@ -36,12 +40,20 @@ from app.core.hardware.native_checks import (
 
 logger = logging.getLogger(__name__)
 
-# The check's own context: big enough for a chat template's first turn, small enough to cost nothing.
+# The check's own context at least (a chat's is what a full batch and the generated tokens need, at most the
+# load's own): small, since the KV cache's size changes no kernel.
 CHECK_CTX = 256
+# Tokens the check generates after its prompt: single-token decodes, the other kernels a chat runs.
+CHECK_GENERATE = 4
+# Who made a record: passes of the first check (source "canary", a one-token prompt that never reached the
+# batched kernels) prove nothing about a full batch, so they are checked again; its failures still hold.
+CHECK_SOURCE = "canary-full-batch"
 # A load reads the weights once; give it a generous floor plus time for the bytes (a slow disk, a big GPU
-# upload), and never more than CHECK_TIMEOUT_MAX_S: past that a hang is a hang.
+# upload) and for the prompt (weight bytes × tokens a slow CPU reads per second: a 4 GB model's 512-token
+# batch in about a minute), and never more than CHECK_TIMEOUT_MAX_S: past that a hang is a hang.
 CHECK_TIMEOUT_MIN_S = 90.0
 CHECK_BYTES_PER_S = 150e6
+CHECK_PROMPT_BYTE_TOKENS_PER_S = 40e9
 CHECK_TIMEOUT_MAX_S = 600.0
 # Windows reports a crash as an NTSTATUS exit code instead of a signal.
 _WINDOWS_CRASHES = {
@@ -93,6 +105,17 @@ def ladder(requested: NativeConfig) -> list[NativeConfig]:
     return steps
 
 
+def check_shape(spec: LoadSpec) -> tuple[int, int]:
+    """The check's context and the tokens of its prompt for a load of `spec`: a prompt of one full batch as
+    the load will decode it, within a context that holds it and the generated tokens (never more than the
+    load's own). A load for embeddings decodes each input whole, its batch its context: the check fills it."""
+    if spec.embedding:
+        return spec.n_ctx, spec.n_ctx
+    batch = min(spec.n_batch, spec.n_ctx)  # the runner's batch (llamacpp_slots.open_slots)
+    n_ctx = min(spec.n_ctx, max(CHECK_CTX, batch + CHECK_GENERATE + 1))
+    return n_ctx, max(1, min(batch, n_ctx - CHECK_GENERATE - 1))
+
+
 def weights_of(tensor_types: list[str]) -> str:
     return ",".join(sorted({t.upper() for t in tensor_types}))
 
@@ -122,7 +145,9 @@ def subprocess_runner(command: list[str] | None = None) -> CheckRunner:
     def run(payload: dict[str, Any], timeout: float) -> CheckOutcome:
         argv = list(command or child_command())
         began = time.monotonic()
-        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # a crash leaves its native stack in the log
+        # A crash leaves its Python stack in the log; ggml's own backtrace on an abort forks gdb to attach,
+        # which costs the expected answer seconds (2 s against 5.5 s here, when ptrace is allowed at all).
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1", "GGML_NO_BACKTRACE": "1"}
         try:
             proc = subprocess.run(
                 argv,
@@ -219,7 +244,7 @@ class NativeGuard:
         result = GuardResult(spec)
         for config in self._steps(requested):
             record = self.store.find(fp, weights, config)
-            if record is None:
+            if record is None or (record.passed and record.source != CHECK_SOURCE):
                 record = self._check(fp, weights, spec, config)
                 result.checks_run += 1
                 if record is None:  # an ordinary error: the in-process load reports it
@@ -245,11 +270,16 @@ class NativeGuard:
         return steps
 
     def _check(self, fp: Fingerprint, weights: str, spec: LoadSpec, config: NativeConfig) -> CheckRecord | None:
+        n_ctx, prompt_tokens = check_shape(spec)
         checked = apply_config(spec, config).model_copy(
-            update={"n_ctx": min(spec.n_ctx, CHECK_CTX), "slots": 1, "speculative": "off", "draft_model": None}
+            update={"n_ctx": n_ctx, "slots": 1, "speculative": "off", "draft_model": None}
         )
-        payload = {"spec": json.loads(checked.model_dump_json())}
-        timeout = _timeout_for(Path(spec.path))
+        payload = {
+            "spec": json.loads(checked.model_dump_json()),
+            "prompt_tokens": prompt_tokens,
+            "generate": 0 if spec.embedding else CHECK_GENERATE,
+        }
+        timeout = _timeout_for(Path(spec.path), prompt_tokens)
         logger.info("checking %s with %s in a child process", Path(spec.path).name, config.key)
         outcome = self._runner(payload, timeout)
         logger.info("native check of %s (%s): %s %s", Path(spec.path).name, config.key, outcome.status, outcome.reason)
@@ -261,6 +291,7 @@ class NativeGuard:
             passed=outcome.status == "passed",
             reason=outcome.reason,
             model=Path(spec.path).name,
+            source=CHECK_SOURCE,
         )
         try:
             self.store.put(fp, record)
@@ -287,12 +318,13 @@ def _features_text(config: NativeConfig) -> str:
     return "with " + ", ".join(on) if on else "with every risky feature off"
 
 
-def _timeout_for(path: Path) -> float:
+def _timeout_for(path: Path, prompt_tokens: int = 1) -> float:
     try:
         size = sum(p.stat().st_size for p in _shards(path))
     except OSError:
         size = 0
-    return min(CHECK_TIMEOUT_MAX_S, CHECK_TIMEOUT_MIN_S + size / CHECK_BYTES_PER_S)
+    prompt_s = size * prompt_tokens / CHECK_PROMPT_BYTE_TOKENS_PER_S
+    return min(CHECK_TIMEOUT_MAX_S, CHECK_TIMEOUT_MIN_S + size / CHECK_BYTES_PER_S + prompt_s)
 
 
 def _shards(path: Path) -> list[Path]:

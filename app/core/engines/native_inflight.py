@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core.paths import open_private, private_dir
+
 logger = logging.getLogger(__name__)
 
 PHASES = {"loading": "loading", "decoding": "generating text", "embedding": "computing embeddings"}
@@ -85,8 +87,10 @@ class InflightMarkers:
         try:
             # No fsync: the marker has to outlive a crashed process, not a power cut (the OS keeps written
             # pages), and a decode run should not wait on the disk. The rename keeps a reader from half a file.
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(record), encoding="utf-8")
+            # The user's alone (0700 folder, 0600 file), as the rest of Hearth's data: it names their models.
+            private_dir(path.parent, tighten=True)
+            with open_private(tmp, "w") as f:
+                f.write(json.dumps(record))
             os.replace(tmp, path)
         except OSError as exc:  # a read-only data dir costs crash attribution, never the work itself
             logger.debug("could not write the in-flight marker: %s", exc)

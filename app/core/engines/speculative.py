@@ -6,7 +6,8 @@ while the sampled token equals the draft there. Every emitted token is drawn fro
 distribution given the tokens before it (speculative sampling with a point-mass draft is exact), and the
 chain sees exactly the tokens, and draws exactly the random numbers, it would without drafts: for a given
 seed the output is the one plain decoding gives, at any temperature. Drafts only change how many tokens
-one step yields.
+one step yields: exactly so up to llama.cpp's kernels, which give a draft's rows, checked together, other
+last bits than one row decoded alone (a near-tie can flip; a deterministic load drafts nothing).
 
 Drafts come from prompt lookup (the tokens that followed the latest earlier occurrence of the sequence's
 last few tokens, in its prompt and reply) or from a draft model (llamacpp_draft.py). "auto" sizes each

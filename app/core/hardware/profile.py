@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -111,6 +111,21 @@ class HardwareProfile:
 
     def engine(self, name: str) -> EngineAvailability | None:
         return next((e for e in self.engines if e.name == name), None)
+
+    def at_rest(self) -> HardwareProfile:
+        """This machine as if nothing else held memory: all its RAM available, each GPU's VRAM free. What it
+        can run, the same on every launch: free memory moves by the minute (other apps, the page cache,
+        models loaded), and a count of what "runs here" taken from it changed between two launches."""
+
+        def rested(g: GpuInfo) -> GpuInfo:
+            return replace(g, memory_free_bytes=g.memory_total_bytes, memory_used_bytes=0)
+
+        return replace(
+            self,
+            memory=replace(self.memory, available_bytes=self.memory.total_bytes or self.memory.available_bytes),
+            nvidia=replace(self.nvidia, gpus=[rested(g) for g in self.nvidia.gpus]),
+            amd_intel=replace(self.amd_intel, gpus=[rested(g) for g in self.amd_intel.gpus]),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,6 +14,9 @@ from app.core.units import fmt_bytes
 Action = Literal["download", "chat", "retry", "resume", "none"]
 
 SHORT_ERROR = 48  # characters of an error shown in place; the whole text goes in the tooltip
+# Why a Download (or a Retry) waits while the Hub cannot be reached: its tooltip, the banner says the rest.
+OFFLINE_WHY = "Hugging Face can't be reached, so nothing can be downloaded until Hearth is back online"
+NEEDS_THE_HUB = ("download", "retry", "resume")
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,26 @@ def button_view(
     request_error: str = "",
     can_download: bool = True,
     why_not: str = "",
+    offline: bool = False,
 ) -> ButtonView:
-    """The download (if any) wins over the library: a variant being fetched again shows its progress."""
+    """The download (if any) wins over the library: a variant being fetched again shows its progress.
+    `offline`: the Hub cannot be reached: what would need it (Download, Retry, Resume) is off, and says why."""
+    view = _view(item, progress, model, preparing, request_error, can_download, why_not)
+    if not (offline and view.enabled and view.action in NEEDS_THE_HUB):
+        return view
+    tooltip = f"{view.tooltip}\n{OFFLINE_WHY}" if view.error else OFFLINE_WHY
+    return ButtonView(view.text, False, view.action, tooltip, view.error)
+
+
+def _view(
+    item: DownloadItem | None,
+    progress: Progress | None,
+    model: LocalModel | None,
+    preparing: bool,
+    request_error: str,
+    can_download: bool,
+    why_not: str,
+) -> ButtonView:
     if preparing:
         return ButtonView("Preparing…", False, "none", "Reading the variant's files from the Hub")
     if item is not None and item.state != State.DONE:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.hub.names import is_allowed_file
-from app.core.library.projectors import is_projector, projector_beside
+from app.core.library.projectors import is_projector, pick_projector, projectors_beside
 from app.core.models.errors import ModelFileError
 from app.core.models.files import RepoFile, group_gguf, quant_label
 from app.core.models.gguf_split import parse_split_name, split_shard_names
@@ -34,10 +34,24 @@ class Skipped:
 class ImportResult:
     imported: list[LocalModel] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    # Another app's folders: those looked in, and those looked for and not there (so "nothing" says where).
+    searched: list[Path] = field(default_factory=list)
+    absent: list[Path] = field(default_factory=list)
 
     def extend(self, other: ImportResult) -> None:
         self.imported += other.imported
         self.skipped += other.skipped
+        self.searched += other.searched
+        self.absent += other.absent
+
+    def where(self) -> str:
+        """Which folders were looked in, as a sentence ("" when none were: a file or folder the user named)."""
+        parts = []
+        if self.searched:
+            parts.append("Looked in " + ", ".join(str(p) for p in self.searched) + ".")
+        if self.absent:
+            parts.append("Not there: " + ", ".join(str(p) for p in self.absent) + ".")
+        return " ".join(parts)
 
 
 def _validate(shards: Iterable[Path], *, weights: bool = True) -> str | None:
@@ -88,7 +102,14 @@ def _display_name(stem: str, quant: str | None, repo_id: str | None) -> str:
 
 
 def _add_gguf(
-    library: Library, shards: list[Path], mmproj: list[Path], *, source: str, repo_id: str | None, commit: str | None
+    library: Library,
+    shards: list[Path],
+    mmproj: list[Path],
+    *,
+    source: str,
+    repo_id: str | None,
+    commit: str | None,
+    name: str | None = None,
 ) -> LocalModel:
     from app.core.library.store import files_of
 
@@ -103,10 +124,11 @@ def _add_gguf(
     if existing is not None and existing.ready and existing.source == "download":
         return existing  # already in the library as a verified download
     split = parse_split_name(shards[0].name)
-    stem = split[0] if split else shards[0].name[: -len(".gguf")]
+    first = shards[0].name
+    stem = split[0] if split else (first[: -len(".gguf")] if first.lower().endswith(".gguf") else first)
     quant = quant_label(stem) or ftype
     return library.add(
-        name=_display_name(stem, quant, repo_id),
+        name=name or _display_name(stem, quant, repo_id),
         format="gguf",
         path=shards[0],
         files=files_of(shards + mmproj),
@@ -161,8 +183,9 @@ def import_path(
             raise ModelFileError(f"{path.name} is not a GGUF file")
         if is_projector(path):
             raise ModelFileError(f"{path.name} is a vision projector (mmproj), not a model")
-        projector = projector_beside(path)  # the model's vision
+        projector, misfits = projectors_beside(path)  # the model's vision, if one beside it fits it
         result.imported.append(_add_gguf(library, _shards(path), [projector] if projector is not None else [], **kw))
+        result.skipped += [Skipped(p, reason) for p, reason in misfits]
         return result
     if not path.is_dir():
         raise ModelFileError(f"no such file or folder: {path}")
@@ -170,16 +193,25 @@ def import_path(
         result.imported.append(_add_mlx(library, path, **kw))
         return result
     found = [RepoFile(p.relative_to(path).as_posix(), 0) for p in sorted(path.rglob("*.gguf")) if p.is_file()]
+    projectors = [path / f.path for f in found if is_projector(f.path)]
+    paired: set[Path] = set()
+    refused: dict[Path, str] = {}
     for g in group_gguf(found):
         first = path / g.files[0].path
         try:
             shards = _shards(first)
             if len(shards) != len(g.files):
                 raise ModelFileError(f"split GGUF {first.name} has stray shards next to it")
-            mmproj = [path / m.path for m in g.mmproj]
+            # Of every projector in the folder, one that fits this model (another model's may sit beside it).
+            projector, unfit = pick_projector(first, projectors, g.label)
+            refused.update(unfit)
+            mmproj = [projector] if projector is not None else []
             result.imported.append(_add_gguf(library, shards, mmproj, **kw))
+            paired.update(mmproj)
         except ModelFileError as exc:
             result.skipped.append(Skipped(first, str(exc)))
+    if result.imported:  # a projector no model here could use is said; one another model took is not
+        result.skipped += [Skipped(p, reason) for p, reason in refused.items() if p not in paired]
     if not result.imported:
         if result.skipped:
             raise ModelFileError("; ".join(s.reason for s in result.skipped))
@@ -261,8 +293,47 @@ def import_lmstudio(library: Library, roots: Iterable[str | os.PathLike[str]] | 
     result = ImportResult()
     for root in [Path(r).expanduser() for r in roots] if roots is not None else lmstudio_roots():
         if not root.is_dir():
+            result.absent.append(root)
             continue
+        result.searched.append(root)
         for publisher in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
             for model in sorted(p for p in publisher.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 _try(library, result, model, source="lmstudio", repo_id=f"{publisher.name}/{model.name}")
+    return result
+
+
+def import_ollama(library: Library, roots: Iterable[str | os.PathLike[str]] | None = None) -> ImportResult:
+    """Ollama's models, in place (ollama_import): each model blob once, named NAME:TAG (the `latest` tag when
+    several tags name one blob), with its projector when one fits it."""
+    from app.core.library.ollama_import import ollama_roots, scan_ollama
+
+    result = ImportResult()
+    for root in [Path(r).expanduser() for r in roots] if roots is not None else ollama_roots():
+        if not (root / "manifests").is_dir():
+            result.absent.append(root)
+            continue
+        result.searched.append(root)
+        found, refused = scan_ollama(root)
+        result.skipped += [Skipped(path, reason) for path, reason in refused]
+        by_blob: dict[Path, list[Any]] = {}
+        for model in found:
+            by_blob.setdefault(model.model, []).append(model)
+        for blob, tags in by_blob.items():
+            model = next((m for m in tags if m.name.endswith(":latest")), tags[0])
+            try:
+                projector, misfits = pick_projector(blob, [model.projector] if model.projector else [], None)
+                result.skipped += [Skipped(p, reason) for p, reason in misfits]
+                result.imported.append(
+                    _add_gguf(
+                        library,
+                        [blob],
+                        [projector] if projector is not None else [],
+                        source="ollama",
+                        repo_id=None,
+                        commit=None,
+                        name=model.name,
+                    )
+                )
+            except ModelFileError as exc:
+                result.skipped.append(Skipped(model.manifest, f"{model.name}: {exc}"))
     return result

@@ -23,7 +23,7 @@ from app.core.paths import private_database, private_dir
 logger = logging.getLogger(__name__)
 
 READY, QUARANTINED, MISSING = "ready", "quarantined", "missing"
-SOURCES = ("download", "import", "hf-cache", "lmstudio")
+SOURCES = ("download", "import", "hf-cache", "lmstudio", "ollama")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
     id TEXT PRIMARY KEY,
@@ -120,6 +120,37 @@ class Library:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._unique_names()
+
+    def _unique_names(self) -> None:
+        """Give every model a name of its own (a library written before names were kept unique may hold two
+        files of one name): the first added keeps it, the others are renamed as `add` names them."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, name, path FROM models ORDER BY added_at, id").fetchall()
+            seen: set[str] = set()
+            for r in rows:
+                if r["name"].lower() in seen:
+                    name = self._unique_name(r["name"], Path(r["path"]))
+                    self._db.execute("UPDATE models SET name = ? WHERE id = ?", (name, r["id"]))
+                    logger.info("library: %s renamed %s, as another model has its name", r["path"], name)
+                    seen.add(name.lower())
+                else:
+                    seen.add(r["name"].lower())
+
+    def _unique_name(self, name: str, path: Path, old: str | None = None) -> str:
+        """Under the lock: `name` if no other model (another path) has it, else `name (FOLDER)` with the
+        file's folder, else `name (2)`, `(3)`…; a model that already has one of these keeps it, so names stay
+        stable. The API's model ids are these names: two files of one name (a model and its vision copy)
+        would be two entries with one id."""
+        taken = {
+            r["name"].lower()
+            for r in self._db.execute("SELECT name FROM models WHERE path != ?", (str(path),)).fetchall()
+        }
+        folder = path.parent.name if path.parent.name else ""
+        candidates = [name] + ([f"{name} ({folder})"] if folder else []) + [f"{name} ({n})" for n in range(2, 1000)]
+        if old is not None and old in candidates and old.lower() not in taken:
+            return old
+        return next((c for c in candidates if c.lower() not in taken), f"{name} ({uuid.uuid4().hex[:6]})")
 
     def close(self) -> None:
         with self._lock:
@@ -193,9 +224,10 @@ class Library:
         now = time.time()
         with self._lock:
             old = self._db.execute(
-                "SELECT id, added_at, last_used_at FROM models WHERE path = ?", (str(path),)
+                "SELECT id, name, added_at, last_used_at FROM models WHERE path = ?", (str(path),)
             ).fetchone()
             model_id = old["id"] if old else uuid.uuid4().hex[:12]
+            name = self._unique_name(name, path, old["name"] if old else None)
             self._db.execute(
                 f"INSERT OR REPLACE INTO models ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (

@@ -58,6 +58,15 @@ class SecretStore:
             return self.keyring.get(name)
         return self._file().get(name)
 
+    def delete(self, name: str) -> None:
+        """Forget a secret (its server was removed, or the value is no longer secret); none there: nothing."""
+        if self.keyring is not None:
+            self.keyring.delete(name)
+            return
+        data = self._file()
+        if data.pop(name, None) is not None:
+            atomic_write_text(self.file, json.dumps(data, indent=2) + "\n")
+
 
 def _ref(server: str, kind: str, key: str) -> str:
     return f"mcp/{server}/{kind}/{key}"

@@ -11,6 +11,7 @@ saying so: a tool cannot flood the context.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import threading
@@ -24,6 +25,7 @@ from typing import Any, Literal, TextIO
 from app.core.errors import HearthError
 from app.core.mcp.config import CONFIG_NAME, McpConfig, McpConfigError, ServerEntry, load_config
 from app.core.mcp.secrets import SecretStore, with_secrets
+from app.core.paths import open_private, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,8 @@ START_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 120.0
 MAX_RESULT_CHARS = 32_000  # ~8k tokens: a page of output, not a dump
 BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 60.0)  # pauses before restarting a server that keeps failing
+NOISE_LINES = 3  # a server's stdout lines that are not JSON-RPC: this many logged a minute, the rest counted
+NOISE_WINDOW_S = 60.0
 
 Status = Literal["stopped", "starting", "ready", "failed"]
 
@@ -79,6 +83,81 @@ class _Connection:
     starting: asyncio.Future | None = None
     failures: int = 0
     retry_at: float = 0.0
+
+
+# The server whose connection the running task serves: set by its holder task, inherited by the tasks the
+# SDK's transport starts under it (the stdout reader among them), so a log record from there can name it.
+_serving: contextvars.ContextVar[str] = contextvars.ContextVar("mcp_server", default="")
+
+
+@dataclass
+class _Noise:
+    since: float
+    logged: int = 0
+    dropped: int = 0
+
+
+class StdoutNoise(logging.Filter):
+    """On the SDK's stdio transport logger, which logs a full traceback for every stdout line of a server that
+    is not JSON-RPC (a banner, a stray print): one short warning a line instead, NOISE_LINES a minute per
+    server at most, and a count of the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._noise: dict[str, _Noise] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Failed to parse JSONRPC"):
+            return True
+        name = _serving.get() or "?"
+        now = time.monotonic()
+        with self._lock:
+            noise = self._noise.setdefault(name, _Noise(now))
+            dropped = 0
+            if now - noise.since >= NOISE_WINDOW_S:  # a new minute: say how many the last one left out
+                dropped, noise.since, noise.logged, noise.dropped = noise.dropped, now, 0, 0
+            if noise.logged >= NOISE_LINES:
+                noise.dropped += 1
+                return False
+            noise.logged += 1
+        error = record.exc_info[1] if record.exc_info else None
+        more = f" ({dropped} more such lines not logged)" if dropped else ""
+        record.msg = "MCP server %s wrote a line that is not JSON-RPC on stdout (ignored): %s%s"
+        record.args = (name, _bad_line(error), more)
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+    def flush(self, name: str) -> None:
+        """A connection ended: the lines it left out, counted."""
+        with self._lock:
+            noise = self._noise.pop(name, None)
+        if noise is not None and noise.dropped:
+            logger.warning("MCP server %s wrote %d more lines that are not JSON-RPC on stdout", name, noise.dropped)
+
+
+def _bad_line(error: BaseException | None) -> str:
+    """The offending line, short: pydantic's error carries it as its input."""
+    line: Any = None
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        try:
+            line = errors()[0].get("input")
+        except Exception:  # another error type's errors(): fall back to the message
+            line = None
+    if not isinstance(line, str):
+        line = str(error).splitlines()[0] if error is not None else ""
+    return repr(line[:120] + ("…" if len(line) > 120 else ""))
+
+
+_NOISE = StdoutNoise()
+
+
+def _quiet_stdout_noise() -> None:
+    sdk = logging.getLogger("mcp.client.stdio")
+    if _NOISE not in sdk.filters:
+        sdk.addFilter(_NOISE)
 
 
 def result_text(result: Any, limit: int = MAX_RESULT_CHARS) -> ToolResult:
@@ -134,6 +213,7 @@ class McpServers:
         self._thread.start()
         self._connections: dict[str, _Connection] = {}
         self._logs: list[TextIO] = []
+        _quiet_stdout_noise()
         self.config_error = ""  # why mcp.json could not be read at the last reload ('' when it could)
         try:
             self.reload()
@@ -222,6 +302,7 @@ class McpServers:
         """The task that opens the connection, lists the tools, keeps it open until stopped, and closes it."""
         from mcp import Client
 
+        _serving.set(name)  # this task's context: the transport's tasks started below inherit it
         try:
             # "auto": a server of any protocol era (the 2026 discovery, else the initialize handshake).
             async with Client(self._server(name, conn.entry), mode="auto") as client:
@@ -246,6 +327,7 @@ class McpServers:
                 raise
         finally:
             conn.client = None
+            _NOISE.flush(name)
 
     def _server(self, name: str, entry: ServerEntry) -> Any:
         entry = with_secrets(name, entry, self.secrets)
@@ -262,11 +344,13 @@ class McpServers:
         return streamable_http_client(entry.url, http_client=http)
 
     def _errlog(self, name: str) -> TextIO:
+        log: TextIO
         if self.log_dir is None:
             log = open(os.devnull, "w")  # noqa: SIM115 (kept open for the process's life)
         else:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            log = open(self.log_dir / f"mcp-{name}.log", "a", encoding="utf-8")  # noqa: SIM115
+            # The user's alone, as hearth.log: a server's stderr can carry paths, prompts and its own secrets.
+            private_dir(self.log_dir)
+            log = open_private(self.log_dir / f"mcp-{name}.log", "a")
         self._logs.append(log)
         return log
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -309,6 +310,33 @@ def read_gguf_header(
         return _read(source, file_size, chunk_size, keep_array_items)
     except OSError as exc:
         raise ModelFileError(f"cannot read the GGUF header: {exc}") from exc
+
+
+def read_gguf_metadata_until(
+    path: str | os.PathLike[str], done: Callable[[dict[str, Any]], bool], *, chunk_size: int = 64 * 1024
+) -> dict[str, Any]:
+    """A file's metadata up to the first key after which `done(metadata)` holds (all of it when it never
+    does), with the same checks as `read_gguf_header`, no array's items kept. A cheap look at a leading value:
+    converters write general.* and the architecture's keys before the vocabulary, whose 100k strings take
+    seconds to walk. Raises ModelFileError like `read_gguf_header`."""
+    with FileSource(path) as fs:
+        try:
+            cursor = Cursor(fs, fs.size(), chunk_size, MAX_HEADER_BYTES, MAX_STRING_BYTES)
+            parser = _Parser(cursor, 0)
+            n_kv = parser.header()[2]
+            metadata: dict[str, Any] = {}
+            for i in range(n_kv):
+                key = cursor.string(f"key {i}")
+                if not key or key in metadata:
+                    raise ModelFileError(f"metadata key {i} is empty or repeated")
+                metadata[key] = parser.value(cursor.unpack("I", 4, f"type of {_q(key)}"), f"value of {_q(key)}")
+                if done(metadata):
+                    break
+        except OSError as exc:
+            raise ModelFileError(f"cannot read {fs.path}: {exc.strerror or exc}") from exc
+        except MemoryError as exc:
+            raise ModelFileError("GGUF header needs more memory than is available") from exc
+    return metadata
 
 
 def _read(source: ByteSource, file_size: int | None, chunk: int, keep: int) -> GGUFHeader:

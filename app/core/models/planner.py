@@ -109,8 +109,12 @@ def plan_load(
     options: LoadOptions | None = None,
     min_ctx: int = MIN_CONTEXT,
     max_slots: int | None = None,
+    within_trained: bool = True,
 ) -> Plan:
     """Plan a load: full GPU > partial > CPU at the largest context ≤ the requested one that fits.
+
+    `within_trained`: the context asked is lowered to the model's trained length first; off, it is planned
+    as asked (a load checked at the context it will really have: llama.cpp allocates what it is given).
 
     `max_slots`: plan the context and offload for one conversation, then give it as many parallel slots
     (each with its own n_ctx KV cells) as fit beside it, at most `max_slots` and at least one: fewer slots,
@@ -119,10 +123,11 @@ def plan_load(
     if max_slots is not None:
         if max_slots < 1:
             raise ValueError(f"max_slots must be at least 1, not {max_slots}")
-        single = plan_load(spec, machine, n_ctx=n_ctx, options=base.model_copy(update={"n_seq": 1}), min_ctx=min_ctx)
+        one = base.model_copy(update={"n_seq": 1})
+        single = plan_load(spec, machine, n_ctx=n_ctx, options=one, min_ctx=min_ctx, within_trained=within_trained)
         return add_slots(single, spec, max_slots)
     requested = n_ctx or base.n_ctx
-    if spec.n_ctx_train:
+    if spec.n_ctx_train and within_trained:
         requested = min(requested, spec.n_ctx_train)
     total_layers = spec.n_layers + 1  # the output layer counts as one more, as in llama.cpp
     for ctx in _contexts(requested, min_ctx):
@@ -153,7 +158,8 @@ def plan_load(
 
 def add_slots(single: Plan, spec: ModelSpec, max_slots: int) -> Plan:
     """`single` (a one-sequence plan) with the most slots ≤ `max_slots` that fit at its context and
-    offload, each slot with its own KV cells (kv_unified off: a reply is the same whatever runs beside it)."""
+    offload, each slot with its own KV cells (kv_unified off: no slot's reply waits on another's cells; the same
+    reply to the bit beside others needs LoadSpec.deterministic too, as llama.cpp's kernels are not batch-invariant)."""
     if not single.fits or max_slots <= 1:
         single.slots_requested = max_slots
         single.explanation = explain(single, spec)

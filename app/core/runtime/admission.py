@@ -16,7 +16,14 @@ from app.core.errors import HearthError
 from app.core.models.devices import Machine
 from app.core.models.memory import MemoryEstimate
 from app.core.models.spec import ModelSpec
-from app.core.runtime.preflight import LoadRefused, PreflightResult, check_model, fit_check, planned_load
+from app.core.runtime.preflight import (
+    LoadRefused,
+    ModelLimitReached,
+    PreflightResult,
+    check_model,
+    fit_check,
+    planned_load,
+)
 from app.core.runtime.residency import Candidate, Holding, beside, holding_of, pick_victims
 
 
@@ -60,6 +67,23 @@ def loaded_holding(slot: Resident) -> Holding:
     return holding_of(slot.estimate, mapped=slot.mapped, loaded=True, unified=slot.unified)
 
 
+def _check_cap(cap: int, others: list[Any], label: str) -> None:
+    """Refuse (ModelLimitReached) a model the cap on loaded models has no room for: those that cannot be
+    unloaded for it (pinned, or still loading) already fill it."""
+    if cap <= 0:
+        return
+    held = [s for s in others if s.pinned or not s.host.state.model]
+    if len(held) < cap:
+        return
+    pinned = [Path(s.key).name for s in held if s.pinned]
+    why = f"pinned: {', '.join(pinned)}" if pinned else "still loading"
+    raise ModelLimitReached(
+        f"{label} cannot be loaded: at most {cap} model{'s' if cap != 1 else ''} may be loaded at once "
+        f"(Settings → Server → Models loaded at once, or `hearth serve --max-models`), and the "
+        f"{'ones' if len(held) != 1 else 'one'} loaded cannot be unloaded for it ({why}). Unpin or unload one first."
+    )
+
+
 class PoolPreflight:
     def __init__(self, pool: Pool, slot: Resident) -> None:
         self.pool = pool
@@ -95,6 +119,29 @@ class PoolPreflight:
             self.slot.estimate = result.plan.estimate
         return result
 
+    def check_reload(self, spec: LoadSpec, fmt: str, loaded: PreflightResult | None) -> None:
+        """On the slot's host thread, before its loaded model is let go for a new load of itself: refuse one
+        that cannot fit even with this model and every unpinned one beside it unloaded, or that the cap on
+        loaded models has no room for. Nothing is unloaded or reserved here; the load's own preflight
+        then picks what to unload, as for any load."""
+        path = Path(spec.path).expanduser()
+        model = check_model(path, fmt)
+        if model is None:
+            return
+        with self.pool.lock:
+            others = self.pool.others(self.slot)
+            staying = [s for s in others if s.pinned or not s.host.state.model]
+            going = [s.holding for s in others if s not in staying and s.holding is not None]
+            kept = [s.holding for s in staying if s.holding is not None]
+            machine = beside(self.pool.machine(), kept, [*going, self.slot.holding or Holding()])
+        try:
+            fit_check(model, spec, machine, path.name)
+        except LoadRefused as exc:
+            pinned = [Path(s.key).name for s in staying if s.pinned]
+            if pinned:
+                raise LoadRefused(f"{exc}\nKept loaded (pinned): {', '.join(pinned)}.") from exc
+            raise
+
     def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> None:
         """Under the pool's lock: pick and retire the models to unload (the caller waits for them), and
         reserve what this one will hold, so an admission running next counts it."""
@@ -117,6 +164,7 @@ class PoolPreflight:
 
             picked = pick_victims(fits, loaded, pool.max_models, staying=len(others))
             if picked is None:
+                _check_cap(pool.max_models, others, label)
                 picked = []  # nothing to gain: the fit check then refuses with the planner's reasons
             victims = [s for s in others if s.key in {c.key for c in picked}]
             for victim in victims:

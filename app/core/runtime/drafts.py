@@ -130,6 +130,10 @@ class DraftPrefs:
     def setting(self) -> str:
         return self._settings().speculative
 
+    def deterministic(self) -> bool:
+        """Settings → Same answer every time, which rules drafting out (loads decode each sequence alone)."""
+        return self._settings().deterministic
+
     def picked(self, model_id: str) -> str | None:
         return self._settings().draft_models.get(model_id)
 

@@ -53,6 +53,7 @@ class Host(Protocol):
     def fail_with(self, handle: JobHandle, exc: BaseException) -> None: ...
     def set_state(self, **changes: Any) -> None: ...
     def calibrate(self, final: Chunk) -> None: ...
+    def must_grow(self, handle: JobHandle, job: GenerateJob) -> bool: ...
 
 
 @dataclass
@@ -119,7 +120,9 @@ class GenerationLoop:
     def _can_join(self, handle: JobHandle) -> bool:
         job = handle.job
         if isinstance(job, GenerateJob):
-            return self.runner.can_admit(job.request) and self._same_model(job.model)
+            # One that needs the load grown waits for the streams to end (the host grows it between jobs).
+            admit = self.runner.can_admit(job.request) and self._same_model(job.model)
+            return admit and not self.host.must_grow(handle, job)
         if isinstance(job, CountJob | EmbedJob | RerankJob):
             return self._same_model(job.model)
         return False

@@ -13,6 +13,7 @@ loaded model join the running ones between decode steps, and the queue holds onl
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -49,9 +50,14 @@ from app.core.runtime.jobs import (
     failure_code,
     same_path,
 )
-from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightResult
+from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightResult, ReloadCheck
 
 logger = logging.getLogger(__name__)
+
+# A load that may grow (an API load below its largest context) grows for a request whose prompt and reply do
+# not fit: by this room for a reply when the request bounds none, in steps of GROW_STEP tokens.
+GROW_REPLY_ROOM = 2048
+GROW_STEP = 4096
 
 # The engine thread's stack, the same on every OS (threads get 8 MiB on Linux, 512 KiB on macOS, 1 MiB on
 # Windows): llama.cpp's grammar parser recurses once per nesting level of a grammar, and the deepest one
@@ -90,6 +96,7 @@ class EngineHost(JobHost):
         *,
         queue_size: int = 8,
         preflight: Preflight | None = None,
+        reload_check: ReloadCheck | None = None,
         calibration: CalibrationStore | None = None,
         name: str = "hearth-engine",
         resolver: Resolver | None = None,
@@ -98,7 +105,11 @@ class EngineHost(JobHost):
     ) -> None:
         self.registry = registry
         self._jobs = JobQueue(queue_size)
-        self.preflight: Preflight = preflight or DefaultPreflight()
+        default = DefaultPreflight()
+        self.preflight: Preflight = preflight or default
+        # What a new load of the loaded model is checked with before it is let go (None: nothing; then a
+        # reload that does not fit is refused after the unload, and the model loaded back as it was).
+        self.reload_check = reload_check or (default.check_reload if preflight is None else None)
         self.calibration = calibration
         self.resolver = resolver
         self.jit = jit  # load the model a job names when another is loaded (any thread may change it)
@@ -107,6 +118,7 @@ class EngineHost(JobHost):
         self._state = HostState()
         self._engine: Engine | None = None
         self._preflight: PreflightResult | None = None
+        self._loaded: LoadJob | None = None  # the load in memory (with _engine): what a failed reload restores
         self._last_job_end = time.monotonic()
         # A daemon only as the last resort: shutdown() is the normal exit and joins; a native call
         # that never returns must not keep the process alive after that.
@@ -181,6 +193,7 @@ class EngineHost(JobHost):
     def set_state(self, **changes) -> None:
         if "model" in changes and changes["model"] is None:
             changes.setdefault("load", None)  # no model, no load
+            changes.setdefault("grow_to", 0)
         state = HostState(**{**self._state.__dict__, **changes, "queue_depth": self._jobs.waiting()})
         if state != self._state:
             decoding_changed = (state.status == "generating") != (self._state.status == "generating")
@@ -316,7 +329,7 @@ class EngineHost(JobHost):
         return self._require_engine()
 
     def _unload(self) -> None:
-        engine, self._engine, self._preflight = self._engine, None, None
+        engine, self._engine, self._preflight, self._loaded = self._engine, None, None, None
         if engine is not None:
             try:
                 engine.unload()
@@ -327,13 +340,31 @@ class EngineHost(JobHost):
         self.finish(handle, self._load_model(job, handle))
 
     def _load_model(self, job: LoadJob, handle: JobHandle) -> ModelInfo:
-        """Unload, check and load; raises HearthError (the host state says what went wrong)."""
+        """Unload, check and load; raises HearthError (the host state says what went wrong).
+
+        A new load of the model loaded now (another context, batch or cache: a request's num_ctx, LM Studio's
+        load options) is a reload: it is planned before the loaded model is let go, so a refusal leaves it
+        as it was, and a reload that fails anyway loads it back as it was, pin and all."""
+        before = self._loaded
+        reload = before is not None and same_path(before.spec.path, job.spec.path)
+        if reload and job.plan_check and self.reload_check is not None:
+            self.reload_check(job.spec, job.format, self._preflight)  # raises LoadRefused, having changed nothing
         self._unload()  # loading another model is an unload + load; frees memory before the fit check
         self.set_state(status="loading", model=None, source=None, error=None, slots_total=0, slots_busy=0)
+        try:
+            return self._load_now(job, handle)
+        except HearthError as exc:
+            if reload and before is not None and self._restore(before, exc):
+                raise
+            self.set_state(status="error", model=None, error=str(exc))
+            raise
+
+    def _load_now(self, job: LoadJob, handle: JobHandle | None) -> ModelInfo:
+        """Check and load `job` with nothing loaded; the state is left as "loading" on failure."""
         path = Path(job.spec.path)
         try:
             pre = self.preflight(job.spec, job.format, job.plan_check)
-            if handle.cancelled:
+            if handle is not None and handle.cancelled:
                 raise HearthError("load cancelled")
             engine = self.registry.create(job.format)
             try:
@@ -346,22 +377,71 @@ class EngineHost(JobHost):
                 raise
         except HearthError as exc:
             logger.warning("could not load %s: %s", path.name, exc)
-            self.set_state(status="error", model=None, error=str(exc))
             raise
         except Exception as exc:  # a native failure (T26) must leave the host alive
             logger.exception("loading %s failed", path.name)
-            message = f"could not load {path.name}: {exc}"
-            self.set_state(status="error", model=None, error=message)
-            raise HearthError(message) from exc
-        self._engine, self._preflight = engine, pre
+            raise HearthError(f"could not load {path.name}: {exc}") from exc
+        self._engine, self._preflight, self._loaded = engine, pre, job
         logger.info("loaded %s with %s", path.name, engine.name)
-        self.set_state(status="ready", model=info, load=job.spec, error=None, slots_total=loaded_slots(engine))
+        self.set_state(
+            status="ready", model=info, load=job.spec, grow_to=job.grow_to, error=None, slots_total=loaded_slots(engine)
+        )
         return info
+
+    def _restore(self, before: LoadJob, failure: HearthError) -> bool:
+        """After a failed reload: load the model back as it was. True if it is; the failure's message then
+        says so (the caller raises it)."""
+        try:
+            info = self._load_now(before, None)
+        except HearthError as exc:
+            logger.warning("could not load %s back as it was: %s", Path(before.spec.path).name, exc)
+            return False
+        failure.args = (f"{failure}\n{Path(info.path).name} stays loaded as it was (context {info.n_ctx:,}).",)
+        return True
 
     def _generate(self, handle: JobHandle, job: GenerateJob) -> None:
         """Every engine runs through the one loop: a batched one with its slots, any other as one stream."""
         engine = self._engine_for(job.model, handle)
+        if self.must_grow(handle, job):
+            engine = self._grow(handle)
         GenerationLoop(self, engine, runner_of(engine)).run(handle, job)
+
+    def must_grow(self, handle: JobHandle, job: GenerateJob) -> bool:
+        """Host thread: whether `job` needs more context than is loaded, and the load may grow for it. Its
+        prompt is counted only where the load can grow (an API load below its largest context), once."""
+        loaded, engine = self._loaded, self._engine
+        if loaded is None or engine is None or engine.info is None or loaded.grow_to <= loaded.spec.n_ctx:
+            return False
+        if handle.context_needed is None:
+            request = job.prepare(engine.info, engine.capabilities) if job.prepare is not None else job.request
+            try:
+                prompt = engine.count_tokens(request)
+            except HearthError:
+                prompt = 0  # the job fails as it starts, with its own reason
+            handle.context_needed = prompt + (request.sampling.max_tokens or GROW_REPLY_ROOM)
+        return handle.context_needed > loaded.spec.n_ctx
+
+    def _grow(self, handle: JobHandle) -> Engine:
+        """Reload the model with the context `handle` needs (at least double what it had, rounded up, at most
+        its load's ceiling), planned like any load: the first context and slot count that fits, else it
+        stays as it is and the job runs there (and is refused if its prompt does not fit)."""
+        loaded = self._loaded
+        assert loaded is not None and handle.context_needed is not None
+        needed = min(loaded.grow_to, -(-handle.context_needed // GROW_STEP) * GROW_STEP)
+        sizes = sorted({min(loaded.grow_to, max(needed, 2 * loaded.spec.n_ctx)), needed}, reverse=True)
+        for n_ctx in sizes:
+            for slots in range(loaded.spec.slots, 0, -1):
+                spec = loaded.spec.model_copy(update={"n_ctx": n_ctx, "slots": slots})
+                if slots == 1:
+                    spec = spec.model_copy(update={"kv_unified": False})
+                try:  # a reload: checked before the model is let go, so a size that cannot fit costs no reload
+                    logger.info("growing %s to %d tokens of context for job %d", spec.path.name, n_ctx, handle.id)
+                    self._load_model(dataclasses.replace(loaded, spec=spec), handle)
+                except HearthError as exc:
+                    logger.info("%s cannot grow to %d tokens × %d slots: %s", spec.path.name, n_ctx, slots, exc)
+                    continue
+                return self._require_engine()
+        return self._require_engine()
 
     def calibrate(self, final: Chunk) -> None:
         if self.calibration is not None and self._engine is not None:

@@ -84,12 +84,24 @@ class LoadJob:
     ttl_s: float | None = None  # see KEEP_FOREVER
     pin: bool | None = None  # keep loaded: never unloaded to make room nor when idle (None: as it was)
     focus: bool = True  # becomes what jobs that name no model run on (the chat's model); an API load does not
+    # The most context a request may grow this load to (reloaded, planned like any load, when a prompt and the
+    # room for its reply do not fit what is loaded); 0: it never grows (a load the person chose in the chat).
+    grow_to: int = 0
 
 
 @dataclass
 class UnloadJob:
     model: str | None = None  # None: the model in focus (the last one loaded)
     every: bool = False  # every loaded model
+    # A pinned model is unloaded only when the person asks in the app (Eject, Unload); a request over the API
+    # that would unload one (an unload route, keep_alive 0, a delete) fails with ModelPinned instead.
+    even_pinned: bool = False
+
+
+class ModelPinned(HearthError):
+    """An unload a pinned model refuses: it stays until it is unpinned (or ejected in the app)."""
+
+    code = "model_pinned"
 
 
 @dataclass
@@ -207,6 +219,7 @@ class JobHandle:
     error_code: str | None = None
     started: bool = False
     output_started: bool = False  # a chunk with text went to the sink
+    context_needed: int | None = None  # a generation's prompt + reply room, once the host counted it (host.py)
 
     def cancel(self) -> None:
         """Stop the job: skipped if still queued (its queue slot is free at once), stopped within one
@@ -264,3 +277,9 @@ class HostState:
     slots_busy: int = 0
     # How the loaded model was loaded (None: none is): what a caller that swaps it (a benchmark) restores.
     load: LoadSpec | None = None
+    grow_to: int = 0  # the most context a request may grow the loaded model to (LoadJob.grow_to; 0: it does not)
+
+    @property
+    def context_limit(self) -> int:
+        """The context a request to the loaded model can use: what it runs with, or what it grows to."""
+        return max(self.model.n_ctx if self.model is not None else 0, self.grow_to)

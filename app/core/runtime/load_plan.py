@@ -46,18 +46,30 @@ def plan_load(
     *,
     max_slots: int = 1,
     speculative: str | None = None,
+    deterministic: bool = False,
 ) -> ModelLoad:
     """`model` (its spec, from check_model) planned on `machine` at up to `asked_ctx` tokens of context and
-    `max_slots` parallel sequences; `speculative`: the n-gram drafting setting (None: as planned)."""
+    `max_slots` parallel sequences; `speculative`: the n-gram drafting setting (None: as planned);
+    `deterministic` (Settings → Same answer every time): a llama.cpp chat model decodes each sequence on its
+    own, so a reply is the same beside others as alone (no drafting; each slot its own KV cells)."""
     if model is not None and model.role != "chat":
         return _plan_encoder(path, model, machine, asked_ctx)
     if model is None or machine is None:
-        return ModelLoad(LoadSpec(path=path, n_ctx=min(asked_ctx, FALLBACK_CTX) or FALLBACK_CTX))
+        spec = LoadSpec(path=path, n_ctx=min(asked_ctx, FALLBACK_CTX) or FALLBACK_CTX)
+        return ModelLoad(same_answer(spec, fmt) if deterministic else spec)
     # An engine that cannot batch plans (and is checked for) one sequence.
     slots = max_slots if traits(fmt).batches else 1
     planned = plan_model(model, machine, asked_ctx, label=path.name, max_slots=slots)
     spec = spec_from_plan(path, planned.plan).model_copy(update={"speculative": speculation_for(fmt, speculative)})
-    return ModelLoad(spec, planned)
+    return ModelLoad(same_answer(spec, fmt) if deterministic else spec, planned)
+
+
+def same_answer(spec: LoadSpec, fmt: str) -> LoadSpec:
+    """`spec` with deterministic decoding where the engine offers it (llama.cpp): each slot its own KV cells,
+    no drafting. Other engines are left as they are."""
+    if not traits(fmt).llama_cpp_build:
+        return spec
+    return spec.model_copy(update={"deterministic": True, "kv_unified": False, "speculative": "off"})
 
 
 def _plan_encoder(path: Path, model: ModelSpec, machine: Machine | None, asked_ctx: int) -> ModelLoad:

@@ -34,6 +34,7 @@ from app.core.runtime.jobs import (
     JobHandle,
     LoadJob,
     ModelNotFound,
+    ModelPinned,
     ShutdownJob,
     Sink,
     UnloadJob,
@@ -251,10 +252,12 @@ class ModelPool(JobHost):
 
     def _new_slot(self, key: str) -> _Slot:
         slot = _Slot(key)
+        preflight = PoolPreflight(self, slot)
         slot.host = EngineHost(
             self.registry,
             queue_size=self._queue_size,
-            preflight=PoolPreflight(self, slot),
+            preflight=preflight,
+            reload_check=preflight.check_reload,
             calibration=self.calibration,
             name=self._name if not self._slots else f"{self._name}-{next(self._ids)}",
             resolver=self.resolver,
@@ -307,10 +310,18 @@ class ModelPool(JobHost):
                     slots = [slot]
                 else:
                     slots = [self._focus] if self._focus is not None else []
+                pinned = [Path(s.key).name for s in slots if s.pinned]
+                if pinned and not job.even_pinned:
+                    raise ModelPinned(
+                        f"{', '.join(pinned)} {'is' if len(pinned) == 1 else 'are'} pinned in Hearth and stays "
+                        'loaded; unpin it first (POST /models/load with "pin": false, or in the app)'
+                    )
                 for slot in slots:
                     self.retire(slot, "asked to")
         except ModelNotFound as exc:
             return _failed(job, sink, str(exc), "model_not_found")
+        except ModelPinned as exc:
+            return _failed(job, sink, str(exc), ModelPinned.code)
         handle = JobHandle(job=job, sink=sink)
 
         def finish() -> None:

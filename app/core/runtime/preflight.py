@@ -28,7 +28,17 @@ FALLBACK_CTX = 4096  # when the model does not say how long it was trained
 
 
 class LoadRefused(HearthError):
-    """The planner says the model will not fit; the message carries its explanation."""
+    """The planner says the model will not fit; the message carries its explanation. A 400 on the API:
+    the request asked for more than this machine holds (never a 500: nothing broke)."""
+
+    code = "does_not_fit"
+
+
+class ModelLimitReached(LoadRefused):
+    """Loading one more model would break the cap on loaded models (Settings, `serve --max-models`), and
+    the models in the way are pinned."""
+
+    code = "model_limit"
 
 
 @dataclass
@@ -62,6 +72,13 @@ class PlannedLoad:
 
 class Preflight(Protocol):
     def __call__(self, spec: LoadSpec, fmt: str, plan_check: bool) -> PreflightResult: ...
+
+
+class ReloadCheck(Protocol):
+    def __call__(self, spec: LoadSpec, fmt: str, loaded: PreflightResult | None) -> None:
+        """Before the model loaded now (`loaded`: its check) is let go for `spec`, a new load of the same file:
+        raise LoadRefused if `spec` cannot fit even once it is gone, so a refusal changes nothing."""
+        ...
 
 
 def format_for_path(path: str | Path) -> str:
@@ -157,6 +174,7 @@ def plan_model(
         options=options or LoadOptions(n_ctx=n_ctx),
         min_ctx=n_ctx if exact else MIN_CONTEXT,
         max_slots=max_slots,
+        within_trained=not exact,
     )
     try:
         predicted = predict_speed(model, plan)
@@ -227,6 +245,16 @@ class DefaultPreflight:
         if not plan_check:
             return PreflightResult(spec=model)
         return fit_check(model, spec, self.machine(), path.name)
+
+    def check_reload(self, spec: LoadSpec, fmt: str, loaded: PreflightResult | None) -> None:
+        model = check_model(Path(spec.path).expanduser(), fmt)
+        if model is None:
+            return
+        from app.core.runtime.residency import beside, holding_of
+
+        mapped = fmt == "gguf" and spec.use_mmap
+        going = holding_of(loaded.plan.estimate if loaded and loaded.plan else None, mapped=mapped, loaded=True)
+        fit_check(model, spec, beside(self.machine(), [], [going]), Path(spec.path).name)
 
 
 def planned_load(model: ModelSpec, spec: LoadSpec, machine: Machine, label: str = "") -> PlannedLoad:

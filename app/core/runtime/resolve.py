@@ -56,24 +56,33 @@ class ModelResolver:
         speculative: str | None = None,
         drafts: DraftFinder | None = None,
         draft_for: Callable[[LocalModel], str | None] | None = None,
+        template_for: Callable[[LocalModel], str | None] | None = None,
+        deterministic: bool = False,
     ) -> None:
         """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default);
         `remotes`: where `remote-name/model-id` names resolve when the library has no such model;
         `max_slots`: the parallel requests a load plans for (Settings → Parallel requests; 1: one at a time);
         `speculative`: speculative decoding for every load ("auto", "ngram", "off"; None: as planned);
         `draft_for(model)`: the library model picked to draft for it (Settings.draft_models, `serve
-        --draft-model`), used where `drafts` finds it can (same tokenizer, smaller, fits beside the plan)."""
+        --draft-model`), used where `drafts` finds it can (same tokenizer, smaller, fits beside the plan);
+        `template_for(model)`: the chat template picked for it (Settings.chat_templates), a format's name or a
+        template, carried to the engine in LoadSpec.chat_template."""
         self.library = library
         self.remotes = remotes
         self.machine = machine
         self.max_context = max_context
         self.max_slots = max_slots  # any thread may change it: the next plan uses it
         self.speculative = speculative  # any thread may change these two, like max_slots
+        self.deterministic = deterministic  # Settings → Same answer every time; any thread may change it
         self.draft_for = draft_for
         self.drafts = drafts
+        self.template_for = template_for  # any thread may change it, like draft_for
         self._lock = threading.Lock()
-        # (path, size, mtime, context asked, slots asked, speculative, draft asked) -> spec
-        self._planned: dict[tuple[str, int, int, int | None, int, str | None, str | None], LoadSpec] = {}
+        # (path, size, mtime, context asked, slots asked, speculative, draft asked, deterministic)
+        #   -> (spec, most it grows to)
+        self._planned: dict[
+            tuple[str, int, int, int | None, int, str | None, str | None, bool], tuple[LoadSpec, int]
+        ] = {}
         self._roles: dict[tuple[str, int, int], ModelRole] = {}  # file version -> what it is for, once read
 
     def find(self, name: str) -> LocalModel:
@@ -94,7 +103,8 @@ class ModelResolver:
             if spec is None:
                 raise
             return LoadJob(spec=spec, format=REMOTE_FORMAT)
-        return LoadJob(spec=self.load_spec(model), format=model.format)
+        spec, grow_to = self._load(model)
+        return LoadJob(spec=spec, format=model.format, grow_to=grow_to)
 
     def path_of(self, name: str) -> Path:
         """The file (or remote pseudo-path) `name` loads, without planning: how the pool finds the model a
@@ -109,19 +119,47 @@ class ModelResolver:
 
     def load_spec(self, model: LocalModel) -> LoadSpec:
         """How `model` loads by default on this machine (planned once per file version)."""
+        return self._load(model)[0]
+
+    def context_length(self, model: LocalModel) -> int:
+        """The context a request to `model` can use: what it loads with, or what it grows to if a request
+        needs more (what /v1/models and /api/show announce, so agents size their prompts by it)."""
+        spec, grow_to = self._load(model)
+        return max(spec.n_ctx, grow_to)
+
+    def sized(self, model: LocalModel, n_ctx: int) -> LoadSpec:
+        """`model`'s load with `n_ctx` tokens of context (a request's num_ctx, LM Studio's context_length),
+        at most its trained length: past it a model without rope scaling loses the thread, and llama.cpp
+        would allocate whatever it is given. Planned like any load when it is submitted."""
+        spec = self.load_spec(model)
+        trained = self._trained(model)
+        return spec.model_copy(update={"n_ctx": min(n_ctx, trained) if trained else n_ctx})
+
+    def _trained(self, model: LocalModel) -> int:
+        try:
+            spec = check_model(Path(model.path), model.format)
+        except ModelFileError:
+            return 0
+        return spec.n_ctx_train if spec is not None else 0
+
+    def _load(self, model: LocalModel) -> tuple[LoadSpec, int]:
+        """The planned load with the chat template picked for `model` (not part of the plan: a new pick
+        applies at the next load without planning again), and the most it grows to."""
+        spec, grow_to = self._planned_load(model)
+        template = self.template_for(model) if self.template_for is not None else None
+        return (spec.model_copy(update={"chat_template": template}) if template else spec), grow_to
+
+    def _planned_load(self, model: LocalModel) -> tuple[LoadSpec, int]:
         draft = self.draft_for(model) if self.draft_for is not None and traits(model.format).draft_model else None
-        key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative, draft)
+        key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative, draft, self.deterministic)
         with self._lock:
             cached = self._planned.get(key)
         if cached is not None:
             return cached
-        spec = self._plan(model, draft)
+        planned = self._plan(model, draft)
         with self._lock:
-            self._planned[key] = spec
-        return spec
-
-    def context_length(self, model: LocalModel) -> int:
-        return self.load_spec(model).n_ctx
+            self._planned[key] = planned
+        return planned
 
     def role(self, model: LocalModel) -> ModelRole:
         """What `model` is for (chat, embedding, rerank), read from its file when it is planned; a model whose
@@ -140,14 +178,18 @@ class ModelResolver:
                 role = self._roles.get(key, "chat")
         return role
 
-    def _plan(self, model: LocalModel, draft: str | None = None) -> LoadSpec:
-        load = self._plan_weights(model, draft)
+    def _plan(self, model: LocalModel, draft: str | None = None) -> tuple[LoadSpec, int]:
+        load, grow_to = self._plan_weights(model, draft)
         with self._lock:  # _plan_weights read the role from the file
             chat = self._roles.get(_file_key(Path(model.path)), "chat") == "chat"
         projector = projector_of(model) if chat else None
-        return load.model_copy(update={"projector": projector}) if projector is not None else load
+        return (load.model_copy(update={"projector": projector}) if projector is not None else load), grow_to
 
-    def _plan_weights(self, model: LocalModel, draft: str | None) -> LoadSpec:
+    def _plan_weights(self, model: LocalModel, draft: str | None) -> tuple[LoadSpec, int]:
+        """The load and the most context a request may grow it to (0: it does not grow). With the largest
+        context that fits asked (max_context 0), a chat model loads at its usual context (DEFAULT_CTX, as in
+        the chat) and grows, up to the largest that fits, when a request needs it: a JIT load of a 32k-token
+        model no longer reserves 32k tokens of KV cache per slot for a one-line question."""
         path = Path(model.path)
         try:
             spec = check_model(path, model.format)
@@ -160,12 +202,24 @@ class ModelResolver:
         asked = self._asked(spec) if spec is not None else FALLBACK_CTX
         if spec is not None and spec.role != "chat":
             asked = self.max_context or ENCODER_MAX_CONTEXT  # its trained length, within the encoders' cap
+        grow_to = 0
+        if spec is not None and spec.role == "chat" and self.max_context == 0 and machine is not None:
+            largest = plan_load(path, model.format, spec, machine, asked, max_slots=1).spec.n_ctx
+            start = min(default_context(spec), largest)
+            grow_to, asked = (largest, start) if largest > start else (0, asked)
         loaded = plan_load(
-            path, model.format, spec, machine, asked, max_slots=self.max_slots, speculative=self.speculative
+            path,
+            model.format,
+            spec,
+            machine,
+            asked,
+            max_slots=self.max_slots,
+            speculative=self.speculative,
+            deterministic=self.deterministic,
         )
         load = loaded.spec
         if spec is None or machine is None or spec.role != "chat" or loaded.planned is None:
-            return load
+            return load, grow_to
         if draft and self.drafts is not None and self.speculative != "off":  # a picked draft, unless turned off
             plan = loaded.planned.plan
             if traits(model.format).draft_alone:  # one slot with a draft model
@@ -176,7 +230,7 @@ class ModelResolver:
                 load = base.model_copy(update={"speculative": "draft", "draft_model": picked.path})
             else:
                 logger.warning("%s loads without a draft model: %s", model.name, picked.note)
-        return load
+        return load, grow_to
 
     def _asked(self, spec: ModelSpec) -> int:
         trained = spec.n_ctx_train or FALLBACK_CTX

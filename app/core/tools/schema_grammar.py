@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from app.core.tools.schema_limits import SchemaTooComplex, check_schema
+from app.core.tools.schema_limits import SchemaTooComplex, check_schema, ref_target
 from app.core.tools.types import ToolError
 
 __all__ = [
@@ -139,6 +139,10 @@ def expand_shorthands(pattern: str) -> str:
     return "".join(out)
 
 
+# Keywords whose values are JSON data rather than subschemas.
+_VALUES = frozenset({"const", "enum", "default", "examples"})
+
+
 def _braces(low: int, high: int | None) -> str:
     return f"{{{low},}}" if high is None else f"{{{low},{high}}}"
 
@@ -175,5 +179,50 @@ def _converter_class() -> type:
 
         def _visit_pattern(self, pattern: str, name: str) -> str:
             return str(super()._visit_pattern(expand_shorthands(pattern), name))
+
+        def resolve_refs(self, schema: dict[str, Any], url: str) -> dict[str, Any]:
+            """Every `$ref` registered as the schema its chain ends at. The converter's own walk stops at a
+            node holding a `$ref`, so the `$defs` beside a root `$ref` were never read and a chain
+            (d0 → d1) or a recursion through them failed as "cannot be followed"."""
+            finals: dict[str, tuple[str, Any]] = {}
+            found: list[dict[str, Any]] = []
+            stack: list[Any] = [schema]
+            while stack:  # a loop, not recursion: the limits allow 5,000 subschemas
+                node = stack.pop()
+                if isinstance(node, dict):
+                    if isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+                        found.append(node)
+                    # Values are data, not schemas: a `{"$ref": ...}` in a const stays as written.
+                    stack.extend(v for k, v in node.items() if k not in _VALUES)
+                elif isinstance(node, list):
+                    stack.extend(node)
+            self._ref_rules: dict[str, str] = {}
+            self._ref_names: set[str] = set()
+            self._ref_ends: dict[str, str] = {}
+            # Every chain followed on the schema as sent, before any $ref in it is rewritten.
+            ends = [ref_target(schema, node["$ref"], finals) for node in found]
+            for node, (end, target) in zip(found, ends, strict=True):
+                node["$ref"] = f"{url}{node['$ref']}"
+                self._refs[node["$ref"]] = target
+                self._ref_ends[node["$ref"]] = end
+            return schema
+
+        def _resolve_ref(self, ref: str) -> str:
+            """The rule for the schema `ref` ends at, made once under a name of its own. The converter named
+            it by the pointer's last part and reused any rule of that name, so a property called like a
+            `$defs` entry took its place."""
+            end = self._ref_ends.get(ref, ref)
+            rule = self._ref_rules.get(end)
+            if rule is None:
+                base = module.INVALID_RULE_CHARS_RE.sub("-", end.split("/")[-1]) or "ref"
+                rule, i = base, 0
+                while rule in module.RESERVED_NAMES or rule in self._rules or rule in self._ref_names:
+                    i += 1
+                    rule = f"{base}-ref{i}"
+                self._ref_names.add(rule)
+                self._ref_rules[end] = rule  # before the visit, so a recursion back to it finds it
+                self._ref_rules[end] = str(self.visit(self._refs[ref], rule))
+                rule = self._ref_rules[end]
+            return rule
 
     return BoundedConverter

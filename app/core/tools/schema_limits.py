@@ -13,7 +13,7 @@ from typing import Any
 from app.core.tools.pattern_shape import pattern_problem
 from app.core.tools.types import ToolError
 
-__all__ = ["LIMITS", "SchemaTooComplex", "check_schema"]
+__all__ = ["LIMITS", "RefProblem", "SchemaTooComplex", "check_schema", "ref_target"]
 
 # Why each number: nesting and node counts sit far above real schemas (OpenAI's structured outputs
 # allow 10 levels and 5,000 properties); lengths and item counts become `{m,n}` repetitions, which
@@ -46,10 +46,57 @@ class SchemaTooComplex(ToolError):
         return {"param": self.param}
 
 
+class RefProblem(ValueError):
+    """A `$ref` that cannot be followed: outside the schema, pointing at nothing, or a loop of references."""
+
+
+def _pointer(root: Any, ref: str) -> Any:
+    """What the JSON pointer in `ref` (``#/a/b``) names in `root`; RefProblem when it names nothing."""
+    target = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(target, dict) or part not in target:
+            raise RefProblem(f"{ref} points at nothing in the schema")
+        target = target[part]
+    return target
+
+
+def ref_target(root: Any, ref: Any, memo: dict[str, tuple[str, Any]]) -> tuple[str, Any]:
+    """The last reference of the chain `ref` starts, and the schema it names: a subschema that is itself
+    only a `$ref` (its other keywords are ignored, as the converter ignores them) is followed on. A chain
+    that comes back on itself names no schema at all: RefProblem. `memo` keeps each reference's answer,
+    so following every reference in a schema stays linear in the schema's size."""
+    path: list[str] = []
+    on_path: set[str] = set()
+    current = ref
+    while True:
+        # Only references inside the schema: a remote one would make Hearth fetch a URL a client chose.
+        if not isinstance(current, str) or not current.startswith("#/"):
+            via = f" ({ref} leads to {current!r})" if path else ""
+            raise RefProblem(f"only references inside the schema (#/...) are allowed{via}")
+        if current in memo:
+            found = memo[current]
+            break
+        if current in on_path:
+            loop = " → ".join([*path[path.index(current) :], current])
+            raise RefProblem(f"the references {loop} loop with no schema between them")
+        path.append(current)
+        on_path.add(current)
+        target = _pointer(root, current)
+        if not (isinstance(target, dict) and "$ref" in target):
+            found = (current, target)
+            break
+        current = target["$ref"]
+    for seen in path:
+        memo[seen] = found
+    return found
+
+
 class _Walk:
     def __init__(self, root: dict[str, Any], param: str) -> None:
         self.root = root
         self.param = param
+        self.refs: dict[str, tuple[str, Any]] = {}
         self.nodes = 0
         self.literal_chars = 0
         self.repetition = 0
@@ -143,15 +190,10 @@ class _Walk:
             )
 
     def _ref(self, ref: Any, field: str) -> None:
-        # Only references inside the schema: a remote one would make Hearth fetch a URL a client chose.
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            raise self.fail(field, "only references inside the schema (#/...) are allowed")
-        target: Any = self.root
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(target, dict) or part not in target:
-                raise self.fail(field, f"{ref} points at nothing in the schema")
-            target = target[part]
+        try:
+            ref_target(self.root, ref, self.refs)
+        except RefProblem as exc:
+            raise self.fail(field, str(exc)) from None
 
     def literal(self, path: str, value: Any) -> None:
         try:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QPushButton, QSpinBox, QWidget
 
 from app.core.models.memory import KV_CACHE_TYPES
+from app.core.runtime.chat_templates import AUTO, format_options
 from app.core.settings import MAX_PARALLEL_REQUESTS
 from app.ui.chat.load_plan import LoadPlanDefaults
 
+PASTE = "\0paste"  # the template combo's "Custom…": open the dialog to paste one
+
 
 class AdvancedForm(QWidget):
-    """The Advanced popover: overrides of the planner's defaults."""
+    """The Advanced popover: overrides of the planner's defaults. `custom_template_requested` when the
+    chat template's "Custom…" is chosen (the model bar opens the dialog)."""
+
+    custom_template_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -33,12 +40,20 @@ class AdvancedForm(QWidget):
             "from text already in the conversation and keeps drafting only while it measures faster; a draft "
             "model is a smaller one from your library with the same tokenizer"
         )
+        self.template = QComboBox()
+        self.template.setToolTip(
+            "How the conversation is written into the prompt: Auto uses the model file's template, or its "
+            "family's format when the file has none; the pick is kept for this model, on the API too"
+        )
+        self.template.activated.connect(self._template_activated)
+        self.set_template(None)
         self.reset = QPushButton("Planner defaults")
         form.addRow("Context length", self.n_ctx)
         form.addRow("GPU layers", self.gpu_layers)
         form.addRow("KV cache type", self.kv_type)
         form.addRow("Parallel slots", self.slots)
         form.addRow("Speculative decoding", self.speculative)
+        form.addRow("Chat template", self.template)
         form.addRow("", self.flash_attn)
         form.addRow("", self.reset)
 
@@ -58,6 +73,32 @@ class AdvancedForm(QWidget):
         for i in range(self.speculative.count()):
             if self.speculative.itemData(i)[:2] == want:
                 self.speculative.setCurrentIndex(i)
+
+    def set_template(self, pick: str | None) -> None:
+        """Show the model's chat template pick: None/AUTO, a format's name, or a pasted template."""
+        self.template.clear()
+        self.template.addItem("Auto", AUTO)
+        names = [name for name, _label in format_options()]
+        for name, label in format_options():
+            self.template.addItem(label, name)
+        if pick and pick not in names:
+            self.template.addItem("Custom (pasted)", pick)
+        self.template.addItem("Custom…", PASTE)
+        index = self.template.findData(pick or AUTO)
+        self.template.setCurrentIndex(index if index >= 0 else 0)
+        self._template_shown = self.template.currentIndex()
+
+    def template_pick(self) -> str | None:
+        """The chat template chosen: None for Auto, else a format's name or a pasted template."""
+        data = self.template.currentData()
+        return None if data in (None, AUTO, PASTE) else str(data)
+
+    def _template_activated(self, index: int) -> None:
+        if self.template.itemData(index) == PASTE:
+            self.template.setCurrentIndex(self._template_shown)  # until a template is saved
+            self.custom_template_requested.emit()
+        else:
+            self._template_shown = index
 
     def speculation(self) -> tuple[str, str, str]:
         """(LoadSpec.speculative, draft model id, its path) as chosen."""

@@ -26,6 +26,7 @@ from app.core.library.store import Library, LocalModel
 from app.core.mcp.servers import McpServers
 from app.core.models.devices import Machine
 from app.core.remote import FORMAT as REMOTE_FORMAT
+from app.core.runtime.chat_templates import TemplatePrefs
 from app.core.runtime.drafts import DraftPrefs
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
@@ -50,6 +51,10 @@ from app.ui.theme import restyle_by
 
 logger = logging.getLogger(__name__)
 
+SHORT_PAGE_HEIGHT = 700  # px of chat page: below it, the loaded-models strip keeps to one line
+TALL_PAGE_ROWS = 4  # loaded models listed over a taller chat before the others scroll
+COMPOSER_HEIGHT, SHORT_COMPOSER_HEIGHT = 110, 64  # px of message box: about five lines, or three
+
 
 class ChatPage(ConversationEdits, QWidget):
     reply_finished = Signal(int, object)  # message id, StreamResult
@@ -70,10 +75,12 @@ class ChatPage(ConversationEdits, QWidget):
         serving: Callable[[], bool] | None = None,
         tools: McpServers | None = None,
         tool_steps: Callable[[], int] = lambda: 10,
+        templates: TemplatePrefs | None = None,
     ) -> None:
         """`remote_models()`: the remote servers' models, listed in the picker beside the library's;
         `parallel`, `serving` (whether the API server is up) and `drafts`: what the model bar's loads plan
-        with (see ModelBar); `tools`: the MCP servers a conversation can turn on, `tool_steps` their limit."""
+        with (see ModelBar); `tools`: the MCP servers a conversation can turn on, `tool_steps` their limit;
+        `templates`: the chat template picked per model (the model bar's Advanced)."""
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -97,6 +104,7 @@ class ChatPage(ConversationEdits, QWidget):
             parallel=parallel,
             drafts=drafts,
             serving=serving,
+            templates=templates,
         )
         self.header = ChatHeader()
         self.thread_view = ThreadView(store, self.chats, self.writes, tasks=tasks)
@@ -288,6 +296,11 @@ class ChatPage(ConversationEdits, QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
         self.settings_dock.place()  # beside the chat, or in the thread's place, as the width allows
+        # A short window: the loaded models take one line (the others scroll) and the message box three,
+        # so the thread keeps most of the height.
+        short = event.size().height() < SHORT_PAGE_HEIGHT
+        self.model_bar.loaded_models.set_max_rows(1 if short else TALL_PAGE_ROWS)
+        self.composer.editor.setMaximumHeight(SHORT_COMPOSER_HEIGHT if short else COMPOSER_HEIGHT)
 
     def _on_host_state(self, state: HostState) -> None:
         """UI thread (re-posted by HostWatcher)."""

@@ -83,7 +83,10 @@ class ChatTools(QObject):
             self.notice.emit(str(exc), "error")
         states = self.servers.states()
         if not states:
-            empty = self.menu.addAction(f"No MCP servers yet: add them to {self.servers.config_path.name}")
+            # The real path, so a user can open it (or add one in Settings → Tools).
+            empty = self.menu.addAction(
+                f"No MCP servers yet: add them in Settings → Tools, or to {self.servers.config_path}"
+            )
             empty.setEnabled(False)
         for state in states:
             action = self.menu.addAction(f"{state.name} — {state.line}")

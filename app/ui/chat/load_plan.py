@@ -68,7 +68,17 @@ def plan_defaults(
     if model is None or machine is None:
         return LoadPlanDefaults(note="hardware not probed yet; using safe defaults")
     speculative = load_speculative(drafts.setting()) if drafts is not None else None
-    loaded = plan_load(path, fmt, model, machine, default_context(model), max_slots=max_slots, speculative=speculative)
+    same = drafts.deterministic() if drafts is not None else False
+    loaded = plan_load(
+        path,
+        fmt,
+        model,
+        machine,
+        default_context(model),
+        max_slots=max_slots,
+        speculative=speculative,
+        deterministic=same,
+    )
     if loaded.planned is None:
         return LoadPlanDefaults(n_ctx=loaded.spec.n_ctx, spec=loaded.spec, role=model.role, note="nothing to plan")
     planned = loaded.planned

@@ -17,6 +17,7 @@ from PySide6.QtGui import QColor, QImage, QStandardItem, QStandardItemModel
 
 from app.core.chat.attachments import THUMB_SIDE
 from app.core.chat.models import Message
+from app.core.chat.tool_loop import unused_tools_line
 from app.core.engines.base import GenerationStats
 from app.core.units import fmt_n
 from app.ui.chat.render import Rendered, look, look_generation, plain_html, render_message
@@ -104,9 +105,12 @@ def stats_line(stats: dict[str, Any] | None, finish_reason: str | None) -> str:
         draft_tokens=int(s.get("draft_tokens") or 0), draft_accepted=int(s.get("draft_accepted") or 0)
     )
     if (rate := drafts.acceptance_rate) is not None:  # speculative decoding drafted tokens
-        parts.append(f"drafts {100 * rate:.0f} % accepted")
+        # Plain words for "draft acceptance": the share of the tokens guessed ahead that the model kept.
+        parts.append(f"guessed ahead: {100 * rate:.0f} % kept")
     if finish_reason:
         parts.append(f"finish: {finish_reason}")
+    if s.get("tools_offered") and s.get("tools_used") == 0:  # tools rode in the prompt and went unused
+        parts.append(unused_tools_line(int(s["tools_offered"]), s.get("tools_prompt_tokens")))
     return " · ".join(parts)
 
 

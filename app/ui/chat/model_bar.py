@@ -28,9 +28,10 @@ from app.core.engines.traits import traits
 from app.core.library.projectors import projector_of, sees_images
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
+from app.core.runtime.chat_templates import TemplatePrefs
 from app.core.runtime.drafts import DraftPrefs, drafting_text
 from app.core.runtime.job_host import JobHost
-from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob, UnloadJob
+from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob
 from app.core.runtime.load_plan import chat_load_slots
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 from app.ui.chat.advanced_form import AdvancedForm
@@ -57,11 +58,13 @@ class ModelBar(QWidget):
         parallel: Callable[[], int] | None = None,
         drafts: DraftPrefs | None = None,
         serving: Callable[[], bool] | None = None,
+        templates: TemplatePrefs | None = None,
     ) -> None:
         """`remote_models()` lists the remote servers' models beside the library's; `parallel()` is the
         Parallel requests setting and `serving()` whether the API server is up: a load plans for that many
         slots while it is, else for one (chat_load_slots; all main thread); `drafts`: the Speculative
-        decoding setting and the draft model picked per model."""
+        decoding setting and the draft model picked per model; `templates`: the chat template picked per
+        model (the Advanced form's Chat template)."""
         super().__init__(parent)
         self.host, self.library, self.tasks = host, library, tasks
         self.machine_source = machine_source
@@ -70,6 +73,7 @@ class ModelBar(QWidget):
         self._planned_serving = False  # whether the shown plan counted the API server's slots
         self.remote_models = remote_models
         self.drafts = drafts
+        self.templates = templates
         self.defaults = LoadPlanDefaults()
         self._plan_ticket = 0  # the latest plan asked for
         self.state = HostState()
@@ -78,6 +82,7 @@ class ModelBar(QWidget):
         self._loading_name = ""
         self._loading_path: Path | None = None  # what `_loading_name` names
         self._shown_failure = ""  # the host's error text shown last (the host repeats it in later states)
+        self._chat_path: Path | None = None  # the model the chat ran on last (kept through a load's states)
 
         self.picker = QComboBox()
         self.picker.setMinimumWidth(180)
@@ -86,11 +91,9 @@ class ModelBar(QWidget):
         self.load_button = QPushButton("Load")
         self.load_button.setProperty("role", "primary")  # until the picked model is loaded (_render)
         self.load_button.clicked.connect(self.load_selected)
-        self.unload_button = QPushButton("Unload")
-        self.unload_button.setToolTip("Unload the model and free its memory")
-        self.unload_button.clicked.connect(self.unload)
         self.advanced = AdvancedForm()
         self.advanced.reset.clicked.connect(lambda: self.advanced.set_values(self.defaults))
+        self.advanced.custom_template_requested.connect(self.edit_template)
         menu = QMenu(self)
         action = QWidgetAction(menu)
         action.setDefaultWidget(self.advanced)
@@ -125,7 +128,9 @@ class ModelBar(QWidget):
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
-        for w in (self.picker, self.load_button, self.advanced_button, self.unload_button):
+        # No Unload here: each loaded model's row below has one (the chat's is marked "in chat"), so unloading
+        # is one action under one word, not a bar button beside a row button that looked like another.
+        for w in (self.picker, self.load_button, self.advanced_button):
             top.addWidget(w)
         top.addStretch(1)
         # The busy bar sits beside the status line, not the buttons: there it never widens the window.
@@ -141,9 +146,11 @@ class ModelBar(QWidget):
         error_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(error_row)
         layout.addWidget(self.details)
-        # Every loaded model, under the one the chat is on: which others hold memory, Pin and Eject them.
+        # Every loaded model, under the one the chat is on: which others hold memory, Pin and Unload them.
         self.loaded_models = LoadedModelsStrip(host, compact=True)
         layout.addWidget(self.loaded_models)
+        # "2 more loaded…" (a short window lists only the model in chat) ends the status line: no line of its own.
+        status_row.addWidget(self.loaded_models.more, 0, Qt.AlignmentFlag.AlignTop)
         self.refresh_models()
         self._render()
 
@@ -174,6 +181,7 @@ class ModelBar(QWidget):
         self._render()  # Load or Reload, for this pick
         self.defaults = LoadPlanDefaults()
         self.advanced.set_values(self.defaults)
+        self.advanced.set_template(self.templates.picked(model.id) if self.templates is not None else None)
         # Plans run on the pool and may finish out of order: only the latest pick's plan is shown.
         self._plan_ticket += 1
         ticket = self._plan_ticket
@@ -230,6 +238,7 @@ class ModelBar(QWidget):
             "speculative": mode if traits(model.format).ngram or mode == "draft" else "off",
             "draft_model": Path(draft_path) if mode == "draft" else None,
             "projector": projector_of(model),  # a vision model's mmproj, kept with its files
+            "chat_template": a.template_pick(),  # the picked format or template; None: the file's, else its family's
         }
         # An embedding model or reranker decodes a whole input at once: its batch is its context.
         pooled = {"n_batch": n_ctx, "n_ubatch": n_ctx}
@@ -246,11 +255,31 @@ class ModelBar(QWidget):
         self.load_spec(spec, model.format, model.name)
         if (library := self.library) is not None and model.source != "remote":
             self.tasks.run(lambda: library.touch(model.id), owner=self)
+        if (templates := self.templates) is not None and model.source != "remote":
+            # Kept for this model, as the draft pick is: the API's loads of it render with it too.
+            pick = a.template_pick()
+            if pick != templates.picked(model.id):
+                self.tasks.run(lambda: templates.remember(model.id, pick), None, self._template_failed, owner=self)
         if (prefs := self.drafts) is not None and traits(model.format).draft_model:
             # The pick (or dropping it) is remembered: the API server's loads of this model follow it.
             picked = draft_id or None
             if picked is not None or prefs.picked(model.id) is not None:
                 self.tasks.run(lambda: prefs.remember(model.id, picked), owner=self)
+
+    def edit_template(self) -> None:
+        """The Chat template dialog for the picked model; what it saves is shown in the Advanced form."""
+        from app.ui.chat_template_dialog import ChatTemplateDialog
+
+        model = self.picker.currentData()
+        if self.templates is None or model is None or model.source == "remote":
+            self._show_error("Pick a model from your library first.")
+            return
+        dialog = ChatTemplateDialog(model, self.templates, self.tasks, self)
+        if dialog.exec() and dialog.saved is not None:
+            self.advanced.set_template(dialog.saved)
+
+    def _template_failed(self, exc: BaseException) -> None:
+        self._show_error(f"The chat template was not kept: {exc}")
 
     def load_spec(self, spec: LoadSpec, fmt: str, name: str | None = None) -> bool:
         """Queue a load on the host; progress and errors come back through the host state."""
@@ -266,12 +295,6 @@ class ModelBar(QWidget):
         self.status.setText(f"Loading {self._loading_name}…")
         return True
 
-    def unload(self) -> None:
-        try:
-            self.host.submit(UnloadJob())
-        except (HostBusy, HostClosed) as exc:
-            self._show_error(str(exc))
-
     def set_measured(self, tok_s: float) -> None:
         if tok_s > 0 and self.state.model is not None:
             self.measured_tok_s, self._measured_path = tok_s, Path(self.state.model.path)
@@ -281,6 +304,7 @@ class ModelBar(QWidget):
     def host_state(self, state: HostState) -> None:
         """UI thread (re-posted by HostWatcher)."""
         self.state = state
+        self._follow_the_chat(state)
         if state.status == "error" and state.error:
             if state.error != self._shown_failure:  # state changes repeat it; a cleared one stays cleared
                 self._shown_failure = state.error
@@ -289,6 +313,23 @@ class ModelBar(QWidget):
             self._shown_failure = ""
             self._clear_error()
         self._render()
+
+    def _follow_the_chat(self, state: HostState) -> None:
+        """The chat moved to another model without the picker (its model was unloaded and a pool's other
+        model took the focus, or a request loaded one): the picker shows the model the chat now runs on,
+        unless the user has picked another one to load meanwhile."""
+        if state.model is None:
+            return
+        before, now = self._chat_path, Path(state.model.path)
+        self._chat_path = now
+        if before == now:
+            return
+        picked = self.picker.currentData()
+        if picked is not None and before is not None and Path(picked.path) != before:
+            return  # the user's own pick waits for its Load
+        index = next((i for i in range(self.picker.count()) if Path(self.picker.itemData(i).path) == now), -1)
+        if index >= 0:
+            self.picker.setCurrentIndex(index)
 
     def _show_error(self, text: str, details: str = "") -> None:
         self.error.setText(text)
@@ -348,7 +389,6 @@ class ModelBar(QWidget):
     def _render(self) -> None:
         s = self.state
         self.progress.setVisible(s.status == "loading")
-        self.unload_button.setEnabled(s.model is not None)
         self.load_button.setEnabled(s.status != "loading")
         # The next useful action is the accent: Load, until the picked model is loaded; then Send is.
         loaded = self.picked_is_loaded()

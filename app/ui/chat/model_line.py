@@ -58,7 +58,7 @@ def model_details(f: LoadedFacts) -> str:
     """The tooltip: engine, file, slots, layers, drafting, and the predicted against the measured speed."""
     lines = [f"Engine: {f.engine}", f"File: {f.file_name}", f"Context: {f.n_ctx:,} tokens per reply"]
     slots = "one reply at a time" if f.slots <= 1 else f"{f.slots} replies at once (chat and API)"
-    lines.append(f"Parallel slots: {slots}")
+    lines.append(f"Replies at once (parallel slots): {slots}")
     if f.offload:
         lines.append(f"Placement: {f.offload}")
     if f.drafting:

@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from app.core.chat.context import ContextPlan, Turn, estimate_tokens, fit_context, history_for_request
 from app.core.chat.models import Conversation
 from app.core.chat.operations import ChatOperations, SavedTurn
+from app.core.chat.rows import title_from_message
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
 from app.core.engines.base import GenerateRequest, ImageInput
 from app.core.runtime.job_host import JobHost
@@ -124,9 +125,7 @@ class ReplyController(QObject):
         conv = self.chats.get_conversation(conv_id) if conv_id is not None else _NEW_CONVERSATION
         images = tuple(a.image for a in draft.attachments)
         plan = self._plan(conv, [*self.thread_view.rows, UnsentTurn(text, images=images)])
-        title = " ".join(text.split())[:60] if conv.title == DEFAULT_TITLE else None
-        if conv.title == DEFAULT_TITLE and not title:
-            title = "Image"  # an image sent without a word
+        title = title_from_message(text, len(images)) if conv.title == DEFAULT_TITLE else None
         self.composer.clear()
         return self._save_then_reply(
             self.chats.send(conv_id, text, title=title, reply=plan.ok, images=images),
@@ -166,8 +165,20 @@ class ReplyController(QObject):
         plan = self._plan(conv, [*before, UnsentTurn(text, images=kept)])
         self.editing = None
         self.composer.clear()
+        # The first message named the chat: edited, it names it again (the list and an export say what the
+        # chat is now about). A title the user gave it stays.
+        retitled = False
+        if old.parent_id is None and conv.title == title_from_message(old.content, len(kept)):
+            title = title_from_message(text, len(kept))
+            if title and title != conv.title:
+                self.chats.rename(conv.id, title)  # reads show it at once; written on the writer thread
+                retitled = True
         return self._save_then_reply(
-            self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok), conv, plan, Draft(text)
+            self.chats.edit_and_resend(conv.id, msg_id, text, reply=plan.ok),
+            conv,
+            plan,
+            Draft(text),
+            retitled=retitled,
         )
 
     def _plan(self, conv: Conversation, turns: Sequence[Turn]) -> ContextPlan:

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -36,6 +37,7 @@ class StreamResult:
     stats: GenerationStats | None = None
     finish_reason: str | None = None
     error: str | None = None
+    extra_stats: dict[str, Any] | None = None  # shown with the stats: a reply's unused tools (tool_loop)
 
 
 class _Buffer:

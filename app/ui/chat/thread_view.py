@@ -177,6 +177,8 @@ class ThreadView(QWidget):
     def show_finished(self, msg_id: int, result: StreamResult) -> None:
         self._live.pop(msg_id, None)
         stats = asdict(result.stats) if result.stats is not None else None
+        if result.extra_stats:
+            stats = {**(stats or {}), **result.extra_stats}
         self.messages.finish(msg_id, result.status, result.text, stats, result.finish_reason, result.error)
         if self._follow and self.messages.row(msg_id) is not None:
             self.view.scrollToBottom()

@@ -128,7 +128,8 @@ class ToolReply(QObject):
         final = run.final
         status = "stopped" if run.stopped else "done"
         reason = "cancelled" if run.stopped else (final.finish_reason if final is not None else "stop")
-        return StreamResult(status, run.reply, final.stats if final is not None else None, reason)
+        extra = run.unused.as_stats() if run.unused is not None else None  # tools offered, none called
+        return StreamResult(status, run.reply, final.stats if final is not None else None, reason, extra_stats=extra)
 
     def wait(self, timeout: float) -> None:
         """Shutdown: stop, then wait for the loop to end (its turns are saved as they end)."""

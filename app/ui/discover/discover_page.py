@@ -14,6 +14,7 @@ from app.core.hub.repo_page import HubModel, load_hub_model, with_hub_variants
 from app.core.models.catalog import CatalogPick, ranked_catalog, ranking_note
 from app.core.models.devices import Machine, machine_from_profile
 from app.core.models.recommend import Variant
+from app.core.units import fmt_bytes
 from app.ui.discover.model_view import ModelView
 from app.ui.discover.recommended import RecommendedList
 from app.ui.discover.search import SearchPanel
@@ -54,6 +55,7 @@ class DiscoverPage(QWidget):
         self.feed: DownloadFeed | None = None
         self.machine: Machine | None = None
         self.picks: list[CatalogPick] = []
+        self._memory_note = ""  # what the ranking counted on (at_rest_note)
 
         title = QLabel("Discover")
         title.setObjectName("pageTitle")
@@ -110,17 +112,21 @@ class DiscoverPage(QWidget):
             w.set_feed(feed)
 
     def set_offline(self, offline: bool) -> None:
-        """Main thread: show or hide the offline banner (a Hub call could not reach it, or one got through)."""
+        """Main thread: show or hide the offline banner (a Hub call could not reach it, or one got through);
+        the Download buttons are off while it shows, and say why."""
         self.offline_banner.set_checking(False)
         self.offline_banner.setVisible(offline)
+        if self.feed is not None:
+            self.feed.set_offline(offline)
 
     def _search_failed(self, why: str) -> None:
         if is_offline(why):
             self.set_offline(True)
 
     def check_hub(self) -> None:
-        """Main thread: the banner's Retry. Ask the Hub for one search result on the pool; once it answers,
-        the buttons that failed for want of it offer Download again and a failed search runs again."""
+        """Main thread: at start (main.py) and the banner's Retry. Ask the Hub for one search result on the
+        pool; out of reach, the banner shows at once and Download waits; once it answers, the buttons that
+        failed for want of it offer Download again and a failed search runs again."""
         hub = self._hub
         self._tasks.run(lambda: hub().search(limit=1), lambda _page: self._hub_back(), self._hub_still_gone, owner=self)
 
@@ -136,18 +142,23 @@ class DiscoverPage(QWidget):
         self.set_offline(is_offline(exc))
 
     def set_profile(self, profile: HardwareProfile) -> None:
-        """Main thread: re-rank for a new hardware profile (the ranking runs on the pool)."""
+        """Main thread: re-rank for a new hardware profile (the ranking runs on the pool). The catalogue is
+        ranked against the machine at rest (all its memory), so "N of M run on this machine" says what it
+        can run and stays the same from one launch to the next; a model's own page and the Hub's search
+        plan against the memory free now."""
         machine = machine_from_profile(profile)
         self.machine = machine
+        self._memory_note = at_rest_note(profile)
         self.search.set_machine(machine)
-        self._tasks.run(lambda: self._ranker(machine), self._on_picks, self._on_error, owner=self)
+        rested = machine_from_profile(profile.at_rest())
+        self._tasks.run(lambda: self._ranker(rested), self._on_picks, self._on_error, owner=self)
 
     def _on_picks(self, picks: list[CatalogPick]) -> None:
         self.picks = picks
         self.recommended.set_picks(picks)
         # The list's own line counts the fits; say what the order means too (the core's rule).
         self.recommended.status.setWordWrap(True)
-        self.recommended.status.setText(ranking_note(picks))
+        self.recommended.status.setText(ranking_note(picks) + self._memory_note)
         self.picks_ready.emit(picks)
 
     def _on_error(self, exc: BaseException) -> None:
@@ -280,6 +291,20 @@ class DiscoverPage(QWidget):
     def _download_pick(self, pick: CatalogPick) -> None:
         if pick.best is not None:
             self.download_requested.emit(pick.best)
+
+
+def at_rest_note(profile: HardwareProfile) -> str:
+    """Why the count of models that run here does not move with free memory, in a sentence."""
+    mem = profile.memory
+    if not mem.total_bytes:
+        return ""
+    gpus = [g for g in profile.gpus if not g.integrated and g.memory_total_bytes]
+    vram = f" and {fmt_bytes(sum(g.memory_total_bytes for g in gpus))} of VRAM" if gpus else ""
+    return (
+        f" Counted on this machine's {fmt_bytes(mem.total_bytes)} of RAM{vram} with nothing else running"
+        f" ({fmt_bytes(mem.available_bytes)} is free now), so it does not change from day to day; a model's"
+        " page says whether it fits now."
+    )
 
 
 def _repo_order(pick: CatalogPick) -> list[Variant]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import shiboken6
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
@@ -16,7 +16,7 @@ from app.core.runtime.jobs import HostEvent, JobFailed, UnloadJob
 from app.ui.bridge import EventBridge
 from app.ui.theme import set_status
 from app.ui.widgets.elided_label import ElidedLabel
-from app.ui.widgets.resident_text import leaves_text, memory_text, status_text
+from app.ui.widgets.resident_text import leaves_text, leaves_tooltip, memory_text, status_text
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +42,14 @@ class ResidentRow(QWidget):
         self.pin = QToolButton()
         self.pin.setText("Pin")
         self.pin.setCheckable(True)
-        self.pin.setToolTip("Keep loaded: never unloaded to make room, nor for being idle")
         self.pin.setVisible(can_pin)  # a single engine host has one model and nothing to pin it against
+        self.pin.toggled.connect(self._show_pin)
         self.pin.toggled.connect(lambda on: self.pin_toggled.emit(self.key, on))
+        self._show_pin(False)
+        # One action under one word wherever a model is unloaded (the chat's bar has no second button for it).
         self.eject = QToolButton()
-        self.eject.setText("Eject")
-        self.eject.setToolTip("Unload this model and free its memory")
+        self.eject.setText("Unload")
+        self.eject.setToolTip("Unload this model now and free its memory (even if it is pinned)")
         self.eject.clicked.connect(lambda: self.eject_clicked.emit(self.key))
         metrics = self.fontMetrics()
         self.name.setMinimumWidth(metrics.horizontalAdvance("M" * 8))  # a few letters even when squeezed
@@ -74,11 +76,22 @@ class ResidentRow(QWidget):
         self.memory.setToolTip("What its load was planned to hold" if r.memory_bytes else "Not planned")
         self.status.setText("Unloading…" if unloading else status_text(r))
         self.leaves.setText(leaves_text(r))
+        self.leaves.setToolTip(leaves_tooltip(r))
         self.pin.blockSignals(True)  # showing the pool's pin is not the user asking for one
         self.pin.setChecked(r.pinned)
         self.pin.blockSignals(False)
+        self._show_pin(r.pinned)
         self.pin.setEnabled(not unloading)
         self.eject.setEnabled(not unloading)
+
+    def _show_pin(self, pinned: bool) -> None:
+        """The button says what a click does next: Pin, or Unpin once pinned."""
+        self.pin.setText("Unpin" if pinned else "Pin")
+        self.pin.setToolTip(
+            "Pinned: never unloaded to make room, nor for being idle. Unpin to let it go when room is needed"
+            if pinned
+            else "Keep it loaded: never unloaded to make room, nor for being idle"
+        )
 
     def texts(self) -> list[str]:
         """What the row says, for tests and accessibility."""
@@ -115,12 +128,24 @@ class LoadedModelsStrip(QWidget):
         self.notice.setVisible(False)
         self._rows_layout = QVBoxLayout()
         self._rows_layout.setSpacing(2 if compact else 4)
+        # Compact, over the chat on a short window: the model in chat only, and a "2 more loaded…" link that
+        # shows the others (set_max_rows), so the thread keeps its height. A compact strip's owner places the
+        # link on a line it already has (the chat's model bar: its status line).
+        self.max_rows = 0  # the most rows shown until "more" is clicked (0: all)
+        self.expanded = False
+        self.more = QLabel()
+        self.more.setObjectName("loadedMore")
+        self.more.setTextFormat(Qt.TextFormat.RichText)
+        self.more.linkActivated.connect(lambda _link: self.show_all(not self.expanded))
+        self.more.setVisible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0 if compact else 6, 0, 0)  # the title apart from what is above it
         layout.setSpacing(4)
         layout.addWidget(self.title)
         layout.addWidget(self.empty)
         layout.addLayout(self._rows_layout)
+        if not compact:
+            layout.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.notice)
 
         self._tick = QTimer(self, interval=TICK_MS)
@@ -153,6 +178,7 @@ class LoadedModelsStrip(QWidget):
                 self._rows_layout.addWidget(row)
             row.show_resident(r, r.key in self._unloading)
         self.empty.setVisible(not residents and not self.compact)
+        self._fit_rows()
         self._show_self()
         counting = any(r.idle_left_s is not None for r in residents)
         if counting and self.isVisible():
@@ -160,6 +186,34 @@ class LoadedModelsStrip(QWidget):
                 self._tick.start()
         else:
             self._tick.stop()
+
+    def set_max_rows(self, rows: int) -> None:
+        """Compact: show at most `rows` rows (0: all of them), the model in chat first; a "more" button
+        shows the others."""
+        self.max_rows = rows
+        self._fit_rows()
+
+    def show_all(self, expanded: bool) -> None:
+        """The "more" link: every row (True), or only `max_rows` of them again."""
+        self.expanded = expanded
+        self._fit_rows()
+
+    def _fit_rows(self) -> None:
+        rows = list(self.rows.values())
+        limited = 0 < self.max_rows < len(rows)
+        if limited and not self.expanded:
+            # The model in chat first, then the others in their order.
+            ordered = sorted(rows, key=lambda r: r.focus.isHidden())
+            shown = set(map(id, ordered[: self.max_rows]))
+            self.more.setText(f"<a href='more'>{len(rows) - len(shown)} more loaded…</a>")
+            self.more.setToolTip("Show every loaded model: its memory, Pin and Unload")
+        else:
+            shown = set(map(id, rows))
+            self.more.setText("<a href='fewer'>show fewer</a>")
+            self.more.setToolTip("")
+        for row in rows:
+            row.setVisible(id(row) in shown)
+        self.more.setVisible(limited)
 
     def show_notice(self, text: str) -> None:
         """UI thread: `text` for a while ("" clears it)."""
@@ -194,7 +248,7 @@ class LoadedModelsStrip(QWidget):
 
         self._unloading.add(key)
         try:
-            self.host.submit(UnloadJob(model=key), ended)
+            self.host.submit(UnloadJob(model=key, even_pinned=True), ended)  # the person asked: a pin yields
         except HearthError as exc:  # the host's queue is full, or it has shut down
             self._eject_failed(key, f"Could not unload {name}: {exc}")
             return

@@ -35,7 +35,19 @@ def leaves_text(r: Resident) -> str:
     if r.pinned:
         return "pinned"
     if r.ttl_s is None:
-        return "stays loaded"
+        return "kept while there's room"
     if r.idle_left_s is None:  # busy: the countdown starts when it is idle
         return f"unloads {duration_text(r.ttl_s)} after use"
     return f"unloads in {duration_text(r.idle_left_s)}"
+
+
+def leaves_tooltip(r: Resident) -> str:
+    """What `leaves_text` means, in a sentence."""
+    if r.pinned:
+        return "Pinned: it stays loaded until you unpin or unload it"
+    if r.ttl_s is None:
+        return (
+            "No idle time limit: it is unloaded only when another model needs its memory (or the model count"
+            " is reached), least recently used first. Pin it to keep it loaded."
+        )
+    return f"Unloaded once it has been idle for {duration_text(r.ttl_s)}; pin it to keep it loaded"

@@ -96,3 +96,49 @@ def test_function_names_are_what_the_api_allows():
     specs, by_name = as_functions(tools)
     assert list(by_name) == ["my_server__read_file", "x__y"]
     assert specs[1]["function"]["parameters"] == {"type": "object"}  # a non-object schema is not sent as is
+
+
+def test_a_reply_that_calls_no_tool_says_how_many_were_offered_and_what_they_cost(servers):
+    """Offered tools ride in every prompt: a reply that used none says how many and how many prompt tokens
+    they took (the prompt as the engine counted it, less the same messages counted without them)."""
+    import json
+    from pathlib import Path
+
+    from app.core.chat.tool_loop import UnusedTools
+    from app.core.engines.base import LoadSpec
+    from app.core.engines.fake import FakeEngine
+    from app.core.engines.registry import EngineRegistry
+    from app.core.runtime.host import EngineHost
+    from tests.ui.chat_harness import no_preflight
+
+    class ToolsInPrompt(FakeEngine):
+        """A fake whose prompt holds the tools' descriptions, as a real chat template's does."""
+
+        def render(self, request):
+            tools = " ".join(json.dumps(t) for t in request.tools or ())
+            return f"{tools} {super().render(request)}" if tools else super().render(request)
+
+    engines: list[FakeEngine] = []
+    registry = EngineRegistry()
+    registry.register("fake", "fake", lambda: engines.append(ToolsInPrompt(script="Hello there.")) or engines[-1])
+    host = EngineHost(registry, preflight=no_preflight, name="test-unused-tools")
+    host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=8192), "fake")
+    try:
+        run = ToolLoop(host, servers, lambda c: "once").run(ASK, GREEDY, ["tools"])
+        offered = engines[-1].generations[0].tools
+        words = sum(len(json.dumps(t).split()) for t in offered)
+        assert run.reply == "Hello there." and run.unused == UnusedTools(7, words)
+        assert run.unused.line == f"7 tools offered (≈{words:,} prompt tokens), none used"
+        assert run.unused.as_stats() == {"tools_offered": 7, "tools_used": 0, "tools_prompt_tokens": words}
+    finally:
+        assert host.shutdown(5)
+
+
+def test_a_reply_that_called_a_tool_has_no_unused_note(servers, make_host):
+    run = ToolLoop(make_host(scripted(call("add", a=1, b=1), "2")), servers, lambda c: "once").run(
+        ASK, GREEDY, ["tools"]
+    )
+    assert run.steps and run.unused is None
+    plain = ToolLoop(make_host(scripted("Just words.")), servers, lambda c: "once").run(ASK, GREEDY, ["tools"])
+    assert plain.unused is not None and plain.unused.offered == 7
+    assert plain.unused.prompt_tokens is None  # this fake leaves the tools out of its prompt: nothing to count

@@ -127,7 +127,10 @@ def test_gguf_without_template_uses_chatml_with_notice(tiny_models_dir):
     path = write_tiny_llama_gguf(tiny_models_dir / "no-template-F16.gguf", dtype="F16", chat_template=None)
     engine = load_llamacpp(path, n_ctx=256)
     try:
-        assert engine.info.chat_template is None
+        # A llama file whose vocabulary has ChatML's tokens: Hearth's ChatML, said so (chat_formats).
+        from app.core.engines.chat_formats import FORMATS
+
+        assert engine.info.chat_template == FORMATS["chatml"].source
         assert engine.info.template_notice and "ChatML" in engine.info.template_notice
         ids = engine.prompt_tokens(GenerateRequest(messages=[ChatMessage(role="user", content="hi")]))
         assert ids.count(IM_START_ID) == 2 and ids.count(IM_END_ID) == 1

@@ -17,10 +17,13 @@ import pytest
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.errors import EngineError
 from app.core.engines.native_guard import (
+    CHECK_GENERATE,
+    CHECK_SOURCE,
     RESULT_MARK,
     CheckOutcome,
     NativeGuard,
     apply_config,
+    check_shape,
     config_of,
     describe_exit,
     ladder,
@@ -39,7 +42,8 @@ FAKE_CHILD = textwrap.dedent(
     payload = json.loads(sys.stdin.read())
     spec = payload["spec"]
     with open(os.environ["FAKE_CHILD_LOG"], "a") as log:
-        log.write(json.dumps(spec) + "\\n")
+        extra = {{"_prompt_tokens": payload.get("prompt_tokens"), "_no_bt": os.environ.get("GGML_NO_BACKTRACE")}}
+        log.write(json.dumps({{**spec, **extra}}) + "\\n")
     on = {{"extra_bufts": spec["extra_bufts"], "flash_attn": spec["flash_attn"],
           "gpu_offload": spec["n_gpu_layers"] != 0}}
     crash_on = [f for f in os.environ.get("CRASH_ON", "").split(",") if f]
@@ -105,6 +109,20 @@ def test_apply_config_only_turns_features_off(tmp_path):
     assert apply_config(s, config_of(s)) is s
 
 
+def test_the_check_reads_a_full_batch_as_the_load_will():
+    """(context, prompt tokens) of the check: the load's batch whole, in a context just big enough for it and
+    the generated tokens (never more than the load's own); an embeddings load's batch is its context."""
+    model = Path("m.gguf")
+    assert check_shape(LoadSpec(path=model)) == (512 + CHECK_GENERATE + 1, 512)
+    big = LoadSpec(path=model, n_ctx=32768, n_batch=2048, n_ubatch=512)
+    assert check_shape(big) == (2048 + CHECK_GENERATE + 1, 2048)
+    assert check_shape(LoadSpec(path=model, n_ctx=300)) == (300, 300 - CHECK_GENERATE - 1)
+    assert check_shape(LoadSpec(path=model, n_ctx=64, n_batch=16, n_ubatch=16)) == (64, 16)
+    assert check_shape(LoadSpec(path=model, n_ctx=16)) == (16, 16 - CHECK_GENERATE - 1)
+    embed = LoadSpec(path=model, n_ctx=8192, n_batch=8192, n_ubatch=8192, embedding=True)
+    assert check_shape(embed) == (8192, 8192)
+
+
 def test_describe_exit_names_signals_and_windows_crash_codes():
     assert describe_exit(-signal.SIGSEGV) == "died with SIGSEGV"
     assert describe_exit(0xC0000005) == "died with an access violation"
@@ -121,8 +139,12 @@ def test_a_segfaulting_check_falls_back_and_is_remembered(tmp_path, fake_child, 
     assert result.turned_off == ["extra_bufts"]
     assert "SIGSEGV" in result.sentence and "extra CPU buffer types" in result.sentence
     assert [r["extra_bufts"] for r in runs()] == [True, False]
-    # The child loads the model itself, small: a one-slot 256-token context, no drafting
-    assert all(r["n_ctx"] <= 256 and r["slots"] == 1 and r["speculative"] == "off" for r in runs())
+    # The child loads the model itself, small (one slot, no drafting), and reads a prompt of the full batch
+    # the load will read prompts in (512), in a context that holds it and the tokens it generates
+    assert all(r["slots"] == 1 and r["speculative"] == "off" for r in runs())
+    assert all(r["_prompt_tokens"] == 512 == r["n_batch"] and r["n_ctx"] == 512 + CHECK_GENERATE + 1 for r in runs())
+    # An abort's expected answer skips ggml's gdb backtrace (seconds each)
+    assert all(r["_no_bt"] == "1" for r in runs())
 
     # A new process (a new guard on the same store) runs no child: the verdict is remembered
     again = guard(store, command).safe_spec(spec(tmp_path), ["F32", "Q4_0"])
@@ -187,6 +209,30 @@ def test_a_corrupt_store_is_ignored_and_rewritten(tmp_path, fake_child):
     result = guard(store, command).safe_spec(spec(tmp_path), ["F16"])
     assert result.checks_run == 1
     assert len(NativeCheckStore(store).records(FP)) == 1
+
+
+def test_a_pass_of_the_one_token_check_is_checked_again_and_its_crashes_still_hold(tmp_path, fake_child, monkeypatch):
+    """A store written by the first check (a one-token prompt, source "canary"): its pass proves nothing about
+    a full batch, so that configuration is checked again; its crash is still a crash, checked no more."""
+    from app.core.hardware.native_checks import CheckRecord
+
+    command, runs = fake_child
+    monkeypatch.setenv("CRASH_ON", "extra_bufts")
+    store = tmp_path / "c.json"
+    on = {"extra_bufts": True, "flash_attn": False, "gpu_offload": False}
+    NativeCheckStore(store).put(FP, CheckRecord("Q4_0", on, True, "", "model.gguf", source="canary"))
+    result = guard(store, command).safe_spec(spec(tmp_path), ["Q4_0"])
+    assert result.spec.extra_bufts is False and result.checks_run == 2
+    assert [r["extra_bufts"] for r in runs()] == [True, False]
+    assert {(r.passed, r.source) for r in NativeCheckStore(store).records(FP)} == {
+        (False, CHECK_SOURCE),
+        (True, CHECK_SOURCE),
+    }
+
+    old_crash = tmp_path / "old.json"
+    NativeCheckStore(old_crash).put(FP, CheckRecord("Q8_0", on, False, "died with SIGSEGV", source="canary"))
+    again = guard(old_crash, command).safe_spec(spec(tmp_path), ["Q8_0"])
+    assert again.spec.extra_bufts is False and again.checks_run == 1  # only the step below it
 
 
 # -- crashes nobody foresaw: in-flight markers ----------------------------------------------------

@@ -284,3 +284,28 @@ def test_persists_across_instances_and_uses_wal(tmp_path):
     assert lib2.get(m.id) == m
     assert lib2._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     lib2.close()
+
+
+def test_two_files_of_one_name_get_names_of_their_own_that_stay(library, gguf_copy, tmp_path):
+    """A model and its vision copy in another folder were two entries with one name, so one API id (issue 46)."""
+    plain = import_path(library, gguf_copy(tmp_path / "plain" / "tiny.gguf")).imported[0]
+    seeing = import_path(library, gguf_copy(tmp_path / "vision" / "tiny.gguf")).imported[0]
+    third = import_path(library, gguf_copy(tmp_path / "a" / "vision" / "tiny.gguf")).imported[0]
+    assert (plain.name, seeing.name, third.name) == ("tiny", "tiny (vision)", "tiny (2)")
+    assert library.find("tiny (vision)").id == seeing.id and library.find("tiny").id == plain.id
+    # Imported again, each keeps its name; reopened, too.
+    assert import_path(library, seeing.path).imported[0].name == "tiny (vision)"
+    assert import_path(library, plain.path).imported[0].name == "tiny"
+    reopened = Library(library.models_dir, library.db_path)
+    assert sorted(m.name for m in reopened.list()) == ["tiny", "tiny (2)", "tiny (vision)"]
+    reopened.close()
+
+
+def test_a_library_written_with_two_models_of_one_name_is_mended_on_open(library, gguf_copy, tmp_path):
+    first = import_path(library, gguf_copy(tmp_path / "one" / "tiny.gguf")).imported[0]
+    second = import_path(library, gguf_copy(tmp_path / "two" / "tiny.gguf")).imported[0]
+    with library._lock:  # as an older Hearth wrote it
+        library._db.execute("UPDATE models SET name = 'tiny' WHERE id = ?", (second.id,))
+    reopened = Library(library.models_dir, library.db_path)
+    assert {m.id: m.name for m in reopened.list()} == {first.id: "tiny", second.id: "tiny (two)"}
+    reopened.close()

@@ -144,3 +144,25 @@ def test_a_broken_file_means_no_servers_and_says_why_until_it_is_fixed(tmp_path)
         assert [s.name for s in servers.states()] == ["tools"] and servers.config_error == ""
     finally:
         servers.close()
+
+
+def test_a_server_that_prints_junk_on_stdout_gets_one_short_warning_a_line_and_then_a_count(tmp_path, caplog):
+    """The SDK logs a traceback for each line; Hearth's log gets NOISE_LINES short lines a minute for the
+    server, then how many more there were, and the server still works."""
+    from app.core.mcp.servers import NOISE_LINES
+
+    caplog.set_level(logging.DEBUG)
+    store = configure(
+        tmp_path, {"noisy": {"command": sys.executable, "args": [SERVER], "env": {"MCP_TEST_JUNK": "10"}}}
+    )
+    servers = McpServers(tmp_path, store, log_dir=tmp_path / "logs")
+    try:
+        assert servers.start("noisy").result(60).status == "ready"
+        assert servers.call("noisy", "echo", {"text": "still here"}).result(30).text == "still here"
+    finally:
+        servers.close()
+    assert not [r for r in caplog.records if r.exc_info or r.exc_text], "no traceback for a stray line"
+    lines = [r.getMessage() for r in caplog.records if "not JSON-RPC" in r.getMessage()]
+    one_each = [m for m in lines if "wrote a line" in m]
+    assert len(one_each) == NOISE_LINES and all("noisy" in m and "junk line" in m for m in one_each), lines
+    assert any(f"noisy wrote {10 - NOISE_LINES} more lines" in m for m in lines), lines

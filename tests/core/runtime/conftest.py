@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -9,7 +10,10 @@ import pytest
 
 from app.core.engines.base import LoadSpec
 from app.core.engines.fake import FakeEngine, registry_with_fake
+from app.core.engines.registry import EngineRegistry
 from app.core.runtime.host import EngineHost
+from app.core.runtime.jobs import LoadJob, ModelNotFound
+from app.core.runtime.pool import ModelPool
 from app.core.runtime.preflight import PreflightResult
 
 
@@ -66,3 +70,58 @@ def make_host():
 
 def fake_spec(name: str = "model.fake", n_ctx: int = 4096) -> LoadSpec:
     return LoadSpec(path=Path("/nonexistent") / name, n_ctx=n_ctx)
+
+
+# -- the pool: a model per name, each a small file in a folder -------------------------------------------
+
+
+class NameResolver:
+    """name → a file in `folder` (`<name>.<ext>`), loaded as `fmt`, as the library's resolver would."""
+
+    def __init__(self, folder: Path, fmt: str = "fake", ext: str = "fake") -> None:
+        self.folder, self.fmt, self.ext = folder, fmt, ext
+
+    def path_of(self, name: str) -> Path:
+        path = self.folder / f"{name}.{self.ext}"
+        if not path.exists():
+            raise ModelNotFound(f"no model {name}")
+        return path
+
+    def __call__(self, name: str) -> LoadJob:
+        return LoadJob(spec=LoadSpec(path=self.path_of(name), n_ctx=512), format=self.fmt)
+
+
+def registry(engines: list[FakeEngine], fmt: str = "fake", **kwargs) -> EngineRegistry:
+    reg = EngineRegistry()
+
+    def make() -> FakeEngine:
+        engines.append(FakeEngine(**kwargs))
+        return engines[-1]
+
+    reg.register(fmt, "fake engine", make)
+    return reg
+
+
+@pytest.fixture
+def make_pool():
+    pools: list[ModelPool] = []
+
+    def make(folder: Path, names=("a", "b", "c"), *, fmt="fake", ext="fake", engines=None, files=None, **kw):
+        for name in names:
+            path = folder / f"{name}.{ext}"
+            if files is not None:
+                shutil.copy(files, path)
+            else:
+                path.write_text(name)
+        engine_kwargs = {k: kw.pop(k) for k in ("tok_s", "script", "fail_on_load", "load_delay_s") if k in kw}
+        pool = ModelPool(
+            registry(engines if engines is not None else [], fmt, **engine_kwargs),
+            resolver=NameResolver(folder, fmt, ext),  # type: ignore[arg-type]
+            **kw,
+        )
+        pools.append(pool)
+        return pool
+
+    yield make
+    for pool in pools:
+        assert pool.shutdown(5.0), "a host thread did not stop"

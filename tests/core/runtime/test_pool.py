@@ -4,16 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.fake import FakeEngine
-from app.core.engines.registry import EngineRegistry
 from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.jobs import (
     KEEP_FOREVER,
@@ -22,68 +18,16 @@ from app.core.runtime.jobs import (
     GenerateJob,
     JobFailed,
     LoadJob,
-    ModelNotFound,
     UnloadJob,
 )
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.preflight import check_gguf, planned_load
+from tests.core.runtime.conftest import NameResolver
 from tests.helpers import wait_until
 
 
 def req(max_tokens: int = 5) -> GenerateRequest:
     return GenerateRequest(prompt="tell me", sampling=SamplingParams(max_tokens=max_tokens))
-
-
-class NameResolver:
-    """name → a file in `folder` (`<name>.<ext>`), loaded as `fmt`, as the library's resolver would."""
-
-    def __init__(self, folder: Path, fmt: str = "fake", ext: str = "fake") -> None:
-        self.folder, self.fmt, self.ext = folder, fmt, ext
-
-    def path_of(self, name: str) -> Path:
-        path = self.folder / f"{name}.{self.ext}"
-        if not path.exists():
-            raise ModelNotFound(f"no model {name}")
-        return path
-
-    def __call__(self, name: str) -> LoadJob:
-        return LoadJob(spec=LoadSpec(path=self.path_of(name), n_ctx=512), format=self.fmt)
-
-
-def registry(engines: list[FakeEngine], fmt: str = "fake", **kwargs) -> EngineRegistry:
-    reg = EngineRegistry()
-
-    def make() -> FakeEngine:
-        engines.append(FakeEngine(**kwargs))
-        return engines[-1]
-
-    reg.register(fmt, "fake engine", make)
-    return reg
-
-
-@pytest.fixture
-def make_pool():
-    pools: list[ModelPool] = []
-
-    def make(folder: Path, names=("a", "b", "c"), *, fmt="fake", ext="fake", engines=None, files=None, **kw):
-        for name in names:
-            path = folder / f"{name}.{ext}"
-            if files is not None:
-                shutil.copy(files, path)
-            else:
-                path.write_text(name)
-        engine_kwargs = {k: kw.pop(k) for k in ("tok_s", "script", "fail_on_load", "load_delay_s") if k in kw}
-        pool = ModelPool(
-            registry(engines if engines is not None else [], fmt, **engine_kwargs),
-            resolver=NameResolver(folder, fmt, ext),  # type: ignore[arg-type]
-            **kw,
-        )
-        pools.append(pool)
-        return pool
-
-    yield make
-    for pool in pools:
-        assert pool.shutdown(5.0), "a host thread did not stop"
 
 
 def loaded_names(pool: ModelPool) -> list[str]:
@@ -272,7 +216,7 @@ def test_a_loaded_model_is_kept_and_unloaded_by_its_key(make_pool, tmp_path):
     key = pool.residents()[0].key
     assert pool.keep(key, pin=True)
     assert pool.residents()[0].pinned
-    handle = pool.submit(UnloadJob(model=key))
+    handle = pool.submit(UnloadJob(model=key, even_pinned=True))
     assert handle.wait(5) and handle.error is None
     assert pool.residents() == []
 

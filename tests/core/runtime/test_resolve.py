@@ -19,8 +19,12 @@ def test_jit_context_setting(tmp_path):
         assert ModelResolver(library, roomy).context_length(model) == 8192  # the chat's default
         largest = ModelResolver(library, roomy, max_context=0)
         assert largest.context_length(model) == 65536  # the trained length, since it fits
+        # ... which it grows to when a request needs it: it loads at the chat's usual context.
+        job = largest(model.name)
+        assert (job.spec.n_ctx, job.grow_to) == (8192, 65536)
         largest.max_context = 16384  # a setting change applies to the next plan, not a stale cached one
         assert largest.context_length(model) == 16384
+        assert largest(model.name).grow_to == 0  # a context set is the context: it never grows
         tight = ModelResolver(library, lambda: machine(int(0.05 * GiB)), max_context=0)
         assert tight.context_length(model) < 65536  # the planner lowers it to what fits
     finally:
@@ -82,5 +86,21 @@ def test_speculative_decoding_is_planned_auto_for_gguf_and_a_setting_overrides_i
         assert asked.load_spec(model).speculative == "ngram"
         asked.speculative = "off"  # Settings: Speculative decoding off
         assert asked.load_spec(model).speculative == "off"
+    finally:
+        library.close()
+
+
+def test_same_answer_every_time_loads_gguf_deterministic_and_leaves_mlx_as_it_is(tmp_path, tiny_mlx_model):
+    path = write_tiny_llama_gguf(tmp_path / "same.gguf", n_ctx=2048)
+    library = Library(tmp_path / "models", tmp_path / "library.db")
+    gguf = import_path(library, path).imported[0]
+    mlx = import_path(library, tiny_mlx_model).imported[0]
+    try:
+        resolver = ModelResolver(library, lambda: machine(64 * GiB))
+        assert not resolver.load_spec(gguf).deterministic
+        resolver.deterministic = True  # Settings → Same answer every time: the next plan follows it
+        load = resolver.load_spec(gguf)
+        assert load.deterministic and not load.kv_unified and load.speculative == "off" and load.slots == 4
+        assert not resolver.load_spec(mlx).deterministic  # llama.cpp's option; mlx-lm has none
     finally:
         library.close()

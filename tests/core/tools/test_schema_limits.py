@@ -26,6 +26,11 @@ REAL = [
     {"$defs": {"p": {"type": "object", "properties": {"x": {"type": "number"}}}}, "$ref": "#/$defs/p"},
     {"anyOf": [{"type": "null"}, {"type": ["string", "integer"]}]},
     _nested(LIMITS["depth"] - 1),
+    # A chain of references, and a recursion: neither is a loop with no schema in it.
+    {"$defs": {"d0": {"$ref": "#/$defs/d1"}, "d1": {"type": "string"}}, "$ref": "#/$defs/d0"},
+    {"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"},
+    # 2,000 references in a row: followed once each, not once per step of the chain.
+    {"$defs": {**{f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(2_000)}, "d2000": {}}, "$ref": "#/$defs/d0"},
 ]
 
 
@@ -44,6 +49,11 @@ REFUSED = [
     ({"$ref": "https://example.com/schema.json"}, "s.$ref"),
     ({"type": "object", "properties": {"me": {"$ref": "#"}}}, "s.properties.me.$ref"),
     ({"$ref": "#/$defs/missing"}, "s.$ref"),
+    ({"$defs": {"d0": {"$ref": "#/$defs/d1"}, "d1": {"$ref": "#/$defs/d0"}}, "$ref": "#/$defs/d0"}, "s.$ref"),
+    (
+        {"$defs": {"d0": {"$ref": "#/$defs/d1"}, "d1": {"$ref": "https://example.com/s.json"}}, "$ref": "#/$defs/d0"},
+        "s.$ref",
+    ),
     ({"enum": list(range(1_001))}, "s.enum"),
     ({"enum": []}, "s.enum"),
     ({"const": "x" * 100_001}, "s.const"),

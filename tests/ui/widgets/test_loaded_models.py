@@ -1,5 +1,5 @@
 """The Loaded models strip over a real ModelPool of FakeEngines (and over a plain EngineHost): its rows,
-Pin, Eject, the pool's notices and the idle countdown."""
+Pin (Unpin), Unload, the pool's notices and the idle countdown."""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def test_each_loaded_model_has_a_row_that_says_what_it_is(qtbot, make_pool):
     assert not strip.empty.isVisible()
     texts = {row[0]: row for row in strip.row_texts()}
     # The focus model (the last loaded) is marked; each is ready, its memory unknown, with no time-to-live.
-    assert texts["a.fake"] == ["a.fake", "—", "Ready", "stays loaded"]
-    assert texts["b.fake"] == ["b.fake", "· in chat", "—", "Ready", "stays loaded"]
+    assert texts["a.fake"] == ["a.fake", "—", "Ready", "kept while there's room"]
+    assert texts["b.fake"] == ["b.fake", "· in chat", "—", "Ready", "kept while there's room"]
 
 
 def test_pin_asks_the_pool_and_the_row_says_pinned(qtbot, make_pool):
@@ -155,7 +155,7 @@ def test_a_plain_engine_host_shows_its_one_model_and_ejects_it(qtbot, tmp_path):
         qtbot.waitUntil(lambda: names(strip) == ["solo.fake"], timeout=5_000)
         row = strip.rows[str(model)]
         assert not row.pin.isVisible()  # one model, nothing to pin it against
-        assert row.leaves.text() == "stays loaded"
+        assert row.leaves.text() == "kept while there's room"
         row.eject.click()
         qtbot.waitUntil(lambda: strip.rows == {} and strip.empty.isVisible(), timeout=5_000)
         assert host.state.model is None
@@ -199,7 +199,7 @@ def test_the_row_texts():
     assert leaves_text(resident()) == "unloads in 5 min"
     assert leaves_text(resident(idle_left_s=42.2)) == "unloads in 43 s"
     assert leaves_text(resident(idle_left_s=None)) == "unloads 5 min after use"
-    assert leaves_text(resident(ttl_s=None, idle_left_s=None)) == "stays loaded"
+    assert leaves_text(resident(ttl_s=None, idle_left_s=None)) == "kept while there's room"
     assert leaves_text(resident(pinned=True, ttl_s=None, idle_left_s=None)) == "pinned"
     busy = HostState(status="generating", slots_total=4, slots_busy=2)
     assert status_text(resident(state=busy)) == "Generating 2 of 4"
