@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.library import ImportResult, Library, LocalModel, import_path
+from app.core.library.projectors import sees_images
 from app.core.remote import RemoteStore
 from app.core.runtime.chat_templates import TemplatePrefs
 from app.core.runtime.job_host import JobHost
@@ -106,7 +107,7 @@ class LibraryPage(QWidget):
         self._confirm = confirm or self._ask
         self._open_url = open_url
         self.templates = templates
-        self.models: list[LocalModel] = []
+        self.models: list[LocalModel] = []  # as shown, in the table's order
 
         title = QLabel("My Models")
         title.setObjectName("pageTitle")
@@ -193,9 +194,16 @@ class LibraryPage(QWidget):
 
     def reload(self) -> None:
         """Re-check files on disk and refill the table (the check runs on the pool)."""
-        self._tasks.run(self.library.refresh, self._show, self._error, owner=self)
+        self._tasks.run(self._read, self._show, self._error, owner=self)
 
-    def _show(self, models: list[LocalModel]) -> None:
+    def _read(self) -> tuple[list[LocalModel], set[str]]:
+        """Pool thread: the library, and the ids of its models that see images (read from each projector's
+        header once per file version), so two files of one model tell apart by more than their names."""
+        models = self.library.refresh()
+        return models, {m.id for m in models if m.ready and sees_images(m)}
+
+    def _show(self, read: tuple[list[LocalModel], set[str]]) -> None:
+        models, seeing = read
         selected = self.selected()
         just_imported = next((m for m in models if m.id == self._select_next), None)
         if just_imported is not None:  # selected, so Chat, Reveal and Delete work at once
@@ -205,7 +213,7 @@ class LibraryPage(QWidget):
         for row, m in enumerate(self.models):
             status = "Ready" if m.ready else f"{m.status.title()}: {m.reason}" if m.reason else m.status.title()
             cells = [
-                m.name,
+                m.name + (" · Vision" if m.id in seeing else ""),
                 m.format.upper(),
                 m.quant or "—",
                 fmt_bytes(m.size),

@@ -247,3 +247,22 @@ def test_find_a_model_opens_discover_in_the_window(qtbot):
         assert window.current_page_key == "discover"
     finally:
         shell.shutdown()
+
+
+def test_a_model_that_sees_images_says_so_beside_its_name(qtbot, make_page, library, tiny_gguf_f16, tmp_path):
+    """Two files of one model, the plain one and its vision copy, differ by more than their names (issue 46)."""
+    from app.core.library import import_path
+    from tests.fixtures.tiny_projector import write_tiny_projector
+
+    plain = tmp_path / "plain" / "tiny.gguf"
+    seeing = tmp_path / "vision" / "tiny.gguf"
+    for path in (plain, seeing):
+        path.parent.mkdir()
+        shutil.copy(tiny_gguf_f16, path)
+    write_tiny_projector(seeing.parent / "mmproj-tiny-F16.gguf", n_embd_text=256)
+    import_path(library, plain)
+    import_path(library, seeing)
+    page = make_page()
+    qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=5_000)
+    names = sorted(page.table.item(row, 0).text() for row in range(2))
+    assert names == ["tiny", "tiny (vision) · Vision"]
