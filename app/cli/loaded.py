@@ -35,6 +35,9 @@ def add_loaded_commands(subparsers: argparse._SubParsersAction) -> None:
     unload = subparsers.add_parser("unload", help="unload a model from a running Hearth")
     unload.add_argument("model", nargs="?", help="a loaded model's name (see `hearth ps`)")
     unload.add_argument("--all", action="store_true", help="every loaded model")
+    unload.add_argument(
+        "--unpin", action="store_true", help="unpin a pinned model first (no request unloads a pinned model)"
+    )
     unload.add_argument("--port", type=int, help=port_help)
     unload.set_defaults(handler=cmd_unload)
 
@@ -142,8 +145,12 @@ def cmd_unload(ctx: CliContext, args: argparse.Namespace) -> int:
     if bool(args.model) == bool(args.all):
         return ctx.fail("name one loaded model, or --all", 2)
     try:
-        names = [m["id"] for m in _loaded(ctx, args)] if args.all else [args.model]
+        loaded = _loaded(ctx, args) if args.all or args.unpin else []
+        names = [m["id"] for m in loaded] if args.all else [args.model]
+        pinned = {m["id"] for m in loaded if m["status"].get("pinned")}
         for name in names:
+            if args.unpin and name in pinned:  # only a loaded model: a load call would load one that is not
+                _call(ctx, args, "POST", "/models/load", {"model": name, "pin": False})
             _call(ctx, args, "POST", "/models/unload", {"model": name})
             sys.stdout.write(f"Unloaded {name}.\n")
     except (ServerUnreachable, RuntimeError) as exc:

@@ -38,7 +38,9 @@ def test_ps_load_unload_through_the_running_server(make_server, capsys):  # noqa
     assert main(["unload", "alpha", "--port", port]) == 0
     assert main(["unload", "alpha", "--port", port]) == 1  # no longer loaded: the server's message
     assert "alpha is not loaded" in capsys.readouterr().err
-    assert main(["unload", "--all", "--port", port]) == 0
+    assert main(["unload", "--all", "--port", port]) == 1  # a pinned model stays: the server says how to unpin it
+    assert "beta.fake is pinned" in capsys.readouterr().err and live.host.residents() != []
+    assert main(["unload", "--all", "--unpin", "--port", port]) == 0
     assert "Unloaded beta." in capsys.readouterr().out
     assert live.host.residents() == []
     assert main(["ps", "--port", port]) == 0
