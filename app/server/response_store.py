@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.atomic import atomic_write_text
+from app.core.paths import open_private
 
 logger = logging.getLogger(__name__)
 
@@ -185,8 +186,9 @@ def _item(stored: Stored) -> dict[str, Any]:
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append and flush to disk: a stored response survives a crash right after its reply."""
-    with open(path, "a", encoding="utf-8") as handle:
+    """Append and flush to disk: a stored response survives a crash right after its reply. The file is the
+    user's alone (0600) from its first line: it holds their conversations."""
+    with open_private(path, "a") as handle:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())

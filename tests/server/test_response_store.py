@@ -170,3 +170,17 @@ def test_segments_open_append_and_close_in_order_and_hold_whitespace_between():
 
 def test_only_whitespace_makes_no_segment():
     assert segments_of([TextDelta("\n \n")]) == []
+
+
+def test_responses_kept_across_restarts_are_the_users_alone(tmp_path):
+    """The file holds conversations: 0600 from its first line, whatever the umask (issue 46)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "api-responses.json"
+        ResponseStore(path).put(stored(1))
+    finally:
+        os.umask(old)
+    assert path.exists() and stat.S_IMODE(path.stat().st_mode) == 0o600
