@@ -99,12 +99,16 @@ def run_turn(
         running = pool.submit(loop.run, messages, sampling, server_names(args), tool_choice=choice, cancel=cancel)
         while True:
             try:
-                return running.result(0.2)
+                run: ToolRun = running.result(0.2)
             except TimeoutError:
                 continue
             except KeyboardInterrupt:
                 cancel.set()
                 _err("\n(stopping…)")
+                continue
+            if run.unused is not None:  # as the chat says under a reply: the tools cost prompt tokens for nothing
+                _err(f"[{run.unused.line}]")
+            return run
 
 
 def checked_choice(ctx: CliContext, args: argparse.Namespace) -> tuple[str | dict[str, Any] | None, str]:
@@ -158,4 +162,5 @@ def transcript(run: ToolRun) -> dict[str, Any]:
         "tool_calls": steps,
         "reply": run.reply,
         "hit_step_limit": run.hit_limit,
+        **(run.unused.as_stats() if run.unused is not None else {}),
     }

@@ -117,3 +117,29 @@ def test_chat_with_tools_asks_on_the_terminal_before_a_call_runs(tmp_path, smoll
     assert chat.returncode == 0, chat.stderr
     assert "The model wants to call tools.add with" in chat.stderr and "Allow? [y] once" in chat.stderr
     assert "[tools.add: ok, " in chat.stderr or "[tools.add: error" in chat.stderr
+
+
+def test_a_turn_that_used_none_of_its_tools_says_so_on_stderr_and_in_the_json(capsys):
+    """As the chat says under such a reply: the tools' descriptions cost prompt tokens for nothing (issue 46)."""
+    import argparse
+
+    from app.cli.tool_run import run_turn, transcript
+    from app.core.chat.tool_loop import ToolRun, UnusedTools
+    from app.core.engines.base import ChatMessage, SamplingParams
+
+    class Loop:
+        def run(self, messages, sampling, servers, tool_choice=None, cancel=None):
+            return ToolRun(messages=list(messages), reply="Hi.", unused=UnusedTools(3, 700))
+
+    args = argparse.Namespace(tools="files")
+    run = run_turn(Loop(), [ChatMessage(role="user", content="Say hi.")], SamplingParams(), args, None)  # type: ignore[arg-type]
+    assert "[3 tools offered (≈700 prompt tokens), none used]" in capsys.readouterr().err
+    assert transcript(run) | {"messages": []} == {
+        "messages": [],
+        "tool_calls": [],
+        "reply": "Hi.",
+        "hit_step_limit": False,
+        "tools_offered": 3,
+        "tools_used": 0,
+        "tools_prompt_tokens": 700,
+    }
