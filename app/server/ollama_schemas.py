@@ -62,6 +62,8 @@ class OllamaOptions(BaseModel):
     @classmethod
     def _check_stop(cls, value: Any) -> Any:
         items = [value] if isinstance(value, str) else value or []
+        if not isinstance(items, list):  # a number or true: the type check after this names it (a 400)
+            return value
         if len(items) > MAX_STOP or any(isinstance(s, str) and len(s) > MAX_STOP_CHARS for s in items):
             raise ValueError(f"at most {MAX_STOP} stop sequences of up to {MAX_STOP_CHARS} characters")
         return items

@@ -97,3 +97,12 @@ def test_show_names_the_model_and_never_its_path_on_disk(make_server, tmp_path):
     assert str(tmp_path) not in shown.text and ".fake" not in shown.text
     verbose = live.client.post("/api/show", json={"model": "alpha", "verbose": True})
     assert str(tmp_path) not in verbose.text
+
+
+@pytest.mark.parametrize("stop", [3, True, {"a": 1}])
+def test_a_stop_that_is_not_text_is_a_400_naming_it(make_server, stop):
+    """Found by the T42 walk: a number for options.stop reached len() in the validator (a 500)."""
+    live = make_server()
+    body = {"model": "alpha", "messages": [{"role": "user", "content": "hi"}], "options": {"stop": stop}}
+    reply = live.client.post("/api/chat", json=body)
+    assert reply.status_code == 400 and "stop" in reply.json()["error"]
