@@ -50,7 +50,7 @@ from app.core.runtime.jobs import (
     failure_code,
     same_path,
 )
-from app.core.runtime.preflight import DefaultPreflight, Preflight, PreflightResult, ReloadCheck
+from app.core.runtime.preflight import DefaultPreflight, LoadRefused, Preflight, PreflightResult, ReloadCheck
 
 logger = logging.getLogger(__name__)
 
@@ -418,16 +418,19 @@ class EngineHost(JobHost):
                 prompt = engine.count_tokens(request)
             except HearthError:
                 prompt = 0  # the job fails as it starts, with its own reason
+            handle.prompt_tokens = prompt
             handle.context_needed = prompt + (request.sampling.max_tokens or GROW_REPLY_ROOM)
         return handle.context_needed > loaded.spec.n_ctx
 
     def _grow(self, handle: JobHandle) -> Engine:
         """Reload the model with the context `handle` needs (at least double what it had, rounded up, at most
         its load's ceiling), planned like any load: the first context and slot count that fits, else it
-        stays as it is and the job runs there (and is refused if its prompt does not fit)."""
+        stays as it is and the job runs there if its prompt fits (its reply may be cut short), and is refused
+        with the planner's reasons (LoadRefused, a 400) if it does not."""
         loaded = self._loaded
         assert loaded is not None and handle.context_needed is not None
         needed = min(loaded.grow_to, -(-handle.context_needed // GROW_STEP) * GROW_STEP)
+        refusal: HearthError | None = None
         sizes = sorted({min(loaded.grow_to, max(needed, 2 * loaded.spec.n_ctx)), needed}, reverse=True)
         for n_ctx in sizes:
             for slots in range(loaded.spec.slots, 0, -1):
@@ -439,8 +442,14 @@ class EngineHost(JobHost):
                     self._load_model(dataclasses.replace(loaded, spec=spec), handle)
                 except HearthError as exc:
                     logger.info("%s cannot grow to %d tokens × %d slots: %s", spec.path.name, n_ctx, slots, exc)
+                    refusal = exc
                     continue
                 return self._require_engine()
+        if refusal is not None and (handle.prompt_tokens or 0) >= loaded.spec.n_ctx:
+            raise LoadRefused(
+                f"the prompt has {handle.prompt_tokens:,} tokens and {loaded.spec.path.name} holds "
+                f"{loaded.spec.n_ctx:,}; it cannot grow to {needed:,}: {refusal}"
+            )
         return self._require_engine()
 
     def calibrate(self, final: Chunk) -> None:

@@ -220,6 +220,7 @@ class JobHandle:
     started: bool = False
     output_started: bool = False  # a chunk with text went to the sink
     context_needed: int | None = None  # a generation's prompt + reply room, once the host counted it (host.py)
+    prompt_tokens: int | None = None  # ... and its prompt alone
 
     def cancel(self) -> None:
         """Stop the job: skipped if still queued (its queue slot is free at once), stopped within one

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.errors import EngineError
 from app.core.engines.fake import FakeEngine
 from app.core.engines.registry import EngineRegistry
 from app.core.runtime.jobs import GenerateJob, LoadJob, UnloadJob
@@ -157,3 +158,29 @@ def test_a_load_without_a_ceiling_never_grows(make_pool, tmp_path):
     refused = pool.submit(GenerateJob(_long(600), model="a"))  # NameResolver loads at 512, grow_to 0
     assert refused.wait(5) and refused.error_code == "context_length_exceeded"
     assert resident(pool, "a").state.model.n_ctx == 512
+
+
+def test_a_prompt_the_load_cannot_grow_for_is_refused_with_the_reason_and_the_model_stays(tmp_path):
+    class Small(FakeEngine):
+        """Loads only its first context: every bigger one fails, as a load past memory would."""
+
+        def load(self, spec: LoadSpec):
+            if spec.n_ctx > 64:
+                raise EngineError("no room for it")
+            return super().load(spec)
+
+    reg = EngineRegistry()
+    reg.register("fake", "fake engine", lambda: Small(script="ok"))
+    (tmp_path / "a.fake").write_text("a")
+    pool = ModelPool(reg, resolver=GrowingResolver(tmp_path))  # type: ignore[arg-type]
+    try:
+        assert pool.submit(GenerateJob(_long(10), model="a")).wait(5)
+        refused = pool.submit(GenerateJob(_long(300, max_tokens=10), model="a"))
+        assert refused.wait(5) and refused.error_code == "does_not_fit", refused.error
+        assert "the prompt has 300 tokens" in (refused.error or "") and "no room for it" in (refused.error or "")
+        a = resident(pool, "a")
+        assert a.state.status == "ready" and a.state.model is not None and a.state.model.n_ctx == 64
+        fits = pool.submit(GenerateJob(_long(10), model="a"))
+        assert fits.wait(5) and fits.error is None
+    finally:
+        assert pool.shutdown(5.0)
