@@ -8,6 +8,8 @@ as a single load would, with what the models that stay hold unseen taken off.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -84,6 +86,18 @@ def _check_cap(cap: int, others: list[Any], label: str) -> None:
     )
 
 
+@contextmanager
+def _naming_pinned(kept: list[Any]) -> Iterator[None]:
+    """A LoadRefused raised inside says which of the models `kept` beside the load are pinned."""
+    try:
+        yield
+    except LoadRefused as exc:
+        pinned = [Path(s.key).name for s in kept if s.pinned]
+        if pinned:
+            raise LoadRefused(f"{exc}\nKept loaded (pinned): {', '.join(pinned)}.") from exc
+        raise
+
+
 class PoolPreflight:
     def __init__(self, pool: Pool, slot: Resident) -> None:
         self.pool = pool
@@ -108,13 +122,8 @@ class PoolPreflight:
         with self.pool.lock:
             kept = self.pool.others(self.slot)
             machine = beside(self.pool.machine(), [s.holding for s in kept if s.holding is not None])
-        try:
+        with _naming_pinned(kept):
             result = fit_check(model, spec, machine, path.name)
-        except LoadRefused as exc:
-            pinned = [Path(s.key).name for s in kept if s.pinned]
-            if pinned:
-                raise LoadRefused(f"{exc}\nKept loaded (pinned): {', '.join(pinned)}.") from exc
-            raise
         if result.plan is not None:
             self.slot.estimate = result.plan.estimate
         return result
@@ -125,7 +134,8 @@ class PoolPreflight:
         loaded models has no room for. Nothing is unloaded or reserved here; the load's own preflight
         then picks what to unload, as for any load."""
         path = Path(spec.path).expanduser()
-        model = check_model(path, fmt)
+        # The file the loaded model was checked from: its spec, not a second read of its header.
+        model = loaded.spec if loaded is not None and loaded.spec is not None else check_model(path, fmt)
         if model is None:
             return
         with self.pool.lock:
@@ -134,13 +144,8 @@ class PoolPreflight:
             going = [s.holding for s in others if s not in staying and s.holding is not None]
             kept = [s.holding for s in staying if s.holding is not None]
             machine = beside(self.pool.machine(), kept, [*going, self.slot.holding or Holding()])
-        try:
+        with _naming_pinned(staying):
             fit_check(model, spec, machine, path.name)
-        except LoadRefused as exc:
-            pinned = [Path(s.key).name for s in staying if s.pinned]
-            if pinned:
-                raise LoadRefused(f"{exc}\nKept loaded (pinned): {', '.join(pinned)}.") from exc
-            raise
 
     def _make_room(self, model: ModelSpec | None, spec: LoadSpec, label: str, plan_check: bool) -> None:
         """Under the pool's lock: pick and retire the models to unload (the caller waits for them), and

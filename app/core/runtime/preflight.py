@@ -247,7 +247,7 @@ class DefaultPreflight:
         return fit_check(model, spec, self.machine(), path.name)
 
     def check_reload(self, spec: LoadSpec, fmt: str, loaded: PreflightResult | None) -> None:
-        model = check_model(Path(spec.path).expanduser(), fmt)
+        model = loaded.spec if loaded is not None and loaded.spec is not None else check_model(spec.path, fmt)
         if model is None:
             return
         from app.core.runtime.residency import beside, holding_of

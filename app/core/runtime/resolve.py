@@ -84,6 +84,7 @@ class ModelResolver:
             tuple[str, int, int, int | None, int, str | None, str | None, bool], tuple[LoadSpec, int]
         ] = {}
         self._roles: dict[tuple[str, int, int], ModelRole] = {}  # file version -> what it is for, once read
+        self._trained_ctx: dict[tuple[str, int, int], int] = {}  # file version -> its trained context, read then
 
     def find(self, name: str) -> LocalModel:
         """The ready library model `name` means (its name, id, `repo:QUANT` or path); else ModelNotFound."""
@@ -136,11 +137,18 @@ class ModelResolver:
         return spec.model_copy(update={"n_ctx": min(n_ctx, trained) if trained else n_ctx})
 
     def _trained(self, model: LocalModel) -> int:
-        try:
-            spec = check_model(Path(model.path), model.format)
-        except ModelFileError:
-            return 0
-        return spec.n_ctx_train if spec is not None else 0
+        """`model`'s trained context (0: unknown), read from its file when it was planned, not per request."""
+        key = _file_key(model.path)
+        with self._lock:
+            trained = self._trained_ctx.get(key)
+        if trained is None:
+            try:
+                self.load_spec(model)
+            except ModelNotFound:
+                return 0
+            with self._lock:
+                trained = self._trained_ctx.get(key, 0)
+        return trained
 
     def _load(self, model: LocalModel) -> tuple[LoadSpec, int]:
         """The planned load with the chat template picked for `model` (not part of the plan: a new pick
@@ -198,6 +206,7 @@ class ModelResolver:
         if spec is not None:
             with self._lock:
                 self._roles[_file_key(path)] = spec.role
+                self._trained_ctx[_file_key(path)] = spec.n_ctx_train or 0
         machine = self.machine()
         asked = self._asked(spec) if spec is not None else FALLBACK_CTX
         if spec is not None and spec.role != "chat":
