@@ -9,8 +9,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from app.core.errors import HearthError
 from app.core.logs import configure_logging
@@ -20,6 +20,7 @@ from app.core.settings import Settings, SettingsStore
 if TYPE_CHECKING:  # imported where used: the window shows before the services and their imports load
     from app.core.hardware import HardwareProfile
     from app.core.models.devices import Machine
+    from app.core.runtime.chat_templates import TemplatePrefs
     from app.core.services import Services
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def make_api(services: Services, store: SettingsStore) -> ApiService:  # noqa: F
         store.save(current.model_copy(update={"server": current.server.model_copy(update={"api_key": key})}))
 
     return ApiService(
-        services.host,
+        services.pool,
         services.library,
         services.resolver,
         lambda: services.settings.server,
@@ -101,15 +102,131 @@ def make_probe(paths: AppPaths, settings: Settings) -> Callable[[bool], Hardware
     return probe
 
 
-# The sidebar, top to bottom: (page key, label). The window can show these before the pages are built.
+@dataclass
+class LatestHardware:
+    """The latest hardware probe, as the pages read it (main thread): the chat's load defaults plan with its
+    machine, and a benchmark's report records the profile."""
+
+    profile: HardwareProfile | None = None
+    machine: Machine | None = None
+
+    def update(self, profile: HardwareProfile) -> None:
+        from app.core.models.devices import machine_from_profile
+
+        self.profile, self.machine = profile, machine_from_profile(profile)
+
+
+@dataclass
+class PageParts:
+    """What the pages are built from: the services, the settings and the few things pages share. Each page's
+    factory (PAGES) takes what it needs of it."""
+
+    paths: AppPaths
+    store: SettingsStore
+    services: Services
+    api: ApiService  # noqa: F821
+    tasks: TaskRunner  # noqa: F821
+    probe: Callable[[bool], HardwareProfile]
+    templates: TemplatePrefs  # the chat template picked per model: on My Models and in the chat's model bar
+    hardware: LatestHardware = field(default_factory=LatestHardware)
+    # The pages built so far, by key (each its own type, as MainWindow.page gives them), and the window once built.
+    pages: dict[str, Any] = field(default_factory=dict)
+    window: MainWindow | None = None  # noqa: F821
+
+    def add_remote(self, url: str) -> None:
+        """A plan on Discover said "add it as a remote": My Models opens its remotes panel on that address."""
+        library = self.pages.get("models")
+        if self.window is not None and library is not None and library.remotes_panel is not None:
+            self.window.show_page("models")
+            library.remotes_panel.add_clicked(url)
+
+
+def _discover(p: PageParts) -> QWidget:  # noqa: F821
+    from app.ui.discover.discover_page import DiscoverPage
+
+    return DiscoverPage(p.tasks, hub=p.services.hub, add_remote=p.add_remote)
+
+
+def _models(p: PageParts) -> QWidget:  # noqa: F821
+    from app.ui.library_page import LibraryPage
+
+    s = p.services
+    return LibraryPage(s.library, p.tasks, remotes=s.remotes, host=s.pool, templates=p.templates)
+
+
+def _downloads(p: PageParts) -> QWidget:  # noqa: F821
+    from app.ui.downloads_panel import DownloadsPanel
+
+    return DownloadsPanel(p.services.downloads, p.tasks, hub=p.services.hub)
+
+
+def _chat(p: PageParts) -> QWidget:  # noqa: F821
+    from app.core.runtime.drafts import DraftFinder, DraftPrefs
+    from app.ui.chat.chat_page import ChatPage
+    from app.ui.remotes_panel import remote_models
+
+    s = p.services
+    chat = ChatPage(
+        s.pool,
+        s.chats,
+        s.library,
+        p.tasks,
+        machine_source=lambda: p.hardware.machine,
+        remote_models=remote_models(s.remotes),
+        parallel=lambda: s.settings.parallel_requests,
+        serving=lambda: p.api.status.running,
+        drafts=DraftPrefs(s.resolver.drafts or DraftFinder(s.library), lambda: s.settings, p.store.save),
+        tools=s.tools,
+        tool_steps=lambda: s.settings.tool_steps,
+        templates=p.templates,
+    )
+    if s.crash_notes:  # a native crash last time: say so once, in the chat where it would be felt
+        chat.show_notice(" ".join(s.crash_notes), "error")
+    return chat
+
+
+def _server(p: PageParts) -> QWidget:  # noqa: F821
+    from app.server.keys import new_api_key
+    from app.ui.server_page import ServerPage
+
+    s = p.services
+    return ServerPage(p.api, p.store, lambda: s.settings, s.library, s.pool, p.tasks, new_key=new_api_key)
+
+
+def _bench(p: PageParts) -> QWidget:  # noqa: F821
+    from app.core.bench.store import BenchStore
+    from app.ui.bench.bench_page import BenchPage
+
+    s = p.services
+    store = BenchStore.for_paths(p.paths)
+    return BenchPage(s.pool, s.library, store, p.tasks, calibration=s.calibration, hardware=lambda: p.hardware.profile)
+
+
+def _hardware(p: PageParts) -> QWidget:  # noqa: F821
+    from app.core.runtime.doctor import diagnose_this_machine
+    from app.ui.hardware_page import HardwarePage
+
+    return HardwarePage(p.probe, p.tasks, diagnose=diagnose_this_machine)
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """A page of the window: its key, its sidebar label, and how it is built (main thread)."""
+
+    key: str
+    title: str
+    build: Callable[[PageParts], QWidget]  # noqa: F821
+
+
+# The sidebar, top to bottom; pages are built in this order. The window can show them before they are built.
 PAGES = (
-    ("discover", "Discover"),
-    ("models", "My Models"),
-    ("downloads", "Downloads"),
-    ("chat", "Chat"),
-    ("server", "Server"),
-    ("bench", "Benchmark"),
-    ("hardware", "Hardware"),
+    PageSpec("discover", "Discover", _discover),
+    PageSpec("models", "My Models", _models),
+    PageSpec("downloads", "Downloads", _downloads),
+    PageSpec("chat", "Chat", _chat),
+    PageSpec("server", "Server", _server),
+    PageSpec("bench", "Benchmark", _bench),
+    PageSpec("hardware", "Hardware", _hardware),
 )
 
 
@@ -122,28 +239,12 @@ def build_shell(
     themes: ThemeManager | None = None,  # noqa: F821 (Qt type, imported lazily)
     window: MainWindow | None = None,  # noqa: F821
 ) -> Shell:
-    """Build every page and wire them to the services. Into `window` when given (the app shows it first,
-    with its sidebar and empty pages, and fills it here), else into a new one."""
+    """Build every page (PAGES) and wire them to the services and to each other. Into `window` when given (the
+    app shows it first, with its sidebar and empty pages, and fills it here), else into a new one."""
     from PySide6.QtWidgets import QSystemTrayIcon
 
-    from app.core.bench.store import BenchStore
-    from app.core.models.devices import machine_from_profile
     from app.core.runtime.chat_templates import TemplatePrefs
-    from app.core.runtime.doctor import diagnose_this_machine
-    from app.core.runtime.drafts import DraftFinder, DraftPrefs
-    from app.server.keys import new_api_key
-    from app.ui.bench.bench_page import BenchPage
-    from app.ui.bridge import EventBridge
-    from app.ui.chat.chat_page import ChatPage
-    from app.ui.chat_launch import ChatLauncher
-    from app.ui.discover.discover_page import DiscoverPage
-    from app.ui.download_button import DownloadFeed
-    from app.ui.downloads_panel import DownloadsPanel
-    from app.ui.hardware_page import HardwarePage
-    from app.ui.library_page import LibraryPage
     from app.ui.main_window import MainWindow
-    from app.ui.remotes_panel import remote_models
-    from app.ui.server_page import ServerPage
     from app.ui.server_tray import ServerTray
     from app.ui.tasks import TaskRunner
 
@@ -155,76 +256,45 @@ def build_shell(
     api = make_api(services, store)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-bg")
     tasks = TaskRunner(pool)
-    hardware = HardwarePage(probe or make_probe(paths, settings), tasks, diagnose=diagnose_this_machine)
-    shown: dict[str, MainWindow] = {}  # the window, once built: a plan's "add it as a remote" opens My Models
+    templates = TemplatePrefs(lambda: services.settings, store.save)
+    parts = PageParts(paths, store, services, api, tasks, probe or make_probe(paths, settings), templates)
+    for spec in PAGES:
+        parts.pages[spec.key] = spec.build(parts)
+    if window is None:
+        window = MainWindow(store, settings, paths, [(spec.key, spec.title, parts.pages[spec.key]) for spec in PAGES])
+    else:
+        for key, page in parts.pages.items():
+            window.set_page(key, page)
+    parts.window = window
+    wire_pages(parts, window)
+    follow_settings(window, store, services, parts.pages, themes)
+    tray = None
+    if QSystemTrayIcon.isSystemTrayAvailable():
+        tray = ServerTray(api, window, lambda: services.settings.server.keep_serving_in_tray)
+        window.close_to_tray = tray.take_window
+    return Shell(window=window, tasks=tasks, pool=pool, services=services, api=api, tray=tray)
 
-    def add_remote(url: str) -> None:
-        if "window" in shown and library.remotes_panel is not None:
-            shown["window"].show_page("models")
-            library.remotes_panel.add_clicked(url)
 
-    discover = DiscoverPage(tasks, hub=services.hub, add_remote=add_remote)
+def wire_pages(parts: PageParts, window: MainWindow) -> None:  # noqa: F821
+    """Main thread: what one page tells another, and the core's events the pages follow."""
+    from app.ui.bridge import EventBridge
+    from app.ui.chat_launch import ChatLauncher
+    from app.ui.download_button import DownloadFeed
+
+    pages, services, tasks = parts.pages, parts.services, parts.tasks
+    discover, library, downloads, chat = pages["discover"], pages["models"], pages["downloads"], pages["chat"]
+    hardware, bench = pages["hardware"], pages["bench"]
     hardware.profile_ready.connect(discover.set_profile)
-    templates = TemplatePrefs(lambda: services.settings, store.save)  # the chat template picked per model
-    library = LibraryPage(services.library, tasks, remotes=services.remotes, host=services.host, templates=templates)
-    downloads = DownloadsPanel(services.downloads, tasks, hub=services.hub)
+    hardware.profile_ready.connect(parts.hardware.update)
+    hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after the machine is updated above
     discover.download_requested.connect(downloads.request_download)
     feed = DownloadFeed(downloads, services.library, tasks, parent=discover)
     discover.set_feed(feed)
-    machine: dict[str, Machine] = {}  # the latest probe's machine, for the chat's load defaults
-    hardware.profile_ready.connect(lambda p: machine.update(now=machine_from_profile(p)))
-    chat = ChatPage(
-        services.host,
-        services.chats,
-        services.library,
-        tasks,
-        machine_source=lambda: machine.get("now"),
-        remote_models=remote_models(services.remotes),
-        parallel=lambda: services.settings.parallel_requests,
-        serving=lambda: api.status.running,
-        drafts=DraftPrefs(
-            services.resolver.drafts or DraftFinder(services.library), lambda: services.settings, store.save
-        ),
-        tools=services.tools,
-        tool_steps=lambda: services.settings.tool_steps,
-        templates=templates,
-    )
-    if services.crash_notes:  # a native crash last time: say so once, in the chat where it would be felt
-        chat.show_notice(" ".join(services.crash_notes), "error")
     if library.remotes_panel is not None:  # a server added or removed on My Models: the picker lists it
         library.remotes_panel.changed.connect(chat.model_bar.refresh_models)
-    hardware.profile_ready.connect(lambda _p: chat.model_bar.replan())  # after `machine` is updated above
     library_changed = EventBridge(services.library.changed, chat)
     library_changed.fired.connect(lambda _id: chat.model_bar.refresh_models())
-    server = ServerPage(
-        api, store, lambda: services.settings, services.library, services.host, tasks, new_key=new_api_key
-    )
-    profile: dict[str, HardwareProfile] = {}  # the latest probe, written in a benchmark's report
-    hardware.profile_ready.connect(lambda p: profile.update(now=p))
-    bench = BenchPage(
-        services.host,
-        services.library,
-        BenchStore.for_paths(paths),
-        tasks,
-        calibration=services.calibration,
-        hardware=lambda: profile.get("now"),
-    )
     library_changed.fired.connect(lambda _id: bench.refresh_models())
-    built = {
-        "discover": discover,
-        "models": library,
-        "downloads": downloads,
-        "chat": chat,
-        "server": server,
-        "bench": bench,
-        "hardware": hardware,
-    }
-    if window is None:
-        window = MainWindow(store, settings, paths, [(key, label, built[key]) for key, label in PAGES])
-    else:
-        for key, page in built.items():
-            window.set_page(key, page)
-    shown["window"] = window
     launcher = ChatLauncher(chat, tasks, lambda: window.show_page("chat"))
     library.chat_requested.connect(launcher.chat_with)
     library.discover_requested.connect(lambda: window.show_page("discover"))  # "Find a model" on an empty My Models
@@ -232,6 +302,19 @@ def build_shell(
     # The panel's count arrives on the UI thread (its EventBridges re-post the manager's events).
     downloads.active_count_changed.connect(lambda _n: window.set_page_label("downloads", downloads.sidebar_label()))
     window.set_page_label("downloads", downloads.sidebar_label())  # unfinished downloads from the last run
+
+
+def follow_settings(
+    window: MainWindow,  # noqa: F821
+    store: SettingsStore,
+    services: Services,
+    pages: dict[str, Any],
+    themes: ThemeManager | None,  # noqa: F821
+) -> None:
+    """Main thread: settings saved anywhere reach the window's copy, the chat's next load and the theme."""
+    from app.ui.bridge import EventBridge
+
+    chat, bench = pages["chat"], pages["bench"]
     # The window saves its copy of Settings when it closes: keep it current with saves made elsewhere
     # (the Server page, the key the server makes for LAN mode), or closing would write them back stale.
     saved = EventBridge(store.changed, window)
@@ -261,19 +344,14 @@ def build_shell(
 
         themes.changed.connect(recolour)
         recolour()
-    tray = None
-    if QSystemTrayIcon.isSystemTrayAvailable():
-        tray = ServerTray(api, window, lambda: services.settings.server.keep_serving_in_tray)
-        window.close_to_tray = tray.take_window
-    return Shell(window=window, tasks=tasks, pool=pool, services=services, api=api, tray=tray)
 
 
 def start_quant_probe_if_wanted(paths: AppPaths, settings: Settings) -> threading.Thread | None:
     """Measure this CPU's decode rate per weight type once per CPU and llama.cpp build, in the background
-    and only on a quiet machine (engines/quant_probe.py); the speed model uses the table until then."""
+    and only on a quiet machine (bench/quant_probe.py); the speed model uses the table until then."""
     if not settings.measure_bandwidth_on_start:
         return None
-    from app.core.engines.quant_probe import start_quant_probe
+    from app.core.bench.quant_probe import start_quant_probe
 
     return start_quant_probe(paths.cache, delay_s=QUANT_PROBE_DELAY_S)
 
@@ -353,7 +431,7 @@ def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
     themes = ThemeManager(app, settings.theme)
     themes.apply()
     # The window first, with its sidebar and empty pages; the services and pages fill it a moment later.
-    window = MainWindow(store, settings, paths, [(key, label, None) for key, label in PAGES])
+    window = MainWindow(store, settings, paths, [(spec.key, spec.title, None) for spec in PAGES])
     window.apply_icons(themes.palette["text"], themes.palette["accent_text"])
     window.show()
     shells: list[Shell] = []

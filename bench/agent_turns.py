@@ -36,7 +36,7 @@ from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 from concurrency import Hearth, LlamaServer  # noqa: E402
 from engine import models  # noqa: E402
 
-from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
 
 N_CTX = 8192  # per slot: SmolLM2's trained length; 6 k of system prompt and 16 turns fit
 N_PREDICT = 32

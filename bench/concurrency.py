@@ -33,8 +33,8 @@ from engine import models, start_llama_server  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
 from app.core.engines.base import LoadSpec  # noqa: E402
-from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
-from app.core.runtime.host import EngineHost  # noqa: E402
+from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
+from app.core.runtime.engine_host import EngineHost  # noqa: E402
 from app.core.runtime.preflight import PLANNED_SPECULATION  # noqa: E402
 from app.core.settings import SPECULATIVE_FLAGS  # noqa: E402
 from app.server.app import create_app  # noqa: E402

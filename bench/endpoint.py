@@ -39,8 +39,8 @@ from engine import Server, models  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
-from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
-from app.core.runtime.host import EngineHost  # noqa: E402
+from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
+from app.core.runtime.engine_host import EngineHost  # noqa: E402
 from app.core.runtime.jobs import ChunkEvent, GenerateJob  # noqa: E402
 from app.server.app import create_app  # noqa: E402
 from app.server.context import ServerContext  # noqa: E402

@@ -36,7 +36,7 @@ from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 
 from app.core.engines import generate_all  # noqa: E402
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
-from app.core.engines.llamacpp import LlamaCppEngine  # noqa: E402
+from app.core.engines.llamacpp.engine import LlamaCppEngine  # noqa: E402
 from app.core.hardware import probe_hardware  # noqa: E402
 from app.core.models.gguf import read_gguf_header  # noqa: E402
 from app.core.models.spec import spec_from_gguf  # noqa: E402

@@ -8,7 +8,7 @@ Each case loads in a fresh child process; llama.cpp's own buffer report (parsed 
 process RSS growth are compared with Hearth's prediction. Targets: memory within 5 % or 100 MiB;
 decode tok/s within 15 % after calibration (leave-one-out: each case is predicted with η fitted on the
 others). Generated models are cached in ~/.cache/hearth-bench. Predictions use the per-type speeds the quant
-probe measured on this CPU (engines/quant_probe.py, run first when Hearth's cache has none for this CPU).
+probe measured on this CPU (bench/quant_probe.py, run first when Hearth's cache has none for this CPU).
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ def quant_speeds(table: bool, refresh: bool) -> QuantSpeeds | None:
     """The per-type rates and per-layer cost predictions use: the quant probe's for this CPU (measured now if
     Hearth's cache has none), or None with `table` (the speed model then reads CPU_TYPE_SPEED, T_LAYER_CPU)."""
     import app.core.models.speed as speed_model
-    from app.core.engines.quant_probe import describe, measure_quant_speeds
+    from app.core.bench.quant_probe import describe, measure_quant_speeds
     from app.core.paths import app_paths
 
     if table:

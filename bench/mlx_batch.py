@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
-from app.core.engines.mlx import MlxEngine  # noqa: E402
+from app.core.engines.mlx.engine import MlxEngine  # noqa: E402
 from tests.fixtures.tiny_mlx import write_tiny_mlx_model  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "hearth-bench" / "mlx-batch"

@@ -388,8 +388,8 @@ BENCHES = [
 # The benches in bench/ that `make bench` does not run, and why; and the scripts that are not benches.
 # tests/bench/test_bench_args.py checks that every script in bench/ is in BENCHES or in one of these.
 BY_HAND = {
-    "speculative.py": "by hand (README, Benchmarks): it prints its figures and writes none for this runner",
-    "mlx_batch.py": "by hand (README, Benchmarks): the MLX engine's batched path, for Apple Silicon",
+    "speculative.py": "by hand (docs/bench.md): it prints its figures and writes none for this runner",
+    "mlx_batch.py": "by hand (docs/bench.md): the MLX engine's batched path, for Apple Silicon",
 }
 NOT_BENCHES = {"run_all.py", "bench_args.py", "app_lifecycle.py"}  # app_lifecycle: a part of ui_latency.py
 

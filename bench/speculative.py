@@ -43,8 +43,8 @@ from bench_args import add_peers, peer_dir  # noqa: E402
 from engine import models, start_llama_server  # noqa: E402
 
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
-from app.core.engines.llamacpp import LlamaCppEngine  # noqa: E402
-from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.engine import LlamaCppEngine  # noqa: E402
+from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
 
 N_CTX = 4096
 N_BATCH = 512

@@ -317,7 +317,7 @@ def measure_here() -> dict:
     import numpy as np
 
     from app.core.engines.base import SamplingParams
-    from app.core.engines.llamacpp_options import build_sampler
+    from app.core.engines.llamacpp.options import build_sampler
     from app.core.models.gguf import read_gguf_header
     from app.core.models.spec import spec_from_gguf
     from tests.fixtures.tiny_gguf import write_tiny_llama_gguf

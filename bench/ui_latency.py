@@ -43,12 +43,12 @@ from PySide6.QtWidgets import QApplication
 from app.core.chat.models import Conversation, Message
 from app.core.chat.store import ChatStore
 from app.core.engines.base import LoadSpec, SamplingParams
-from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.preflight import PreflightResult
 from app.ui.chat import ChatPage
 from app.ui.main_thread_gc import MainThreadGC
 from app.ui.tasks import TaskRunner
+from tests.fixtures.fake_engine import registry_with_fake
 
 TICK_MS = 5
 CODE = "Here:\n\n```python\ndef f(x):\n    return [i * x for i in range(10)]\n```\n\nDone."
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     model = None if args.no_real else smollm2_path()
     if model is not None:
         from app.core.engines import default_registry
-        from app.core.engines.llamacpp_options import physical_cores
+        from app.core.engines.llamacpp.options import physical_cores
 
         real = EngineHost(default_registry(), preflight=no_preflight, name="bench-real-host")
         real.load_sync(LoadSpec(path=model, n_ctx=2048, n_threads=physical_cores()), "gguf")

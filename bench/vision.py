@@ -35,8 +35,8 @@ from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 from engine import models  # noqa: E402
 
 from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput, LoadSpec, SamplingParams  # noqa: E402
-from app.core.engines.llamacpp import LlamaCppEngine  # noqa: E402
-from app.core.engines.llamacpp_options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.engine import LlamaCppEngine  # noqa: E402
+from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
 
 IMAGE_SIZE, PATCH = 224, 16
 FOLLOW_UP_TARGET = 0.15

@@ -91,6 +91,8 @@ CODE_REPLY = (
 )
 
 
+# The two demo benchmarks' workload (a Workload's fields): three prompt lengths, so the charts have lines.
+BENCH_WORKLOAD = {"prompt_lens": [64, 256, 512], "gen_len": 16, "concurrency": [1], "runs": 2, "warmup": 1}
 DEMO_DOWNLOAD_REPO = "demo/Demo-GGUF"
 DEMO_DOWNLOAD_BYTES = 48 * 1024 * 1024
 DEMO_RATE = 192 * 1024  # bytes/s: minutes for the file, so it is mid-way in every shot
@@ -136,7 +138,7 @@ def run_demo_benchmarks(app, shell) -> None:
     end = time.monotonic() + 10
     while page.source.count() < 2 and time.monotonic() < end:
         settle(app, 0.1)
-    workload = Workload(prompt_lens=[64, 256, 512], gen_len=16, concurrency=[1], runs=2, warmup=1)
+    workload = Workload(**BENCH_WORKLOAD)
     for name in ("SmolLM2", "Tiny-Llama"):
         index = next((i for i in range(page.source.count()) if name in page.source.itemText(i)), None)
         if index is None:
@@ -301,8 +303,8 @@ def _render_first_start(home: Path, out: Path, sizes, themes) -> list[Path]:
 @contextmanager
 def demo_remote(home: Path):
     """A second Hearth on loopback (over the fake engine) added as a remote server, so My Models lists one."""
+    from app.core.engines.remote.store import RemoteStore
     from app.core.paths import app_paths
-    from app.core.remote.store import RemoteStore
     from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
 
     paths = app_paths({"HEARTH_HOME": str(home)}).ensure()
@@ -362,7 +364,7 @@ def demo_models_loaded(app, shell, loaded: bool) -> None:
     counting down to its unload; or none loaded. A page without "-loaded" in its name is shot with none."""
     from app.core.runtime.jobs import UnloadJob
 
-    host = shell.services.host
+    host = shell.services.pool
     if not loaded:
         if host.residents():
             host.wait_for(host.submit(UnloadJob(every=True, even_pinned=True)), 60)  # as the person would
@@ -504,7 +506,7 @@ def _chat_empty(app, shell):
     settle(app, 0.5)
 
     def back() -> None:
-        chat.delete_conversation(created.id)
+        chat.edits.delete(created.id)
         settle(app, 0.5)
         if before is not None:
             chat.open_conversation(before)

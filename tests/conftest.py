@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.fakehub.fixtures",
     "tests.core.engines.fixtures",
     "tests.ui.chat_harness",
+    "tests.fixtures.qt_leftovers",
 ]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.engines import quant_probe
+from app.core.bench import quant_probe
 from app.core.paths import app_paths
 from app.core.settings import Settings
 from app.main import QUANT_PROBE_DELAY_S, start_quant_probe_if_wanted

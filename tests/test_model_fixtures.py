@@ -45,14 +45,14 @@ def _mlx_lm():
 
 def _open_llama(path, **kw):
     from app.core.engines.base import LoadSpec
-    from app.core.engines.llamacpp_options import model_params_for
-    from app.core.engines.native_guard import NativeGuard
+    from app.core.engines.llamacpp.canary import guard_for
+    from app.core.engines.llamacpp.options import model_params_for
     from app.core.models.gguf import validate_gguf
 
     llama_cpp = _llama_cpp()
     # A bare Llama decodes too: load it as the canary found safe here (AMX buffers crash on some Xeons).
     types = [t.type_name for t in validate_gguf(path).tensors]
-    safe = NativeGuard.for_llama_cpp(llama_cpp).safe_spec(LoadSpec(path=path, n_ctx=256), types).spec
+    safe = guard_for(llama_cpp).safe_spec(LoadSpec(path=path, n_ctx=256), types).spec
     with model_params_for(llama_cpp, safe):
         return llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, verbose=False, **kw)
 

@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     raw = sys.argv[1:] if argv is None else argv
-    if raw[:1] == ["--hearth-native-check"]:  # the bundle's canary child (native_guard.child_command)
-        from app.core.engines.native_check_child import main as check_main
+    if raw[:1] == ["--hearth-native-check"]:  # the bundle's canary child (canary.guard.child_command)
+        from app.core.engines.llamacpp.check_child import main as check_main
 
         return check_main()
     if raw[:1] == ["--hearth-quant-probe"]:  # the bundle's quant-speed probe (quant_probe.child_command)
-        from app.core.engines.quant_probe_child import main as probe_main
+        from app.core.bench.quant_probe_child import main as probe_main
 
         return probe_main(["quant-probe", *raw[1:2]])
     args = build_parser().parse_args(argv)

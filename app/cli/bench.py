@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.core.formats import GGUF
+
 if TYPE_CHECKING:
     from app.cli.context import CliContext
     from app.core.bench.driver import Driver, Progress
@@ -124,13 +126,13 @@ def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, 
     from app.core.bench.describe import planned_load
     from app.core.bench.runner import HostRunner
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp_options import physical_cores
+    from app.core.engines.llamacpp.options import physical_cores
     from app.core.hardware import probe_hardware
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
 
     path, fmt = resolve_model(ctx, args.model)
     threads = args.threads
-    if threads is None and fmt == "gguf":
+    if threads is None and fmt == GGUF:
         threads = physical_cores()
     # The planner predicts the load a chat gets (all physical cores, its own GPU layers): a run with other
     # settings would teach it the wrong lesson.

@@ -24,7 +24,7 @@ def add_doctor_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_doctor(ctx: CliContext, args: argparse.Namespace) -> int:
-    from app.core.engines.native_inflight import recover_native_crashes
+    from app.core.engines.llamacpp.canary import recover_native_crashes
     from app.core.hardware import probe_hardware
     from app.core.runtime.doctor import diagnose_this_machine, format_report
 

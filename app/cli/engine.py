@@ -17,8 +17,9 @@ from app.cli.model_load import err, start_host
 
 if TYPE_CHECKING:
     from app.cli.context import CliContext
+    from app.core.chat.reply_stream import ReplyResult
     from app.core.engines.base import Chunk, GenerateRequest, ModelInfo
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
 
 logger = logging.getLogger(__name__)
 
@@ -212,10 +213,26 @@ def run_with_tools(ctx: CliContext, args: argparse.Namespace, messages: list) ->
     return EXIT_INTERRUPTED if run.stopped else 0
 
 
+class _Stdout:
+    """The turn's events for a terminal: the reply's words go to stdout as they come."""
+
+    def on_text(self, piece: str) -> None:
+        """Engine thread."""
+        _write(piece)
+
+    def on_row(self, role: str, msg_id: int) -> None:
+        """Never called: nothing is saved here."""
+
+    def on_finished(self, result: ReplyResult) -> None:
+        """Engine thread: the main thread, waiting for the turn, says how it ended."""
+
+
 def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.cli.images import chat_image
-    from app.cli.tool_run import checked_choice, open_loop, run_turn
-    from app.core.engines.base import ChatMessage, GenerateRequest
+    from app.cli.tool_run import checked_choice, open_loop, run_turn, wait_out
+    from app.core.chat.sending import fit_messages, request_for
+    from app.core.chat.turn import ChatTurn
+    from app.core.engines.base import ChatMessage, Chunk
     from app.core.errors import HearthError
 
     choice, why = checked_choice(ctx, args)
@@ -254,27 +271,41 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
                 continue
             history.append(ChatMessage(role="user", content=line, images=images or None))
             images = []
+            # As in the window: the oldest turns are left out of a request that would not fit (and it says so).
+            plan = fit_messages(system + history, info.n_ctx, args.max_tokens)
+            if not plan.ok:
+                assert plan.notice is not None  # a plan is refused only with its reason
+                history.pop()
+                err(f"error: {plan.notice.text}")
+                continue
+            if plan.dropped_messages:  # kept here until /reset, but the model no longer reads them
+                err(
+                    f"note: the {plan.dropped_messages} oldest messages were left out of this request: the"
+                    f" conversation is longer than the model's context ({plan.n_ctx} tokens)"
+                )
             if loop is not None:
                 try:
-                    run = run_turn(loop, system + history, _sampling(args), args, choice)
+                    run = run_turn(loop, plan.messages, _sampling(args), args, choice)
                 except HearthError as exc:
                     history.pop()
                     err(f"error: {exc}")
                     continue
-                history = run.messages[len(system) :]  # the calls and results stay in the conversation
+                history += run.messages[len(plan.messages) :]  # the calls and results stay in the conversation
                 _write(run.reply + "\n")
                 continue
-            try:
-                reply, final, interrupted = generate(
-                    host, GenerateRequest(messages=system + history, sampling=_sampling(args))
-                )
-            except HearthError as exc:
+            turn = ChatTurn(host, request_for(plan, _sampling(args)), _Stdout(), source="cli")
+            turn.start()
+            interrupted = wait_out(turn)
+            if turn.failure is not None:
                 history.pop()
-                err(f"\nerror: {exc}")
+                err(f"\nerror: {turn.failure}")
                 continue
             _write("\n")
+            assert turn.result is not None
+            reply = turn.result.text
             if reply:  # a stopped reply stays in the history, as the user saw it
                 history.append(ChatMessage(role="assistant", content=reply))
+            final = turn.final or Chunk(finish_reason=turn.result.finish_reason, stats=turn.result.stats)
             err(("[stopped] " if interrupted else "") + format_stats(final))
     finally:
         if loop is not None:

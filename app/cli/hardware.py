@@ -35,7 +35,7 @@ def cmd_hw(ctx: CliContext, args: argparse.Namespace) -> int:
         refresh_bandwidth=args.refresh_bandwidth,
     )
     if args.refresh_quant_speeds:
-        from app.core.engines.quant_probe import describe, measure_quant_speeds
+        from app.core.bench.quant_probe import describe, measure_quant_speeds
 
         speeds = measure_quant_speeds(ctx.paths.cache, refresh=True)
         if speeds is None:

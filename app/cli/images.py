@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.core.formats import GGUF
+
 if TYPE_CHECKING:
     from app.cli.context import CliContext
     from app.core.engines.base import ImageInput
@@ -47,7 +49,7 @@ def chat_image(path: str, say: Callable[[str], None]) -> list[ImageInput]:
 
 def projector_for(ctx: CliContext, name: str, path: Path, fmt: str) -> Path | None:
     """The vision projector a GGUF loads with: the one its library entry keeps, else one beside the file."""
-    if fmt != "gguf":
+    if fmt != GGUF:
         return None
     from app.core.library.projectors import projector_beside, projector_of
 

@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.core.formats import GGUF
+
 if TYPE_CHECKING:
     from app.cli.context import CliContext
     from app.core.engines.base import LoadSpec, ModelInfo
-    from app.core.remote import RemoteStore
-    from app.core.runtime.host import EngineHost
+    from app.core.engines.remote import RemoteStore
+    from app.core.runtime.engine_host import EngineHost
 
 
 def err(text: str) -> None:
@@ -23,7 +25,8 @@ def err(text: str) -> None:
 
 
 def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
-    """A path to a GGUF file or MLX folder, and its format: a path, or a name from `hearth ls`."""
+    """A model's path (a GGUF file, an MLX folder, a plug-in's model) and its format: a path, or a name from
+    `hearth ls`."""
     from app.core.runtime.preflight import format_for_path
 
     path = Path(name).expanduser()
@@ -40,7 +43,7 @@ def resolve_model(ctx: CliContext, name: str) -> tuple[Path, str]:
             library.touch(model.id)
         finally:
             library.close()
-        path = Path(model.path)
+        return Path(model.path).resolve(), model.format  # the library knows what it holds (a plug-in's too)
     return path.resolve(), format_for_path(path)
 
 
@@ -67,25 +70,26 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
     from app.core.engines import default_registry
     from app.core.engines.base import LoadSpec
     from app.core.models.errors import ModelFileError
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
 
     remote = _remote_spec(ctx, args.model)
     if remote is not None:
         return _start_remote(ctx, *remote)
+    registry = default_registry()  # first: a plug-in's kind claims its model files from here on
     try:
         path, fmt = resolve_model(ctx, args.model)
     except ModelFileError as exc:
         if "/" in args.model:  # it looks like REMOTE/MODEL-ID: say where remote models are listed
             raise ModelFileError(f"{exc}, nor a remote model (see `hearth remote ls`)") from exc
         raise
-    from app.core.engines.native_inflight import recover_native_crashes
+    from app.core.engines.llamacpp.canary import recover_native_crashes
 
     for note in recover_native_crashes():  # a crash last time: that configuration is not used again
         err(f"note: {note}")
-    host = EngineHost(default_registry(), calibration=ctx.calibration, name="hearth-engine")
+    host = EngineHost(registry, calibration=ctx.calibration, name="hearth-engine")
     threads = args.threads
-    if threads is None and fmt == "gguf":
-        from app.core.engines.llamacpp_options import physical_cores
+    if threads is None and fmt == GGUF:
+        from app.core.engines.llamacpp.options import physical_cores
 
         threads = physical_cores()
     try:
@@ -137,8 +141,8 @@ def _remote_spec(ctx: CliContext, name: str) -> tuple[RemoteStore, LoadSpec] | N
 
 def _start_remote(ctx: CliContext, store: RemoteStore, spec: LoadSpec) -> tuple[EngineHost, ModelInfo]:
     from app.core.engines import default_registry
-    from app.core.remote import FORMAT, register_remote
-    from app.core.runtime.host import EngineHost
+    from app.core.engines.remote import FORMAT, register_remote
+    from app.core.runtime.engine_host import EngineHost
 
     host = EngineHost(register_remote(default_registry(), store), name="hearth-engine")
     try:

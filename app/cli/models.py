@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from app.core.formats import EXL2, GGUF, MLX
+
 if TYPE_CHECKING:
     from app.cli.context import CliContext
 
@@ -15,7 +17,9 @@ def add_model_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add `search`, `ls` and `rm`; each parser's `handler` default is the function to call with (ctx, args)."""
     search = subparsers.add_parser("search", help="search the Hugging Face Hub for models")
     search.add_argument("text", nargs="?", default="", help="words in the model id")
-    search.add_argument("--format", choices=["gguf", "mlx", "exl2"], default="gguf", help="model format (gguf)")
+    search.add_argument(
+        "--format", choices=[GGUF.value, MLX.value, EXL2.value], default=GGUF.value, help="model format (gguf)"
+    )
     search.add_argument("--sort", choices=["downloads", "likes", "trending", "updated"], default="downloads")
     search.add_argument("--limit", type=int, default=20, help="how many results (default 20)")
     search.add_argument("--author", help="only models from this user or organisation")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.cli.context import CliContext
-    from app.core.remote import Remote, RemoteStore
+    from app.core.engines.remote import Remote, RemoteStore
 
 
 def add_remote_command(subparsers: Any) -> None:
@@ -33,7 +33,7 @@ def add_remote_command(subparsers: Any) -> None:
 
 
 def open_store(ctx: CliContext) -> RemoteStore:
-    from app.core.remote import open_remotes
+    from app.core.engines.remote import open_remotes
 
     return open_remotes(ctx.paths)
 
@@ -44,7 +44,7 @@ def _out(text: str) -> None:
 
 
 def _models(remote: Remote) -> list[str]:
-    from app.core.remote import remote_id
+    from app.core.engines.remote import remote_id
 
     return [
         f"  {remote_id(remote.name, m.id)}" + (f"  (context {m.context_length:,})" if m.context_length else "")

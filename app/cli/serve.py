@@ -89,8 +89,8 @@ def _err(text: str) -> None:
 def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.downloads.manager import DownloadManager
     from app.core.engines import default_registry
+    from app.core.engines.remote import open_remotes
     from app.core.errors import HearthError
-    from app.core.remote import open_remotes
     from app.core.runtime.drafts import DraftFinder
     from app.core.runtime.pool import ModelPool
     from app.core.runtime.resolve import ModelResolver
@@ -99,9 +99,9 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.server.config import policy_for
     from app.server.context import ServerContext
     from app.server.keys import new_api_key
-    from app.server.ollama_pull import OnDemandDownloads
+    from app.server.ollama.pull import OnDemandDownloads
     from app.server.remote_forward import RemotePool
-    from app.server.response_store import ResponseStore
+    from app.server.responses.store import ResponseStore
     from app.server.runner import ServerThread
     from app.server.service import start_ollama_listener
 
@@ -136,7 +136,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         draft_for=lambda m: args.draft_model or picked.get(m.id),
         template_for=lambda m: ctx.settings.chat_templates.get(m.id),  # picked in My Models or the chat
     )
-    from app.core.engines.native_inflight import recover_native_crashes
+    from app.core.engines.llamacpp.canary import recover_native_crashes
 
     for note in recover_native_crashes():  # a crash last time: that configuration is not used again
         _err(f"note: {note}")

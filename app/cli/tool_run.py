@@ -6,14 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.cli.context import CliContext
     from app.core.chat.tool_loop import Approval, PendingCall, ToolLoop, ToolRun, ToolStep
+    from app.core.chat.turn import ChatTurn
     from app.core.engines.base import ChatMessage, SamplingParams
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
+
+
+WAIT_SLICE_S = 0.2  # how often the waiting main thread looks up (Python runs Ctrl-C's handler between waits)
 
 
 def add_tool_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,26 +93,42 @@ def server_names(args: argparse.Namespace) -> list[str]:
 def run_turn(
     loop: ToolLoop, messages: list[ChatMessage], sampling: SamplingParams, args: argparse.Namespace, choice: Any
 ) -> ToolRun:
-    """One user turn with tools (the model's own turns are not streamed: they hold its calls' markup; each call's
-    outcome goes to stderr). Ctrl-C stops the model or the running tool."""
+    """One user turn with tools, run as the chat window runs one (a ChatTurn), kept by the caller rather than
+    saved (the model's own turns are not streamed: they hold its calls' markup; each call's outcome goes to
+    stderr). Ctrl-C stops the model or the running tool; the loop's failure is raised here."""
     from concurrent.futures import ThreadPoolExecutor
 
-    cancel = threading.Event()
+    from app.core.chat.turn import ChatTurn, TurnTools
+    from app.core.engines.base import GenerateRequest
+
     # On a worker: the main thread stays free to take Ctrl-C, which stops the loop where it is.
     with ThreadPoolExecutor(1, thread_name_prefix="tool-loop") as pool:
-        running = pool.submit(loop.run, messages, sampling, server_names(args), tool_choice=choice, cancel=cancel)
-        while True:
-            try:
-                run: ToolRun = running.result(0.2)
-            except TimeoutError:
-                continue
-            except KeyboardInterrupt:
-                cancel.set()
-                _err("\n(stopping…)")
-                continue
-            if run.unused is not None:  # as the chat says under a reply: the tools cost prompt tokens for nothing
-                _err(f"[{run.unused.line}]")
-            return run
+        tools = TurnTools(loop, server_names(args), pool, choice)
+        turn = ChatTurn(None, GenerateRequest(messages=messages, sampling=sampling), tools=tools, source="cli")
+        turn.start()
+        wait_out(turn, lambda: _err("\n(stopping…)"))
+    if turn.failure is not None:
+        raise turn.failure
+    run = turn.run
+    assert run is not None
+    if run.unused is not None:  # as the chat says under a reply: the tools cost prompt tokens for nothing
+        _err(f"[{run.unused.line}]")
+    return run
+
+
+def wait_out(turn: ChatTurn, stopping: Callable[[], None] | None = None) -> bool:
+    """Main thread: wait for the turn to end; Ctrl-C stops it (its text so far is kept) and is waited out, and
+    another only asks again. True when it was stopped so; `stopping()` says so as it happens."""
+    interrupted = False
+    while True:
+        try:
+            if turn.wait(WAIT_SLICE_S):
+                return interrupted
+        except KeyboardInterrupt:
+            interrupted = True
+            turn.stop()
+            if stopping is not None:
+                stopping()
 
 
 def checked_choice(ctx: CliContext, args: argparse.Namespace) -> tuple[str | dict[str, Any] | None, str]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from app.core.chat import ChatStore
 from app.core.downloads import DownloadManager
 from app.core.engines import default_registry
-from app.core.engines.native_inflight import recover_native_crashes
+from app.core.engines.llamacpp.canary import recover_native_crashes
+from app.core.engines.remote import RemoteStore, open_remotes, register_remote
 from app.core.hub.client import HubClient
 from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
@@ -20,7 +21,6 @@ from app.core.library.store import LocalModel
 from app.core.mcp.servers import McpServers
 from app.core.models.calibration import CalibrationStore
 from app.core.paths import AppPaths
-from app.core.remote import RemoteStore, open_remotes, register_remote
 from app.core.runtime.drafts import DraftFinder
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.resolve import ModelResolver
@@ -37,7 +37,7 @@ class Services:
     settings: Settings
     library: Library
     downloads: DownloadManager
-    host: ModelPool
+    pool: ModelPool  # every loaded model, each on an engine host of its own
     chats: ChatStore
     calibration: CalibrationStore
     resolver: ModelResolver
@@ -74,7 +74,7 @@ class Services:
             deterministic=settings.deterministic,
             drafts=DraftFinder(library),
         )
-        host = ModelPool(
+        pool = ModelPool(
             register_remote(default_registry(), remotes),
             calibration=calibration,
             resolver=resolver,
@@ -84,7 +84,7 @@ class Services:
             max_models=settings.server.max_loaded_models,
         )
         chats = ChatStore(paths.chats_db)
-        services = cls(paths, settings, library, downloads, host, chats, calibration, resolver, remotes, env)
+        services = cls(paths, settings, library, downloads, pool, chats, calibration, resolver, remotes, env)
         # Before anything loads: a native crash last time is recorded, so that configuration is not used again.
         services.crash_notes = recover_native_crashes()
         services.feed = LibraryFeed(downloads, library)
@@ -112,14 +112,14 @@ class Services:
         self.downloads.token = client.token
         self.downloads.endpoint = client.endpoint
         self.downloads.set_max_parallel(settings.parallel_downloads)
-        self.host.jit = settings.server.jit_load
+        self.pool.jit = settings.server.jit_load
         self.resolver.max_context = settings.server.jit_context
         self.resolver.deterministic = settings.deterministic
         self.resolver.max_slots = settings.parallel_requests  # the next load plans for it
         self.resolver.speculative = load_speculative(settings.speculative)
-        self.host.queue_size = settings.server.queue_size
-        self.host.idle_ttl_s = settings.server.idle_ttl_minutes * 60 or None
-        self.host.max_models = settings.server.max_loaded_models
+        self.pool.queue_size = settings.server.queue_size
+        self.pool.idle_ttl_s = settings.server.idle_ttl_minutes * 60 or None
+        self.pool.max_models = settings.server.max_loaded_models
 
     def start(self) -> None:
         """A background thread, after the window shows: catch up the library, resume unfinished downloads."""
@@ -133,7 +133,7 @@ class Services:
         them, not their sum; then the stores close."""
         self._close_step("library feed", self.feed.close if self.feed else (lambda: None))
         at_once: list[tuple[str, Callable[[], object]]] = [
-            ("engine host", self.host.shutdown),
+            ("engine host", self.pool.shutdown),
             ("MCP servers", self.tools.close if self.tools else (lambda: None)),
             ("downloads", self.downloads.close),
         ]

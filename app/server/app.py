@@ -12,20 +12,21 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
 from app.server import errors
-from app.server.anthropic_messages import router as messages_router
+from app.server.anthropic.messages import router as messages_router
 from app.server.body import BODY_TIMEOUT_S, declare_json
 from app.server.context import ServerContext
-from app.server.model_admin import router as admin_router
-from app.server.models_routes import router as models_router
-from app.server.ollama_chat import router as ollama_chat_router
-from app.server.ollama_embed import router as ollama_embed_router
-from app.server.ollama_models import router as ollama_models_router
-from app.server.ollama_pull import router as ollama_pull_router
-from app.server.openai_chat import router as chat_router
-from app.server.openai_completions import router as completions_router
-from app.server.openai_responses import router as responses_router
+from app.server.models.admin import router as admin_router
+from app.server.models.listing import router as models_router
+from app.server.models.rerank import router as rerank_router
+from app.server.ollama.chat import router as ollama_chat_router
+from app.server.ollama.embed import router as ollama_embed_router
+from app.server.ollama.models import router as ollama_models_router
+from app.server.ollama.pull import router as ollama_pull_router
+from app.server.openai.chat import router as chat_router
+from app.server.openai.completions import router as completions_router
+from app.server.openai.embeddings import router as embeddings_router
 from app.server.request_log import RequestLog, Timer
-from app.server.rerank_routes import router as rerank_router
+from app.server.responses.routes import router as responses_router
 from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
     api.add_exception_handler(Exception, errors.unexpected_error_handler)
     routers = (
         models_router,
+        embeddings_router,
         admin_router,
         chat_router,
         completions_router,

@@ -4,20 +4,20 @@ and `finish_reason: "tool_calls"` whenever a call was made.
 
 The request's tools are checked when it arrives (a 400 before it queues). What depends on the model that
 will run it — its template's tool-call format, whether its engine takes grammars, whether its prompt opens
-a reasoning block — is decided on the host thread when the job starts (`prepare`), so a JIT load is served
-in that model's own format.
+a reasoning block — is decided on the host thread when the job starts (core's `FittedRequest.prepare`), so a JIT load is
+served in that model's own format.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.engines.base import Capabilities, GenerateRequest, ModelInfo, check_prompt_size
-from app.core.engines.templates import render_chat
+from app.core.engines.base import Capabilities, GenerateRequest, ModelInfo
+from app.core.runtime.fitted_request import FittedRequest
 from app.core.tools import (
-    OUTPUT_MARKERS,
     OutputEvent,
     OutputParser,
     ParsedOutput,
@@ -26,11 +26,8 @@ from app.core.tools import (
     ToolCallArgs,
     ToolCallStart,
     ToolError,
-    ToolPlan,
     function_specs,
     parse_tool_choice,
-    plan_tools,
-    prompt_opens_reasoning,
 )
 from app.core.tools.schema_limits import SchemaTooComplex, check_schema
 from app.server.errors import APIError
@@ -55,16 +52,16 @@ def checked_schema(schema: Any, param: str) -> Any:
 
 @dataclass
 class ChatShape:
-    """One chat request's tools and reasoning handling. `prepare` runs on the host thread; the rest on
-    the server's loop, after the job's Started event (which happens after `prepare`)."""
+    """One chat request's tools and reasoning handling, on the server's loop: checked when the request
+    arrives, fitted to its model on the engine host's thread when its job starts (`fitted.prepare`, core
+    code: the job carries that, never the server's), and parsed after the job's Started event."""
 
     base: GenerateRequest
     tools: list[dict[str, Any]] | None
     tool_choice: Any
     parallel: bool
     inline_reasoning: bool = False
-    plan: ToolPlan | None = field(default=None, init=False)
-    starts_in_reasoning: bool = field(default=False, init=False)
+    fitted: FittedRequest = field(init=False)
 
     def __post_init__(self) -> None:
         try:
@@ -77,35 +74,20 @@ class ChatShape:
                 params = (tool.get("function") or {}).get("parameters")
                 if params:
                     checked_schema(params, f"tools[{i}].function.parameters")
+        self.fitted = FittedRequest(self.base, self.tools, self.tool_choice, self.parallel, self.inline_reasoning)
 
-    def prepare(self, info: ModelInfo, capabilities: Capabilities) -> GenerateRequest:
-        """Host thread: the request as the model that runs it needs it."""
-        check_prompt_size(self.base)  # before the template renders it (a previous_response_id grows it here)
-        plan = plan_tools(
-            self.tools,
-            self.tool_choice,
-            parallel_tool_calls=self.parallel,
-            chat_template=info.chat_template,
-            grammar=capabilities.grammar,
-        )
-        if plan.grammar is not None and self.base.json_schema is not None:
-            raise ToolError("response_format cannot be combined with a tool call that is forced", "tool_choice")
-        update: dict[str, Any] = {"tools": plan.template_tools, "visible_tokens": list(OUTPUT_MARKERS)}
-        if plan.grammar is not None:
-            update["grammar"] = plan.grammar
-        request = self.base.model_copy(update=update)
-        if not self.inline_reasoning and request.messages is not None:
-            prompt = render_chat(info.chat_template, request.messages, tools=plan.template_tools).text
-            self.starts_in_reasoning = prompt_opens_reasoning(prompt)
-        self.plan = plan
-        return request
+    @property
+    def prepare(self) -> Callable[[ModelInfo, Capabilities], GenerateRequest]:
+        """What the job carries: the core's fitting, run on the engine host's thread."""
+        return self.fitted.prepare
 
     def parser(self) -> OutputParser:
         """A fresh parser for the reply (reasoning split unless asked inline, then tool calls)."""
-        assert self.plan is not None, "prepare() runs before the first chunk"
+        plan = self.fitted.plan
+        assert plan is not None, "prepare() runs before the first chunk"
         if self.inline_reasoning:
-            return self.plan.parser(reasoning=None)
-        return self.plan.parser(start_in_reasoning=self.starts_in_reasoning)
+            return plan.parser(reasoning=None)
+        return plan.parser(start_in_reasoning=self.fitted.starts_in_reasoning)
 
     def parse(self, text: str, truncated: bool = False) -> ParsedOutput:
         """The whole reply; `truncated`: it ended at the token limit (a call it had begun is dropped)."""

@@ -13,17 +13,18 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 
 from app.core.engines.base import ModelInfo
+from app.core.formats import GGUF, MLX
 from app.core.library.projectors import projector_refusal, sees_images
 from app.core.library.store import Library, LocalModel
 from app.core.runtime.job_host import JobHost, Resident
 from app.core.runtime.jobs import same_path
 from app.core.runtime.resolve import ModelResolver
 from app.server.errors import APIError
-from app.server.host_jobs import JobStream, cancel_all
-from app.server.openai_token_ids import TokenTables
+from app.server.job_stream import JobStream, cancel_all
+from app.server.openai.token_ids import TokenTables
 from app.server.remote_forward import RemotePool
 from app.server.request_log import RequestLog
-from app.server.response_store import ResponseStore
+from app.server.responses.store import ResponseStore
 from app.server.web_images import WebImageFetcher
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class ServerContext:
     # /api/pull: a Hub client for the current settings, and the download queue pulls join (None: no pulls).
     hub: Callable[[], HubClient] | None = None
     downloads: Callable[[], DownloadManager] | None = None
-    # /v1/embeddings token-id input, read as OpenAI's cl100k_base tokens (openai_token_ids).
+    # /v1/embeddings token-id input, read as OpenAI's cl100k_base tokens (openai/token_ids.py).
     token_tables: TokenTables = field(default_factory=TokenTables)
     # Images requests name by http(s) URL are fetched with this (None: refused; the setting is off).
     web_images: WebImageFetcher | None = None
@@ -122,7 +123,7 @@ class ServerContext:
             return
         resolver = self.resolver
         model = await asyncio.to_thread(self.library.find, self.library_name(name) or name)
-        if model is None or not model.ready or model.format != "gguf":
+        if model is None or not model.ready or model.format != GGUF:
             return  # not found answers as before, from the job; only a GGUF says its role before loading
         role = await asyncio.to_thread(resolver.role, model)
         if role not in serves:
@@ -141,7 +142,7 @@ class ServerContext:
             return
         library = self.library
         model = await asyncio.to_thread(library.find, self.library_name(name) or name)
-        if model is None or model.format not in ("gguf", "mlx") or await asyncio.to_thread(sees_images, model):
+        if model is None or model.format not in (GGUF, MLX) or await asyncio.to_thread(sees_images, model):
             return  # other formats answer from their engine
         seeing = await asyncio.to_thread(lambda: [m.name for m in library.list(status="ready") if sees_images(m)])
         where = (

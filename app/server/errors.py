@@ -31,7 +31,7 @@ FAILURES = {
     "context_length_exceeded": ("invalid_request_error", 400),
     "model_not_found": ("invalid_request_error", 404),
     "invalid_request": ("invalid_request_error", 400),
-    "invalid_image": ("invalid_request_error", 400),  # an image that cannot be read safely (engines/images.py)
+    "invalid_image": ("invalid_request_error", 400),  # an image that cannot be read safely (engines/inputs/images.py)
     "schema_too_complex": ("invalid_request_error", 400),
     "request_too_large": ("request_too_large", 413),  # an embeddings request over its token or character cap
     "unsupported": ("invalid_request_error", 400),

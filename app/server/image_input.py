@@ -4,7 +4,7 @@ OpenAI's `image_url` parts and Responses' `input_image` carry a URL; Anthropic's
 `source` (or a URL); Ollama's `images` bare base64. A data URI or base64 is decoded here (its size bounded
 before decoding). A web URL is kept as a URL (`WebImage`): the server fetches it before the job is queued
 only if its settings allow, else refuses it with a clear 400 (web_images.py). Decoding the picture itself,
-with its pixel bounds, is the engine's (app.core.engines.images), which answers a bad image with a 400
+with its pixel bounds, is the engine's (app.core.engines.inputs.images), which answers a bad image with a 400
 naming `images` before anything runs.
 """
 
@@ -15,7 +15,7 @@ import binascii
 import re
 
 from app.core.engines.base import ChatMessage, ImageInput
-from app.core.engines.images import MAX_IMAGE_BYTES
+from app.core.engines.inputs.images import MAX_IMAGE_BYTES
 from app.server.errors import APIError
 
 DATA_URI = re.compile(r"data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[\w.+-]+=[^;,]*)*)(?P<b64>;base64)?,", re.I)

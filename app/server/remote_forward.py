@@ -11,8 +11,8 @@ import logging
 import threading
 
 from app.core.engines.registry import EngineRegistry
-from app.core.remote import FORMAT, RemoteEntry, RemoteStore, register_remote
-from app.core.runtime.host import EngineHost
+from app.core.engines.remote import FORMAT, RemoteEntry, RemoteStore, register_remote
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import LoadJob, ModelNotFound
 
 logger = logging.getLogger(__name__)

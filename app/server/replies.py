@@ -1,5 +1,5 @@
-"""What the generation routes share (OpenAI's and Anthropic's): mapping sampling fields onto the engine's,
-ids, usage, and the waits of a generation (for its start, then for its whole reply)."""
+"""What the generation routes of every dialect share: mapping sampling fields onto the engine's, ids, usage,
+and the waits of a generation (for its start, then for its whole reply)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ import functools
 import secrets
 import string
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
 
 from app import __version__
 from app.core.engines.base import Capabilities, Chunk, GenerateRequest, GenerationStats, ModelInfo, SamplingParams
-from app.core.engines.images import has_images
-from app.core.runtime.jobs import ChunkEvent, GenerateJob, GenerateResult, JobDone, JobFailed, Started
+from app.core.engines.inputs.images import has_images
+from app.core.runtime.jobs import GenerateJob, GenerateResult, JobFailed, Started
 from app.server.context import ServerContext
 from app.server.errors import from_failure
-from app.server.host_jobs import JobStream, failure_error
-from app.server.openai_schemas import _Sampling
-from app.server.sse import PING, PING_EVERY_S
+from app.server.job_stream import JobStream, failure_error
 from app.server.web_images import fetch_web_images, with_fetched
 
 # What a client that sets nothing gets: llama-server's defaults, which local-model clients expect.
@@ -52,25 +50,6 @@ def route_sampling(
     }
     values.update({name: value for name, value in extra.items() if value is not None})
     return SamplingParams(**values)
-
-
-def sampling(body: _Sampling, max_tokens: int | None, logprobs: int | None = None) -> SamplingParams:
-    """The engine's sampling for an OpenAI request (what it cannot honour, like n > 1, the schema refuses).
-    `logprobs`: the alternatives per token the reply shows (None: no logprobs)."""
-    return route_sampling(
-        body.temperature,
-        body.top_p,
-        max_tokens,
-        presence_penalty=body.presence_penalty,
-        frequency_penalty=body.frequency_penalty,
-        seed=None if body.seed is None else body.seed & UINT32,
-        stop=body.stops(),
-        logit_bias=body.token_bias(),
-        logprobs=logprobs,
-        top_k=body.top_k,
-        min_p=body.min_p,
-        repeat_penalty=body.repeat_penalty,
-    )
 
 
 def usage(stats: GenerationStats | None) -> dict[str, Any]:
@@ -184,26 +163,3 @@ async def whole_reply(stream: JobStream, request: Request, chunks: list[Chunk] |
         raise from_failure(result.final.error or "the generation failed", result.final.error_code or "engine_error")
     request.state.usage = usage(result.final.stats)
     return result
-
-
-async def framed(
-    stream: JobStream,
-    on_chunk: Callable[[Chunk], list[bytes]],
-    on_end: Callable[[JobDone | JobFailed], list[bytes]],
-    ping: bytes = PING,
-) -> AsyncIterator[bytes]:
-    """A streaming route's body: the job's events relayed in batches, each chunk and then its end framed by
-    the route, `ping` when nothing came for a while. A client that leaves cancels the generator, and so the
-    job, within one token."""
-    try:
-        async for batch in stream.relay(PING_EVERY_S):
-            if batch is None:
-                yield ping
-                continue
-            out: list[bytes] = []
-            for event in batch:
-                out += on_chunk(event.chunk) if isinstance(event, ChunkEvent) else on_end(event)
-            if out:
-                yield b"".join(out)
-    finally:
-        stream.cancel()  # the client left, or we are done (then a no-op)

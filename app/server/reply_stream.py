@@ -1,19 +1,26 @@
-"""A generation as the agent routes (Responses, Anthropic Messages) consume it: parser events in batches,
-a ping when nothing came for a while, then how it ended. Chat Completions keeps its own loop because its
-logprobs follow the chunks; the tool-call limit and the failure rules are the same.
+"""The two ways a route streams a generation; which one a route uses follows from what its wire needs.
+
+- `reply_steps`: the reply as the chat shape's parser reads it (text, reasoning, tool-call events), a `Ping`
+  when nothing came for a while, then `Finished` or `Broken`. The tool-call limit and the failure rules are
+  applied here. Every route whose stream is made of those events uses it (Responses, Messages, Ollama), and
+  `whole_events` gives its non-streaming reply the same events.
+- `framed`: the engine's chunks themselves, each handed to the route with its logprobs, and the job's end.
+  Only for a wire that needs what the parser drops: per-token logprobs that must go out with their text
+  (Chat Completions), or text no chat shape parses (Completions). Such a route applies the failure rules
+  (and, with tools, the tool-call limit) itself, as reply_steps does.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 
 from app.core.engines.base import Chunk
-from app.core.runtime.jobs import ChunkEvent, JobDone
+from app.core.runtime.jobs import ChunkEvent, JobDone, JobFailed
 from app.core.tools import OutputEvent, ToolCallStart
 from app.server.chat_output import ChatShape
-from app.server.host_jobs import JobStream, stream_failure
-from app.server.sse import PING_EVERY_S
+from app.server.job_stream import JobStream, stream_failure
+from app.server.sse import PING, PING_EVERY_S
 
 
 @dataclass(frozen=True)
@@ -40,8 +47,9 @@ Step = list[OutputEvent] | Ping | Finished | Broken
 
 
 async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | None = None) -> AsyncIterator[Step]:
-    """The reply's parser events up to its end (a Finished or Broken, always last). Once every call the
-    request allows is out, the rest of the generation is not needed: it is stopped, and ends as Finished."""
+    """For a route that streams what the parser reads: the reply's parser events up to its end (a Finished
+    or Broken, always last). Once every call the request allows is out, the rest of the generation is not
+    needed: it is stopped, and ends as Finished."""
     parser = shape.parser()
     called = enough = False
     try:
@@ -88,3 +96,26 @@ def whole_events(shape: ChatShape, text: str, final: Chunk) -> list[OutputEvent]
     parser = shape.parser()
     truncated = final.finish_reason == "length"
     return parser.feed(text) + parser.finish(truncated) if text else parser.finish(truncated)
+
+
+async def framed(
+    stream: JobStream,
+    on_chunk: Callable[[Chunk], list[bytes]],
+    on_end: Callable[[JobDone | JobFailed], list[bytes]],
+    ping: bytes = PING,
+) -> AsyncIterator[bytes]:
+    """For a route that needs the engine's chunks (the module's docstring says when): its body, the job's
+    events relayed in batches, each chunk and then its end framed by the route, `ping` when nothing came
+    for a while. A client that leaves cancels the generator, and so the job, within one token."""
+    try:
+        async for batch in stream.relay(PING_EVERY_S):
+            if batch is None:
+                yield ping
+                continue
+            out: list[bytes] = []
+            for event in batch:
+                out += on_chunk(event.chunk) if isinstance(event, ChunkEvent) else on_end(event)
+            if out:
+                yield b"".join(out)
+    finally:
+        stream.cancel()  # the client left, or we are done (then a no-op)

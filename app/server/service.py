@@ -19,7 +19,7 @@ from app.core.runtime.resolve import ModelResolver
 from app.core.settings import OLLAMA_PORT, ServerSettings
 from app.server.keys import new_api_key
 from app.server.request_log import RequestLog
-from app.server.response_store import ResponseStore
+from app.server.responses.store import ResponseStore
 
 if TYPE_CHECKING:
     from app.core.downloads.manager import DownloadManager

@@ -13,7 +13,7 @@ import logging
 import httpx
 
 from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput
-from app.core.engines.images import MAX_IMAGE_BYTES
+from app.core.engines.inputs.images import MAX_IMAGE_BYTES
 from app.server.errors import APIError
 
 logger = logging.getLogger(__name__)

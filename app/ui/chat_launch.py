@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject
 from app.core.library import LocalModel
 from app.core.runtime.jobs import HostState
 from app.ui.chat import ChatPage
-from app.ui.chat.load_plan import LoadPlanDefaults
+from app.ui.chat.model_bar_defaults import LoadPlanDefaults
 from app.ui.tasks import TaskRunner
 
 logger = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.core.downloads.items import DownloadItem, Progress, State
 from app.core.downloads.paths import repo_folder
+from app.core.formats import GGUF
 from app.core.library import Library, LocalModel
 from app.core.library.download_view import ButtonView, button_view
 from app.core.models.recommend import Variant
@@ -163,7 +164,7 @@ class DownloadFeed(QObject):
         hits = [
             m
             for m in self.models
-            if m.repo_id == v.repo_id and ((m.quant or "").lower() == label if v.format == "gguf" else m.path == folder)
+            if m.repo_id == v.repo_id and ((m.quant or "").lower() == label if v.format == GGUF else m.path == folder)
         ]
         hits.sort(key=lambda m: not m.ready)
         return hits[0] if hits else None

@@ -24,9 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.engines.remote import RemoteStore
+from app.core.formats import GGUF, MLX
 from app.core.library import ImportResult, Library, LocalModel, import_path
 from app.core.library.projectors import sees_images
-from app.core.remote import RemoteStore
 from app.core.runtime.chat_templates import TemplatePrefs
 from app.core.runtime.job_host import JobHost
 from app.core.units import fmt_ago, fmt_bytes
@@ -269,7 +270,7 @@ class LibraryPage(QWidget):
         menu.addAction("Reveal", self.reveal_selected)
         if self.templates is not None:
             template = menu.addAction("Chat template…", self.edit_template_selected)
-            template.setEnabled(m is not None and m.format in ("gguf", "mlx"))
+            template.setEnabled(m is not None and m.format in (GGUF, MLX))
         menu.addSeparator()
         menu.addAction("Delete…", self.delete_selected)
         return menu

@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.engines.remote import FORMAT, Remote, RemoteEntry, RemoteStore
+from app.core.engines.remote.ids import spec_path
 from app.core.library import LocalModel
-from app.core.remote import FORMAT, Remote, RemoteEntry, RemoteStore
-from app.core.remote.ids import spec_path
 from app.ui.tasks import TaskRunner
 from app.ui.theme import set_status
 

@@ -20,11 +20,11 @@ from app.cli.context import CliContext
 from app.core.bench.runner import HostRunner
 from app.core.bench.store import BenchStore
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import JobHandle
 from tests.cli.test_serve import _start
 from tests.core.bench.test_host_runner import validate_against_schema
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.helpers import require_llama_cpp
 
 ROOT = Path(__file__).resolve().parents[2]

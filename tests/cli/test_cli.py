@@ -43,7 +43,7 @@ def test_hw_table_is_readable():
 
 def test_hw_refresh_quant_speeds_says_what_it_measured(monkeypatch, capsys):
     from app.cli import main
-    from app.core.engines import quant_probe
+    from app.core.bench import quant_probe
     from app.core.hardware.quant_speed import QuantSpeeds
 
     asked = []

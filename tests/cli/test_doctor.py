@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from app.core.engines.native_guard import CHECK_SOURCE
+from app.core.engines.canary.guard import CHECK_SOURCE
 from app.core.hardware.native_checks import CheckRecord, NativeCheckStore, fingerprint_of
 from tests.cli.helpers import hearth
 from tests.helpers import require_llama_cpp

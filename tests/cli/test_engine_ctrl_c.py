@@ -12,9 +12,9 @@ from app.cli import build_parser, model_load
 from app.cli import engine as cli_engine
 from app.cli.context import CliContext
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.preflight import PreflightResult
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.helpers import ctrl_c_on_wait
 
 

@@ -28,21 +28,21 @@ CHILD = textwrap.dedent(
     from app.core.runtime.jobs import ChunkEvent, GenerateJob
     from app.core.services import Services
     from app.core.settings import SettingsStore
-    from app.server.response_store import ResponseStore, Stored
+    from app.server.responses.store import ResponseStore, Stored
 
     paths = app_paths().ensure()
     store = SettingsStore(paths.settings_file)
     store.save(store.load().model_copy(update={"parallel_downloads": 5}))
     ResponseStore(paths.responses_file).put(Stored({"id": "resp_kept", "object": "response"}, [], []))
     services = Services.open(paths, store.load())
-    services.host.load_sync(LoadSpec(path=Path(sys.argv[1]), n_ctx=256, n_threads=1), "gguf", plan_check=False)
+    services.pool.load_sync(LoadSpec(path=Path(sys.argv[1]), n_ctx=256, n_threads=1), "gguf", plan_check=False)
 
     def sink(event):  # on the host thread, mid-decode: the process dies as a native fault would kill it
         if isinstance(event, ChunkEvent):
             os.kill(os.getpid(), signal.SIGSEGV)
 
     request = GenerateRequest(prompt="Hi", sampling=SamplingParams(temperature=0.0, max_tokens=8))
-    services.host.submit(GenerateJob(request, source="test"), sink)
+    services.pool.submit(GenerateJob(request, source="test"), sink)
     time.sleep(120)
     """
 )
@@ -65,7 +65,7 @@ def test_a_crash_mid_decode_loses_nothing_and_the_model_then_loads_safer(tmp_pat
     paths = app_paths().ensure()
     settings = SettingsStore(paths.settings_file).load()
     assert settings.parallel_downloads == 5
-    from app.server.response_store import ResponseStore
+    from app.server.responses.store import ResponseStore
 
     assert ResponseStore(paths.responses_file).get("resp_kept") is not None
 
@@ -73,9 +73,9 @@ def test_a_crash_mid_decode_loses_nothing_and_the_model_then_loads_safer(tmp_pat
     try:
         [note] = services.crash_notes
         assert f"{tiny_gguf_q8_0.name} was generating text" in note
-        info = services.host.load_sync(LoadSpec(path=tiny_gguf_q8_0, n_ctx=256, n_threads=1), "gguf", plan_check=False)
+        info = services.pool.load_sync(LoadSpec(path=tiny_gguf_q8_0, n_ctx=256, n_threads=1), "gguf", plan_check=False)
         assert info.extra["turned_off"] == ["extra_bufts"] and info.extra["extra_bufts"] is False
-        _text, final = services.host.generate_sync(
+        _text, final = services.pool.generate_sync(
             GenerateRequest(prompt="Hi", sampling=SamplingParams(temperature=0.0, max_tokens=4))
         )
         assert final.finish_reason in ("stop", "length") and final.stats is not None

@@ -154,7 +154,7 @@ def test_an_mcp_servers_log_is_0600_in_a_0700_folder_and_an_old_0644_one_is_tigh
 
 
 def test_the_in_flight_markers_are_0600_in_a_0700_folder_and_an_old_0755_folder_is_tightened(tmp_path):
-    from app.core.engines.native_inflight import InflightMarkers
+    from app.core.engines.canary.inflight import InflightMarkers
 
     folder = tmp_path / "data" / "inflight"
     markers = InflightMarkers(folder)

@@ -7,14 +7,14 @@ def test_services_open_and_close_cleanly():
     paths = app_paths().ensure()
     services = Services.open(paths, Settings(parallel_downloads=3), env={})
     try:
-        assert services.host.state.status == "idle"
+        assert services.pool.state.status == "idle"
         assert services.library.list() == []
         assert services.chats.list_conversations() == []
         assert services.downloads.items() == []
         assert (paths.data / "library.db").exists() and (paths.data / "chats.sqlite3").exists()
     finally:
         services.close()
-    assert services.host.residents() == [] and not services.host._reaper.is_alive()
+    assert services.pool.residents() == [] and not services.pool._reaper.is_alive()
 
 
 def test_the_speculative_setting_and_draft_picks_reach_the_resolver():
@@ -86,7 +86,7 @@ def test_the_server_settings_reach_the_model_pool():
     server = ServerSettings(max_loaded_models=3, idle_ttl_minutes=5, jit_load=False)
     services = Services.open(paths, Settings(server=server), env={})
     try:
-        pool = services.host
+        pool = services.pool
         assert (pool.max_models, pool.idle_ttl_s, pool.jit) == (3, 300, False)
         services.apply_settings(Settings(server=ServerSettings(max_loaded_models=1)))
         assert (pool.max_models, pool.idle_ttl_s, pool.jit) == (1, None, True)
@@ -104,7 +104,7 @@ def test_closing_stops_the_engine_the_mcp_servers_and_the_downloads_at_once(monk
     barrier = threading.Barrier(3, timeout=10)
     met: list[str] = []
     for name, owner, method in (
-        ("engine", services.host, "shutdown"),
+        ("engine", services.pool, "shutdown"),
         ("mcp", services.tools, "close"),
         ("downloads", services.downloads, "close"),
     ):
@@ -118,4 +118,4 @@ def test_closing_stops_the_engine_the_mcp_servers_and_the_downloads_at_once(monk
         monkeypatch.setattr(owner, method, closing)
     services.close()
     assert sorted(met) == ["downloads", "engine", "mcp"]
-    assert services.host.residents() == [] and not services.host._reaper.is_alive()
+    assert services.pool.residents() == [] and not services.pool._reaper.is_alive()

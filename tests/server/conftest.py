@@ -14,10 +14,9 @@ import httpx
 import pytest
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.fake import FakeEngine, registry_with_fake
 from app.core.library import Library
 from app.core.library.store import ModelFile
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.preflight import PreflightResult
@@ -27,6 +26,7 @@ from app.server.body import BODY_TIMEOUT_S
 from app.server.context import ServerContext
 from app.server.runner import ServerThread
 from app.server.security import Policy
+from tests.fixtures.fake_engine import FakeEngine, registry_with_fake
 
 SYSTEM_PROMPT = "You are a helpful assistant who answers in English."  # SmolLM2 answers in English only with one
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.core.engines.chat_formats import FORMATS
+from app.core.engines.chat_templates.formats import FORMATS
 from app.core.library import Library, import_path
 from app.core.runtime.chat_templates import TemplateError, TemplatePrefs
 from app.core.runtime.resolve import ModelResolver
@@ -62,7 +62,7 @@ def picked_server(tmp_path, tiny_gguf_f16):
 
     require_llama_cpp()
     from app.core.engines import default_registry
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
 
     library = Library(tmp_path / "models", tmp_path / "library.db")
     model = import_path(library, tiny_gguf_f16).imported[0]

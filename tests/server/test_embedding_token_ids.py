@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.server.openai_token_ids import CL100K_SPECIAL, TokenTables, cache_dirs, cache_file_name
+from app.server.openai.token_ids import CL100K_SPECIAL, TokenTables, cache_dirs, cache_file_name
 
 # A stand-in for OpenAI's file, in its format: "é" is split over two ids, as byte-pair ranks can split it.
 PIECES = {0: b"red", 1: b" apple", 2: b" pear", 3: b" caf", 4: b"\xc3", 5: b"\xa9"}
@@ -85,7 +85,7 @@ def test_the_special_tokens_read_as_their_names(served):
 
 
 def test_more_ids_than_one_request_takes_is_a_413(served):
-    from app.core.engines.embed_limits import MAX_EMBED_TOKENS
+    from app.core.engines.inputs.embed_limits import MAX_EMBED_TOKENS
 
     half = MAX_EMBED_TOKENS // 2 + 1
     r = served.client.post("/v1/embeddings", json={"model": "alpha", "input": [[0] * half, [1] * half]})

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from app.core.engines.embed_limits import (
+from app.core.engines.inputs.embed_limits import (
     EMBED_INPUT_COST,
     MAX_EMBED_CHARS,
     MAX_EMBED_INPUTS,

@@ -12,7 +12,7 @@ import os
 import pytest
 from PIL import Image
 
-from app.core.engines.fake import IMAGE_WORDS
+from tests.fixtures.fake_engine import IMAGE_WORDS
 
 ollama = pytest.importorskip("ollama")
 

@@ -10,7 +10,7 @@ import math
 import openai
 import pytest
 
-from app.core.engines.fake import _token_id
+from tests.fixtures.fake_engine import _token_id
 from tests.server.conftest import sse_lines
 from tests.server.test_openai_fake import events
 

@@ -13,7 +13,7 @@ from app.core.hub.client import HubClient
 from app.core.library import Library
 from app.core.library.from_downloads import LibraryFeed
 from app.server.errors import APIError
-from app.server.ollama_pull import ONLY_HUB, OnDemandDownloads, parse_pull_name
+from app.server.ollama.pull import ONLY_HUB, OnDemandDownloads, parse_pull_name
 from tests.core.downloads.conftest import FAST
 from tests.fakehub import Fault, gguf_repo
 

@@ -201,9 +201,9 @@ def test_a_client_that_leaves_during_a_long_prefill_frees_the_host(make_server, 
 
 @pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions"])
 def test_a_long_prefill_sends_sse_pings_and_clients_read_past_them(make_server, monkeypatch, route):
-    import app.server.replies as replies
+    import app.server.reply_stream as reply_stream
 
-    monkeypatch.setattr(replies, "PING_EVERY_S", 0.05)  # the streaming loop both routes share (framed)
+    monkeypatch.setattr(reply_stream, "PING_EVERY_S", 0.05)  # the streaming loop both routes share (framed)
     live = make_server(prompt_batch=1, prompt_batch_delay_s=0.02, n_ctx=4096, script="done now")
     words = "word " * 30  # 30 batches: ~0.6 s before the first token
     body = {"model": "alpha", "stream": True, "max_tokens": 4}

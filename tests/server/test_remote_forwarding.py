@@ -203,11 +203,11 @@ def test_the_api_service_forwards_the_remotes_its_resolver_knows(tmp_path):
     import socket
 
     from app.core.engines.base import LoadSpec
-    from app.core.engines.fake import registry_with_fake
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from app.core.runtime.resolve import ModelResolver
     from app.core.settings import ServerSettings
     from app.server.service import ApiService
+    from tests.fixtures.fake_engine import registry_with_fake
     from tests.server.conftest import fake_library, no_preflight
 
     with socket.socket() as s:

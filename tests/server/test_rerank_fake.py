@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.engines.rerank_limits import MAX_RERANK_DOCUMENTS
+from app.core.engines.inputs.rerank_limits import MAX_RERANK_DOCUMENTS
 from tests.helpers import wait_until
 
 DOCS = ["the river is cold", "a warm fire in the hearth", "warm bread", "nothing here"]

@@ -7,7 +7,7 @@ import itertools
 import json
 
 from app.core.tools import ReasoningDelta, TextDelta, ToolCallArgs, ToolCallStart
-from app.server.response_store import ResponseStore, Stored
+from app.server.responses.store import ResponseStore, Stored
 from app.server.segments import Appended, Closed, Opened, Segmenter, segments_of
 
 
@@ -62,7 +62,7 @@ def test_an_unreadable_or_foreign_file_is_ignored(tmp_path):
 
 
 def test_a_full_disk_costs_the_saved_copy_not_the_reply(tmp_path, monkeypatch):
-    import app.server.response_store as module
+    import app.server.responses.store as module
 
     def full(*_a, **_k):
         raise OSError(28, "No space left on device")
@@ -90,7 +90,7 @@ def test_the_file_is_a_journal_appended_per_change_and_replayed_with_the_same_bo
 
 
 def test_the_journal_is_rewritten_once_it_outgrows_what_it_holds(tmp_path, monkeypatch):
-    import app.server.response_store as module
+    import app.server.responses.store as module
 
     monkeypatch.setattr(module, "COMPACT_FLOOR", 0)
     path = tmp_path / "responses.json"
@@ -118,7 +118,7 @@ def test_a_torn_last_line_is_skipped_and_an_old_file_is_read_and_rewritten(tmp_p
 
 
 def test_a_full_disk_on_append_costs_the_saved_copy_not_the_reply(tmp_path, monkeypatch):
-    import app.server.response_store as module
+    import app.server.responses.store as module
 
     store = ResponseStore(tmp_path / "r.json")
     store.put(stored(1))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from app.server.responses_schemas import HOSTED_TOOLS
+from app.server.responses.schemas import HOSTED_TOOLS
 from tests.server.test_responses_fake import ASK, WEATHER
 
 # One of each as clients send them.

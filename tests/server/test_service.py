@@ -7,11 +7,11 @@ import socket
 import httpx
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import ServerSettings
 from app.server.service import ApiService, ServerStatus
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.helpers import wait_until
 from tests.server.conftest import fake_library, no_preflight
 

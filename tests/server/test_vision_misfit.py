@@ -47,5 +47,5 @@ def test_another_models_projector_kept_with_it_leaves_it_serving_text(misfit_lib
 def test_a_projector_llama_cpp_refuses_anyway_leaves_it_serving_text(misfit_library, monkeypatch):
     # Every header check passed (as for a layout Hearth cannot measure): only libmtmd refuses it.
     monkeypatch.setattr("app.core.library.projectors.projector_problem", lambda model, projector: None)
-    monkeypatch.setattr("app.core.engines.llamacpp._check_projector", lambda path, model: None)
+    monkeypatch.setattr("app.core.engines.llamacpp.engine._check_projector", lambda path, model: None)
     served_as_text_and_refusing_images(misfit_library, "llama.cpp could not open the vision projector")

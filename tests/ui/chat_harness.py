@@ -11,11 +11,11 @@ import pytest
 
 from app.core.chat.store import ChatStore
 from app.core.engines.base import LoadSpec, SamplingParams
-from app.core.engines.fake import FakeEngine, registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.preflight import PreflightResult
 from app.ui.chat import ChatPage
 from app.ui.tasks import TaskRunner
+from tests.fixtures.fake_engine import FakeEngine, registry_with_fake
 
 
 def no_preflight(spec, fmt, plan_check):

@@ -16,7 +16,6 @@ from app.core.bench.report import BenchReport, Prediction
 from app.core.bench.store import BenchStore
 from app.core.bench.workload import Workload
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
 from app.core.library import ModelFile
 from app.core.runtime.jobs import LoadJob
 from app.core.runtime.pool import ModelPool
@@ -25,6 +24,7 @@ from app.ui.bench.bench_page import BenchPage
 from app.ui.bench.charts import label_format, tick_labels
 from app.ui.bench.run_setup import ENDPOINT
 from app.ui.bench.series import legend_labels, single_user_cells, speed_series, table_rows, ttft_bars
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.server.conftest import fake_library
 from tests.ui.hub_gui_fixtures import pool_tasks  # noqa: F401
 

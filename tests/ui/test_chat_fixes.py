@@ -124,7 +124,7 @@ def test_a_long_title_ends_in_an_ellipsis_with_the_full_title_in_the_tooltip(mak
     title = "A conversation about " + "very " * 30 + "long titles"  # within MAX_TITLE, wider than the header
     assert len(title) <= MAX_TITLE
     conv_id = new_chat(qtbot, page)
-    page.rename_conversation(conv_id, title)
+    page.edits.rename(conv_id, title)
     shown = page.header.title
     qtbot.waitUntil(lambda: shown.toolTip() == title)
     assert shown.text().endswith("…") and len(shown.text()) < len(title)
@@ -137,7 +137,7 @@ def test_a_long_title_ends_in_an_ellipsis_with_the_full_title_in_the_tooltip(mak
     assert listed.textElideMode() == Qt.TextElideMode.ElideRight
     assert listed.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, rect.width()).endswith("…")
     # A short title again is shown whole.
-    page.rename_conversation(conv_id, "Short")
+    page.edits.rename(conv_id, "Short")
     qtbot.waitUntil(lambda: shown.text() == "Short")
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
 from app.core.library import Library, import_path
 from app.core.runtime.jobs import LoadJob
 from app.core.runtime.pool import ModelPool
 from app.ui.chat.model_bar import ModelBar
 from app.ui.chat.stream import HostWatcher
 from app.ui.tasks import TaskRunner
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
 
 

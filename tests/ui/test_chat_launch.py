@@ -7,14 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from app.core.chat.store import ChatStore
-from app.core.engines.fake import registry_with_fake
 from app.core.library import Library, ModelFile
 from app.core.models.devices import Device, GiB, Machine
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.ui.chat import ChatPage
-from app.ui.chat.load_plan import FALLBACK_CTX, plan_defaults
+from app.ui.chat.model_bar_defaults import FALLBACK_CTX, plan_defaults
 from app.ui.chat_launch import ChatLauncher
 from app.ui.tasks import TaskRunner
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.ui.chat_harness import no_preflight
 
 ROOMY = Machine("cpu", Device("CPU", "cpu", 16 * GiB, 16 * GiB, 20.0, "RAM"), cores=2, simd=("avx2",))

@@ -6,7 +6,7 @@ import shutil
 
 from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.preflight import check_model, default_context, plan_model
-from app.ui.chat.load_plan import FALLBACK_CTX, plan_defaults
+from app.ui.chat.model_bar_defaults import FALLBACK_CTX, plan_defaults
 
 
 def test_load_defaults_show_the_preflights_plan_and_speed(tiny_gguf_f16):
@@ -71,13 +71,13 @@ def test_load_defaults_plan_slots_up_to_the_setting_never_a_smaller_context(tiny
 def test_the_advanced_form_offers_the_draft_models_that_fit_and_loads_the_pick(qtbot, tmp_path, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from app.core.engines.fake import registry_with_fake
     from app.core.library import Library, import_path
     from app.core.runtime.drafts import DraftFinder, DraftPrefs
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from app.core.settings import Settings
     from app.ui.chat.model_bar import ModelBar
     from app.ui.tasks import TaskRunner
+    from tests.fixtures.fake_engine import registry_with_fake
     from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
     from tests.ui.chat_harness import no_preflight
 
@@ -171,12 +171,12 @@ def test_a_slow_plan_for_the_model_picked_before_never_overwrites_the_latest(qtb
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from app.core.engines.fake import registry_with_fake
     from app.core.library import Library, ModelFile
-    from app.core.runtime.host import EngineHost
-    from app.ui.chat.load_plan import LoadPlanDefaults
+    from app.core.runtime.engine_host import EngineHost
     from app.ui.chat.model_bar import ModelBar
+    from app.ui.chat.model_bar_defaults import LoadPlanDefaults
     from app.ui.tasks import TaskRunner
+    from tests.fixtures.fake_engine import registry_with_fake
     from tests.ui.chat_harness import no_preflight
 
     library = Library(tmp_path / "models", tmp_path / "library.db")
@@ -279,11 +279,11 @@ def test_load_is_the_accent_until_the_picked_model_is_loaded(qtbot, tmp_path, ti
 
     from app.core.chat.store import ChatStore
     from app.core.engines.base import LoadSpec
-    from app.core.engines.fake import registry_with_fake
     from app.core.library import Library, ModelFile
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from app.ui.chat import ChatPage
     from app.ui.tasks import TaskRunner
+    from tests.fixtures.fake_engine import registry_with_fake
     from tests.ui.chat_harness import no_preflight
 
     library = Library(tmp_path / "models", tmp_path / "library.db")
@@ -338,11 +338,11 @@ def test_the_name_and_speed_shown_belong_to_the_model_loaded(make_chat, qtbot):
 def test_the_picker_says_which_models_can_see_images(qtbot, tiny_gguf_f16, tiny_mmproj, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from app.core.engines.fake import registry_with_fake
     from app.core.library import Library, import_path
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from app.ui.chat.model_bar import ModelBar
     from app.ui.tasks import TaskRunner
+    from tests.fixtures.fake_engine import registry_with_fake
     from tests.ui.chat_harness import no_preflight
 
     library = Library(tmp_path / "models", tmp_path / "library.db")

@@ -249,7 +249,7 @@ def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
         qtbot.keyClick(page.composer.editor, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     second = page.conv_id
     assert second != first and page.conversations.list.count() == 2
-    page.rename_conversation(second, "Planning")
+    page.edits.rename(second, "Planning")
     assert page.header.title.text() == "Planning"
     page.conversations.search.setText("kettle")
     qtbot.waitUntil(lambda: page.conversations.list.count() == 1, timeout=3000)
@@ -264,7 +264,7 @@ def test_conversation_list_new_rename_delete_search(make_chat, qtbot):
     )
     page.conversations.search.clear()
     qtbot.waitUntil(lambda: page.conversations.list.count() == 2, timeout=3000)  # the search answered
-    page.delete_conversation(second)
+    page.edits.delete(second)
     qtbot.waitUntil(
         lambda: page.conversations.list.count() == 1 and page.conv_id == first,
         timeout=3000,

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from app.core.chat.store import ChatStore
 from app.core.engines.base import LoadSpec, SamplingParams
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.preflight import PreflightResult
 from app.ui.chat import ChatPage
 from app.ui.tasks import TaskRunner
@@ -28,7 +28,7 @@ def smollm2_host(smollm2_gguf):
 
     require_llama_cpp()
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp_options import physical_cores
+    from app.core.engines.llamacpp.options import physical_cores
 
     host = EngineHost(
         default_registry(), preflight=lambda spec, fmt, check: PreflightResult(), name="test-chat-real-host"

@@ -70,10 +70,10 @@ def test_my_models_offers_chat_template_and_the_dialog_refuses_a_bad_template(qt
 
 
 def test_the_chats_advanced_form_picks_a_template_the_load_carries_and_remembers(qtbot, setup, pool_tasks, monkeypatch):  # noqa: F811
-    from app.core.engines.fake import registry_with_fake
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from app.ui.chat.advanced_form import PASTE
     from app.ui.chat.model_bar import ModelBar
+    from tests.fixtures.fake_engine import registry_with_fake
     from tests.ui.chat_harness import no_preflight
 
     library, model, prefs, settings_file = setup

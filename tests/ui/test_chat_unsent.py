@@ -45,7 +45,7 @@ def test_deleting_a_chat_drops_its_draft_and_shows_the_next_ones(make_chat, qtbo
     page.composer.set_text("first's draft")
     second = new_chat(qtbot, page)
     page.composer.set_text("second's draft")
-    page.delete_conversation(second)
+    page.edits.delete(second)
     assert page.composer.text() != "second's draft"  # never the deleted chat's draft, in any chat
     qtbot.waitUntil(lambda: page.conv_id == first, timeout=15_000)  # opened once the deletion is shown
     assert page.composer.text() == "first's draft"

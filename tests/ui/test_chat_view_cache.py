@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 
 from app.core.chat.models import Message
 from app.core.chat.operations import ChatOperations
+from app.core.chat.reply_stream import ReplyRow, StreamedReply
 from app.core.chat.store import ChatStore
 from app.core.engines.base import Chunk, GenerationStats
 from app.core.runtime.jobs import ChunkEvent, JobDone
@@ -21,6 +22,13 @@ from app.ui.chat.stream import StreamBridge
 from tests.ui.chat_harness import limit_tokens, send_and_wait
 
 THINK = "<think>step one, step two</think>The answer is **42**."
+
+
+def streamed(msg: int, conv_id: int, writer: ChatOperations) -> tuple[StreamBridge, StreamedReply]:
+    """A reply shown by hand: `reply.sink` takes host events (and saves), `bridge.drain` shows them."""
+    bridge = StreamBridge(msg, conv_id, flush_ms=60_000)  # drained by hand
+    reply = StreamedReply(bridge.on_text, bridge.on_finished, ReplyRow(writer, conv_id, msg))
+    return bridge, reply
 
 
 def messages(now: float) -> list[Message]:
@@ -102,18 +110,18 @@ def test_the_last_chunk_and_the_finish_in_one_drain_lay_the_reply_out_once(qtbot
     user = store.add_user_message(conv.id, "hi")
     msg = store.begin_assistant(conv.id, user)
     writer = ChatOperations(store)
-    bridge = StreamBridge(msg, conv.id, writer, flush_ms=60_000)  # drained by hand below
+    bridge, reply = streamed(msg, conv.id, writer)
     updates, finished = [], []
     bridge.updated.connect(lambda *a: updates.append(a))
     bridge.finished.connect(lambda *a: finished.append(a))
     try:
-        bridge.sink(ChunkEvent(Chunk(text="Hello")))
+        reply.sink(ChunkEvent(Chunk(text="Hello")))
         bridge.drain()
         assert updates == [(msg, "Hello")]
-        bridge.sink(ChunkEvent(Chunk(text=" world")))
+        reply.sink(ChunkEvent(Chunk(text=" world")))
         stats = GenerationStats(prompt_tokens=3, generated_tokens=2)
-        bridge.sink(ChunkEvent(Chunk(finish_reason="stop", stats=stats)))
-        bridge.sink(JobDone(None))
+        reply.sink(ChunkEvent(Chunk(finish_reason="stop", stats=stats)))
+        reply.sink(JobDone(None))
         bridge.drain()
         assert len(updates) == 1, "the finish shows the final text; no extra update to lay out first"
         assert finished[0][1].text == "Hello world" and finished[0][1].status == "done"
@@ -182,7 +190,7 @@ def test_context_meter_counts_from_the_newest_measured_reply_and_estimates_the_r
 
 
 def test_partial_saves_come_every_64_tokens_but_not_closer_than_a_quarter_second(qtbot, tmp_path):
-    from app.ui.chat.stream import MIN_SAVE_GAP_S
+    from app.core.chat.reply_stream import MIN_SAVE_GAP_S
 
     store = ChatStore(tmp_path / "c.sqlite3")
     conv = store.create_conversation("t")
@@ -196,12 +204,12 @@ def test_partial_saves_come_every_64_tokens_but_not_closer_than_a_quarter_second
 
     writer = ChatOperations(store)
     writer.store = Spy()
-    bridge = StreamBridge(msg, conv.id, writer, flush_ms=60_000)
+    _bridge, reply = streamed(msg, conv.id, writer)
     try:
         t0 = time.monotonic()
         words = 0
         while time.monotonic() - t0 < 0.6 or words < 1000:  # thousands of tok/s for 0.6 s
-            bridge.sink(ChunkEvent(Chunk(text="w ")))
+            reply.sink(ChunkEvent(Chunk(text="w ")))
             words += 1
             time.sleep(0.0003)
         elapsed = time.monotonic() - t0
@@ -214,7 +222,7 @@ def test_partial_saves_come_every_64_tokens_but_not_closer_than_a_quarter_second
         time.sleep(MIN_SAVE_GAP_S)
         before = len(saves)
         for _ in range(64):
-            bridge.sink(ChunkEvent(Chunk(text="x ")))
+            reply.sink(ChunkEvent(Chunk(text="x ")))
         writer.flush()
         assert len(saves) == before + 1
     finally:

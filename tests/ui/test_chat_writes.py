@@ -80,7 +80,7 @@ def test_every_chat_write_runs_on_the_writer_thread_and_its_result_reaches_the_p
 
     second = new_chat(qtbot, page)
     assert page.conv_id == second and listed(page)[0] == second
-    page.rename_conversation(second, "Planning")
+    page.edits.rename(second, "Planning")
     page.chats.flush()
     assert page.store.get_conversation(second).title == "Planning"
 
@@ -121,7 +121,7 @@ def test_every_chat_write_runs_on_the_writer_thread_and_its_result_reaches_the_p
         page.import_from(tmp_path / "c.json")
     imported = page.conv_id
     assert imported not in (first, second) and [r.text for r in page.thread_view.rows] == ["hello"]
-    page.delete_conversation(imported)
+    page.edits.delete(imported)
     page.chats.flush()
     qtbot.waitUntil(lambda: imported not in listed(page), timeout=5000)
     assert imported not in [c.id for c in page.store.list_conversations()]
@@ -152,14 +152,14 @@ def test_the_page_is_right_while_writes_wait_and_never_waits_for_them(make_chat,
     page.refresh_conversations()
     page.open_conversation(gone.id)
     release = hold_writer(page)
-    page.rename_conversation(gone.id, "Going")
+    page.edits.rename(gone.id, "Going")
     assert page.header.title.text() == "Going" and page.conversations.list.item(0).text() == "Going"
     page.settings.system_prompt.setPlainText("typed while the disk is slow")
     page.settings.save()
     page.open_conversation(keep.id)
     page.open_conversation(gone.id)  # reopened before the save is committed: the edit still shows
     assert page.settings.system_prompt.toPlainText() == "typed while the disk is slow"
-    page.delete_conversation(gone.id)
+    page.edits.delete(gone.id)
     assert listed(page) == [keep.id] and page.conv_id == keep.id  # gone at once; the next chat opens
     assert not release.is_set()  # every call above returned while the writer was stuck
     release.set()
@@ -188,7 +188,7 @@ def test_a_failed_rename_new_chat_or_deletion_says_why_and_puts_things_back(make
     break_writes(page, monkeypatch, "rename_conversation", "create_conversation", "delete_conversation")
 
     release = hold_writer(page)
-    page.rename_conversation(conv.id, "Never saved")
+    page.edits.rename(conv.id, "Never saved")
     assert page.header.title.text() == "Never saved"  # shown at once…
     release.set()
     error_shown(qtbot, page, "disk is full")
@@ -202,7 +202,7 @@ def test_a_failed_rename_new_chat_or_deletion_says_why_and_puts_things_back(make
 
     page.show_notice("")
     release = hold_writer(page)
-    page.delete_conversation(conv.id)
+    page.edits.delete(conv.id)
     assert listed(page) == [] and page.conv_id is None
     release.set()
     error_shown(qtbot, page, "disk is full")
@@ -275,7 +275,7 @@ def test_a_bug_in_a_write_is_reported_as_could_not_save(make_chat, qtbot, monkey
     page.refresh_conversations()
     page.open_conversation(conv.id)
     break_writes(page, monkeypatch, "rename_conversation", error=RuntimeError("boom"))
-    page.rename_conversation(conv.id, "x")
+    page.edits.rename(conv.id, "x")
     error_shown(qtbot, page, "Could not save the chat: boom")
     assert page.header.title.text() == "c"
 
@@ -290,7 +290,7 @@ def test_deleting_a_chat_while_its_reply_streams_stops_it_without_an_error(make_
         lambda: len(page.thread_view.rows) == 2 and len(page.thread_view.rows[-1].text.split()) >= 5, timeout=5000
     )
     with qtbot.waitSignal(page.reply_finished, timeout=10_000) as got:
-        page.delete_conversation(doomed)
+        page.edits.delete(doomed)
     assert got.args[1].status == "stopped"
     settled(qtbot, page)
     assert page.conv_id == other.id and listed(page) == [other.id]

@@ -99,10 +99,10 @@ def test_ctrl_number_opens_each_sidebar_page_in_order(shell_factory, qtbot):
 
 
 def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_focused(qtbot, tmp_path):
-    from app.core.engines.fake import registry_with_fake
     from app.core.library import ModelFile
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from app.core.services import Services
+    from tests.fixtures.fake_engine import registry_with_fake
     from tests.ui.chat_harness import no_preflight
     from tests.ui.test_library_page import double_click_row
 
@@ -110,9 +110,9 @@ def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_f
     store = SettingsStore(paths.settings_file)
     settings = store.load().model_copy(update={"measure_bandwidth_on_start": False})
     services = Services.open(paths, settings)
-    services.host.shutdown()
+    services.pool.shutdown()
     engines: list = []
-    services.host = EngineHost(registry_with_fake(engines), preflight=no_preflight, name="test-chat-launch")
+    services.pool = EngineHost(registry_with_fake(engines), preflight=no_preflight, name="test-chat-launch")
     for name in ("alpha", "beta"):
         path = tmp_path / f"{name}.fake"
         path.write_bytes(b"fake")
@@ -133,8 +133,8 @@ def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_f
         double_click_row(library.table, row)
         assert w.current_page_key == "chat"
         assert chat.model_bar.picker.currentData().id == beta.id  # picked, though alpha was listed first
-        qtbot.waitUntil(lambda: shell.services.host.state.status == "ready", timeout=10_000)
-        assert shell.services.host.state.model.path == beta.path and len(engines) == 1
+        qtbot.waitUntil(lambda: shell.services.pool.state.status == "ready", timeout=10_000)
+        assert shell.services.pool.state.model.path == beta.path and len(engines) == 1
         qtbot.waitUntil(lambda: w.focusWidget() is chat.composer.editor, timeout=5_000)
 
         # Asking again for the model already loaded does not load it again: it only goes back to Chat.
@@ -142,7 +142,7 @@ def test_double_clicking_a_model_opens_chat_with_it_loaded_and_the_message_box_f
         library.table.setFocus()
         double_click_row(library.table, row)
         assert w.current_page_key == "chat" and w.focusWidget() is chat.composer.editor
-        assert shell.services.host.state.model.path == beta.path and engines[0].loads == 1
+        assert shell.services.pool.state.model.path == beta.path and engines[0].loads == 1
     finally:
         shell.shutdown()
 

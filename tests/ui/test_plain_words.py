@@ -83,7 +83,7 @@ def test_editing_the_first_message_names_the_chat_again(make_chat, qtbot):
     assert page.header.title.full_text() == "How do I sort a list?"
     assert export_markdown(page.store, conv_id).startswith("# How do I sort a list?")
     # A title the user gave it stays, whatever the first message becomes.
-    page.rename_conversation(conv_id, "Strings and lists")
+    page.edits.rename(conv_id, "Strings and lists")
     qtbot.waitUntil(lambda: page.store.get_conversation(conv_id).title == "Strings and lists", timeout=5_000)
     page.thread_view.begin_edit(page.thread_view.messages.rows[0].id)
     page.composer.set_text("How do I join a list?")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.core.engines.remote.store import RemoteStore
 from app.core.paths import app_paths
-from app.core.remote.store import RemoteStore
 from app.core.settings import SettingsStore
 from app.main import build_shell
 from app.ui.remotes_panel import RemotesPanel

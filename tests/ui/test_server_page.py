@@ -19,10 +19,9 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.fake import registry_with_fake
 from app.core.library import Library
 from app.core.library.store import ModelFile
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import GenerateJob, UnloadJob
 from app.core.runtime.resolve import ModelResolver
 from app.core.settings import ServerSettings, Settings, SettingsStore
@@ -42,6 +41,7 @@ from app.ui.server_log import (
 from app.ui.server_model import base_url, curl_snippet, needs_restart, python_snippet
 from app.ui.server_page import ServerPage
 from app.ui.tasks import TaskRunner
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.server.conftest import fake_library, no_preflight
 
 WAIT_MS = 10_000

@@ -16,12 +16,12 @@ import pytest
 from PySide6.QtCore import QRect
 
 from app.core.chat.store import ChatStore
-from app.core.engines.fake import registry_with_fake
 from app.core.runtime.pool import ModelPool
 from app.ui.chat import ChatPage
 from app.ui.main_window import MIN_RESTORED, fit_to_screen, geometry_text, parse_geometry
 from app.ui.tasks import TaskRunner
 from tests.core.runtime.test_pool import NameResolver
+from tests.fixtures.fake_engine import registry_with_fake
 
 ROOT = Path(__file__).resolve().parents[2]
 THREAD_SHARE = 0.5  # of the chat page's height, at 900×600 with three models loaded (it had a third)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.core.bench.report import EngineFlags, EngineRecord, ModelRecord, Prediction, WeightsRecord
 from app.core.engines.base import LoadSpec, ModelInfo
+from app.core.formats import GGUF, MLX
 from app.core.models.calibration import CalibrationStore, Correction
 from app.core.models.devices import Machine
 from app.core.models.gguf_split import split_shard_names
@@ -150,7 +151,8 @@ def file_sha256(path: Path) -> str:
 
 def engine_record(fmt: str, load: LoadSpec, info: ModelInfo | None, engine_name: str | None = None) -> EngineRecord:
     extra = info.extra if info else {}
-    name = engine_name or {"gguf": "llama.cpp", "mlx": "mlx"}.get(fmt, fmt)
+    names: dict[str, str] = {GGUF: "llama.cpp", MLX: "mlx"}
+    name = engine_name or names.get(fmt, fmt)
     version, build = engine_build(fmt)
     slots = int(extra.get("slots", load.slots) or 1)
     return EngineRecord(
@@ -175,7 +177,8 @@ def engine_record(fmt: str, load: LoadSpec, info: ModelInfo | None, engine_name:
 
 def engine_build(fmt: str) -> tuple[str | None, str | None]:
     """(version, build info) of the engine library behind `fmt`; what is unknown stays None."""
-    package = {"gguf": "llama_cpp_python", "mlx": "mlx"}.get(fmt)
+    packages: dict[str, str] = {GGUF: "llama_cpp_python", MLX: "mlx"}
+    package = packages.get(fmt)
     if package is None:
         return None, None
     try:
@@ -183,7 +186,7 @@ def engine_build(fmt: str) -> tuple[str | None, str | None]:
     except importlib.metadata.PackageNotFoundError:
         version = None
     build = None
-    if fmt == "gguf":
+    if fmt == GGUF:
         try:
             from app.core.native import import_native
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.engines.base import ImageInput
-from app.core.engines.images import MAX_IMAGE_BYTES, ImageRejected, decode_image
+from app.core.engines.inputs.images import MAX_IMAGE_BYTES, ImageRejected, decode_image
 
 THUMB_SIDE = 96  # the composer's and the thread's thumbnails: their longer side, in pixels
 MAX_ATTACHED = 8  # one message's images; a request takes 16 in all (images.MAX_IMAGES)

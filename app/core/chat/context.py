@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from app.core.chat.tool_loop import function_name
 from app.core.engines.base import ChatMessage, ImageInput
-from app.core.engines.images import MAX_IMAGES
+from app.core.engines.inputs.images import MAX_IMAGES
 from app.core.tools.types import ToolCall
 
 # Tokens for a list of messages (after the chat template when the engine can tell).

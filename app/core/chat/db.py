@@ -4,6 +4,9 @@ read-only connection so the UI thread's reads never wait for a writer's fsync (W
 Opening checks integrity, migrates (backup first) and marks replies a crash left `streaming` as
 `interrupted`. Every write is a short `BEGIN IMMEDIATE` … `COMMIT`; a failed write rolls back and
 raises ChatStoreWriteError, so the file always holds the last committed state.
+
+ChatDB is the one owner of the connections, their locks and the write-depth marker; ChatStore and its parts
+(ImageRows, Presets) hold it and use only its public methods: `write`, `write_statement`, `read`, `locked`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from app.core.paths import private_database, private_dir
 logger = logging.getLogger(__name__)
 
 
-def _default_connect(path: Path) -> sqlite3.Connection:
+def default_connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(path, check_same_thread=False)
 
 
@@ -37,28 +40,41 @@ def _is_disk_full(exc: BaseException) -> bool:
     return code == sqlite3.SQLITE_FULL or "full" in str(exc).lower()
 
 
+class _WriteDepth(threading.local):
+    """How many `write` blocks the current thread is inside (each thread sees its own count)."""
+
+    depth = 0
+
+
 class ChatDB:
-    """Connection lifecycle and transaction plumbing shared by the store's parts. Thread-safe."""
+    """The open chat database: connection lifecycle and transaction plumbing. Thread-safe.
+
+    Threads: it is opened when the services start and closed at shutdown (`close` takes both locks, so it
+    waits for a read or write in progress). Writes (`write`, `write_statement`) come from the chat writer
+    thread (ChatOperations), one at a time under `_lock` with the writer connection; reads (`read`) come from
+    any thread (the UI thread, its pool) and use the read-only connection under `_read_lock`, or the writer
+    connection when they run inside a write on the same thread (`_writing`, a per-thread count).
+    """
 
     def __init__(
         self,
         db_path: Path | str,
         *,
         migrations: Sequence[Migration] = MIGRATIONS,
-        connect: Callable[[Path], sqlite3.Connection] = _default_connect,
+        connect: Callable[[Path], sqlite3.Connection] = default_connect,
         busy_timeout_ms: int = 5000,
     ) -> None:
         self.path = Path(db_path)
         self._lock = threading.RLock()
         self._read_lock = threading.Lock()
-        self._writing: Any = threading.local()  # reads inside a write transaction must see its changes
+        self._writing = _WriteDepth()  # reads inside a write transaction must see its changes
         private_dir(self.path.parent)
         private_database(self.path)  # chat history: 0600, and so its -wal and -shm (an older 0644 one too)
         self._conn = self._open(connect, busy_timeout_ms)
         self._reader: sqlite3.Connection | None = None
         try:
             self._migrate(migrations)
-            self.fts = rows.has_fts(self._conn)
+            self.has_fts = rows.has_fts(self._conn)  # no search index where a SQLite without FTS5 made the file
             self.recovered_interrupted = self._recover_streaming()
             self._reader = self._open_reader(busy_timeout_ms)
         except BaseException:
@@ -125,7 +141,7 @@ class ChatDB:
     def _recover_streaming(self) -> int:
         """Replies left `streaming` by a crash or kill: keep their text, mark them interrupted."""
         try:
-            with self._write("recovered replies") as c:
+            with self.write("recovered replies") as c:
                 n = c.execute(
                     "UPDATE messages SET status = 'interrupted', updated_at = ? WHERE status = 'streaming'",
                     (time.time(),),
@@ -166,7 +182,7 @@ class ChatDB:
                     return False
             return True
 
-    # --- plumbing --------------------------------------------------------------------------
+    # --- reads and writes ------------------------------------------------------------------
     def _write_message(self, what: str, exc: BaseException) -> str:
         if _is_disk_full(exc):
             return (
@@ -183,9 +199,11 @@ class ChatDB:
             logger.exception("rollback failed")
 
     @contextmanager
-    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+    def write(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One transaction on the writer connection: committed when the block ends, rolled back if it raises.
+        A failed write is a ChatStoreWriteError naming `what` ("Could not save {what}: …")."""
         with self._lock:
-            self._writing.depth = getattr(self._writing, "depth", 0) + 1
+            self._writing.depth += 1
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 yield self._conn
@@ -199,9 +217,28 @@ class ChatDB:
             finally:
                 self._writing.depth -= 1
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        if self._reader is None or getattr(self._writing, "depth", 0) > 0:
+    def write_statement(self, what: str, sql: str, params: Sequence[Any] = ()) -> int:
+        """One statement in its own implicit transaction (no BEGIN: a streaming save is a single UPDATE);
+        the rows it changed. Fails as `write` does."""
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).rowcount
+            except (sqlite3.OperationalError, OSError) as e:
+                self._rollback()
+                raise ChatStoreWriteError(self._write_message(what, e)) from e
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """All rows of one query, from the read-only connection (so a reader never waits for a writer's fsync);
+        inside a `write` on this thread, from the writer connection, so it sees that write's changes."""
+        if self._reader is None or self._writing.depth > 0:
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
         with self._read_lock:
             return self._reader.execute(sql, params).fetchall()
+
+    @contextmanager
+    def locked(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection, held alone until the block ends: for reads of several statements that no
+        write may land between. Not for writes: those go through `write`, which rolls back and reports."""
+        with self._lock:
+            yield self._conn

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.core.chat.models import ROLES, STATUSES, ChatImportError, Conversation, Message
 from app.core.chat.store import ChatStore
 from app.core.engines.base import ImageInput, SamplingParams
-from app.core.engines.images import MAX_IMAGE_BYTES, MAX_IMAGES
+from app.core.engines.inputs.images import MAX_IMAGE_BYTES, MAX_IMAGES
 
 logger = logging.getLogger(__name__)
 

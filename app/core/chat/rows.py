@@ -14,6 +14,10 @@ logger = logging.getLogger(__name__)
 
 MAX_TITLE = 200
 
+# The default of an update's keyword that was not passed: None is a value there (it clears a setting).
+# One object for the whole package, so ChatStore can hand its callers' keywords on to Presets unchanged.
+UNSET: Any = object()
+
 # Walk parent links from the leaf up to the root; ordered root first.
 PATH_SQL = """
 WITH RECURSIVE path(id, parent_id, depth) AS (

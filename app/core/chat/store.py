@@ -1,5 +1,10 @@
 """Crash-safe chat history: conversations, messages (a tree: edits and regenerations make siblings,
-the conversation shows one path) and presets, in one SQLite file."""
+the conversation shows one path) and presets, in one SQLite file.
+
+ChatStore answers for the whole history; it owns the conversation and message rows itself and holds one
+object for each other idea: the open database (ChatDB), the images of messages (ImageRows) and the presets
+(Presets). Each of those owns its own state; ChatStore reaches them only through their methods.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +12,73 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from app.core.chat import rows
+from app.core.chat.db import ChatDB, default_connect
+from app.core.chat.migrations import MIGRATIONS, Migration
 from app.core.chat.models import (
     FINISHED_STATUSES,
     ChatNotFound,
-    ChatStoreWriteError,
     Conversation,
     Message,
+    Preset,
 )
-from app.core.chat.presets import PresetStore
+from app.core.chat.presets import Presets
 from app.core.chat.store_images import ImageRows
 from app.core.engines.base import GenerationStats, ImageInput, SamplingParams
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TITLE = "New chat"
-_UNSET: Any = object()
 
 
-class ChatStore(ImageRows, PresetStore):
-    """The chat model layer the UI and the engine host use. Thread-safe (one connection, a lock).
+class ChatStore:
+    """The chat model layer the UI and the engine host use. Thread-safe (ChatDB's locks).
 
-    `ChatStore(path)` opens (integrity check, migrations, crash recovery); see ChatDB.
+    `ChatStore(path)` opens (integrity check, migrations, crash recovery); see ChatDB. `db` is that open
+    database, shared with the parts; a write through it belongs on the writer thread like any other.
+
+    Threads: every write runs on the chat writer thread (ChatOperations submits it); reads run on any thread
+    (the UI thread, its pool). `fts` is set once when it opens (tests may turn it off) and only read after.
     """
+
+    def __init__(
+        self,
+        db_path: Path | str,
+        *,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        connect: Callable[[Path], sqlite3.Connection] = default_connect,
+        busy_timeout_ms: int = 5000,
+    ) -> None:
+        self.db = ChatDB(db_path, migrations=migrations, connect=connect, busy_timeout_ms=busy_timeout_ms)
+        self.fts = self.db.has_fts  # whether search uses the index; the LIKE scan otherwise
+        self._images = ImageRows(self.db)
+        self._presets = Presets(self.db)
+
+    # --- the open file -----------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.db.path
+
+    @property
+    def recovered_interrupted(self) -> int:
+        """How many replies a crash had left `streaming` were marked interrupted when this store opened."""
+        return self.db.recovered_interrupted
+
+    def integrity_ok(self) -> bool:
+        return self.db.integrity_ok()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> ChatStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- conversations ---------------------------------------------------------------------
     def create_conversation(
@@ -47,7 +93,7 @@ class ChatStore(ImageRows, PresetStore):
     ) -> Conversation:
         now = time.time()
         sampling = sampling or SamplingParams()
-        with self._write("the new conversation") as c:
+        with self.db.write("the new conversation") as c:
             cid = rows.inserted_id(
                 c.execute(
                     "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
@@ -67,7 +113,7 @@ class ChatStore(ImageRows, PresetStore):
         return self.get_conversation(cid)
 
     def get_conversation(self, conv_id: int) -> Conversation:
-        found = self._read("SELECT * FROM conversations WHERE id = ?", (conv_id,))
+        found = self.db.read("SELECT * FROM conversations WHERE id = ?", (conv_id,))
         if not found:
             raise ChatNotFound(f"No conversation {conv_id}.")
         return rows.conversation(found[0])
@@ -75,45 +121,45 @@ class ChatStore(ImageRows, PresetStore):
     def list_conversations(self, limit: int | None = None) -> list[Conversation]:
         """Most recently active first."""
         sql = "SELECT * FROM conversations ORDER BY updated_at DESC, id DESC"
-        found = self._read(sql + " LIMIT ?", (limit,)) if limit else self._read(sql)
+        found = self.db.read(sql + " LIMIT ?", (limit,)) if limit else self.db.read(sql)
         return [rows.conversation(r) for r in found]
 
     def rename_conversation(self, conv_id: int, title: str) -> None:
-        with self._write("the new title") as c:
+        with self.db.write("the new title") as c:
             if not c.execute(
                 "UPDATE conversations SET title = ? WHERE id = ?", (rows.clean_title(title), conv_id)
             ).rowcount:
                 raise ChatNotFound(f"No conversation {conv_id}.")
 
     def delete_conversation(self, conv_id: int) -> None:
-        with self._write("the deletion") as c:
+        with self.db.write("the deletion") as c:
             c.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
 
     def update_settings(
         self,
         conv_id: int,
         *,
-        system_prompt: str = _UNSET,
-        model_id: str | None = _UNSET,
-        sampling: SamplingParams = _UNSET,
-        context_length: int | None = _UNSET,
-        preset_id: int | None = _UNSET,
+        system_prompt: str = rows.UNSET,
+        model_id: str | None = rows.UNSET,
+        sampling: SamplingParams = rows.UNSET,
+        context_length: int | None = rows.UNSET,
+        preset_id: int | None = rows.UNSET,
     ) -> Conversation:
         """Change only the settings passed (None is a value: it clears model/context/preset)."""
         changes: dict[str, Any] = {}
-        if system_prompt is not _UNSET:
+        if system_prompt is not rows.UNSET:
             changes["system_prompt"] = system_prompt
-        if model_id is not _UNSET:
+        if model_id is not rows.UNSET:
             changes["model_id"] = model_id
-        if sampling is not _UNSET:
+        if sampling is not rows.UNSET:
             changes["sampling_json"] = SamplingParams.model_validate(sampling).model_dump_json()
-        if context_length is not _UNSET:
+        if context_length is not rows.UNSET:
             changes["context_length"] = context_length
-        if preset_id is not _UNSET:
+        if preset_id is not rows.UNSET:
             changes["preset_id"] = preset_id
         if changes:
             sets = ", ".join(f"{k} = ?" for k in changes)
-            with self._write("the conversation settings") as c:
+            with self.db.write("the conversation settings") as c:
                 if not c.execute(
                     f"UPDATE conversations SET {sets} WHERE id = ?", (*changes.values(), conv_id)
                 ).rowcount:
@@ -142,16 +188,16 @@ class ChatStore(ImageRows, PresetStore):
                 " (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)"
             )
             try:
-                found = self._read(base.format(inner=fts_inner), (like, expr, limit))
+                found = self.db.read(base.format(inner=fts_inner), (like, expr, limit))
                 return [rows.conversation(r) for r in found]
             except sqlite3.OperationalError:
                 logger.debug("FTS query %r failed; using LIKE", expr, exc_info=True)
-        found = self._read(base.format(inner=like_inner), (like, like, limit))
+        found = self.db.read(base.format(inner=like_inner), (like, like, limit))
         return [rows.conversation(r) for r in found]
 
     # --- messages --------------------------------------------------------------------------
     def get_message(self, msg_id: int) -> Message:
-        found = self._read("SELECT * FROM messages WHERE id = ?", (msg_id,))
+        found = self.db.read("SELECT * FROM messages WHERE id = ?", (msg_id,))
         if not found:
             raise ChatNotFound(f"No message {msg_id}.")
         return rows.message(found[0])
@@ -193,14 +239,14 @@ class ChatStore(ImageRows, PresetStore):
     def add_user_message(self, conv_id: int, text: str, images: Sequence[ImageInput] = ()) -> int:
         """Append to the shown branch and commit, with its images, in one transaction (before generation
         starts); returns its id."""
-        with self._write("your message") as c:
+        with self.db.write("your message") as c:
             mid = self._insert_message(c, conv_id, self._leaf(c, conv_id), "user", text, "done")
-            self._insert_images(c, mid, images)
+            self._images.insert(c, mid, images)
             return mid
 
     def begin_assistant(self, conv_id: int, parent_id: int | None) -> int:
         """A `streaming` reply under `parent_id` (a sibling if it already has one: regenerate)."""
-        with self._write("the reply") as c:
+        with self.db.write("the reply") as c:
             return self._insert_message(c, conv_id, parent_id, "assistant", "", "streaming")
 
     def regenerate(self, assistant_id: int) -> int:
@@ -210,16 +256,12 @@ class ChatStore(ImageRows, PresetStore):
 
     def update_streaming(self, msg_id: int, text: str) -> bool:
         """Save the partial reply (one UPDATE, its own transaction). False if it is no longer streaming."""
-        with self._lock:
-            try:
-                cur = self._conn.execute(
-                    "UPDATE messages SET content = ?, updated_at = ? WHERE id = ? AND status = 'streaming'",
-                    (text, time.time(), msg_id),
-                )
-            except (sqlite3.OperationalError, OSError) as e:
-                self._rollback()
-                raise ChatStoreWriteError(self._write_message("the reply", e)) from e
-            return cur.rowcount == 1
+        changed = self.db.write_statement(
+            "the reply",
+            "UPDATE messages SET content = ?, updated_at = ? WHERE id = ? AND status = 'streaming'",
+            (text, time.time(), msg_id),
+        )
+        return changed == 1
 
     def finish_assistant(
         self,
@@ -237,7 +279,7 @@ class ChatStore(ImageRows, PresetStore):
         stats_json = rows.dump_stats(stats)
         calls_json = json.dumps([dict(c) for c in tool_calls]) if tool_calls else None
         now = time.time()
-        with self._write("the reply") as c:
+        with self.db.write("the reply") as c:
             row = c.execute("SELECT conversation_id, role FROM messages WHERE id = ?", (msg_id,)).fetchone()
             if row is None or row[1] != "assistant":
                 raise ChatNotFound(f"No assistant message {msg_id}.")
@@ -253,14 +295,14 @@ class ChatStore(ImageRows, PresetStore):
     ) -> int:
         """A tool's result (or, with `error`, why there is none) under the assistant turn that called it,
         committed before the model reads it."""
-        with self._write("the tool's result") as c:
+        with self.db.write("the tool's result") as c:
             mid = self._insert_message(c, conv_id, parent_id, "tool", content, "error" if error else "done")
             c.execute("UPDATE messages SET tool_call_id = ?, error = ? WHERE id = ?", (call_id, error, mid))
             return mid
 
     def set_tool_servers(self, conv_id: int, servers: Sequence[str]) -> Conversation:
         """The MCP servers whose tools the model may call in this conversation."""
-        with self._write("the conversation's tools") as c:
+        with self.db.write("the conversation's tools") as c:
             if not c.execute(
                 "UPDATE conversations SET tool_servers_json = ? WHERE id = ?",
                 (json.dumps(list(servers)) if servers else None, conv_id),
@@ -274,18 +316,14 @@ class ChatStore(ImageRows, PresetStore):
         old = self.get_message(msg_id)
         if old.role != "user":
             raise ValueError("only user messages can be edited and resent")
-        with self._write("your edited message") as c:
+        with self.db.write("your edited message") as c:
             new_id = self._insert_message(c, old.conversation_id, old.parent_id, "user", new_text, "done")
-            c.execute(
-                "INSERT INTO message_images(message_id, position, text_offset, sha256, data)"
-                " SELECT ?, position, min(text_offset, ?), sha256, data FROM message_images WHERE message_id = ?",
-                (new_id, len(new_text), msg_id),
-            )
+            self._images.copy(c, msg_id, new_id, len(new_text))
             return new_id
 
     def delete_message(self, msg_id: int) -> None:
         """Remove one message; its replies move up to its parent, so the thread stays connected."""
-        with self._write("the deletion") as c:
+        with self.db.write("the deletion") as c:
             row = c.execute("SELECT conversation_id, parent_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
             if row is None:
                 return
@@ -300,7 +338,7 @@ class ChatStore(ImageRows, PresetStore):
     def branches(self, msg_id: int) -> list[Message]:
         """The message and its siblings (alternatives from edits/regenerations), oldest first."""
         m = self.get_message(msg_id)
-        found = self._read(
+        found = self.db.read(
             "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id",
             (m.conversation_id, m.parent_id),
         )
@@ -309,7 +347,7 @@ class ChatStore(ImageRows, PresetStore):
     def switch_branch(self, msg_id: int) -> None:
         """Show the branch through `msg_id`, down to its most recent descendant."""
         m = self.get_message(msg_id)
-        with self._write("the branch choice") as c:
+        with self.db.write("the branch choice") as c:
             leaf = msg_id
             while (
                 child := c.execute(
@@ -324,13 +362,48 @@ class ChatStore(ImageRows, PresetStore):
         leaf = self.get_conversation(conv_id).active_leaf_id
         if leaf is None:
             return []
-        return [rows.message(r) for r in self._read(rows.PATH_SQL, (leaf,))]
+        return [rows.message(r) for r in self.db.read(rows.PATH_SQL, (leaf,))]
 
     def all_messages(self, conv_id: int) -> list[Message]:
         """Every message, hidden branches included, in creation order."""
-        found = self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
+        found = self.db.read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
         return [rows.message(r) for r in found]
 
+    # --- images (ImageRows) -------------------------------------------------------------------
+    def image_counts(self, msg_ids: Iterable[int]) -> dict[int, int]:
+        """How many images each of these messages has (one without any is left out); no image is read."""
+        return self._images.counts(msg_ids)
+
+    def images_of(self, msg_ids: Iterable[int]) -> dict[int, list[ImageInput]]:
+        """The images of these messages, by message id (a message without any is left out)."""
+        return self._images.of(msg_ids)
+
+    # --- presets (Presets) ---------------------------------------------------------------------
+    def list_presets(self) -> list[Preset]:
+        return self._presets.all()
+
+    def get_preset(self, preset_id: int) -> Preset:
+        return self._presets.get(preset_id)
+
+    def save_preset(self, name: str, system_prompt: str = "", sampling: SamplingParams | None = None) -> Preset:
+        return self._presets.save(name, system_prompt, sampling)
+
+    def update_preset(
+        self,
+        preset_id: int,
+        *,
+        name: str = rows.UNSET,
+        system_prompt: str = rows.UNSET,
+        sampling: SamplingParams = rows.UNSET,
+    ) -> Preset:
+        """Change only the fields passed."""
+        return self._presets.update(preset_id, name=name, system_prompt=system_prompt, sampling=sampling)
+
+    def delete_preset(self, preset_id: int) -> None:
+        """Conversations that used it keep their copied settings (preset_id becomes NULL)."""
+        self._presets.delete(preset_id)
+
+    # --- import --------------------------------------------------------------------------------
     def import_conversation(
         self,
         conv: Conversation,
@@ -341,7 +414,7 @@ class ChatStore(ImageRows, PresetStore):
         """Insert a whole conversation in one transaction. Message ids/parents in `messages` are
         local (parents listed before children); `active_leaf` and `images`' keys are local ids. Returns the
         new id."""
-        with self._write("the imported conversation") as c:
+        with self.db.write("the imported conversation") as c:
             cid = rows.inserted_id(
                 c.execute(
                     "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
@@ -381,7 +454,7 @@ class ChatStore(ImageRows, PresetStore):
                         ),
                     )
                 )
-                self._insert_images(c, ids[m.id], (images or {}).get(m.id, ()))
+                self._images.insert(c, ids[m.id], (images or {}).get(m.id, ()))
             leaf = ids.get(active_leaf) if active_leaf is not None else None
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid

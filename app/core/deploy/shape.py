@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.deploy.errors import PlanError
+from app.core.formats import GGUF
 from app.core.models.errors import ModelFileError
 from app.core.models.hf_config import check_folder_configs, spec_from_hf_config, text_config
 from app.core.models.spec import ModelSpec
@@ -195,7 +196,7 @@ def shape_from_hub(client: HubClient, repo_id: str, revision: str = "main") -> M
     from app.core.hub.variants import repo_variants
 
     try:
-        choices = [c for c in repo_variants(client, repo_id, revision) if c.format == "gguf"]
+        choices = [c for c in repo_variants(client, repo_id, revision) if c.format == GGUF]
     except HubRefused:
         choices = []
     if not choices:

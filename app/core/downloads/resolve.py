@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from app.core.downloads.items import RemoteFile, State
 from app.core.downloads.manager import DownloadManager
+from app.core.formats import GGUF
 from app.core.hub.client import HubClient
 from app.core.hub.errors import HubError, HubNotFound
 from app.core.hub.names import is_allowed_file, refuse_pickle_only
@@ -47,7 +48,7 @@ def resolve_download(client: HubClient, variant: Variant) -> PlannedDownload:
         if missing:
             raise HubNotFound(f"{variant.repo_id} no longer has {', '.join(missing)}; open the model again")
         chosen = [by_path[p] for p in variant.files]
-    elif variant.format == "gguf":
+    elif variant.format == GGUF:
         matches = [
             c for c in gguf_choices(variant.repo_id, allowed, commit) if c.label.lower() == variant.label.lower()
         ]

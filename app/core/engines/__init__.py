@@ -1,15 +1,30 @@
-"""Engines: one interface (base.py), built-ins registered by model format like any plug-in."""
+"""Engines: one interface (base.py), built-ins registered by model format like any plug-in.
+
+A plug-in is a module with `register(registry: EngineRegistry) -> None`, named by an entry point in the
+"hearth.engines" group of an installed package, or in HEARTH_ENGINE_PLUGINS (module names, comma-separated;
+for development and the tests). It is code the user installed or named: it runs in-process, like Hearth.
+"""
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import importlib.util
+import logging
+import os
 import threading
 from collections.abc import Iterable
 
 from app.core.engines.base import Chunk, Engine, GenerateRequest
 from app.core.engines.registry import EngineRegistry
+from app.core.formats import GGUF, MLX
 
 __all__ = ["collect", "default_registry", "generate_all"]
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_GROUP = "hearth.engines"
+PLUGINS_ENV = "HEARTH_ENGINE_PLUGINS"
 
 
 def collect(chunks: Iterable[Chunk]) -> tuple[str, Chunk]:
@@ -36,13 +51,13 @@ def _mlx_unavailable() -> str | None:
 
 
 def _make_llamacpp():
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     return LlamaCppEngine()
 
 
 def _make_mlx():
-    from app.core.engines.mlx import MlxEngine  # imported only when an MLX model is loaded
+    from app.core.engines.mlx.engine import MlxEngine  # imported only when an MLX model is loaded
 
     return MlxEngine()
 
@@ -52,6 +67,27 @@ def default_registry() -> EngineRegistry:
     from app.core.hardware.engines import LLAMACPP
 
     registry = EngineRegistry()
-    registry.register("gguf", LLAMACPP, _make_llamacpp, _llama_cpp_unavailable)
-    registry.register("mlx", "MLX", _make_mlx, _mlx_unavailable)
+    registry.register(GGUF, LLAMACPP, _make_llamacpp, _llama_cpp_unavailable)
+    registry.register(MLX, "MLX", _make_mlx, _mlx_unavailable)
+    add_plugins(registry)
     return registry
+
+
+def add_plugins(registry: EngineRegistry) -> list[str]:
+    """Register every plug-in engine kind found (entry points, then HEARTH_ENGINE_PLUGINS); returns their
+    module names. One that fails to import or register is logged and skipped: the built-ins still run."""
+    named = [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    found: list[tuple[str, object]] = []
+    for point in importlib.metadata.entry_points(group=PLUGIN_GROUP):
+        found.append((point.value, point.load))
+    found += [(name, lambda name=name: importlib.import_module(name)) for name in named]
+    added = []
+    for name, load in found:
+        try:
+            module = load()  # type: ignore[operator]
+            module.register(registry)
+        except Exception:  # a plug-in's bug is not Hearth's crash
+            logger.exception("engine plug-in %s failed to register; skipped", name)
+            continue
+        added.append(name)
+    return added

@@ -22,6 +22,10 @@ FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 
 class Capabilities(BaseModel):
+    """What an engine can do. The registry holds each kind's (what any model of that format can get, read by
+    decisions made before a load: the chat's plan, the API's resolver, `/v1/models`); a loaded engine's says
+    the same for the model it runs (a reranker does not chat, a model without a projector sees no images)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     chat: bool = True
@@ -32,6 +36,13 @@ class Capabilities(BaseModel):
     tools: bool = False
     logprobs: bool = False  # SamplingParams.logprobs: per-token log-probabilities on the chunks
     vision: bool = False  # ChatMessage.images: a projector is loaded beside the weights
+    # How the runtime may load it; declared by the kind, the same on each loaded engine of that kind.
+    planned: bool = False  # the planner sizes its loads on this machine (context, GPU layers, slots)
+    batches: bool = False  # several sequences share each decode step (slots > 1)
+    draft_model: bool = False  # speculative decoding with a small draft model
+    draft_alone: bool = False  # it drafts only on its single-stream path: a draft model means one slot
+    ngram: bool = False  # n-gram (prompt-lookup) drafting
+    llama_cpp_build: bool = False  # the planner's notes on the llama.cpp build apply
 
 
 # LoadSpec.drafts_at_most without a draft_max.
@@ -91,7 +102,7 @@ class LoadSpec(BaseModel):
     # Replies that do not depend on what runs beside them: at temperature 0 (or with a seed) a prompt gets the
     # same tokens alone or among other requests, cached or not. llama.cpp's kernels give a token other last
     # bits in a batch of other rows, so each sequence is decoded on its own, prompts in whole aligned chunks,
-    # with no drafts (speculative is then off) and no prompt cache but a slot's own (llamacpp_exact). Costs
+    # with no drafts (speculative is then off) and no prompt cache but a slot's own (llamacpp.exact). Costs
     # the speed batching and drafting earn; needs kv_unified off.
     deterministic: bool = False
 
@@ -320,12 +331,59 @@ class Rankings:
     prompt_tokens: int = 0  # tokens of every (query, document) pair scored, for usage
 
 
+class SequenceRunner(Protocol):
+    """What a batched engine gives the host: sequences admitted into free slots, all advanced together.
+
+    Owned by the host thread like the engine. `admit` raises EngineError for a bad request before
+    anything runs; `step` decodes one batch and returns the chunks it produced, keyed by the value
+    `admit` returned; a key's last chunk has `finish_reason`, after which its slot is free.
+    """
+
+    def free_slots(self) -> int: ...
+
+    def active(self) -> int: ...
+
+    def can_admit(self, request: GenerateRequest) -> bool:
+        """Whether the request can start now. False keeps it at the head of the queue until running ones
+        end: no slot is free, or it must run alone (a feature the engine cannot batch) and others run."""
+        ...
+
+    def admit(self, request: GenerateRequest, cancel: Any) -> object: ...
+
+    def step(self) -> list[tuple[object, Chunk]]: ...
+
+    def shared(self, key: object) -> bool:
+        """Whether the sequence ran beside others at any step (its speed is not a single stream's)."""
+        ...
+
+
+class NativeMarks(Protocol):
+    """Where an engine that runs native code marks a run in flight, so a crash during it is attributed to
+    the configuration that ran (canary/inflight.NativeActivity). Called on the engine's owner thread."""
+
+    def begin(self, phase: str) -> None: ...
+
+    def end(self) -> None: ...
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "llama.cpp", "mlx"
     format: str  # the model format it loads: "gguf", "mlx"
     capabilities: Capabilities
     info: ModelInfo | None
+
+    # Optional abilities: every engine declares them, None where it has none; nothing probes for them.
+    @property
+    def sequences(self) -> SequenceRunner | None:
+        """The batched path (several sequences advanced by one decode step), else None: the host then runs
+        `generate` one request at a time."""
+        ...
+
+    @property
+    def native_activity(self) -> NativeMarks | None:
+        """Marks for the crash canary while native code runs, else None (no native code, or not loaded)."""
+        ...
 
     def load(self, spec: LoadSpec) -> ModelInfo: ...
 

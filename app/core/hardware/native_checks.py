@@ -1,6 +1,6 @@
 """What the native-crash canary learned on this machine, kept per (llama.cpp build, CPU, GPU, driver).
 
-Pure JSON: the canary itself (app.core.engines.native_guard) runs llama.cpp in a child process and records
+Pure JSON: the canary itself (app.core.engines.canary.guard) runs llama.cpp in a child process and records
 here which load configuration passed or crashed; the hardware probe and the planner read it back without
 importing llama.cpp. A fingerprint change (a rebuilt engine, a new GPU or driver) starts from nothing, since
 what crashed one build may run on the next.

@@ -1,4 +1,4 @@
-"""How fast each weight type decodes on this CPU, as measured by the quant probe (engines/quant_probe.py).
+"""How fast each weight type decodes on this CPU, as measured by the quant probe (bench/quant_probe.py).
 
 Pure JSON: the speed model reads this before anything is downloaded and must never load llama.cpp to do so.
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from app.core.formats import GGUF
 from app.core.hub import search as query
 from app.core.hub.errors import HubError, HubNotFound, HubRefused, map_hub_error
 from app.core.hub.names import validate_remote_name
@@ -162,7 +163,7 @@ class HubClient:
         text: str = "",
         *,
         author: str | None = None,
-        formats: tuple[str, ...] | list[str] = ("gguf",),
+        formats: tuple[str, ...] | list[str] = (GGUF,),
         sort: str = "downloads",
         limit: int = 50,
         page_token: str | None = None,

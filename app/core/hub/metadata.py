@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from app.core.formats import EXL2, GGUF, MLX
 from app.core.hub.errors import HubError, HubNotFound
 from app.core.hub.ranged import HttpRangeSource, new_http_client
 from app.core.hub.variants import VariantChoice, repo_variants
@@ -38,7 +39,7 @@ def assessable_variants(client: HubClient, repo_id: str, revision: str = "main")
     """Every variant of `repo_id`, each with a ModelSpec from its real metadata. A GGUF whose header
     cannot be read (gated, damaged) is still listed, by size only."""
     choices = repo_variants(client, repo_id, revision)
-    ggufs = [c for c in choices if c.format == "gguf"]
+    ggufs = [c for c in choices if c.format == GGUF]
     out: list[Variant] = []
     with new_http_client(client.timeout) as http:
         if ggufs:
@@ -55,9 +56,9 @@ def assessable_variants(client: HubClient, repo_id: str, revision: str = "main")
                         logger.warning("%s %s: %s", repo_id, choice.label, exc)
                         out.append(choice.to_variant())
         for choice in choices:
-            if choice.format == "mlx":
+            if choice.format == MLX:
                 out.append(_mlx_as_variant(client, choice, http))
-            elif choice.format == "exl2":
+            elif choice.format == EXL2:
                 out.append(exl2_variant(client, choice))
     return out
 
@@ -80,7 +81,7 @@ def gguf_variant(
     label = choice.label if quant_label(choice.label) or not spec.file_type else spec.file_type
     return Variant(
         label=label,
-        format="gguf",
+        format=GGUF,
         size_bytes=choice.size,
         spec=spec,
         repo_id=choice.repo_id,
@@ -150,7 +151,7 @@ def _mlx_as_variant(client: HubClient, choice: VariantChoice, http: httpx.Client
     )
     return Variant(
         label=choice.label,
-        format="mlx",
+        format=MLX,
         size_bytes=mlx.weight_bytes,
         spec=mlx.spec,
         bpw=mlx.bpw,
@@ -168,7 +169,7 @@ def exl2_variant(client: HubClient, choice: VariantChoice) -> Variant:
     v = read_exl2_branch(config, sizes, choice.branch, repo_id=choice.repo_id)
     return Variant(
         label=choice.label,
-        format="exl2",
+        format=EXL2,
         size_bytes=v.weight_bytes,
         spec=v.spec,
         bpw=v.bpw,

@@ -8,11 +8,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from app.core.formats import EXL2, GGUF, MLX
 from app.core.hub.results import ModelSummary
 
 SORTS = {"downloads": "downloads", "likes": "likes", "trending": "trendingScore", "updated": "lastModified"}
-# The Hub indexes a repo's library as a tag too, so every format is one `filter=` value.
-FORMAT_FILTERS = {"gguf": "gguf", "mlx": "mlx", "exl2": "exl2"}
+# The Hub indexes a repo's library as a tag too, named as we name the format: one `filter=` value each.
+FORMAT_FILTERS: dict[str, str] = {fmt: fmt.value for fmt in (GGUF, MLX, EXL2)}
 _EXPAND = (
     "author",
     "downloads",

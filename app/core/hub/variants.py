@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.core.formats import EXL2, GGUF, MLX
 from app.core.hub.errors import HubRefused
 from app.core.hub.names import is_allowed_file, refuse_pickle_only
 from app.core.hub.results import RepoDetails
@@ -49,7 +50,7 @@ class VariantChoice:
             size_bytes=self.size,
             bpw=self.bits,
             repo_id=self.repo_id,
-            revision=self.branch if self.format == "exl2" else self.revision,
+            revision=self.branch if self.format == EXL2 else self.revision,
             files=[f.path for f in self.files],
         )
 
@@ -58,7 +59,7 @@ def gguf_choices(repo_id: str, files: list[RepoFile], revision: str, *, gated: b
     """GGUF quants of a repo as choices: a split set is one; mmproj files ride along with each."""
     return [
         VariantChoice(
-            repo_id, "gguf", g.label, revision, list(g.files) + list(g.mmproj), gated=gated, mmproj=list(g.mmproj)
+            repo_id, GGUF, g.label, revision, list(g.files) + list(g.mmproj), gated=gated, mmproj=list(g.mmproj)
         )
         for g in group_gguf(files)
     ]
@@ -94,7 +95,7 @@ def _mlx_choice(client: HubClient, details: RepoDetails, allowed: list[RepoFile]
         raise HubRefused(f"{details.id}: {exc}") from exc
     return VariantChoice(
         details.id,
-        "mlx",
+        MLX,
         mlx_label(bits, group),
         details.sha,
         folder_files(allowed),
@@ -127,6 +128,6 @@ def _exl2_choices(client: HubClient, repo_id: str, gated: bool) -> list[VariantC
                 continue
             bpw, label = float(bits), f"{float(bits):g}bpw"
         out.append(
-            VariantChoice(repo_id, "exl2", label, commit, files, branch=ref.name, bits=bpw, gated=gated, config=config)
+            VariantChoice(repo_id, EXL2, label, commit, files, branch=ref.name, bits=bpw, gated=gated, config=config)
         )
     return sorted(out, key=lambda v: v.bits or 0)

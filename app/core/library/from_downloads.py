@@ -7,6 +7,7 @@ from pathlib import Path, PurePosixPath
 
 from app.core.downloads.items import DownloadItem, State
 from app.core.downloads.manager import DownloadManager
+from app.core.formats import EXL2, GGUF, MLX
 from app.core.library.importers import gguf_problem
 from app.core.library.store import Library, ModelFile
 
@@ -17,8 +18,8 @@ def item_format(item: DownloadItem) -> str:
     from app.core.models.exl2 import parse_bpw
 
     if any(f.path.lower().endswith(".gguf") for f in item.files):
-        return "gguf"
-    return "exl2" if parse_bpw(item.revision) else "mlx"
+        return GGUF
+    return EXL2 if parse_bpw(item.revision) else MLX
 
 
 def add_to_library(library: Library, manager: DownloadManager, item: DownloadItem):
@@ -28,11 +29,11 @@ def add_to_library(library: Library, manager: DownloadManager, item: DownloadIte
         ModelFile(manager.dest(item, f), int(f.size or manager.dest(item, f).stat().st_size), f.sha256) for f in files
     ]
     fmt = item_format(item)
-    quant = item.label if fmt == "gguf" else None
-    path = None if fmt == "gguf" else manager.models_dir / item.folder
+    quant = item.label if fmt == GGUF else None
+    path = None if fmt == GGUF else manager.models_dir / item.folder
     # A verified download can still be no model (a vocabulary-only GGUF): quarantined, with the reason.
     problem = None
-    if fmt == "gguf":
+    if fmt == GGUF:
         problem = gguf_problem([Path(r.path) for r in records if "mmproj" not in Path(r.path).name.lower()])
     return library.add_download(
         repo_id=item.repo_id,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.core.formats import GGUF, MLX
 from app.core.hub.names import is_allowed_file
 from app.core.library.projectors import is_projector, pick_projector, projectors_beside
 from app.core.models.errors import ModelFileError
@@ -129,7 +130,7 @@ def _add_gguf(
     quant = quant_label(stem) or ftype
     return library.add(
         name=name or _display_name(stem, quant, repo_id),
-        format="gguf",
+        format=GGUF,
         path=shards[0],
         files=files_of(shards + mmproj),
         quant=quant,
@@ -152,7 +153,7 @@ def _add_mlx(library: Library, folder: Path, *, source: str, repo_id: str | None
     )
     return library.add(
         name=_display_name(folder.name, None, repo_id),
-        format="mlx",
+        format=MLX,
         path=folder,
         files=files_of(files),
         quant=quant,

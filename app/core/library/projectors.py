@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.core.formats import GGUF, MLX
 from app.core.library.store import LocalModel
 from app.core.models.errors import ModelFileError
 from app.core.models.files import matching_projector, quant_label
@@ -97,7 +98,7 @@ def projector_refusal(model: LocalModel) -> str | None:
 def _kept_projectors(model: LocalModel) -> list[Path]:
     """The files kept with a GGUF model that may be its projector: those named so, and those that are not its
     shards and have no other kind's suffix (Ollama's blobs are named by digest alone); the header decides."""
-    if model.format != "gguf":
+    if model.format != GGUF:
         return []
     shards = set(split_shard_names(Path(model.path).name))
     return [
@@ -121,7 +122,7 @@ def projectors_beside(path: Path) -> tuple[Path | None, list[tuple[Path, str]]]:
 
 def sees_images(model: LocalModel) -> bool:
     """Whether `model` takes images here: a GGUF kept with a projector that fits it, or an MLX vision-language
-    checkpoint that mlx-vlm can read (mlx_vision)."""
-    if model.format == "mlx":
+    checkpoint that mlx-vlm can read (mlx.vision)."""
+    if model.format == MLX:
         return mlx_sees_images(Path(model.path))
     return projector_of(model) is not None

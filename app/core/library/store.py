@@ -17,6 +17,7 @@ from pathlib import Path
 
 from app.core.downloads.partial import hash_file
 from app.core.events import Event
+from app.core.formats import GGUF
 from app.core.models.errors import ModelFileError
 from app.core.paths import private_database, private_dir
 
@@ -274,7 +275,7 @@ class Library:
             if not _inside(Path(f.path), self.models_dir):
                 raise ValueError(f"{f.path} is outside the models folder {self.models_dir}")
         if path is None:
-            path = files[0].path if format == "gguf" else Path(files[0].path).parent
+            path = files[0].path if format == GGUF else Path(files[0].path).parent
         label = name or f"{repo_id.split('/')[-1]}{':' + quant if quant else ''}"
         return self.add(
             name=label,
@@ -321,7 +322,7 @@ class Library:
                 inside = _inside(f.path, self.models_dir)
                 if f.path not in shared and (inside or delete_imported):
                     freed += _remove(f.path)
-            if model.format != "gguf" and _inside(model.path, self.models_dir) and model.path != self.models_dir:
+            if model.format != GGUF and _inside(model.path, self.models_dir) and model.path != self.models_dir:
                 _prune_empty(model.path, self.models_dir)
             for f in model.files:
                 if _inside(f.path, self.models_dir):

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Literal
 
 from app.core.atomic import atomic_write_text
+from app.core.engines.remote.store import KeyringKeys, system_keyring
 from app.core.mcp.config import SECRET_REF, McpConfig, McpConfigError, ServerEntry, is_secret
-from app.core.remote.store import KeyringKeys, system_keyring
 
 logger = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.core.formats import GGUF, MLX
 from app.core.models.errors import ModelFileError
 from app.core.models.files import RepoFile, group_gguf, quant_label
 from app.core.models.gguf import read_gguf_header
@@ -25,9 +26,7 @@ def gguf_variant(path: Path) -> Variant:
     spec = spec_from_gguf(headers)
     label = spec.file_type or quant_label(path.name) or path.stem
     size = sum(s.stat().st_size for s in shards)
-    return Variant(
-        label=label, format="gguf", size_bytes=size, spec=spec, files=[s.name for s in shards], path=shards[0]
-    )
+    return Variant(label=label, format=GGUF, size_bytes=size, spec=spec, files=[s.name for s in shards], path=shards[0])
 
 
 def variants_from_path(path: str | Path) -> list[Variant]:
@@ -46,7 +45,7 @@ def variants_from_path(path: str | Path) -> list[Variant]:
         return [
             Variant(
                 label=label,
-                format="mlx",
+                format=MLX,
                 size_bytes=mlx.weight_bytes,
                 spec=mlx.spec,
                 bpw=mlx.bpw,

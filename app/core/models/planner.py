@@ -247,7 +247,7 @@ class DraftFit:
 
 
 def draft_fit(plan: Plan, draft: ModelSpec, label: str = "the draft model") -> DraftFit:
-    """The draft's memory as the engine loads it (llamacpp_draft.py): as many GPU layers as the model has
+    """The draft's memory as the engine loads it (llamacpp/draft.py): as many GPU layers as the model has
     (all of its own for "all"), one KV stream per slot at the model's context, the same KV type, added to
     the plan's on each device and checked against the same budgets."""
     opts = plan.options

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from app.core.formats import EXL2, GGUF, MLX, ModelFormat
 from app.core.models.calibration import CalibrationStore, Correction
 from app.core.models.devices import Machine
 from app.core.models.memory import LoadOptions
@@ -16,7 +17,7 @@ from app.core.models.quality import floor_kld, kld_for, quality_label
 from app.core.models.spec import ModelSpec
 from app.core.models.speed import SpeedPrediction, has_weights, image_seconds, predict_speed
 
-Format = Literal["gguf", "mlx", "exl2"]
+Format = Literal[ModelFormat.GGUF, ModelFormat.MLX, ModelFormat.EXL2]
 Q8_KLD = 0.0014
 BALANCED_KLD = 0.0313  # Q4_K_M: the usual sweet spot of size, speed and quality
 COMFORTABLE_TOK_S = 10.0  # below this, chat feels slow: prefer a smaller quant that is faster
@@ -95,11 +96,11 @@ def scaled_spec(spec: ModelSpec, weight_bytes: int) -> ModelSpec:
 
 def _engine_rule(v: Variant, m: Machine) -> tuple[bool, str, int]:
     """(runnable, reason, engine preference: lower is better) for this variant on this machine."""
-    if v.format == "exl2":
+    if v.format == EXL2:
         if m.backend != "cuda":
             return False, "needs the ExLlama engine on an NVIDIA GPU", 9
         return False, "needs the ExLlama engine, which Hearth does not ship yet", 9
-    if v.format == "mlx":
+    if v.format == MLX:
         if m.backend == "metal":
             return True, "", 0
         return False, "MLX runs only on Apple Silicon at useful speed; use a GGUF here", 9
@@ -122,7 +123,7 @@ def assess(
     for v in variants:
         runnable, reason, pref = _engine_rule(v, machine)
         spec = v.spec or (scaled_spec(reference, v.size_bytes) if reference else None)
-        kld = kld_for(v.label if v.format == "gguf" else None, v.bpw or _bpw(v, spec))
+        kld = kld_for(v.label if v.format == GGUF else None, v.bpw or _bpw(v, spec))
         if spec is None:
             out.append(Assessment(v, None, None, kld, False, "the model's metadata could not be read"))
             continue
@@ -133,7 +134,7 @@ def assess(
         # The runs nearest this variant's size correct it: one factor for every size mis-corrects the others.
         corr = calibration.correction(machine.backend, spec.bytes_per_token_read) if calibration else Correction()
         speed = predict_speed(spec, plan, corr) if plan.fits else None
-        if v.format == "mlx" and runnable and plan.fits and plan.verdict != "full_gpu":
+        if v.format == MLX and runnable and plan.fits and plan.verdict != "full_gpu":
             # MLX has no CPU fallback: all of it must fit the GPU's working set.
             runnable, reason = False, "does not fit the GPU's working set (MLX cannot split across CPU and GPU)"
         a = Assessment(v, plan, speed, kld, runnable, reason, spec=spec)

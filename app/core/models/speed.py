@@ -54,7 +54,7 @@ HOST_COPY_S_PER_ENTRY = 0.05e-9
 # Moving the logits row off a discrete GPU: 4 bytes per entry over PCIe (~12 GB/s for small transfers).
 LOGITS_PCIE_BPS = 12e9
 # On the CPU, how fast a weight type streams relative to 4-bit K/IQ quants (used until the quant probe has
-# measured this CPU: engines/quant_probe.py): unquantized types need no
+# measured this CPU: bench/quant_probe.py): unquantized types need no
 # dequantisation and use all cores' bandwidth; Q8_0 is in between (fitted with bench/fit_accuracy.py). Q4_1
 # has no REPACK kernel and dequantises on the slow path: 0.61-0.64 of Q4_K_M in two runs of
 # `bench/fit_accuracy.py --type-speed` here (the flat per-vocabulary charge used to hide this on SmolLM2).

@@ -1,7 +1,7 @@
 """Whether an MLX model folder can see images here, from its config.json: a vision-language checkpoint (its
 config has a vision half), mlx-vlm installed to read it, and images that take one position a token (M-RoPE
 families place them in 2-D, which mlx-lm's text model does not). The engine checks more at load
-(mlx_vision); this is what the library and the API can tell without loading."""
+(mlx.vision); this is what the library and the API can tell without loading."""
 
 from __future__ import annotations
 

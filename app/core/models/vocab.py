@@ -1,7 +1,7 @@
 """Which models share a tokenizer, from their GGUF headers or MLX tokenizer files: a draft model for
 speculative decoding must (its token ids are checked by the main model as its own), and the picker offers
 only those that do, before anything loads. The engines check again against the loaded vocabularies
-(llamacpp_draft.check_same_vocab, mlx_draft.check_same_tokenizer)."""
+(llamacpp.draft.check_same_vocab, mlx.draft.check_same_tokenizer)."""
 
 from __future__ import annotations
 

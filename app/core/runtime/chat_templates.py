@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.core.engines.chat_formats import FORMATS, TemplateChoice, check_custom_template, choose_template
-from app.core.engines.sandbox import TemplateError
+from app.core.engines.chat_templates.formats import FORMATS, TemplateChoice, check_custom_template, choose_template
+from app.core.engines.chat_templates.jinja_sandbox import TemplateError
+from app.core.formats import GGUF
 from app.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def checked_pick(value: str | None) -> str:
 def template_of(path: Path, fmt: str, override: str | None = None) -> TemplateChoice | None:
     """The template a GGUF would run with (its header read, nothing loaded); None for other formats or a
     file that cannot be read (the load says why)."""
-    if fmt != "gguf":
+    if fmt != GGUF:
         return None
     from app.core.models.errors import ModelFileError
     from app.core.models.gguf import read_gguf_header

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.core.engines.traits import traits
+from app.core.engines.registry import abilities
 from app.core.library.store import Library, LocalModel
 from app.core.models.errors import ModelFileError
 from app.core.models.planner import Plan, draft_fit
@@ -77,7 +77,7 @@ class DraftFinder:
     def candidates(self, model: LocalModel) -> list[LocalModel]:
         """Ready library models that could draft for `model`: of its format (GGUF or MLX), smaller, with the
         same tokenizer; smallest first (the cheaper the draft, the more it saves)."""
-        if not traits(model.format).draft_model:
+        if not abilities(model.format).draft_model:
             return []
         mine = self.vocab(model.path)
         if mine is None:
@@ -101,7 +101,7 @@ class DraftFinder:
         draft = self.library.find(draft_name) if draft_name.strip() else None
         if draft is None or not draft.ready:
             return DraftPick(None, f"the draft model {draft_name!r} is not in the library")
-        if not traits(model.format).draft_model or draft.format != model.format:
+        if not abilities(model.format).draft_model or draft.format != model.format:
             return DraftPick(None, f"a draft model for a {model.format} model must be one too, not {draft.format}")
         if draft.id == model.id or draft.size >= model.size:
             return DraftPick(None, f"{draft.name} is not smaller than {model.name}: it would save nothing")

@@ -1,5 +1,5 @@
 """The host's one generation loop, for every engine: generation jobs as sequences that share each decode
-step (an engine that runs one stream at a time has one slot: engines.slots.OneStream).
+step (an engine that runs one stream at a time has one slot: engines.decoding.sequences.OneStream).
 
 Runs on the host thread while at least one sequence is live. Between steps it takes the next queued job
 when it can run now: a generation for the loaded model that the runner can admit (a slot is free, and it
@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.core.engines.base import Chunk, Engine
+from app.core.engines.base import Chunk, Engine, SequenceRunner
 from app.core.engines.errors import Unsupported
-from app.core.engines.slots import SequenceRunner
 from app.core.errors import HearthError
 from app.core.runtime.job_queue import JobQueue
 from app.core.runtime.jobs import (

@@ -219,7 +219,7 @@ class JobHandle:
     error_code: str | None = None
     started: bool = False
     output_started: bool = False  # a chunk with text went to the sink
-    context_needed: int | None = None  # a generation's prompt + reply room, once the host counted it (host.py)
+    context_needed: int | None = None  # a generation's prompt + reply room, once the host counted it (engine_host.py)
     prompt_tokens: int | None = None  # ... and its prompt alone
 
     def cancel(self) -> None:

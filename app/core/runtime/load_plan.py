@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.traits import traits
+from app.core.engines.registry import abilities
 from app.core.models.devices import Machine
 from app.core.models.memory import LoadOptions
 from app.core.models.spec import ModelSpec
@@ -58,7 +58,7 @@ def plan_load(
         spec = LoadSpec(path=path, n_ctx=min(asked_ctx, FALLBACK_CTX) or FALLBACK_CTX)
         return ModelLoad(same_answer(spec, fmt) if deterministic else spec)
     # An engine that cannot batch plans (and is checked for) one sequence.
-    slots = max_slots if traits(fmt).batches else 1
+    slots = max_slots if abilities(fmt).batches else 1
     planned = plan_model(model, machine, asked_ctx, label=path.name, max_slots=slots)
     spec = spec_from_plan(path, planned.plan).model_copy(update={"speculative": speculation_for(fmt, speculative)})
     return ModelLoad(same_answer(spec, fmt) if deterministic else spec, planned)
@@ -67,7 +67,7 @@ def plan_load(
 def same_answer(spec: LoadSpec, fmt: str) -> LoadSpec:
     """`spec` with deterministic decoding where the engine offers it (llama.cpp): each slot its own KV cells,
     no drafting. Other engines are left as they are."""
-    if not traits(fmt).llama_cpp_build:
+    if not abilities(fmt).llama_cpp_build:
         return spec
     return spec.model_copy(update={"deterministic": True, "kv_unified": False, "speculative": "off"})
 

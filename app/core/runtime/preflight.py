@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.traits import traits
+from app.core.engines.registry import abilities, format_claiming
 from app.core.errors import HearthError
+from app.core.formats import GGUF, MLX
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
 from app.core.models.gguf_split import split_shard_names
@@ -82,12 +83,14 @@ class ReloadCheck(Protocol):
 
 
 def format_for_path(path: str | Path) -> str:
-    """The format of a model path: "mlx" for a folder, "gguf" for a .gguf file; else ModelFileError."""
+    """The format of a model path: a plug-in's that claims it, an MLX folder, a .gguf file; else ModelFileError."""
     p = Path(path).expanduser()
+    if (plugin := format_claiming(p)) is not None:
+        return plugin
     if p.is_dir():
-        return "mlx"
+        return MLX
     if p.is_file() and p.suffix.lower() == ".gguf":
-        return "gguf"
+        return GGUF
     if not p.exists():
         raise ModelFileError(f"{p} does not exist (give a .gguf file or an MLX model folder)")
     raise ModelFileError(f"{p.name} is not a GGUF file or an MLX model folder")
@@ -137,11 +140,11 @@ def check_model(path: Path, fmt: str) -> ModelSpec | None:
     """Validate a model file or folder (T5, T6) and return its spec; None for a plug-in format
     (those validate themselves)."""
     path = Path(path).expanduser()
-    if fmt == "gguf":
+    if fmt == GGUF:
         if not path.is_file():
             raise ModelFileError(f"{path} is not a file")
         return check_gguf(path)
-    if fmt == "mlx":
+    if fmt == MLX:
         return check_mlx_folder(path)
     return None
 
@@ -216,7 +219,7 @@ def spec_from_plan(path: Path, plan: Plan) -> LoadSpec:
 
 # Speculative decoding as planned: n-gram drafting ("auto") on every machine. The plan cannot tell whether
 # drafts pay (that depends on the text as much as the hardware); "auto" measures it as it runs, sizing each
-# draft by the step cost measured on this machine and the kept share of drafts (engines/draft_cost.py), and
+# draft by the step cost measured on this machine and the kept share of drafts (engines/decoding/draft_cost.py), and
 # drafts nothing where nothing pays. bench/speculative.py: 1.91x plain decoding on a 2-core CPU where the
 # model hands a file back, 1.11x on a rewrite, 1.03x on prose.
 PLANNED_SPECULATION: Literal["auto"] = "auto"
@@ -226,7 +229,7 @@ def speculation_for(fmt: str, asked: str | None) -> str:
     """The n-gram drafting mode a load of `fmt` runs with: as `asked` (settings.load_speculative), else as
     planned; off but for GGUF, as llama.cpp is the only engine that drafts from n-grams (MLX drafts only
     with a draft model, a choice of its own)."""
-    if not traits(fmt).ngram:
+    if not abilities(fmt).ngram:
         return "off"
     return asked or PLANNED_SPECULATION
 
@@ -252,7 +255,7 @@ class DefaultPreflight:
             return
         from app.core.runtime.residency import beside, holding_of
 
-        mapped = fmt == "gguf" and spec.use_mmap
+        mapped = fmt == GGUF and spec.use_mmap
         going = holding_of(loaded.plan.estimate if loaded and loaded.plan else None, mapped=mapped, loaded=True)
         fit_check(model, spec, beside(self.machine(), [], [going]), Path(spec.path).name)
 

@@ -1,6 +1,6 @@
 """Model names as API clients send them → library models, and how each loads here.
 
-A job that names a model is resolved when it starts (see host.py); a JIT load uses the planner's
+A job that names a model is resolved when it starts (see engine_host.py); a JIT load uses the planner's
 plan on this machine: the largest context up to `max_context` that fits (0: up to the model's trained
 length, what agents need), GPU layers and KV cache type as planned, and as many parallel slots (up to
 `max_slots`) as fit beside that context.
@@ -17,15 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.traits import traits
+from app.core.engines.registry import abilities
+from app.core.engines.remote import FORMAT as REMOTE_FORMAT
+from app.core.engines.remote import RemoteStore
+from app.core.formats import GGUF
 from app.core.library.projectors import projector_of
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
 from app.core.models.errors import ModelFileError
 from app.core.models.roles import ModelRole
 from app.core.models.spec import ModelSpec
-from app.core.remote import FORMAT as REMOTE_FORMAT
-from app.core.remote import RemoteStore
 from app.core.runtime.drafts import DraftFinder
 from app.core.runtime.jobs import LoadJob, ModelNotFound
 from app.core.runtime.load_plan import ENCODER_MAX_CONTEXT, plan_load
@@ -158,7 +159,7 @@ class ModelResolver:
         return (spec.model_copy(update={"chat_template": template}) if template else spec), grow_to
 
     def _planned_load(self, model: LocalModel) -> tuple[LoadSpec, int]:
-        draft = self.draft_for(model) if self.draft_for is not None and traits(model.format).draft_model else None
+        draft = self.draft_for(model) if self.draft_for is not None and abilities(model.format).draft_model else None
         key = (*_file_key(model.path), self.max_context, self.max_slots, self.speculative, draft, self.deterministic)
         with self._lock:
             cached = self._planned.get(key)
@@ -172,7 +173,7 @@ class ModelResolver:
     def role(self, model: LocalModel) -> ModelRole:
         """What `model` is for (chat, embedding, rerank), read from its file when it is planned; a model whose
         file cannot be read, and any format but GGUF, is taken as a chat model."""
-        if model.format != "gguf":
+        if model.format != GGUF:
             return "chat"
         key = _file_key(model.path)
         with self._lock:
@@ -231,11 +232,11 @@ class ModelResolver:
             return load, grow_to
         if draft and self.drafts is not None and self.speculative != "off":  # a picked draft, unless turned off
             plan = loaded.planned.plan
-            if traits(model.format).draft_alone:  # one slot with a draft model
+            if abilities(model.format).draft_alone:  # one slot with a draft model
                 plan = plan_model(spec, machine, asked, label=path.name, max_slots=1).plan
             picked = self.drafts.pick(model, draft, plan)
             if picked.path is not None:
-                base = spec_from_plan(path, plan) if traits(model.format).draft_alone else load
+                base = spec_from_plan(path, plan) if abilities(model.format).draft_alone else load
                 load = base.model_copy(update={"speculative": "draft", "draft_model": picked.path})
             else:
                 logger.warning("%s loads without a draft model: %s", model.name, picked.note)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from app.core.bench.driver import Driver, Progress
 from app.core.bench.workload import Workload
+from app.core.formats import GGUF
 from app.core.hardware.profile import HardwareProfile
 from app.core.library import LocalModel
 from app.core.models.calibration import CalibrationStore
@@ -61,8 +62,8 @@ def bench_runner(
 
     assert isinstance(source, LocalModel)
     threads = None
-    if source.format == "gguf":
-        from app.core.engines.llamacpp_options import physical_cores
+    if source.format == GGUF:
+        from app.core.engines.llamacpp.options import physical_cores
 
         threads = physical_cores()
     load = planned_load(Path(source.path), source.format, workload.target_ctx, n_threads=threads)

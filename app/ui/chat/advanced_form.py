@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QPushButton, QS
 from app.core.models.memory import KV_CACHE_TYPES
 from app.core.runtime.chat_templates import AUTO, format_options
 from app.core.settings import MAX_PARALLEL_REQUESTS
-from app.ui.chat.load_plan import LoadPlanDefaults
+from app.ui.chat.model_bar_defaults import LoadPlanDefaults
 
 PASTE = "\0paste"  # the template combo's "Custom…": open the dialog to paste one
 

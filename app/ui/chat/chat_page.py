@@ -22,10 +22,10 @@ from PySide6.QtWidgets import QLabel, QSplitter, QStackedWidget, QVBoxLayout, QW
 from app.core.chat.models import ChatNotFound, Conversation
 from app.core.chat.operations import ChatOperations
 from app.core.chat.store import ChatStore
+from app.core.engines.remote import FORMAT as REMOTE_FORMAT
 from app.core.library.store import Library, LocalModel
 from app.core.mcp.servers import McpServers
 from app.core.models.devices import Machine
-from app.core.remote import FORMAT as REMOTE_FORMAT
 from app.core.runtime.chat_templates import TemplatePrefs
 from app.core.runtime.drafts import DraftPrefs
 from app.core.runtime.job_host import JobHost
@@ -40,7 +40,7 @@ from app.ui.chat.conversation_edits import ConversationEdits
 from app.ui.chat.conversations import ConversationList
 from app.ui.chat.header import ChatHeader, tokens_in_use
 from app.ui.chat.model_bar import ModelBar
-from app.ui.chat.replies import ReplyController
+from app.ui.chat.reply_controller import ReplyController
 from app.ui.chat.settings_dock import SettingsDock
 from app.ui.chat.settings_panel import SettingsPanel
 from app.ui.chat.stream import HostWatcher, StreamResult
@@ -56,7 +56,7 @@ TALL_PAGE_ROWS = 4  # loaded models listed over a taller chat before the others 
 COMPOSER_HEIGHT, SHORT_COMPOSER_HEIGHT = 110, 64  # px of message box: about five lines, or three
 
 
-class ChatPage(ConversationEdits, QWidget):
+class ChatPage(QWidget):
     reply_finished = Signal(int, object)  # message id, StreamResult
     conversation_opened = Signal(int)
     files_done = Signal(str)  # export/import finished: a message for the user
@@ -131,6 +131,21 @@ class ChatPage(ConversationEdits, QWidget):
         self.replies = ReplyController(
             host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self, self.tools
         )
+        self.edits = ConversationEdits(
+            self.chats,
+            self.writes,
+            self,
+            conversations=self.conversations,
+            thread_view=self.thread_view,
+            header=self.header,
+            composer=self.composer,
+            settings=self.settings,
+            replies=self.replies,
+            unsent=self.unsent,
+            open_conversation=self.open_conversation,
+            update_controls=self._update_controls,
+            write_failed=self._write_failed,
+        )
         self._layout()
         self._wire()
         self._shortcuts()
@@ -184,8 +199,8 @@ class ChatPage(ConversationEdits, QWidget):
         left = self.conversations
         left.open_requested.connect(self.open_conversation)
         left.new_requested.connect(self.new_conversation)
-        left.rename_requested.connect(self.rename_conversation)
-        left.delete_requested.connect(self.delete_conversation)
+        left.rename_requested.connect(self.edits.rename)
+        left.delete_requested.connect(self.edits.delete)
         left.import_requested.connect(self.import_from)
         left.exported.connect(self._files_done)
         left.failed.connect(lambda exc: self._files_done(str(exc), "error"))
@@ -209,7 +224,7 @@ class ChatPage(ConversationEdits, QWidget):
         self.tools.notice.connect(self.show_notice)
         self.tools.changed.connect(lambda conv: setattr(self, "_conv", conv) if conv.id == self.conv_id else None)
         self.replies.created.connect(self._created)
-        self.replies.retitled.connect(self._retitled)
+        self.replies.retitled.connect(self.edits.show_title)
         self.replies.finished.connect(self._reply_finished)
 
     def _shortcuts(self) -> None:

@@ -157,7 +157,7 @@ class ChatTools(QObject):
             loop.allowed = self.allowed  # shared: "always" lasts the session, across replies
             return loop
 
-        reply = ToolReply(make_loop, self.chats, conv.id, reply_id, parent=self)
+        reply = ToolReply(make_loop, conv.id, reply_id, parent=self)
         reply.approval.connect(self._ask)
         reply.finished.connect(lambda *_: self.bar.setVisible(False))
         self._reply = reply

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, 
 
 from app.core.chat.attachments import IMAGE_SUFFIXES, Attachment
 from app.core.engines.base import ImageInput
+from app.core.formats import GGUF
 from app.core.runtime.jobs import HostState
 from app.ui.chat.attachment_strip import AttachmentStrip
 
@@ -101,7 +102,7 @@ def vision_reason(state: HostState) -> str:
         return ""
     if model.extra.get("no_vision"):
         return str(model.extra["no_vision"])
-    if model.format == "gguf":
+    if model.format == GGUF:
         return (
             f"{model.path.name} cannot see images: it was loaded without a vision projector (an mmproj file);"
             " models marked Vision in Discover have one"

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.traits import traits
+from app.core.engines.registry import abilities
 from app.core.library.projectors import projector_of, sees_images
 from app.core.library.store import Library, LocalModel
 from app.core.models.devices import Machine
@@ -35,7 +35,7 @@ from app.core.runtime.jobs import HostBusy, HostClosed, HostState, LoadJob
 from app.core.runtime.load_plan import chat_load_slots
 from app.core.settings import DEFAULT_PARALLEL_REQUESTS
 from app.ui.chat.advanced_form import AdvancedForm
-from app.ui.chat.load_plan import LoadPlanDefaults, load_failure_sentence, plan_defaults
+from app.ui.chat.model_bar_defaults import LoadPlanDefaults, load_failure_sentence, plan_defaults
 from app.ui.chat.model_line import LoadedFacts, model_details, model_line, where_it_runs
 from app.ui.tasks import TaskRunner
 from app.ui.theme import restyle_by, set_status
@@ -233,9 +233,9 @@ class ModelBar(QWidget):
         base = planned if planned is not None and planned.path == Path(model.path) else LoadSpec(path=Path(model.path))
         n_ctx = a.n_ctx.value()
         chat = {
-            "slots": 1 if mode == "draft" and traits(model.format).draft_alone else a.slots.value(),
+            "slots": 1 if mode == "draft" and abilities(model.format).draft_alone else a.slots.value(),
             "prompt_cache_mib": self.defaults.prompt_cache_mib,
-            "speculative": mode if traits(model.format).ngram or mode == "draft" else "off",
+            "speculative": mode if abilities(model.format).ngram or mode == "draft" else "off",
             "draft_model": Path(draft_path) if mode == "draft" else None,
             "projector": projector_of(model),  # a vision model's mmproj, kept with its files
             "chat_template": a.template_pick(),  # the picked format or template; None: the file's, else its family's
@@ -260,7 +260,7 @@ class ModelBar(QWidget):
             pick = a.template_pick()
             if pick != templates.picked(model.id):
                 self.tasks.run(lambda: templates.remember(model.id, pick), None, self._template_failed, owner=self)
-        if (prefs := self.drafts) is not None and traits(model.format).draft_model:
+        if (prefs := self.drafts) is not None and abilities(model.format).draft_model:
             # The pick (or dropping it) is remembered: the API server's loads of this model follow it.
             picked = draft_id or None
             if picked is not None or prefs.picked(model.id) is not None:

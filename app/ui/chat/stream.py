@@ -1,88 +1,50 @@
-"""From host sink events to the chat view, without flooding the event loop.
+"""A chat turn shown on the UI thread, without flooding the event loop.
 
-The sink (host thread) only appends to a locked buffer and hands partial-reply saves to the chat
-writer thread (ChatOperations); a 40 ms QTimer on the UI thread drains the buffer, so the view
-repaints at most ~25 times a second however fast the model is. No cross-thread signal per token.
+The turn (app.core.chat.turn) reports on the engine or the tool loop's thread; here that only appends to a
+locked buffer, and a 40 ms QTimer on the UI thread drains it, so the view repaints at most ~25 times a second
+however fast the model is. No cross-thread signal per token. The turn saves the reply itself.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from dataclasses import dataclass
-from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core.chat.operations import ChatOperations
-from app.core.engines.base import Chunk, GenerationStats
+from app.core.chat.reply_stream import ReplyResult
+from app.core.chat.turn import ChatTurn
 from app.core.runtime.job_host import JobHost
-from app.core.runtime.jobs import ChunkEvent, HostEvent, HostState, JobDone, JobFailed, JobHandle
+from app.core.runtime.jobs import HostState
 
 logger = logging.getLogger(__name__)
 
 FLUSH_MS = 40
-SAVE_EVERY_S = 1.0
-SAVE_EVERY_TOKENS = 64
-# Each partial save rewrites the whole reply and fsyncs: at thousands of tok/s, 64 tokens come every
-# few ms, so saves are also kept this far apart (a crash still loses at most this much, never 1 s).
-MIN_SAVE_GAP_S = 0.25
-
-
-@dataclass
-class StreamResult:
-    status: str  # "done" | "stopped" | "error"
-    text: str
-    stats: GenerationStats | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    extra_stats: dict[str, Any] | None = None  # shown with the stats: a reply's unused tools (tool_loop)
-
-
-class _Buffer:
-    """Filled on the host thread, drained on the UI thread."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.parts: list[str] = []
-        self.pending = 0  # chunks not yet shown
-        self.final: HostEvent | None = None
-        self.final_chunk: Chunk | None = None
+StreamResult = ReplyResult  # how a reply ended, as the thread shows it
 
 
 class StreamBridge(QObject):
-    """One reply in flight: `sink` goes to `JobHost.submit`; `updated` / `finished` on the UI thread."""
+    """One reply in flight, shown: the TurnEvents of its `turn`. Signals (UI thread): `updated(msg_id, text so
+    far)`; `row_added(role, msg_id)` when a reply with tools saved a tool's result or the model's next turn (whose
+    text `updated` shows from then on); `finished(msg_id, StreamResult)` with the last turn's id."""
 
-    updated = Signal(int, str)  # message id, the whole text so far
-    finished = Signal(int, object)  # message id, StreamResult
+    updated = Signal(int, str)
+    row_added = Signal(str, int)
+    finished = Signal(int, object)
 
-    def __init__(
-        self,
-        msg_id: int,
-        conv_id: int,
-        chats: ChatOperations,
-        *,
-        flush_ms: int = FLUSH_MS,
-        save_every_s: float = SAVE_EVERY_S,
-        save_every_tokens: int = SAVE_EVERY_TOKENS,
-        parent: QObject | None = None,
-    ) -> None:
+    def __init__(self, msg_id: int, conv_id: int, *, flush_ms: int = FLUSH_MS, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.msg_id = msg_id
-        self.conv_id = conv_id
-        self.handle: JobHandle | None = None
+        self.msg_id = msg_id  # the row the model is writing now
+        self.conv_id = conv_id  # the conversation it streams into (a deleted one stops it)
+        self.turn: ChatTurn | None = None  # set once it is started: what `stop` and `wait` reach
         self.text = ""
         self.flushes = 0  # view updates so far (tests check coalescing)
         self.chunks = 0
         self.result: StreamResult | None = None
-        self.stop_requested = False
-        self._chats = chats
-        self._buf = _Buffer()
-        self._save_every_s = save_every_s
-        self._save_every_tokens = save_every_tokens
-        self._last_save = time.monotonic()
-        self._unsaved = 0
+        self._lock = threading.Lock()
+        self._parts: list[str] = []
+        self._pending = 0  # pieces not yet shown
+        self._final: StreamResult | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(flush_ms)
         self._timer.timeout.connect(self.drain)
@@ -92,78 +54,51 @@ class StreamBridge(QObject):
     def active(self) -> bool:
         return self.result is None
 
-    def sink(self, event: HostEvent) -> None:
-        """Host thread: append and return; the partial save goes to the writer thread."""
-        buf = self._buf
-        save: str | None = None
-        with buf.lock:
-            if isinstance(event, ChunkEvent):
-                chunk = event.chunk
-                if chunk.text:
-                    buf.parts.append(chunk.text)
-                    buf.pending += 1
-                    self._unsaved += 1
-                if chunk.finish_reason is not None:
-                    buf.final_chunk = chunk
-                now = time.monotonic()
-                since = now - self._last_save
-                if self._unsaved and (
-                    (self._unsaved >= self._save_every_tokens and since >= MIN_SAVE_GAP_S)
-                    or since >= self._save_every_s
-                ):
-                    save = "".join(buf.parts)
-                    self._unsaved, self._last_save = 0, now
-            elif isinstance(event, (JobDone, JobFailed)):
-                buf.final = event
-        if save is not None:
-            self._chats.save_partial(self.msg_id, save)
+    # -- the turn's events (engine or loop thread) -----------------------------------------------
+    def on_text(self, piece: str) -> None:
+        """Engine thread: append and return."""
+        with self._lock:
+            self._parts.append(piece)
+            self._pending += 1
 
+    def on_row(self, role: str, msg_id: int) -> None:
+        """Loop thread: a row was committed; the model's next turn starts with no text."""
+        if role == "assistant":
+            with self._lock:
+                self.msg_id, self._parts, self._pending = msg_id, [], 0
+        self.row_added.emit(role, msg_id)  # queued to the UI thread
+
+    def on_finished(self, result: StreamResult) -> None:
+        """Engine or loop thread: shown at the next drain, after the text before it."""
+        with self._lock:
+            self._final = result
+
+    # -- the UI thread ---------------------------------------------------------------------------
     def stop(self) -> None:
-        """UI thread: ask the host to stop; the partial text is kept and marked stopped."""
-        self.stop_requested = True
-        if self.handle is not None:
-            self.handle.cancel()
+        """Ask the turn to stop; its text so far is saved as stopped."""
+        if self.turn is not None:
+            self.turn.stop()
+
+    def wait(self, timeout: float) -> None:
+        """Shutdown: wait for the stopped turn to end (its last words are handed to the writer)."""
+        if self.turn is not None:
+            self.turn.wait(timeout)
 
     def drain(self) -> None:
-        """UI thread, every flush_ms (and once more at shutdown)."""
-        buf = self._buf
-        with buf.lock:
-            pending, final = buf.pending, buf.final
+        """Every flush_ms (and once more at shutdown)."""
+        with self._lock:
+            pending, final, msg_id = self._pending, self._final, self.msg_id
             if pending:
-                self.text = "".join(buf.parts)
+                self.text = "".join(self._parts)
                 self.chunks += pending
-                buf.pending = 0
-            final_chunk = buf.final_chunk
+                self._pending = 0
         if pending and final is None:  # a finished reply is shown once, by `finished`, not laid out twice
             self.flushes += 1
-            self.updated.emit(self.msg_id, self.text)
-        if final is not None:
+            self.updated.emit(msg_id, self.text)
+        if final is not None and self.result is None:
             self._timer.stop()
-            self._finish(final, final_chunk)
-
-    def _finish(self, event: HostEvent, final_chunk: Chunk | None) -> None:
-        if isinstance(event, JobDone):
-            res = event.result
-            chunk = getattr(res, "final", None) or final_chunk
-            reason = chunk.finish_reason if chunk is not None else "stop"
-            stats = chunk.stats if chunk is not None else None
-            if reason == "cancelled":
-                result = StreamResult("stopped", self.text, stats, reason)
-            elif reason == "error":
-                result = StreamResult("error", self.text, stats, reason, getattr(chunk, "error", None))
-            else:
-                result = StreamResult("done", self.text, stats, reason)
-        else:
-            message = event.error_message if isinstance(event, JobFailed) else "unknown failure"
-            if self.stop_requested:
-                result = StreamResult("stopped", self.text, None, "cancelled")
-            else:
-                result = StreamResult("error", self.text, None, "error", message)
-        self.result = result
-        self._chats.finish_reply(
-            self.msg_id, result.text, result.status, result.stats, result.finish_reason, result.error
-        )
-        self.finished.emit(self.msg_id, result)
+            self.result = final
+            self.finished.emit(msg_id, final)
 
 
 class HostWatcher(QObject):

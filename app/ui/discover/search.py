@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.formats import EXL2, GGUF, MLX
 from app.core.hub.client import HubClient
 from app.core.hub.result_fit import ResultFit, result_fit
 from app.core.hub.results import ModelSummary, SearchPage
@@ -32,7 +33,7 @@ from app.ui.widgets.offline_banner import is_offline
 logger = logging.getLogger(__name__)
 
 # None: no format filter (every repo the Hub finds; opening one says what Hearth can use of it).
-FORMATS: list[tuple[str, str | None]] = [("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2"), ("All formats", None)]
+FORMATS: list[tuple[str, str | None]] = [("GGUF", GGUF), ("MLX", MLX), ("EXL2", EXL2), ("All formats", None)]
 SORTS = [
     ("Most downloaded", "downloads"),
     ("Most liked", "likes"),

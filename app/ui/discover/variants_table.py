@@ -8,6 +8,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QBrush, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QPushButton, QTableWidget, QTableWidgetItem, QWidget
 
+from app.core.formats import GGUF
 from app.core.models.recommend import Assessment
 from app.core.units import fmt_bytes
 from app.ui.download_button import DownloadButton, DownloadFeed
@@ -105,7 +106,7 @@ class VariantsTable(QTableWidget):
                 font.setBold(True)
                 item.setFont(font)
             self.setItem(row, col, item)
-        can = (a.runnable or a.variant.format == "gguf") and not self.locked
+        can = (a.runnable or a.variant.format == GGUF) and not self.locked
         # A grey Download says why: a gated repo's lock, or a format this machine cannot run (MLX off a Mac).
         why_not = self.locked or f"{a.variant.format.upper()} models cannot run on this machine: {a.reason}"
         button = DownloadButton(a, self.feed, can_download=can, why_not=why_not, inline_note=False)

@@ -9,8 +9,8 @@ import pytest
 
 from app.core.bench.workload import Workload
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
+from tests.fixtures.fake_engine import registry_with_fake
 
 
 @pytest.fixture

@@ -137,9 +137,9 @@ def test_a_concurrency_over_the_queue_is_a_clear_error(fake_host, fake_model):
 
 
 def test_a_model_that_fails_to_load_is_a_clear_error(fake_model):
-    from app.core.engines.fake import registry_with_fake
     from app.core.errors import HearthError
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
+    from tests.fixtures.fake_engine import registry_with_fake
 
     host = EngineHost(registry_with_fake(fail_on_load="the file is broken"), name="test-bench-fail")
     try:

@@ -11,11 +11,11 @@ from app.core.bench.loads import LoadsBefore
 from app.core.bench.runner import HostRunner
 from app.core.bench.workload import Workload
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import LoadJob
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.resolve import ModelResolver
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.server.conftest import fake_library
 
 SMALL = Workload(prompt_lens=[20, 40], gen_len=6, concurrency=[1, 2], runs=1, warmup=0)

@@ -13,9 +13,9 @@ from PIL import Image
 from app.core.chat.attachments import THUMB_SIDE, prepare_image, read_image_file, thumbnails
 from app.core.chat.context import history_for_request
 from app.core.chat.models import Message
-from app.core.engines import images
 from app.core.engines.base import ImageInput
-from app.core.engines.images import ImageRejected, decode_image
+from app.core.engines.inputs import images
+from app.core.engines.inputs.images import ImageRejected, decode_image
 
 
 def encoded(size=(120, 60), color=(10, 200, 30), fmt="PNG") -> bytes:

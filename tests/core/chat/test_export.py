@@ -202,11 +202,11 @@ def _mutations():
 def test_malformed_export_is_rejected_and_nothing_written(store, conv, mutate):
     doc = json.loads(export_json(store, conv))
     mutate(doc)
-    before = (len(store.list_conversations()), store._conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    before = (len(store.list_conversations()), store.db.read("SELECT count(*) FROM messages")[0][0])
     with pytest.raises(ChatImportError) as err:
         import_json(store, json.dumps(doc))
     assert str(err.value)  # a message for the user
-    after = (len(store.list_conversations()), store._conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    after = (len(store.list_conversations()), store.db.read("SELECT count(*) FROM messages")[0][0])
     assert after == before
 
 

@@ -27,11 +27,11 @@ def _texts(store: ChatStore, conv_id: int) -> list[str]:
 
 
 def test_open_sets_wal_full_sync_and_foreign_keys(store):
-    conn = store._conn
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == MIGRATIONS[-1].version
+    with store.db.locked() as conn:  # the writer connection: these settings are per connection
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == MIGRATIONS[-1].version
 
 
 def test_images_are_kept_with_their_message_in_order_and_go_with_it(store):
@@ -248,7 +248,8 @@ def test_damaged_pages_are_reported_with_the_latest_backup(db_path):
     with ChatStore(db_path) as s:
         for i in range(40):
             _chat(s, f"c{i}", (f"question {i} " * 50, f"answer {i} " * 50))
-        backup(s._conn, backup_path(db_path, 1))
+        with s.db.locked() as conn:
+            backup(conn, backup_path(db_path, 1))
     data = bytearray(db_path.read_bytes())
     page = 4096
     for p in range(2, len(data) // page):
@@ -309,7 +310,8 @@ def test_search_index_stays_consistent_through_edits_and_deletes(db_path):
         assert s.search("platypus") == [] and [c.id for c in s.search("wombat")] == [kept]
         assert [c.id for c in s.search("echidna")] == [kept]  # recovered as interrupted, then indexed
         # No streaming rows left, so the index must match the messages table exactly.
-        s._conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+        with s.db.locked() as conn:
+            conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def test_an_edited_message_keeps_its_images_within_its_new_text(store):

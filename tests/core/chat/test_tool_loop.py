@@ -106,9 +106,9 @@ def test_a_reply_that_calls_no_tool_says_how_many_were_offered_and_what_they_cos
 
     from app.core.chat.tool_loop import UnusedTools
     from app.core.engines.base import LoadSpec
-    from app.core.engines.fake import FakeEngine
     from app.core.engines.registry import EngineRegistry
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
+    from tests.fixtures.fake_engine import FakeEngine
     from tests.ui.chat_harness import no_preflight
 
     class ToolsInPrompt(FakeEngine):

@@ -70,7 +70,7 @@ def test_smollm2_forced_to_call_a_tool_ends_in_a_stored_call_and_result(store, t
     from app.core.mcp.config import parse_config, save_config
     from app.core.mcp.secrets import SecretStore
     from app.core.mcp.servers import McpServers
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from tests.core.chat.tool_fixtures import SERVER
     from tests.helpers import require_llama_cpp
 

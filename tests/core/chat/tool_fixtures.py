@@ -11,11 +11,11 @@ import pytest
 
 from app.core.chat.tool_loop import function_name
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
 from app.core.mcp.config import parse_config, save_config
 from app.core.mcp.secrets import SecretStore
 from app.core.mcp.servers import McpServers
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.ui.chat_harness import no_preflight
 
 SERVER = str(Path(__file__).resolve().parents[2] / "fixtures" / "mcp_server.py")

@@ -32,8 +32,8 @@ def load_llamacpp(path: Path, **spec):
     from tests.helpers import require_llama_cpp
 
     require_llama_cpp()
-    from app.core.engines.llamacpp import LlamaCppEngine
-    from app.core.engines.llamacpp_options import physical_cores
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
+    from app.core.engines.llamacpp.options import physical_cores
 
     spec.setdefault("n_threads", physical_cores())
     # The single-stream path unless a test asks for slots (test_llamacpp_batch.py covers the batched one).

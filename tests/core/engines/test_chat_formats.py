@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 
 from app.core.engines.base import ChatMessage
-from app.core.engines.chat_formats import (
+from app.core.engines.chat_templates.formats import (
     FORMATS,
     MAX_CUSTOM_TEMPLATE_CHARS,
     check_custom_template,
     choose_template,
     guess_format,
 )
-from app.core.engines.templates import CHATML_TEMPLATE, TemplateError, render_chat
+from app.core.engines.chat_templates.render import CHATML_TEMPLATE, TemplateError, render_chat
 
 
 def convo() -> list[ChatMessage]:

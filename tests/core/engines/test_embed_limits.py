@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.embed_limits import (
+from app.core.engines.errors import MAX_PROMPT_CHARS, ContextLengthExceeded, InvalidRequest, PromptTooLong
+from app.core.engines.inputs.embed_limits import (
     EMBED_INPUT_COST,
     MAX_EMBED_CHARS,
     MAX_EMBED_INPUTS,
@@ -21,8 +22,7 @@ from app.core.engines.embed_limits import (
     EmbeddingInputTooLong,
     EmbeddingsTooLarge,
 )
-from app.core.engines.errors import MAX_PROMPT_CHARS, ContextLengthExceeded, InvalidRequest, PromptTooLong
-from app.core.engines.fake import FakeEngine
+from tests.fixtures.fake_engine import FakeEngine
 
 N_CTX = 256
 # Inputs of the context's length: as many as the work cap takes (each its tokens plus the per-input cost).
@@ -94,7 +94,7 @@ def test_a_request_at_every_cap_is_embedded():
 
 
 def test_the_cap_counts_each_input_besides_its_tokens():
-    from app.core.engines.embed_limits import check_embed_tokens
+    from app.core.engines.inputs.embed_limits import check_embed_tokens
 
     # Every request within OpenAI's own caps fits: 2,048 inputs holding (nearly) 300,000 tokens between them.
     check_embed_tokens([MAX_EMBED_TOKENS // MAX_EMBED_INPUTS] * MAX_EMBED_INPUTS, N_CTX)
@@ -132,7 +132,7 @@ def test_a_cancel_set_before_embeds_nothing():
 def test_llamacpp_stops_a_multi_input_embed_between_decodes(smollm2_engine, monkeypatch):
     texts = [f"sentence number {i} is about the weather in spring" for i in range(16)]
     before = smollm2_engine.embed(texts[:2]).vectors  # also opens the side context
-    embedder = smollm2_engine._embedder
+    embedder = smollm2_engine._vectors.embedder()
     ctx = embedder._ctx
     # Two inputs a decode (they would all fit one), so the request takes eight.
     monkeypatch.setattr(embedder, "n_seqs", 2)
@@ -160,7 +160,7 @@ def test_llamacpp_stops_a_multi_input_embed_between_decodes(smollm2_engine, monk
 @pytest.mark.slow
 def test_llamacpp_refuses_an_input_over_its_context_before_embedding_any(smollm2_engine, monkeypatch):
     smollm2_engine.embed(["warm"])  # opens the side context
-    ctx = smollm2_engine._embedder._ctx
+    ctx = smollm2_engine._vectors.embedder()._ctx
     decodes = []
     real_decode = ctx.decode
     monkeypatch.setattr(ctx, "decode", lambda batch: decodes.append(batch) or real_decode(batch))

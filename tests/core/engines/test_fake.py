@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from app.core.engines import collect
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.decoding.stops import StopScanner
 from app.core.engines.errors import EngineError, InvalidRequest
-from app.core.engines.fake import FakeEngine, registry_with_fake
-from app.core.engines.stops import StopScanner
+from tests.fixtures.fake_engine import FakeEngine, registry_with_fake
 
 
 def loaded(**kwargs) -> FakeEngine:

@@ -11,7 +11,7 @@ import pytest
 from app.core.engines import collect
 from app.core.engines.base import GenerateRequest, SamplingParams
 from app.core.engines.errors import Unsupported
-from app.core.engines.fill_in_middle import MARKERS, FimTokens, find_by_text
+from app.core.engines.inputs.fill_in_middle import MARKERS, FimTokens, find_by_text
 from tests.core.engines.fixtures import load_llamacpp
 
 # Three of the tiny vocabulary's reserved control tokens, named as FIM tokens in the file's metadata.

@@ -9,9 +9,9 @@ import io
 import pytest
 from PIL import Image
 
-from app.core.engines import images
 from app.core.engines.base import ChatMessage, ImageInput
-from app.core.engines.images import ImageRejected, decode_image, split_markers, with_markers
+from app.core.engines.inputs import images
+from app.core.engines.inputs.images import ImageRejected, decode_image, split_markers, with_markers
 
 
 def encoded(size=(40, 30), color=(200, 30, 60), fmt="PNG", mode="RGB") -> bytes:

@@ -10,9 +10,9 @@ import pytest
 
 from app.core.engines import collect, default_registry, generate_all
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.chat_templates.render import render_chat
 from app.core.engines.errors import EngineError, InvalidRequest
-from app.core.engines.llamacpp_options import TextStream
-from app.core.engines.templates import render_chat
+from app.core.engines.llamacpp.options import TextStream
 from app.core.tools.schema_limits import SchemaTooComplex
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.fixtures.tiny_gguf import IM_END_ID, IM_START_ID
@@ -33,7 +33,7 @@ def token_chunks(chunks):
 
 
 def test_embeddings_pool_as_the_gguf_declares_else_by_mean():
-    from app.core.engines.llamacpp_embed import POOLING_CLS, POOLING_LAST, POOLING_MEAN, pooling_for
+    from app.core.engines.llamacpp.embed import POOLING_CLS, POOLING_LAST, POOLING_MEAN, pooling_for
 
     assert pooling_for(POOLING_CLS) == POOLING_CLS and pooling_for(POOLING_LAST) == POOLING_LAST
     # None declared (chat models), "none", rank (a reranker's scores) or junk: mean pooling
@@ -128,7 +128,7 @@ def test_gguf_without_template_uses_chatml_with_notice(tiny_models_dir):
     engine = load_llamacpp(path, n_ctx=256)
     try:
         # A llama file whose vocabulary has ChatML's tokens: Hearth's ChatML, said so (chat_formats).
-        from app.core.engines.chat_formats import FORMATS
+        from app.core.engines.chat_templates.formats import FORMATS
 
         assert engine.info.chat_template == FORMATS["chatml"].source
         assert engine.info.template_notice and "ChatML" in engine.info.template_notice
@@ -144,7 +144,7 @@ def test_corrupt_gguf_is_an_engine_error(tmp_path, tiny_gguf_f16):
     truncated.write_bytes(data[: len(data) - 1000])
     garbage = tmp_path / "garbage.gguf"
     garbage.write_bytes(bytes(range(256)) * 64)
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     engine = LlamaCppEngine()
     for bad in (truncated, garbage, tmp_path / "missing.gguf"):
@@ -170,7 +170,7 @@ def test_native_load_failure_is_an_engine_error(tmp_path, tiny_gguf_f16):
     writer.write_tensors_to_file()
     writer.close()
     validate_gguf(path)  # passes the pure-Python check, so the native loader is reached
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     engine = LlamaCppEngine()
     with pytest.raises(EngineError, match="could not load"):

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from app.core.engines.base import GenerateRequest, SamplingParams
-from app.core.engines.slots import PromptCache, Slot, common_prefix, pick_slot
+from app.core.engines.decoding.sequences import PromptCache, Slot, common_prefix, pick_slot
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 
 PROMPTS = ["The quick brown fox", "Once upon a time", "In the beginning", "A B C D E F G"]
@@ -188,7 +188,7 @@ def test_tiny_a_slot_keeps_its_tokens_for_the_next_turn(tiny_pair):
     _, batched = tiny_pair
     first = greedy("Alpha beta gamma delta epsilon", max_tokens=8)
     (toks, final), *_ = run_together(batched, [first])
-    from app.core.engines.llamacpp_prompt import token_piece
+    from app.core.engines.llamacpp.prompt import token_piece
 
     text = "".join(token_piece(batched._lib, batched._llm._model.vocab, t).decode() for t in toks)
     follow = greedy("Alpha beta gamma delta epsilon" + text + " zeta eta", max_tokens=4)

@@ -8,7 +8,7 @@ import pytest
 
 from app.core.engines import generate_all
 from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
-from app.core.engines.chat_formats import FORMATS
+from app.core.engines.chat_templates.formats import FORMATS
 from tests.core.engines.fixtures import load_llamacpp
 
 pytest.importorskip("gguf", reason="the gguf package writes the tiny GGUF models")

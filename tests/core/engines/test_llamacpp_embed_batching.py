@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from app.core.engines.embed_limits import EmbeddingCancelled
-from app.core.engines.llamacpp_embed import packed
+from app.core.engines.inputs.embed_limits import EmbeddingCancelled
+from app.core.engines.llamacpp.embed import packed
 from tests.core.engines.fixtures import load_llamacpp
 
 # Inputs of very different lengths (1 to some 90 words), so sequences of every size share a decode.
@@ -77,7 +77,7 @@ def test_inputs_are_packed_in_order_up_to_the_tokens_and_the_sequences_of_a_deco
 
 def test_the_encoder_embeds_many_inputs_in_few_decodes_as_each_alone(tiny_encoder_engine, monkeypatch):
     engine = tiny_encoder_engine
-    embedder = engine._embedder_for(engine._llm)
+    embedder = engine._vectors.embedder()
     assert embedder.n_seqs > 1
     alone = _alone(engine, TEXTS)
     decodes = _count_decodes(monkeypatch, embedder)
@@ -97,14 +97,14 @@ def mean_pooled_encoder(tiny_encoder_gguf):
 
 def test_mean_pooling_averages_each_input_alone_in_a_shared_decode(mean_pooled_encoder, monkeypatch):
     alone = _alone(mean_pooled_encoder, TEXTS)
-    decodes = _count_decodes(monkeypatch, mean_pooled_encoder._embedder)
+    decodes = _count_decodes(monkeypatch, mean_pooled_encoder._vectors.embedder())
     _assert_same_vectors(mean_pooled_encoder.embed(TEXTS).vectors, alone, 5e-4)
     assert len(decodes) < len(TEXTS)
 
 
 def test_many_short_inputs_take_their_tokens_over_the_context_in_decodes(tiny_encoder_engine, monkeypatch):
     engine = tiny_encoder_engine
-    embedder = engine._embedder_for(engine._llm)
+    embedder = engine._vectors.embedder()
     decodes = _count_decodes(monkeypatch, embedder)
     result = engine.embed(["hi"] * 512)  # issue 46: 512 decodes, each some 45 ms on SmolLM2
     assert len(result.vectors) == 512 and result.vectors[0] == result.vectors[-1]
@@ -121,7 +121,7 @@ def test_the_reranker_scores_pairs_in_shared_decodes_as_each_alone(tiny_reranker
     engine = tiny_reranker_engine
     query = "what is the capital of france"
     alone = [engine.rerank(query, [text]).scores[0] for text in TEXTS]
-    decodes = _count_decodes(monkeypatch, engine._embedder)
+    decodes = _count_decodes(monkeypatch, engine._vectors.embedder())
     ranked = engine.rerank(query, TEXTS)
     assert ranked.scores == pytest.approx(alone, abs=1e-3)
     assert len(decodes) <= math.ceil(ranked.prompt_tokens / 256) + 1 < len(TEXTS)
@@ -130,17 +130,17 @@ def test_the_reranker_scores_pairs_in_shared_decodes_as_each_alone(tiny_reranker
 def test_a_cancelled_rerank_stops_between_decodes(tiny_reranker_engine, monkeypatch):
     engine = tiny_reranker_engine
     engine.rerank("cat", ["dog"])
-    monkeypatch.setattr(engine._embedder, "n_seqs", 3)  # three pairs a decode: 10 documents take 4
+    monkeypatch.setattr(engine._vectors.embedder(), "n_seqs", 3)  # three pairs a decode: 10 documents take 4
     cancel = threading.Event()
-    decodes = _count_decodes(monkeypatch, engine._embedder)
-    real = engine._embedder._ctx.decode
+    decodes = _count_decodes(monkeypatch, engine._vectors.embedder())
+    real = engine._vectors.embedder()._ctx.decode
 
     def decode_then_leave(batch):
         real(batch)
         if len(decodes) == 2:
             cancel.set()
 
-    monkeypatch.setattr(engine._embedder._ctx, "decode", decode_then_leave)
+    monkeypatch.setattr(engine._vectors.embedder()._ctx, "decode", decode_then_leave)
     with pytest.raises(EmbeddingCancelled, match="reranking cancelled after 6 of 10 documents"):
         engine.rerank("cat", [f"dog {i}" for i in range(10)], cancel)
     assert len(decodes) == 2
@@ -152,7 +152,7 @@ def test_a_cancelled_rerank_stops_between_decodes(tiny_reranker_engine, monkeypa
 @pytest.mark.slow
 def test_smollm2_beside_its_chat_embeds_many_inputs_in_few_decodes_as_each_alone(smollm2_engine, monkeypatch):
     alone = _alone(smollm2_engine, TEXTS)  # also opens the side context
-    embedder = smollm2_engine._embedder
+    embedder = smollm2_engine._vectors.embedder()
     decodes = _count_decodes(monkeypatch, embedder)
     _assert_same_vectors(smollm2_engine.embed(TEXTS).vectors, alone, 2e-2)
     assert max(abs(x - y) for x, y in zip(alone[0], alone[3])) > 0.1  # two texts: far beyond that rounding
@@ -180,7 +180,7 @@ def smollm2_last_pooled(smollm2_gguf):
 def test_smollm2_loaded_for_embeddings_pools_each_input_alone_in_a_shared_decode(smollm2_last_pooled, monkeypatch):
     engine = smollm2_last_pooled
     alone = _alone(engine, TEXTS)
-    decodes = _count_decodes(monkeypatch, engine._embedder)
+    decodes = _count_decodes(monkeypatch, engine._vectors.embedder())
     result = engine.embed(TEXTS)
     _assert_same_vectors(result.vectors, alone, 2e-2)
-    assert len(decodes) <= math.ceil(result.prompt_tokens / engine._embedder.pack_tokens) + 1 < len(TEXTS)
+    assert len(decodes) <= math.ceil(result.prompt_tokens / engine._vectors.embedder().pack_tokens) + 1 < len(TEXTS)

@@ -1,4 +1,4 @@
-"""Deterministic replies on the batched llama.cpp path (LoadSpec.deterministic, llamacpp_exact): a prompt gets
+"""Deterministic replies on the batched llama.cpp path (LoadSpec.deterministic, llamacpp.exact): a prompt gets
 the same tokens and the same logprobs, to the bit, alone, among other requests, and again from its slot's cache.
 
 llama.cpp's CPU kernels are not batch-invariant (one row goes through vec_dot, several through tinyBLAS), so
@@ -37,7 +37,7 @@ def test_a_deterministic_load_needs_each_slot_its_own_cells(tiny_gguf_f16):
     with pytest.raises(ValueError, match="kv_unified"):
         LoadSpec(path=tiny_gguf_f16, slots=2, kv_unified=True, deterministic=True)
     spec = LoadSpec(path=tiny_gguf_f16, slots=2).model_copy(update={"kv_unified": True, "deterministic": True})
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     with pytest.raises(EngineError, match="kv_unified"):
         LlamaCppEngine().load(spec)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from app.core.engines.errors import EngineError
-from app.core.engines.llamacpp_logits import LogitRows
+from app.core.engines.llamacpp.logits import LogitRows
 
 N_VOCAB = 5
 

@@ -10,10 +10,10 @@ import threading
 import pytest
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.embed_limits import EmbeddingCancelled
 from app.core.engines.errors import ContextLengthExceeded, Unsupported
-from app.core.engines.llamacpp_rerank import PairFormat
-from app.core.engines.rerank_limits import PairTooLong
+from app.core.engines.inputs.embed_limits import EmbeddingCancelled
+from app.core.engines.inputs.rerank_limits import PairTooLong
+from app.core.engines.llamacpp.rerank import PairFormat
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.fixtures.tiny_encoder_gguf import CLS_ID, SEP_ID, write_tiny_bert_gguf
 
@@ -68,7 +68,7 @@ def test_a_rerank_template_from_the_file_lays_out_the_pair(tmp_path):
     path = write_tiny_bert_gguf(tmp_path / "templated.gguf", rerank=True, rerank_template=template)
     engine = load_llamacpp(path, n_ctx=256, n_batch=256, n_ubatch=256, embedding=True, pooling="rank")
     try:
-        form = PairFormat.of(engine._lib, engine._llm._model.vocab, engine._rerank_template)
+        form = PairFormat.of(engine._lib, engine._llm._model.vocab, engine._vectors.rerank_template)
         assert form.template == template
         _, (pair,) = form.pairs(lambda t, s: engine.tokenize(t, special=s), "cat", ["[SEP] dog"])
         assert pair[0] == CLS_ID and pair[-1] == SEP_ID and pair.count(SEP_ID) == 2  # only the template's
@@ -95,7 +95,7 @@ def test_a_cancelled_rerank_stops_between_documents(tiny_reranker_engine):
 
 
 def test_rank_pooling_on_a_file_without_a_head_is_refused_before_llama_cpp_loads_it(tiny_encoder_gguf):
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     engine = LlamaCppEngine()
     with pytest.raises(Unsupported, match="no classification head"):

@@ -12,10 +12,10 @@ import pytest
 
 from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
 from app.core.engines.errors import MAX_PROMPT_CHARS, InvalidRequest, PromptTooLong
-from app.core.engines.llamacpp_log import MAX_MESSAGE_BYTES, on_log
+from app.core.engines.llamacpp.log import MAX_MESSAGE_BYTES, on_log
 from app.core.tools.schema_limits import SchemaTooComplex
 
-LOGGER = "app.core.engines.llamacpp_log"
+LOGGER = "app.core.engines.llamacpp.log"
 
 
 def test_a_long_native_error_is_logged_as_an_excerpt_and_chatter_is_dropped(caplog):
@@ -46,7 +46,7 @@ def test_a_short_native_error_is_logged_whole(caplog):
 def test_a_rejected_grammar_is_not_printed_whole(smollm2_engine, capfd, caplog):
     import llama_cpp
 
-    from app.core.engines.llamacpp_options import build_grammar
+    from app.core.engines.llamacpp.options import build_grammar
 
     caplog.set_level(logging.ERROR, logger=LOGGER)
     capfd.readouterr()
@@ -65,7 +65,7 @@ def test_a_rejected_grammar_is_not_printed_whole(smollm2_engine, capfd, caplog):
 def test_a_grammar_llama_cpp_takes_leaves_stderr_alone(smollm2_engine, capfd):
     import llama_cpp
 
-    from app.core.engines.llamacpp_options import build_grammar
+    from app.core.engines.llamacpp.options import build_grammar
 
     capfd.readouterr()
     request = GenerateRequest(prompt="x", grammar='root ::= "yes" | "no"')

@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.draft_cost import (
+from app.core.engines.decoding.draft_cost import (
     MIN_SLOPE,
     PRIOR_SLOPE,
     PROBE_EVERY,
@@ -26,8 +26,8 @@ from app.core.engines.draft_cost import (
     StepCost,
     best_length,
 )
+from app.core.engines.decoding.speculative import NgramDrafter, NgramIndex, Speculator
 from app.core.engines.errors import EngineError
-from app.core.engines.speculative import NgramDrafter, NgramIndex, Speculator
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.core.engines.test_llamacpp_batch import run_together
 
@@ -115,7 +115,7 @@ def test_the_kept_share_is_learned_per_match_length_and_probed_after_it_stops_pa
 
 def test_auto_may_draft_as_far_as_llama_servers_ngram_mod_and_fixed_drafts_stay_short(tmp_path):
     from app.core.engines.base import AUTO_DRAFT_MAX, FIXED_DRAFT_MAX
-    from app.core.engines.speculative import make_speculator
+    from app.core.engines.decoding.speculative import make_speculator
 
     model = tmp_path / "m.gguf"
     auto = LoadSpec(path=model, speculative="auto")
@@ -182,7 +182,7 @@ def test_smollm2_drafted_greedy_output_is_plain_decoding_token_for_token(smol, m
 def test_smollm2_greedy_takes_the_first_largest_logit_which_is_the_greedy_samplers_token(smol, mode, monkeypatch):
     """Plain temperature 0 skips llama.cpp's sampler chain for the argmax of the logits row; beside drafts
     that row moves along the batch (one per drafted position)."""
-    from app.core.engines import llamacpp_batch
+    from app.core.engines.llamacpp import batch as llamacpp_batch
 
     lib = smol[mode].sequences.runner._lib
     real, calls = lib.llama_sampler_sample, []
@@ -211,7 +211,7 @@ def test_smollm2_greedy_takes_the_first_largest_logit_which_is_the_greedy_sample
     ],
 )
 def test_only_temperature_0_with_nothing_else_on_the_logits_is_plain_greedy(change, plain):
-    from app.core.engines.llamacpp_options import plain_greedy
+    from app.core.engines.llamacpp.options import plain_greedy
 
     sampling = SamplingParams(**{"temperature": 0.0, **change})
     assert plain_greedy(sampling, None) is plain

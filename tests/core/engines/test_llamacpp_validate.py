@@ -17,7 +17,7 @@ NO_LAYERS = {"llama.block_count": 0}
 
 
 def test_the_engine_refuses_a_hostile_model_before_llama_cpp_sees_it(tmp_path):
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     bad = write_tiny_llama_gguf(tmp_path / "bad.gguf", **SHAPE, metadata=NO_LAYERS)
     engine = LlamaCppEngine(checked=False)
@@ -27,7 +27,7 @@ def test_the_engine_refuses_a_hostile_model_before_llama_cpp_sees_it(tmp_path):
 
 
 def test_every_shard_of_a_split_model_is_validated(tmp_path):
-    from app.core.engines.llamacpp_validate import validated_gguf
+    from app.core.engines.llamacpp.validate import validated_gguf
 
     first = write_tiny_llama_gguf(tmp_path / "m-00001-of-00002.gguf", **SHAPE)
     second = tmp_path / "m-00002-of-00002.gguf"
@@ -42,7 +42,7 @@ def test_every_shard_of_a_split_model_is_validated(tmp_path):
 
 
 def test_a_hostile_draft_model_is_refused_before_llama_cpp_sees_it(tmp_path):
-    from app.core.engines.llamacpp_draft import ModelDrafter
+    from app.core.engines.llamacpp.draft import ModelDrafter
 
     model = write_tiny_llama_gguf(tmp_path / "model.gguf", **SHAPE)
     draft = write_tiny_llama_gguf(tmp_path / "draft.gguf", **SHAPE, metadata={"llama.rope.scaling.type": "bogus"})

@@ -16,7 +16,7 @@ from PIL import Image
 
 from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput, SamplingParams
 from app.core.engines.errors import Unsupported
-from app.core.engines.images import ImageRejected
+from app.core.engines.inputs.images import ImageRejected
 from tests.core.engines.fixtures import load_llamacpp
 from tests.core.engines.test_llamacpp_batch import alone, run_together
 

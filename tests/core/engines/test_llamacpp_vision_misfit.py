@@ -40,7 +40,7 @@ def check_text_only(engine, why: str) -> None:
 
 
 def test_another_models_projector_leaves_the_model_chatting_without_images(tiny_gguf_f16, misfit_mmproj, caplog):
-    caplog.set_level(logging.WARNING, logger="app.core.engines.llamacpp")
+    caplog.set_level(logging.WARNING, logger="app.core.engines.llamacpp.engine")
     engine = load_llamacpp(tiny_gguf_f16, n_ctx=512, slots=2, projector=misfit_mmproj)
     try:
         check_text_only(engine, "made for a model 128 wide; this one is 256 wide")
@@ -54,8 +54,8 @@ def test_a_projector_llama_cpp_refuses_after_the_checks_is_survived_too(
     tiny_gguf_f16, misfit_mmproj, monkeypatch, caplog
 ):
     # Past Hearth's own header check, libmtmd itself refuses the width: the native refusal is not fatal either.
-    monkeypatch.setattr("app.core.engines.llamacpp._check_projector", lambda path, model: None)
-    caplog.set_level(logging.WARNING, logger="app.core.engines.llamacpp")
+    monkeypatch.setattr("app.core.engines.llamacpp.engine._check_projector", lambda path, model: None)
+    caplog.set_level(logging.WARNING, logger="app.core.engines.llamacpp.engine")
     engine = load_llamacpp(tiny_gguf_f16, n_ctx=512, slots=2, projector=misfit_mmproj)
     try:
         check_text_only(engine, "llama.cpp could not open the vision projector")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from app.core.engines.logprobs import from_logits
+from app.core.engines.decoding.logprobs import from_logits
 
 
 def piece(i: int) -> bytes:

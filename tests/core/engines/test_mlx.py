@@ -30,7 +30,7 @@ def mlx_available():
 
 @pytest.fixture(scope="module")
 def engine(mlx_available, tiny_mlx_model):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     e = MlxEngine()
     e.load(LoadSpec(path=tiny_mlx_model, n_ctx=512))
@@ -51,7 +51,7 @@ def tokens_of(engine, request) -> tuple[list[int], object]:
 
 
 def test_load_generate_unload_reload(mlx_available, tiny_mlx_model):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     e = MlxEngine()
     info = e.load(LoadSpec(path=tiny_mlx_model, n_ctx=256))
@@ -132,7 +132,7 @@ def test_cancel_during_decode(engine):
 
 
 def test_cancel_during_prefill(mlx_available, tiny_mlx_model):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     e = MlxEngine(prefill_step=16)
     e.load(LoadSpec(path=tiny_mlx_model, n_ctx=512))
@@ -161,7 +161,7 @@ def test_stop_strings_and_max_tokens(engine):
 
 
 def test_engine_refuses_remote_code_config(mlx_available, tmp_path, tiny_mlx_model):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     folder = tmp_path / "m"
     shutil.copytree(tiny_mlx_model, folder)
@@ -173,7 +173,7 @@ def test_engine_refuses_remote_code_config(mlx_available, tmp_path, tiny_mlx_mod
 
 
 def test_same_f32_weights_same_greedy_tokens_as_llamacpp(mlx_available, tiny_pair_std02):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
     from tests.core.engines.fixtures import load_llamacpp
 
     gguf_path, mlx_dir = tiny_pair_std02
@@ -198,7 +198,7 @@ def test_same_f32_weights_same_greedy_tokens_as_llamacpp(mlx_available, tiny_pai
 def test_logprobs_and_logit_bias_agree_with_llamacpp_on_the_same_weights(mlx_available, tiny_pair_std02):
     """The same weights give the same raw distribution (logprobs before the bias) and the same biased greedy
     tokens in both engines; the token bytes come from the same byte-level vocabulary."""
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
     from tests.core.engines.fixtures import load_llamacpp
 
     gguf_path, mlx_dir = tiny_pair_std02

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
+from app.core.engines.decoding.sequences import common_prefix
 from app.core.engines.errors import EngineError, Unsupported
-from app.core.engines.slots import common_prefix
 
 PROMPTS = [
     "hello there",
@@ -28,7 +28,7 @@ def model(tiny_pair_std02):
 
 
 def _load(path, **spec):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     engine = MlxEngine(prefill_step=spec.pop("prefill_step", 512))
     engine.load(LoadSpec(path=path, n_ctx=512, **spec))
@@ -301,7 +301,7 @@ def test_without_a_batchable_cache_or_batch_generator_the_engine_runs_one_reques
 
         real = cache_mod.make_prompt_cache
         monkeypatch.setattr(cache_mod, "make_prompt_cache", lambda m, *a, **k: [Unmergeable()] * len(real(m)))
-        from app.core.engines.mlx import MlxEngine
+        from app.core.engines.mlx.engine import MlxEngine
 
         engine = MlxEngine()
         engine.load(LoadSpec(path=model, n_ctx=512, slots=4))

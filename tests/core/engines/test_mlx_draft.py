@@ -44,7 +44,7 @@ def run(engine, req, cancel: threading.Event | None = None):
 
 
 def loaded(path, draft=None, **spec):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     engine = MlxEngine(prefill_step=8)
     extra = {"speculative": "draft", "draft_model": draft, "draft_max": 4} if draft is not None else {}
@@ -127,7 +127,7 @@ def test_a_cancel_is_seen_between_prompt_chunks(folders):
 
 def test_a_draft_with_another_tokenizer_is_refused_and_slots_give_way(folders):
     big, small, other = folders
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     engine = MlxEngine()
     with pytest.raises(EngineError, match="vocabulary of 330 tokens"):

@@ -11,8 +11,8 @@ import pytest
 
 from app.core.engines.base import GenerateRequest, LoadSpec
 from app.core.engines.errors import Unsupported
-from app.core.engines.images import ImageRejected
-from app.core.engines.mlx_vision import MlxVision
+from app.core.engines.inputs.images import ImageRejected
+from app.core.engines.mlx.vision import MlxVision
 from app.core.models.vision_config import uses_mrope
 from tests.core.engines.test_llamacpp_vision import BLUE, RED, ask, png
 from tests.fixtures.tiny_mlx_vlm import TOKENS_PER_IMAGE
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def load(path, **spec):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     engine = MlxEngine()
     engine.load(LoadSpec(path=path, n_ctx=1024, **spec))
@@ -169,7 +169,7 @@ class CancelAfter(threading.Event):
 
 
 def test_a_stop_while_the_image_is_read_leaves_a_cache_the_next_question_reads_right(tiny_llava_mlx):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     engine = MlxEngine(prefill_step=4)  # the image's 16 positions in four passes
     engine.load(LoadSpec(path=tiny_llava_mlx, n_ctx=1024))
@@ -214,7 +214,7 @@ def test_a_request_stopped_while_its_image_waits_ends_cancelled_and_frees_its_sl
 
 
 def test_an_image_prompt_is_read_a_chunk_a_step_while_a_text_request_streams(tiny_llava_mlx):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     requests = [ask(None, "Hello there", max_tokens=12), ask(RED, logprobs=3)]
     single = MlxEngine(prefill_step=8)

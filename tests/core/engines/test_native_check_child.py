@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.native_check_child import FAULT_ENV
-from app.core.engines.native_guard import (
+from app.core.engines.canary.guard import (
     CHECK_GENERATE,
     CHECK_SOURCE,
     RESULT_MARK,
     check_shape,
     subprocess_runner,
 )
+from app.core.engines.llamacpp.check_child import FAULT_ENV
 from app.core.hardware.native_checks import Fingerprint, NativeCheckStore
 from tests.helpers import require_llama_cpp
 
@@ -42,7 +42,7 @@ def _spec_json(spec: LoadSpec) -> dict:
 def _child(payload: dict, **env: str) -> tuple[int, dict]:
     """The real check child on `payload`: its exit status and its verdict line."""
     proc = subprocess.run(
-        [sys.executable, "-m", "app.core.engines.native_check_child"],
+        [sys.executable, "-m", "app.core.engines.llamacpp.check_child"],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -128,9 +128,9 @@ SURVIVOR = textwrap.dedent(
     import ctypes, json, sys, threading
     from pathlib import Path
     from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams
-    from app.core.engines.llamacpp import LlamaCppEngine
-    from app.core.engines.native_guard import NativeGuard
-    from app.core.engines.native_inflight import InflightMarkers
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
+    from app.core.engines.canary.guard import NativeGuard
+    from app.core.engines.canary.inflight import InflightMarkers
     from app.core.hardware.native_checks import Fingerprint, NativeCheckStore
     from app.core.native import import_native
 

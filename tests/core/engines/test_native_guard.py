@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.errors import EngineError
-from app.core.engines.native_guard import (
+from app.core.engines.canary.guard import (
     CHECK_GENERATE,
     CHECK_SOURCE,
     RESULT_MARK,
@@ -29,7 +28,8 @@ from app.core.engines.native_guard import (
     ladder,
     subprocess_runner,
 )
-from app.core.engines.native_inflight import InflightMarkers, NativeActivity, recover_crashes
+from app.core.engines.canary.inflight import InflightMarkers, NativeActivity, recover_crashes
+from app.core.engines.errors import EngineError
 from app.core.hardware.native_checks import Fingerprint, NativeCheckStore, NativeConfig, turned_off_here
 
 FP = Fingerprint("0.3.36", "CPU : AVX2 = 1 | AMX_INT8 = 1 | REPACK = 1 |", "Intel Xeon [avx2 amx]")
@@ -241,7 +241,7 @@ DIES_DECODING = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from app.core.engines.native_inflight import InflightMarkers, NativeActivity
+    from app.core.engines.canary.inflight import InflightMarkers, NativeActivity
     markers = InflightMarkers(Path(sys.argv[1]))
     activity = NativeActivity(markers, "llama-1", Path(sys.argv[2]), "F32,Q4_0",
                               {"extra_bufts": True, "flash_attn": False, "gpu_offload": False})
@@ -300,7 +300,7 @@ def _llama_cpp():
 
 def test_model_params_switch_reaches_llama_cpp():
     lib = _llama_cpp()
-    from app.core.engines.llamacpp_options import model_params_for, supports_extra_bufts_switch
+    from app.core.engines.llamacpp.options import model_params_for, supports_extra_bufts_switch
 
     assert supports_extra_bufts_switch(lib)
     assert lib.llama_cpp.llama_model_default_params().use_extra_bufts is True
@@ -339,7 +339,7 @@ def test_the_engine_loads_and_answers_in_the_safe_configuration(tmp_path, tiny_g
     """The injected crash (a SIGSEGV child while extra buffer types are on) makes the real engine load without
     them, and it still answers; the load's info says what was turned off."""
     _llama_cpp()
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     command, _ = fake_child
     monkeypatch.setenv("CRASH_ON", "extra_bufts")
@@ -358,16 +358,16 @@ def test_the_engine_loads_and_answers_in_the_safe_configuration(tmp_path, tiny_g
 
 
 def test_the_bundle_runs_the_child_through_its_own_program(monkeypatch):
-    from app.core.engines import native_guard
+    from app.core.engines.canary import guard as native_guard
 
-    assert native_guard.child_command()[1:] == ["-m", "app.core.engines.native_check_child"]
+    assert native_guard.child_command()[1:] == ["-m", "app.core.engines.llamacpp.check_child"]
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert native_guard.child_command() == [sys.executable, "--hearth-native-check"]
 
 
 def test_the_check_child_reports_a_bad_request_without_crashing(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "app.core.engines.native_check_child"],
+        [sys.executable, "-m", "app.core.engines.llamacpp.check_child"],
         input=json.dumps({"spec": {"path": str(tmp_path / "x.gguf"), "bogus": 1}}),
         capture_output=True,
         text=True,
@@ -382,7 +382,7 @@ def test_the_check_child_reports_a_bad_request_without_crashing(tmp_path):
 def test_the_check_child_leaves_no_marker_to_report_as_a_crash(tmp_path, monkeypatch, tiny_gguf_q8_0):
     """A check child that dies is the expected answer: its load must not read as last run's crash."""
     _llama_cpp()
-    from app.core.engines.llamacpp import LlamaCppEngine
+    from app.core.engines.llamacpp.engine import LlamaCppEngine
 
     seen = []
     monkeypatch.setattr(InflightMarkers, "mark", lambda self, *a: seen.append(a))

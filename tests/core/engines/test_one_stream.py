@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from app.core.engines.base import Chunk, GenerateRequest
-from app.core.engines.slots import OneStream, runner_of
+from app.core.engines.decoding.sequences import OneStream, runner_of
 
 
 def _request() -> GenerateRequest:
@@ -62,4 +62,5 @@ def test_a_batched_engine_keeps_its_own_runner():
             raise AssertionError("not called")
 
     assert runner_of(Batched()) is Batched.sequences
-    assert isinstance(runner_of(type("Plain", (), {"generate": lambda self, r, c: iter(())})()), OneStream)
+    plain = type("Plain", (), {"sequences": None, "generate": lambda self, r, c: iter(())})  # declares no batched path
+    assert isinstance(runner_of(plain()), OneStream)

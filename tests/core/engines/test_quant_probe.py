@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.core.engines import quant_probe
-from app.core.engines.quant_probe import child_command, describe, measure_quant_speeds, parse_output, type_rate
+from app.core.bench import quant_probe
+from app.core.bench.quant_probe import child_command, describe, measure_quant_speeds, parse_output, type_rate
 from app.core.hardware import quant_speed
 from app.core.hardware.quant_speed import (
     CACHE_FILE_NAME,

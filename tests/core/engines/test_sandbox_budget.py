@@ -14,8 +14,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from app.core.engines import sandbox
-from app.core.engines.sandbox import Budget, TemplateError
+from app.core.engines.chat_templates import jinja_sandbox as sandbox
+from app.core.engines.chat_templates.jinja_sandbox import Budget, TemplateError
 
 ROOT = Path(__file__).resolve().parents[3]
 CONTENT = "x" * 10_000
@@ -134,7 +134,7 @@ def test_an_oversized_value_is_refused_before_it_is_built(template):
 MEMORY_PROBE = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from app.core.engines import sandbox
+from app.core.engines.chat_templates import jinja_sandbox as sandbox
 def run(t):
     b = sandbox.Budget(deadline=time.monotonic() + 3, max_chars=2_000_000)
     return sandbox.render(t, {{"messages": [{{"role": "user", "content": "x" * 10000}}]}}, b)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.engines.slots import MIN_COPY_GAIN, PromptCache, Slot, plan_reuse
+from app.core.engines.decoding.sequences import MIN_COPY_GAIN, PromptCache, Slot, plan_reuse
 
 SYSTEM = list(range(100, 140))  # a 40-token system prompt two conversations share
 

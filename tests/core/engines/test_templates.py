@@ -10,14 +10,14 @@ import jinja2
 import pytest
 
 from app.core.engines.base import ChatMessage, GenerateRequest
-from app.core.engines.errors import EngineError
-from app.core.engines.templates import (
+from app.core.engines.chat_templates.render import (
     CHATML_TEMPLATE,
     TemplateError,
     reads_tools,
     render_chat,
     tokenize_segments,
 )
+from app.core.engines.errors import EngineError
 from app.core.tools import ToolCall
 
 SMOLLM2_TEMPLATE = (

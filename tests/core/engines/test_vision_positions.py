@@ -1,10 +1,10 @@
-"""Where a prompt's tokens land in the sequence's positions (llamacpp_vision.grid_positions): one a token, except
+"""Where a prompt's tokens land in the sequence's positions (llamacpp.vision.grid_positions): one a token, except
 that an M-RoPE image takes its grid's positions; a cut inside an image counts to the image's start."""
 
 from __future__ import annotations
 
-from app.core.engines.images import image_start
-from app.core.engines.llamacpp_vision import grid_positions
+from app.core.engines.inputs.images import image_start
+from app.core.engines.llamacpp.vision import grid_positions
 
 A, B = -5, -9  # two images' runs: A is 6 tokens on a 3-position grid, B 4 tokens on 2
 GRID = {A: (6, 3), B: (4, 2)}

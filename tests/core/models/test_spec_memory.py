@@ -113,7 +113,7 @@ def llama_reported_buffers(path, extra_bufts: bool = True, **kw) -> dict[str, fl
     args = ", ".join(f"{k}={v!r}" for k, v in kw.items())
     code = (
         "import llama_cpp\nfrom pathlib import Path\nfrom app.core.engines.base import LoadSpec\n"
-        "from app.core.engines.llamacpp_options import model_params_for\n"
+        "from app.core.engines.llamacpp.options import model_params_for\n"
         f"with model_params_for(llama_cpp, LoadSpec(path=Path({str(path)!r}), extra_bufts={extra_bufts})):\n"
         f"    llama_cpp.Llama(model_path={str(path)!r}, n_threads=2, verbose=True, {args})\n"
     )

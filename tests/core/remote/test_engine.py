@@ -10,9 +10,9 @@ import pytest
 
 from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
 from app.core.engines.registry import EngineRegistry
+from app.core.engines.remote import FORMAT, register_remote, remote_load_spec
 from app.core.errors import HearthError
-from app.core.remote import FORMAT, register_remote, remote_load_spec
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import ChunkEvent, GenerateJob, JobFailed
 from app.core.tools import plan_tools
 from tests.core.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from app.core.remote import RemoteError, RemoteRefused, RemoteUnreachable, normalize_url, probe
+from app.core.engines.remote import RemoteError, RemoteRefused, RemoteUnreachable, normalize_url, probe
 from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
 
 

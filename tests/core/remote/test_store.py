@@ -9,9 +9,9 @@ import stat
 
 import pytest
 
+from app.core.engines.remote import ProbeResult, RemoteError, RemoteModel, RemoteStore, RemoteUnreachable
+from app.core.engines.remote.store import KeyringKeys, default_name
 from app.core.logs import LOG_FORMAT
-from app.core.remote import ProbeResult, RemoteError, RemoteModel, RemoteStore, RemoteUnreachable
-from app.core.remote.store import KeyringKeys, default_name
 from tests.core.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
 
 KEY = "sk-test-Remote-Key-0123456789"
@@ -102,8 +102,8 @@ def test_the_key_never_reaches_the_log_file(tmp_path):
     """Add, probe, refresh, load and chat with a keyed remote at DEBUG; the log file has no key."""
     from app.core.engines.base import ChatMessage, GenerateRequest
     from app.core.engines.registry import EngineRegistry
-    from app.core.remote import FORMAT, register_remote
-    from app.core.runtime.host import EngineHost
+    from app.core.engines.remote import FORMAT, register_remote
+    from app.core.runtime.engine_host import EngineHost
 
     log_file = tmp_path / "hearth.log"
     handler = logging.FileHandler(log_file, encoding="utf-8")
@@ -149,7 +149,7 @@ def test_the_system_keyring_is_used_only_with_a_real_backend(monkeypatch):
     import sys
     import types
 
-    from app.core.remote.store import system_keyring
+    from app.core.engines.remote.store import system_keyring
 
     fail = types.ModuleType("keyring.backends.fail")
 

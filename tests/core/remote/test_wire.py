@@ -8,8 +8,8 @@ import pytest
 
 from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
 from app.core.engines.errors import Unsupported
-from app.core.remote.errors import RemoteError, RemoteRefused
-from app.core.remote.wire import ReplyDecoder, http_error, request_body, sse_data
+from app.core.engines.remote.errors import RemoteError, RemoteRefused
+from app.core.engines.remote.wire import ReplyDecoder, http_error, request_body, sse_data
 from app.core.tools import plan_tools
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]

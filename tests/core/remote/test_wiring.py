@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 
 from app.core.engines.base import ChatMessage, GenerateRequest
-from app.core.engines.fake import registry_with_fake
+from app.core.engines.remote import FORMAT, RemoteStore, register_remote
 from app.core.library.store import ModelFile
 from app.core.paths import app_paths
-from app.core.remote import FORMAT, RemoteStore, register_remote
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import GenerateJob, ModelNotFound
 from app.core.runtime.resolve import ModelResolver
 from app.core.services import Services
 from app.core.settings import Settings
 from tests.core.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.server.conftest import fake_library, no_preflight
 
 HI = GenerateRequest(messages=[ChatMessage(role="user", content="hi")])
@@ -69,6 +69,6 @@ def test_services_open_the_remotes_and_register_the_remote_engine():
         assert isinstance(services.remotes, RemoteStore)
         assert services.remotes.path == paths.data / "remotes.json"
         assert services.resolver.remotes is services.remotes
-        assert FORMAT in services.host.registry.formats()
+        assert FORMAT in services.pool.registry.formats()
     finally:
         services.close()

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import FakeEngine, registry_with_fake
+from app.core.engines.remote import RemoteStore
 from app.core.library import Library
-from app.core.remote import RemoteStore
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.resolve import ModelResolver
 from app.server.app import create_app
 from app.server.context import ServerContext
 from app.server.runner import ServerThread
 from app.server.security import Policy
+from tests.fixtures.fake_engine import FakeEngine, registry_with_fake
 from tests.server.conftest import fake_library, no_preflight
 
 UPSTREAM_KEY = "sk-upstream-7Qz9-very-secret-key"

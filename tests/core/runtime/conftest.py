@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import FakeEngine, registry_with_fake
 from app.core.engines.registry import EngineRegistry
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import LoadJob, ModelNotFound
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.preflight import PreflightResult
+from tests.fixtures.fake_engine import FakeEngine, registry_with_fake
 
 
 def no_preflight(spec, fmt, plan_check):

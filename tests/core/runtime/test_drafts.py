@@ -156,7 +156,7 @@ def test_a_jit_load_drafts_with_the_picked_model_on_the_real_engine(family):
     require_llama_cpp()
     from app.core.engines import default_registry
     from app.core.engines.base import ChatMessage, GenerateRequest, SamplingParams
-    from app.core.runtime.host import EngineHost
+    from app.core.runtime.engine_host import EngineHost
     from app.core.runtime.jobs import GenerateJob
 
     library, models = family

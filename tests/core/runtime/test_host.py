@@ -402,7 +402,7 @@ class MarkerSpy:
 
 def test_a_decode_run_is_marked_in_flight_once_and_cleared(make_host):
     """The host marks native decode work for crash attribution: one marker per run, not per token."""
-    from app.core.engines.fake import FakeEngine
+    from tests.fixtures.fake_engine import FakeEngine
 
     engines: list[FakeEngine] = []
     host = make_host(engines, script="one two three four five six")

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import ChunkEvent, CountJob, GenerateJob, HostBusy, JobDone, Started
 from tests.core.engines.fixtures import chat_request, load_llamacpp
 from tests.fixtures.tiny_gguf import ENDOFTEXT_ID, IM_END_ID
@@ -46,7 +46,7 @@ class Log:
 
 def make_host(path, **spec) -> EngineHost:
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp_options import physical_cores
+    from app.core.engines.llamacpp.options import physical_cores
 
     host = EngineHost(default_registry(), name="batched-engine-host")
     spec.setdefault("n_threads", physical_cores())

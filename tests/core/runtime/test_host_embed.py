@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from app.core.engines.fake import FakeEngine
 from app.core.runtime.jobs import EmbedJob, JobFailed, RerankJob
 from tests.core.runtime.conftest import Recorder, fake_spec
+from tests.fixtures.fake_engine import FakeEngine
 from tests.helpers import wait_until
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import ChunkEvent, GenerateJob, Started
 from tests.core.runtime.test_host_batched import Log, submit_all, wait_all
 
@@ -25,7 +25,7 @@ def model(tiny_pair_std02):
 
 @pytest.fixture(scope="module")
 def single(model):
-    from app.core.engines.mlx import MlxEngine
+    from app.core.engines.mlx.engine import MlxEngine
 
     engine = MlxEngine()
     engine.load(LoadSpec(path=model, n_ctx=512))

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from app.core.engines.base import GenerateRequest, SamplingParams
-from app.core.engines.fake import FakeEngine
 from app.core.runtime.jobs import (
     ChunkEvent,
     CountJob,
@@ -22,6 +21,7 @@ from app.core.runtime.jobs import (
     TokenCount,
 )
 from tests.core.runtime.conftest import Recorder, fake_spec
+from tests.fixtures.fake_engine import FakeEngine
 from tests.helpers import wait_until
 
 MODELS = {"alpha": "alpha.fake", "beta": "beta.fake"}

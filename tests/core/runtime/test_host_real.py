@@ -6,7 +6,7 @@ import pytest
 
 from app.core.engines.base import LoadSpec
 from app.core.models.calibration import CalibrationStore
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from tests.core.engines.fixtures import chat_request
 from tests.helpers import require_llama_cpp
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 def real_host(smollm2_gguf, tmp_path_factory):
     require_llama_cpp()
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp_options import physical_cores
+    from app.core.engines.llamacpp.options import physical_cores
 
     store = CalibrationStore(tmp_path_factory.mktemp("calib") / "calibration.json")
     host = EngineHost(default_registry(), calibration=store, name="real-engine-host")

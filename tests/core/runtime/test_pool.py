@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
-from app.core.engines.fake import FakeEngine
 from app.core.models.devices import Device, GiB, Machine
 from app.core.runtime.jobs import (
     KEEP_FOREVER,
@@ -23,6 +22,7 @@ from app.core.runtime.jobs import (
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.preflight import check_gguf, planned_load
 from tests.core.runtime.conftest import NameResolver
+from tests.fixtures.fake_engine import FakeEngine
 from tests.helpers import wait_until
 
 

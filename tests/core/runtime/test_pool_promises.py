@@ -9,13 +9,13 @@ from pathlib import Path
 
 from app.core.engines.base import GenerateRequest, LoadSpec, SamplingParams
 from app.core.engines.errors import EngineError
-from app.core.engines.fake import FakeEngine
 from app.core.engines.registry import EngineRegistry
 from app.core.runtime.jobs import GenerateJob, LoadJob, UnloadJob
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.preflight import check_gguf, planned_load
 from tests.core.runtime.conftest import NameResolver
 from tests.core.runtime.test_pool import loaded_names, req, simulated, small_machine
+from tests.fixtures.fake_engine import FakeEngine
 from tests.helpers import wait_until
 
 GiB = 1 << 30

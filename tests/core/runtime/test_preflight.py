@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import FakeEngine
 from app.core.engines.registry import EngineRegistry
 from app.core.errors import HearthError
 from app.core.models.devices import Device, GiB, Machine
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.preflight import DefaultPreflight, format_for_path
+from tests.fixtures.fake_engine import FakeEngine
 
 
 def machine(free_bytes: int) -> Machine:

@@ -64,7 +64,7 @@ def test_an_mlx_load_plans_slots_too(tmp_path, tiny_mlx_model):
     try:
         assert model.format == "mlx"
         resolver = ModelResolver(library, lambda: machine(64 * GiB))
-        assert resolver.load_spec(model).slots == 4  # mlx-lm's BatchGenerator runs them (app.core.engines.mlx_batch)
+        assert resolver.load_spec(model).slots == 4  # mlx-lm's BatchGenerator runs them (app.core.engines.mlx.batch)
         resolver.max_slots = 1
         assert resolver.load_spec(model).slots == 1
         # No n-gram drafting on MLX, whatever is asked: as the chat's load plan and `hearth run` say.

@@ -84,7 +84,7 @@ def test_schema_rules_are_prefixed_everywhere():
 def test_grammar_is_accepted_by_llama_cpp(smollm2_engine, fmt: ToolFormat, choice: Any, parallel: bool):
     import llama_cpp
 
-    from app.core.engines.llamacpp_options import build_grammar
+    from app.core.engines.llamacpp.options import build_grammar
 
     plan = plan_tools([*TOOLS, NESTED], choice, parallel_tool_calls=parallel, tool_format=fmt)
     assert plan.grammar is not None
@@ -98,7 +98,7 @@ def test_grammar_is_accepted_by_llama_cpp(smollm2_engine, fmt: ToolFormat, choic
 def test_the_llama_cpp_check_does_catch_a_broken_grammar(smollm2_engine):
     import llama_cpp
 
-    from app.core.engines.llamacpp_options import build_grammar
+    from app.core.engines.llamacpp.options import build_grammar
 
     with pytest.raises(SchemaTooComplex, match="could not be parsed") as caught:
         build_grammar(

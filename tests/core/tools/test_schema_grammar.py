@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.runtime.host import ENGINE_STACK_BYTES
+from app.core.runtime.engine_host import ENGINE_STACK_BYTES
 from app.core.tools.schema_grammar import (
     MAX_GRAMMAR_CHARS,
     MAX_GRAMMAR_NESTING,

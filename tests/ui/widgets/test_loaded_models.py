@@ -11,8 +11,7 @@ import pytest
 import shiboken6
 
 from app.core.engines.base import LoadSpec
-from app.core.engines.fake import registry_with_fake
-from app.core.runtime.host import EngineHost
+from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.job_host import Resident
 from app.core.runtime.jobs import HostState, LoadJob
 from app.core.runtime.pool import ModelPool
@@ -20,6 +19,7 @@ from app.core.units import GiB, MiB
 from app.ui.widgets.loaded_models import LoadedModelsStrip
 from app.ui.widgets.resident_text import leaves_text, memory_text, status_text
 from tests.core.runtime.test_pool import NameResolver  # name → <folder>/<name>.fake
+from tests.fixtures.fake_engine import registry_with_fake
 from tests.ui.chat_harness import no_preflight
 
 
