@@ -12,7 +12,7 @@ setting; each round runs every configuration once, alternating, after a warm-up;
 Printed: decode tok/s of each, Hearth n-gram ÷ Hearth off (target ≥ 1.5), Hearth n-gram ÷ llama-server
 n-gram (target ≥ 1.00), draft acceptance, and whether the drafted output equals the plain one token for
 token (at temperature 0 it should; past 256 positions CPU rounding can flip a near-tie, see
-tests/core/engines/test_llamacpp_spec.py). Every run reads its prompt from an empty cache (Hearth's as
+tests/core/engines/llamacpp/test_llamacpp_spec.py). Every run reads its prompt from an empty cache (Hearth's as
 llama-server's). `--flash-attn --cache-type q8_0` is a setting where the CPU's attention is the same
 whatever the batch (a quantized KV cache takes neither the split nor the tiled kernel).
 

@@ -305,7 +305,7 @@ def demo_remote(home: Path):
     """A second Hearth on loopback (over the fake engine) added as a remote server, so My Models lists one."""
     from app.core.engines.remote.store import RemoteStore
     from app.core.paths import app_paths
-    from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
+    from tests.core.engines.remote.upstream import UPSTREAM_KEY, upstream_server
 
     paths = app_paths({"HEARTH_HOME": str(home)}).ensure()
     with upstream_server(home / "demo-remote") as up:

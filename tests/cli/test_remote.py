@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.cli.helpers import ROOT, isolated_env
-from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
+from tests.core.engines.remote.upstream import UPSTREAM_KEY, upstream_server
 
 
 def hearth(*args: str, env: dict[str, str], input: str | None = None, timeout: float = 120):

@@ -58,7 +58,7 @@ def test_a_model_without_fim_tokens_is_a_400_naming_suffix(make_server, path):
 
 def test_show_lists_insert_only_for_a_gguf_that_names_its_fim_tokens(make_server, tmp_path):
     from app.core.library import import_path
-    from tests.core.engines.test_fill_in_middle import FIM_METADATA
+    from tests.core.engines.inputs.test_fill_in_middle import FIM_METADATA
     from tests.fixtures.tiny_gguf import write_tiny_llama_gguf
 
     live = make_server()

@@ -14,7 +14,7 @@ import pytest
 
 from app.server.remote_forward import RemotePool
 from app.server.security import Policy
-from tests.core.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
+from tests.core.engines.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
 from tests.helpers import wait_until
 from tests.server.conftest import sse_lines
 from tests.server.test_openai_fake import events

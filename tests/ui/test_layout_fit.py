@@ -100,6 +100,7 @@ def shell(qapp, tmp_path_factory):
         yield built, themes
         built.shutdown()
         window.close()
+        window.deleteLater()  # else it outlives the module, and every later restyle restyles its ~900 widgets
         themes.deleteLater()
         qapp.setStyleSheet(look[0])
         qapp.setPalette(look[1])

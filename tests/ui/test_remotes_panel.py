@@ -11,7 +11,7 @@ from app.core.paths import app_paths
 from app.core.settings import SettingsStore
 from app.main import build_shell
 from app.ui.remotes_panel import RemotesPanel
-from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
+from tests.core.engines.remote.upstream import UPSTREAM_KEY, upstream_server
 from tests.ui.hub_gui_fixtures import pool_tasks  # noqa: F401
 
 

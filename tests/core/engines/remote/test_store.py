@@ -12,7 +12,7 @@ import pytest
 from app.core.engines.remote import ProbeResult, RemoteError, RemoteModel, RemoteStore, RemoteUnreachable
 from app.core.engines.remote.store import KeyringKeys, default_name
 from app.core.logs import LOG_FORMAT
-from tests.core.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
+from tests.core.engines.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
 
 KEY = "sk-test-Remote-Key-0123456789"
 

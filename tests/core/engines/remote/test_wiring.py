@@ -13,7 +13,7 @@ from app.core.runtime.jobs import GenerateJob, ModelNotFound
 from app.core.runtime.resolve import ModelResolver
 from app.core.services import Services
 from app.core.settings import Settings
-from tests.core.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
+from tests.core.engines.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
 from tests.fixtures.fake_engine import registry_with_fake
 from tests.server.conftest import fake_library, no_preflight
 

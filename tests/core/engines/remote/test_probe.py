@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app.core.engines.remote import RemoteError, RemoteRefused, RemoteUnreachable, normalize_url, probe
-from tests.core.remote.upstream import UPSTREAM_KEY, upstream_server
+from tests.core.engines.remote.upstream import UPSTREAM_KEY, upstream_server
 
 
 def served(routes: dict[str, object], calls: list[str] | None = None) -> httpx.MockTransport:

@@ -12,8 +12,8 @@ import pytest
 
 from app.core.engines.errors import Unsupported
 from tests.core.engines.fixtures import load_llamacpp
-from tests.core.engines.test_llamacpp_batch import alone
-from tests.core.engines.test_llamacpp_vision import RED, ask
+from tests.core.engines.llamacpp.test_llamacpp_batch import alone
+from tests.core.engines.llamacpp.test_llamacpp_vision import RED, ask
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import pytest
 from app.core.engines.chat_templates import jinja_sandbox as sandbox
 from app.core.engines.chat_templates.jinja_sandbox import Budget, TemplateError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 CONTENT = "x" * 10_000
 C = "{% set c = messages[0].content %}"
 # Four copies per level: 10k → 40k → 160k → 640k → 2.56M characters once printed (cap 2M).

@@ -14,7 +14,7 @@ from app.core.engines.errors import Unsupported
 from app.core.engines.inputs.images import ImageRejected
 from app.core.engines.mlx.vision import MlxVision
 from app.core.models.vision_config import uses_mrope
-from tests.core.engines.test_llamacpp_vision import BLUE, RED, ask, png
+from tests.core.engines.llamacpp.test_llamacpp_vision import BLUE, RED, ask, png
 from tests.fixtures.tiny_mlx_vlm import TOKENS_PER_IMAGE
 
 pytestmark = pytest.mark.slow
@@ -93,7 +93,7 @@ def test_a_bad_image_is_refused_before_anything_runs_and_the_engine_serves_on(vi
 
 def alone_and_together(model, requests: list[GenerateRequest], on_step=None) -> tuple[list, list]:
     """Each request's tokens run one at a time on the single path, and run together on four slots."""
-    from tests.core.engines.test_mlx_batch import run_together
+    from tests.core.engines.mlx.test_mlx_batch import run_together
 
     single = load(model)
     try:

@@ -255,7 +255,7 @@ def test_a_crash_mid_decode_is_recorded_and_the_next_load_avoids_that_configurat
     folder = tmp_path / "inflight"
     model = spec(tmp_path).path
     proc = subprocess.run(
-        [sys.executable, "-c", DIES_DECODING, str(folder), str(model)], cwd=Path(__file__).parents[3], check=False
+        [sys.executable, "-c", DIES_DECODING, str(folder), str(model)], cwd=Path(__file__).parents[4], check=False
     )
     assert proc.returncode == -signal.SIGSEGV
     assert len(list(folder.glob("*.json"))) == 1
@@ -371,7 +371,7 @@ def test_the_check_child_reports_a_bad_request_without_crashing(tmp_path):
         input=json.dumps({"spec": {"path": str(tmp_path / "x.gguf"), "bogus": 1}}),
         capture_output=True,
         text=True,
-        cwd=Path(__file__).parents[3],
+        cwd=Path(__file__).parents[4],
         env={**os.environ},
         check=False,
     )

@@ -18,7 +18,7 @@ from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput, Samp
 from app.core.engines.errors import Unsupported
 from app.core.engines.inputs.images import ImageRejected
 from tests.core.engines.fixtures import load_llamacpp
-from tests.core.engines.test_llamacpp_batch import alone, run_together
+from tests.core.engines.llamacpp.test_llamacpp_batch import alone, run_together
 
 pytestmark = pytest.mark.slow
 

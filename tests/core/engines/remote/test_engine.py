@@ -15,7 +15,7 @@ from app.core.errors import HearthError
 from app.core.runtime.engine_host import EngineHost
 from app.core.runtime.jobs import ChunkEvent, GenerateJob, JobFailed
 from app.core.tools import plan_tools
-from tests.core.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
+from tests.core.engines.remote.upstream import UPSTREAM_KEY, remote_store, upstream_server
 from tests.helpers import wait_until
 
 HI = [ChatMessage(role="user", content="hi")]

@@ -29,7 +29,7 @@ from app.core.engines.decoding.draft_cost import (
 from app.core.engines.decoding.speculative import NgramDrafter, NgramIndex, Speculator
 from app.core.engines.errors import EngineError
 from tests.core.engines.fixtures import chat_request, load_llamacpp
-from tests.core.engines.test_llamacpp_batch import run_together
+from tests.core.engines.llamacpp.test_llamacpp_batch import run_together
 
 CODE = "def f1(x):\n    return x + 1\n\n\ndef f2(x):\n    return x + 2\n\n\ndef f3(x):\n    return x + 3\n\n\ndef f4("
 PROSE = "Once upon a time, in a small village by the sea, there lived"

@@ -29,7 +29,7 @@ from app.core.engines.llamacpp.check_child import FAULT_ENV
 from app.core.hardware.native_checks import Fingerprint, NativeCheckStore
 from tests.helpers import require_llama_cpp
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 FP = Fingerprint("0.3.36", "CPU : AVX2 = 1 | AMX_INT8 = 1 | REPACK = 1 |", "Intel Xeon [avx2 amx]")
 # The injected crash: a decode of more than this many tokens while extra buffer types are on.
 LIMIT = 32
