@@ -21,9 +21,15 @@ BUNDLE_PY   := $(BUNDLE_VENV)/bin/python
 run: system-deps $(VENV)/.installed
 	$(PY) -m app
 
-# The linters first: a layering, style or type error fails the build before the tests run.
+# The linters first: a layering, style or type error fails the build before the tests run. Two workers, each
+# given a test file at a time (its module's real models load once): on two cores the Qt and server tests of one
+# run beside the engine tests of the other. Bytecode is written even where the environment says not to:
+# rewriting and compiling the test modules afresh in every worker and CLI subprocess took minutes
+# (docs/development.md).
+TEST_WORKERS ?= 2
 test: system-deps lint
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= QT_QPA_PLATFORM=offscreen $(PY) -m pytest \
+	  $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # Every page, light and dark, at 1280x800 and 900x600, into build/screenshots/ (headless).
 screenshots: system-deps $(VENV)/.installed-test

@@ -488,6 +488,9 @@ def main(argv: list[str] | None = None, *, exit_process: bool = False) -> int:
         logger.info("Hearth stopped, %.2f s after quit was asked", took)
         if not exit_process:  # a caller in this process gets its garbage collector back (a full collection)
             collector.stop()
+            # and its application without this window (a process that exits leaves that to the OS)
+            window.hide()
+            window.deleteLater()
     if exit_process:
         exit_now(code)
     return code

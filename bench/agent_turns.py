@@ -36,7 +36,7 @@ from bench_args import add_json, add_peers, peer_dir  # noqa: E402
 from concurrency import Hearth, LlamaServer  # noqa: E402
 from engine import models  # noqa: E402
 
-from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.options import default_threads  # noqa: E402
 
 N_CTX = 8192  # per slot: SmolLM2's trained length; 6 k of system prompt and 16 turns fit
 N_PREDICT = 32
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
     model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
-    threads = args.threads or physical_cores()
+    threads = args.threads or default_threads()
     system = system_prompt(int(args.system_tokens * 0.55))  # SmolLM2 reads this prose at ~1.8 tokens a word
     servers: list[tuple[str, object]] = [
         ("Hearth", lambda: Hearth(model_path, threads, args.slots, False, n_ctx=N_CTX)),

@@ -33,7 +33,7 @@ from engine import models, start_llama_server  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
 from app.core.engines.base import LoadSpec  # noqa: E402
-from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.options import default_threads  # noqa: E402
 from app.core.runtime.engine_host import EngineHost  # noqa: E402
 from app.core.runtime.preflight import PLANNED_SPECULATION  # noqa: E402
 from app.core.settings import SPECULATIVE_FLAGS  # noqa: E402
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
     model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
     model = model_path.name
-    threads = args.threads or physical_cores()
+    threads = args.threads or default_threads()
     servers: list[tuple[str, object]] = [
         ("Hearth", lambda: Hearth(model_path, threads, args.clients, args.unified, speculative=args.speculative)),
     ]

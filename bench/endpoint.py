@@ -39,7 +39,7 @@ from engine import Server, models  # noqa: E402
 
 from app.core.engines import default_registry  # noqa: E402
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
-from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.options import default_threads  # noqa: E402
 from app.core.runtime.engine_host import EngineHost  # noqa: E402
 from app.core.runtime.jobs import ChunkEvent, GenerateJob  # noqa: E402
 from app.server.app import create_app  # noqa: E402
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HEARTH_HOME", str(ROOT / "bench" / "out" / "home"))
     model_path = models(include_1b=False)["SmolLM2-135M Q4_1"]
-    threads = args.threads or physical_cores()
+    threads = args.threads or default_threads()
 
     host = EngineHost(default_registry(), queue_size=64, name="bench-host")
     host.load_sync(LoadSpec(path=model_path, n_ctx=N_CTX, n_threads=threads), "gguf", plan_check=False)

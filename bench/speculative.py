@@ -44,7 +44,7 @@ from engine import models, start_llama_server  # noqa: E402
 
 from app.core.engines.base import ChatMessage, GenerateRequest, LoadSpec, SamplingParams  # noqa: E402
 from app.core.engines.llamacpp.engine import LlamaCppEngine  # noqa: E402
-from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.options import default_threads  # noqa: E402
 
 N_CTX = 4096
 N_BATCH = 512
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    threads = args.threads or physical_cores()
+    threads = args.threads or default_threads()
     request = edit_request(args.max_tokens, args.ask)
     modes = [m for m in args.modes.split(",") if m] + (["draft"] if args.draft_model else [])
     kinds = [] if args.no_peer else [k for k in args.spec_types.split(",") if k]

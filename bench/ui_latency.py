@@ -317,10 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     model = None if args.no_real else smollm2_path()
     if model is not None:
         from app.core.engines import default_registry
-        from app.core.engines.llamacpp.options import physical_cores
+        from app.core.engines.llamacpp.options import default_threads
 
         real = EngineHost(default_registry(), preflight=no_preflight, name="bench-real-host")
-        real.load_sync(LoadSpec(path=model, n_ctx=2048, n_threads=physical_cores()), "gguf")
+        real.load_sync(LoadSpec(path=model, n_ctx=2048, n_threads=default_threads()), "gguf")
         page, store = make_page(real, tmp / "real.sqlite3", tasks)
         wait(300)
         worst, p99, tokens = stream_for(page, args.real_seconds, 300, "Write a long poem about the sea.")

@@ -36,7 +36,7 @@ from engine import models  # noqa: E402
 
 from app.core.engines.base import ChatMessage, GenerateRequest, ImageInput, LoadSpec, SamplingParams  # noqa: E402
 from app.core.engines.llamacpp.engine import LlamaCppEngine  # noqa: E402
-from app.core.engines.llamacpp.options import physical_cores  # noqa: E402
+from app.core.engines.llamacpp.options import default_threads  # noqa: E402
 
 IMAGE_SIZE, PATCH = 224, 16
 FOLLOW_UP_TARGET = 0.15
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.fixtures.tiny_projector import write_tiny_projector
 
     model = models(include_1b=False)["SmolLM2-135M Q4_1"]
-    threads = args.threads or physical_cores()
+    threads = args.threads or default_threads()
     work = Path(tempfile.mkdtemp(prefix="hearth-vision-bench-"))
     projector = write_tiny_projector(
         work / "mmproj-bench-F16.gguf",

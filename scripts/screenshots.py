@@ -351,7 +351,14 @@ def _render_seeded(home: Path, out: Path, sizes, themes, pages, hub) -> list[Pat
                     written.append(_shot(app, shell, page, theme, width, height, out))
     finally:
         shell.shutdown()
+        # The window and its dialogs go with it, as at the app's exit: a test run shares the application, and
+        # every widget left alive is restyled by each later theme change.
+        shell.window.hide()
+        shell.window.deleteLater()
+        if shell.tray is not None:
+            shell.tray.deleteLater()
         themes_manager.deleteLater()  # no longer following the OS once the shots are taken
+        settle(app, 0.1)
         if hub is not None:
             hub.close()
         app.setStyleSheet(look[0])

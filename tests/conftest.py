@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 # Set before anything imports huggingface_hub, which reads these at import time.
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_XET"] = "1"
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Under pytest-xdist (`make test` runs two workers) each worker's engines get their share of the cores: two
+# llama.cpp engines each spinning on every core wait on each other's barriers (a 5 s test took 120 s). Set
+# before any native library is imported; the CLI tests pass it on to their subprocesses.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+if _WORKERS > 1 and "HEARTH_THREADS" not in os.environ:
+    import psutil
+
+    _share = str(max(1, (psutil.cpu_count(logical=False) or os.cpu_count() or 1) // _WORKERS))
+    os.environ["HEARTH_THREADS"] = _share
+    for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_pool, _share)
 # One native-check store for the whole run and its subprocesses, as a user's processes share the cache dir:
 # the canary checks each weight type and configuration once per session, not once per test.
 if "HEARTH_NATIVE_CHECKS" not in os.environ:
@@ -16,8 +29,6 @@ if "HEARTH_NATIVE_CHECKS" not in os.environ:
     os.environ["HEARTH_NATIVE_CHECKS"] = os.path.join(
         tempfile.mkdtemp(prefix="hearth-native-checks-"), "native-checks.json"
     )
-
-import pytest
 
 pytest_plugins = [
     "tests.fixtures.models",

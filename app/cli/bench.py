@@ -126,17 +126,17 @@ def _host_runner(ctx: CliContext, args: argparse.Namespace, workload: Workload, 
     from app.core.bench.describe import planned_load
     from app.core.bench.runner import HostRunner
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp.options import physical_cores
+    from app.core.engines.llamacpp.options import default_threads
     from app.core.hardware import probe_hardware
     from app.core.runtime.engine_host import EngineHost
 
     path, fmt = resolve_model(ctx, args.model)
     threads = args.threads
     if threads is None and fmt == GGUF:
-        threads = physical_cores()
+        threads = default_threads()
     # The planner predicts the load a chat gets (all physical cores, its own GPU layers): a run with other
     # settings would teach it the wrong lesson.
-    custom = args.gpu_layers is not None or (args.threads is not None and args.threads != physical_cores())
+    custom = args.gpu_layers is not None or (args.threads is not None and args.threads != default_threads())
     if custom:
         sys.stderr.write("note: with --threads or --gpu-layers set, the speeds are not fed to calibration\n")
     load = planned_load(path, fmt, workload.target_ctx, n_threads=threads, n_gpu_layers=args.gpu_layers)

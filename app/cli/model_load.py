@@ -89,9 +89,9 @@ def start_host(ctx: CliContext, args: argparse.Namespace) -> tuple[EngineHost, M
     host = EngineHost(registry, calibration=ctx.calibration, name="hearth-engine")
     threads = args.threads
     if threads is None and fmt == GGUF:
-        from app.core.engines.llamacpp.options import physical_cores
+        from app.core.engines.llamacpp.options import default_threads
 
-        threads = physical_cores()
+        threads = default_threads()
     try:
         drafting: dict = {"speculative": speculation(ctx, args, fmt)}
         if getattr(args, "draft_model", None):

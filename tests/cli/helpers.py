@@ -21,10 +21,9 @@ def isolated_env(tmp_path: Path, endpoint: str, home: Path | None = None, **extr
         "HEARTH_HOME": str(home or tmp_path / "home"),
         "PATH": "/usr/bin:/bin",
         "NO_PROXY": "127.0.0.1,localhost",
-        # The session's native-check store (tests/conftest.py): the canary checks each model once per run.
-        **(
-            {"HEARTH_NATIVE_CHECKS": os.environ["HEARTH_NATIVE_CHECKS"]} if "HEARTH_NATIVE_CHECKS" in os.environ else {}
-        ),
+        # The session's native-check store (tests/conftest.py): the canary checks each model once per run; and a
+        # parallel run's share of the cores.
+        **{name: os.environ[name] for name in ("HEARTH_NATIVE_CHECKS", "HEARTH_THREADS") if name in os.environ},
         **extra,
     }
 

@@ -20,15 +20,12 @@ def load_script():
 
 
 def settled_when_idle(shots, shells: list):
-    """The script's settle(), but a short one (its default 0.6 s and less, "let queued work finish") ends as
-    soon as the shell's pool work has answered: when its task runner stays idle over three rounds of
-    events. The longer ones wait for work of their own (Hub header reads, a search's answer) and are kept."""
-    scripts_settle = shots.settle
+    """The script's settle(), ended as soon as the shell's pool work has answered: when its task runner stays
+    idle over three rounds of events (the Hub's answers, a repo page's header reads and the benchmark runs all
+    answer through it), never later than the script's own wait. Only that the shots render is checked here;
+    `make screenshots` keeps the script's waits."""
 
     def settle(app, seconds: float = 0.6) -> None:
-        if seconds > 0.6:
-            scripts_settle(app, seconds)
-            return
         from PySide6.QtCore import QCoreApplication, QEvent
 
         end, idle_rounds = time.monotonic() + seconds, 0

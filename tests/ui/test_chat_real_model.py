@@ -28,12 +28,12 @@ def smollm2_host(smollm2_gguf):
 
     require_llama_cpp()
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp.options import physical_cores
+    from app.core.engines.llamacpp.options import default_threads
 
     host = EngineHost(
         default_registry(), preflight=lambda spec, fmt, check: PreflightResult(), name="test-chat-real-host"
     )
-    host.load_sync(LoadSpec(path=smollm2_gguf, n_ctx=2048, n_threads=physical_cores()), "gguf")
+    host.load_sync(LoadSpec(path=smollm2_gguf, n_ctx=2048, n_threads=default_threads()), "gguf")
     yield host
     assert host.shutdown(30.0)
 

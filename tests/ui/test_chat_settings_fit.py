@@ -101,3 +101,22 @@ def test_at_900_px_the_title_keeps_room_beside_the_context_reading(chat_at_900, 
     assert window.width() == 900
     assert header.title.width() >= header.title.fontMetrics().horizontalAdvance("Reverse a string")
     assert "tokens used" in header.meter.bar.toolTip()
+
+
+def test_a_panel_never_opened_is_deleted_with_its_page(qtbot, make_chat):
+    """Held by the chat column until placed: a closed page leaves no scroll area behind (every widget left alive is
+    restyled at each theme change, and the app's windows come and go in a session of tests)."""
+    import shiboken6
+
+    from app.core.chat.store import ChatStore
+    from app.ui.chat import ChatPage
+
+    h, _page = make_chat(load=False)
+    store = ChatStore(h.db)
+    page = ChatPage(h.host, store, None, h.tasks, tools=h.tools)  # not the harness's: this test deletes it
+    area = page.settings_dock.area
+    assert not page.settings_dock.is_open and area.parent() is not None and not area.isVisible()
+    page.shutdown()
+    store.close()
+    page.deleteLater()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(area), timeout=5_000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 import pytest
 
@@ -13,6 +14,7 @@ from app.core.mcp.config import parse_config, save_config
 from app.core.mcp.secrets import SecretStore
 from app.core.mcp.servers import McpServers
 from app.ui.chat.render import look
+from app.ui.chat.stream import StreamBridge, StreamResult
 from tests.core.chat.tool_fixtures import SERVER, call, scripted
 
 
@@ -93,6 +95,32 @@ def test_deny_is_an_error_the_model_reads_and_always_stops_asking(with_tools, qt
     assert denied.status == "error" and denied.text == "Error: the user denied this call"
     assert f"color:{look().error}" in page.thread_view.messages.rendered(denied).html
     assert page.thread_view.rows[-1].text == "as you wish"
+
+
+def test_the_rows_a_turn_saved_show_before_its_end_whatever_the_ui_thread_does_first(qtbot):
+    """The loop saves a tool's result and the model's next turn, which answers at once (a scripted model; a busy UI
+    thread): the next drain shows the rows, then the end, never the end of a row the thread does not have."""
+    bridge = StreamBridge(1, 1, flush_ms=60_000)  # drained by hand, before any event is processed
+    seen: list[tuple] = []
+    bridge.row_added.connect(lambda role, msg_id: seen.append(("row", role, msg_id)))
+    bridge.updated.connect(lambda msg_id, text: seen.append(("text", msg_id, text)))
+    bridge.finished.connect(lambda msg_id, result: seen.append(("end", msg_id, result.text)))
+
+    def loop() -> None:  # the tool loop's thread
+        bridge.on_text("calling")
+        bridge.on_row("tool", 2)
+        bridge.on_row("assistant", 3)
+        bridge.on_text("as you wish")
+        bridge.on_finished(StreamResult("done", "as you wish", None, "stop"))
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    worker.join()
+    bridge.drain()
+    assert seen == [("row", "tool", 2), ("row", "assistant", 3), ("end", 3, "as you wish")]
+    bridge.drain()
+    assert len(seen) == 3  # shown once
+    bridge.deleteLater()
 
 
 def test_stop_while_a_call_waits_denies_it_and_ends_the_reply(with_tools, qtbot):

@@ -397,7 +397,8 @@ def test_a_native_crash_last_time_is_told_in_the_chat(qtbot):
         shell.shutdown()
 
 
-def test_damaged_chat_database_is_reported_at_start(qapp, monkeypatch):
+def test_damaged_chat_database_is_reported_at_start(qapp, monkeypatch, themed):
+    """(`themed` puts the application's look back afterwards: main() themes it for good, as the app does.)"""
     from PySide6.QtWidgets import QMessageBox
 
     import app.main

@@ -135,9 +135,9 @@ def child_command(
 
 
 def _default_threads() -> int:
-    from app.core.engines.llamacpp.options import physical_cores
+    from app.core.engines.llamacpp.options import default_threads
 
-    return physical_cores()  # what a load uses, so the probe sees the same barriers and bandwidth
+    return default_threads()  # what a load uses, so the probe sees the same barriers and bandwidth
 
 
 def measure_quant_speeds(

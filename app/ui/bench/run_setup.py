@@ -63,9 +63,9 @@ def bench_runner(
     assert isinstance(source, LocalModel)
     threads = None
     if source.format == GGUF:
-        from app.core.engines.llamacpp.options import physical_cores
+        from app.core.engines.llamacpp.options import default_threads
 
-        threads = physical_cores()
+        threads = default_threads()
     load = planned_load(Path(source.path), source.format, workload.target_ctx, n_threads=threads)
     sha = next((f.sha256 for f in source.files if Path(f.path) == Path(source.path) and f.sha256), None)
     return HostRunner(

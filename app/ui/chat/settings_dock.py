@@ -20,8 +20,9 @@ class SettingsDock:
         and the panel in its place when there is no room beside it."""
         self.panel, self.splitter, self.center, self.thread_stack = panel, splitter, center, thread_stack
         self.thread = thread
-        # Scrolled up and down on a short window; never sideways: the panel is given its width.
-        self.area = QScrollArea(widgetResizable=True)
+        # Scrolled up and down on a short window; never sideways: the panel is given its width. Held by the chat
+        # column, hidden, until it is placed: a panel never opened is deleted with its page.
+        self.area = QScrollArea(center, widgetResizable=True)
         self.area.setObjectName("chatSettingsArea")
         self.area.setFrameShape(QFrame.Shape.NoFrame)
         self.area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)

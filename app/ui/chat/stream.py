@@ -1,8 +1,9 @@
 """A chat turn shown on the UI thread, without flooding the event loop.
 
 The turn (app.core.chat.turn) reports on the engine or the tool loop's thread; here that only appends to a
-locked buffer, and a 40 ms QTimer on the UI thread drains it, so the view repaints at most ~25 times a second
-however fast the model is. No cross-thread signal per token. The turn saves the reply itself.
+locked buffer (saved rows, text, the end), and a 40 ms QTimer on the UI thread drains it in that order, so the
+view repaints at most ~25 times a second however fast the model is. No cross-thread signal per token. The turn
+saves the reply itself.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class StreamBridge(QObject):
         self._lock = threading.Lock()
         self._parts: list[str] = []
         self._pending = 0  # pieces not yet shown
+        self._rows: list[tuple[str, int]] = []  # rows saved, not yet shown
         self._final: StreamResult | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(flush_ms)
@@ -62,11 +64,13 @@ class StreamBridge(QObject):
             self._pending += 1
 
     def on_row(self, role: str, msg_id: int) -> None:
-        """Loop thread: a row was committed; the model's next turn starts with no text."""
-        if role == "assistant":
-            with self._lock:
+        """Loop thread: a row was committed; the model's next turn starts with no text. Shown at the next drain
+        (not by a queued signal of its own, which a busy UI thread could take after the drain that shows the end:
+        the reply would end before its last row is in the thread)."""
+        with self._lock:
+            self._rows.append((role, msg_id))
+            if role == "assistant":
                 self.msg_id, self._parts, self._pending = msg_id, [], 0
-        self.row_added.emit(role, msg_id)  # queued to the UI thread
 
     def on_finished(self, result: StreamResult) -> None:
         """Engine or loop thread: shown at the next drain, after the text before it."""
@@ -87,11 +91,14 @@ class StreamBridge(QObject):
     def drain(self) -> None:
         """Every flush_ms (and once more at shutdown)."""
         with self._lock:
-            pending, final, msg_id = self._pending, self._final, self.msg_id
+            pending, final, msg_id, rows = self._pending, self._final, self.msg_id, self._rows
+            self._rows = []
             if pending:
                 self.text = "".join(self._parts)
                 self.chunks += pending
                 self._pending = 0
+        for role, row_id in rows:  # in the order they were saved, before the text and the end that follow them
+            self.row_added.emit(role, row_id)
         if pending and final is None:  # a finished reply is shown once, by `finished`, not laid out twice
             self.flushes += 1
             self.updated.emit(msg_id, self.text)

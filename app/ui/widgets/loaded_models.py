@@ -133,7 +133,7 @@ class LoadedModelsStrip(QWidget):
         # link on a line it already has (the chat's model bar: its status line).
         self.max_rows = 0  # the most rows shown until "more" is clicked (0: all)
         self.expanded = False
-        self.more = QLabel()
+        self.more = QLabel(self)  # the strip's until placed: never placed, it goes with the strip
         self.more.setObjectName("loadedMore")
         self.more.setTextFormat(Qt.TextFormat.RichText)
         self.more.linkActivated.connect(lambda _link: self.show_all(not self.expanded))

@@ -33,9 +33,9 @@ def load_llamacpp(path: Path, **spec):
 
     require_llama_cpp()
     from app.core.engines.llamacpp.engine import LlamaCppEngine
-    from app.core.engines.llamacpp.options import physical_cores
+    from app.core.engines.llamacpp.options import default_threads
 
-    spec.setdefault("n_threads", physical_cores())
+    spec.setdefault("n_threads", default_threads())
     # The single-stream path unless a test asks for slots (test_llamacpp_batch.py covers the batched one).
     spec.setdefault("slots", 1)
     engine = LlamaCppEngine()

@@ -46,10 +46,10 @@ class Log:
 
 def make_host(path, **spec) -> EngineHost:
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp.options import physical_cores
+    from app.core.engines.llamacpp.options import default_threads
 
     host = EngineHost(default_registry(), name="batched-engine-host")
-    spec.setdefault("n_threads", physical_cores())
+    spec.setdefault("n_threads", default_threads())
     host.load_sync(LoadSpec(path=path, **spec), plan_check=False)
     return host
 

@@ -17,11 +17,11 @@ pytestmark = pytest.mark.slow
 def real_host(smollm2_gguf, tmp_path_factory):
     require_llama_cpp()
     from app.core.engines import default_registry
-    from app.core.engines.llamacpp.options import physical_cores
+    from app.core.engines.llamacpp.options import default_threads
 
     store = CalibrationStore(tmp_path_factory.mktemp("calib") / "calibration.json")
     host = EngineHost(default_registry(), calibration=store, name="real-engine-host")
-    host.load_sync(LoadSpec(path=smollm2_gguf, n_ctx=2048, n_threads=physical_cores()))
+    host.load_sync(LoadSpec(path=smollm2_gguf, n_ctx=2048, n_threads=default_threads()))
     host.generate_sync(chat_request("Hi", max_tokens=2), source="warm-up")  # first run in a process is slow
     yield host, store
     assert host.shutdown(30)

@@ -28,6 +28,22 @@ logger = logging.getLogger(__name__)
 _CACHE_TYPES = {"f32": "GGML_TYPE_F32", "f16": "GGML_TYPE_F16", "q8_0": "GGML_TYPE_Q8_0", "q4_0": "GGML_TYPE_Q4_0"}
 
 
+THREADS_ENV = "HEARTH_THREADS"  # the engine's CPU threads, where the user (or a parallel test run) sets them
+
+
+def default_threads() -> int:
+    """The CPU threads a load uses unless told: HEARTH_THREADS where set to a whole number, else the physical
+    cores. Two engines in two processes on the same cores (a test run with two workers, a second app) each
+    spinning on all of them wait on each other's barriers; the variable gives each its share."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            logger.warning("%s=%r is not a whole number; using the physical cores", THREADS_ENV, value)
+    return physical_cores()
+
+
 def physical_cores() -> int:
     """Physical cores; llama-cpp-python's own default (logical // 2) is 1 on a 2-vCPU machine."""
     try:
@@ -48,7 +64,7 @@ def cache_type_id(llama_cpp: ModuleType, name: str) -> int:
 
 def llama_kwargs(llama_cpp: ModuleType, spec: LoadSpec) -> dict[str, Any]:
     """Keyword arguments for `llama_cpp.Llama`, every performance knob explicit."""
-    threads = spec.n_threads or physical_cores()
+    threads = spec.n_threads or default_threads()
     kwargs: dict[str, Any] = {
         "model_path": str(spec.path),
         "n_ctx": spec.n_ctx,
