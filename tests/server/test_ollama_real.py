@@ -96,8 +96,6 @@ def test_embed(client, name):
 @pytest.fixture
 def pooled(smollm2_gguf, tmp_path):
     """SmolLM2 behind the app's model pool (what `hearth serve` and the window run), which honours keep_alive."""
-    import httpx
-
     from app.core.engines import default_registry
     from app.core.library import Library, import_path
     from app.core.runtime.pool import ModelPool
@@ -113,14 +111,14 @@ def pooled(smollm2_gguf, tmp_path):
     context = ServerContext(pool, library, resolver)
     runner = ServerThread(create_app(context), "127.0.0.1", 0, context.cancel_streams)
     runner.start()
-    yield ollama.Client(host=runner.url, timeout=120), httpx.Client(base_url=runner.url)
+    yield ollama.Client(host=runner.url, timeout=120), pool
     runner.stop(5)
     pool.shutdown(10)
     library.close()
 
 
 def test_keep_alive_zero_unloads_after_the_reply_and_the_next_request_loads_again(pooled):
-    client, _ = pooled
+    client, pool = pooled
     (model,) = client.list().models
     reply = client.generate(model.model, "Hi", options={"num_predict": 2}, keep_alive=0)
     assert reply.done and reply.response is not None
@@ -136,7 +134,7 @@ def test_keep_alive_zero_unloads_after_the_reply_and_the_next_request_loads_agai
     while [m.model for m in client.ps().models] != [model.model] and time.monotonic() < deadline:
         time.sleep(0.05)
     listed = client.ps().models
-    assert [m.model for m in listed] == [model.model], listed
+    assert [m.model for m in listed] == [model.model], (listed, pool.residents())
 
 
 def test_a_suffix_on_a_model_without_fim_tokens_is_a_clear_400(client, name):
