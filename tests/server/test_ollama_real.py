@@ -127,14 +127,8 @@ def test_keep_alive_zero_unloads_after_the_reply_and_the_next_request_loads_agai
         time.sleep(0.05)
     assert not client.ps().models
     again = client.chat(model.model, messages=ask("Say hi."), options={"num_predict": 4}, keep_alive="5m")
-    assert again.done
-    # Listed once its host says it is loaded (a bounded wait: two full runs of four saw an empty list right after
-    # the reply, while the unloaded host was still stopping beside the new one).
-    deadline = time.monotonic() + 10
-    while [m.model for m in client.ps().models] != [model.model] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    listed = client.ps().models
-    assert [m.model for m in listed] == [model.model], (listed, pool.residents())
+    listed = client.ps().models  # (a clone whose venv is a link failed here: tests/core/library/test_store.py)
+    assert again.done and [m.model for m in listed] == [model.model], (listed, pool.residents())
 
 
 def test_a_suffix_on_a_model_without_fim_tokens_is_a_clear_400(client, name):

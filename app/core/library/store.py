@@ -380,7 +380,16 @@ def _same_path(m: LocalModel, text: str) -> bool:
         p = Path(text).expanduser().absolute()
     except (OSError, ValueError, RuntimeError):  # RuntimeError: "~nobody", a home that does not exist
         return False
-    return p == m.path or any(p == f.path for f in m.files)
+    paths = [m.path, *(f.path for f in m.files)]
+    if p in paths:
+        return True
+    # The pool names a loaded model by its resolved path: an entry imported through a symlinked folder is the same
+    # file (else /api/ps and the model lists leave a loaded model out).
+    try:
+        real = p.resolve()
+        return any(real == q.resolve() for q in paths)
+    except (OSError, RuntimeError):  # a loop of links
+        return False
 
 
 def _remove(path: Path) -> int:

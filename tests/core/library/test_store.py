@@ -27,6 +27,19 @@ def test_import_gguf_file_in_place(library, gguf_copy, tmp_path):
     assert again.id == m.id and len(library.list()) == 1
 
 
+def test_an_entry_imported_through_a_symlinked_folder_is_found_by_the_files_real_path(library, gguf_copy, tmp_path):
+    """The pool names a loaded model by its resolved path (a models folder that is a link to another disk): the
+    library must know it by that path too, or /api/ps and the model lists leave the loaded model out."""
+    real = gguf_copy(tmp_path / "disk" / "tiny-llama-F16.gguf")
+    (tmp_path / "models-link").symlink_to(tmp_path / "disk", target_is_directory=True)
+    (m,) = import_path(library, tmp_path / "models-link" / real.name).imported
+    assert m.path == tmp_path / "models-link" / real.name  # kept as the user named it
+    assert library.find(str(real.resolve())).id == m.id
+    assert library.find(str(tmp_path / "models-link" / real.name)).id == m.id
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert library.find(str(tmp_path / "loop" / "x.gguf")) is None  # a loop of links is no match, not a crash
+
+
 def test_import_folder_with_split_set_as_one_entry(library, gguf_copy, tmp_path):
     folder = tmp_path / "quants"
     shards = write_split_set(folder / "Q8_0")
