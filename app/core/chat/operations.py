@@ -122,17 +122,22 @@ class ChatOperations:
             self._pool.shutdown(wait=True)
 
     # --- reads that see the writes in flight -----------------------------------------------------
+    # Each takes the writes in flight before it reads the store: one that commits in between is then seen
+    # in the store, where the other order would show neither (the old title after a rename).
     def get_conversation(self, conv_id: int) -> Conversation:
-        if self._pending.hidden(conv_id):
+        pending = self._pending.snapshot()
+        if pending.hidden(conv_id):
             raise ChatNotFound(f"No conversation {conv_id}.")
-        return self._pending.apply(self.store.get_conversation(conv_id))
+        return pending.apply(self.store.get_conversation(conv_id))
 
     def list_conversations(self, limit: int | None = None) -> list[Conversation]:
-        return self._pending.visible(self.store.list_conversations(limit))
+        pending = self._pending.snapshot()
+        return pending.visible(self.store.list_conversations(limit))
 
     def search(self, query: str, limit: int = 50) -> list[Conversation]:
         """Any thread (a search reads every message: the UI runs it on its pool)."""
-        return self._pending.visible(self.store.search(query, limit=limit))
+        pending = self._pending.snapshot()
+        return pending.visible(self.store.search(query, limit=limit))
 
     # --- conversations ---------------------------------------------------------------------------
     def create_conversation(

@@ -65,15 +65,27 @@ class PendingWrites:
 
         return settle
 
-    def hidden(self, conv_id: int) -> bool:
+    def snapshot(self) -> PendingView:
+        """The changes in flight now. Taken before a read of the store: a write settled after it is already
+        committed, so the read sees it either way (settled before the store read and the snapshot would miss it)."""
         with self._lock:
-            return conv_id in self._deleting
+            fields = {cid: {name: value for name, (_seq, value) in mine.items()} for cid, mine in self._fields.items()}
+            return PendingView(fields, frozenset(self._deleting))
+
+
+class PendingView:
+    """A frozen copy of the writes in flight at one moment (any thread)."""
+
+    def __init__(self, fields: dict[int, dict[str, Any]], deleting: frozenset[int]) -> None:
+        self._fields = fields
+        self._deleting = deleting
+
+    def hidden(self, conv_id: int) -> bool:
+        return conv_id in self._deleting
 
     def apply(self, conv: Conversation) -> Conversation:
         """`conv` as it will be once the writes in flight are committed."""
-        with self._lock:
-            mine = self._fields.get(conv.id)
-            changes = {name: value for name, (_seq, value) in mine.items()} if mine else None
+        changes = self._fields.get(conv.id)
         return replace(conv, **changes) if changes else conv
 
     def visible(self, convs: list[Conversation]) -> list[Conversation]:

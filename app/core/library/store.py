@@ -388,7 +388,7 @@ def _same_path(m: LocalModel, text: str) -> bool:
     try:
         real = p.resolve()
         return any(real == q.resolve() for q in paths)
-    except (OSError, RuntimeError):  # a loop of links
+    except (OSError, ValueError, RuntimeError):  # a loop of links; ValueError: a NUL in a name from a request
         return False
 
 

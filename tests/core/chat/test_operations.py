@@ -173,6 +173,40 @@ def test_reads_show_a_rename_and_settings_in_flight_and_the_store_after_a_failur
     assert back.system_prompt == "Be brief." and back.context_length is None
 
 
+def test_a_rename_committed_while_a_read_is_under_way_is_shown_by_that_read(ops, store, monkeypatch):
+    """The read's store query ran before the commit, and the overlay was settled before the read looked at it:
+    the old title was shown (a rename under load, seen in CI)."""
+    conv = ops.create_conversation("old").result(5)
+    release = blocked(ops)
+    renaming = ops.rename(conv.id, "new")
+    stored = store.get_conversation
+
+    def commit_during_the_read(conv_id):
+        before = stored(conv_id)  # the store answers with the title as it was...
+        release.set()  # ...then the rename commits and settles, before the read applies its overlay
+        renaming.result(5)
+        return before
+
+    monkeypatch.setattr(store, "get_conversation", commit_during_the_read)
+    assert ops.get_conversation(conv.id).title == "new"
+
+
+def test_a_listing_made_while_a_rename_commits_shows_the_new_title(ops, store, monkeypatch):
+    conv = ops.create_conversation("old").result(5)
+    release = blocked(ops)
+    renaming = ops.rename(conv.id, "new")
+    listed = store.list_conversations
+
+    def commit_during_the_read(limit=None):
+        before = listed(limit)
+        release.set()
+        renaming.result(5)
+        return before
+
+    monkeypatch.setattr(store, "list_conversations", commit_during_the_read)
+    assert [c.title for c in ops.list_conversations()] == ["new"]
+
+
 def test_a_later_change_of_a_field_outlives_the_earlier_one(ops, store):
     conv = ops.create_conversation("c").result(5)
     release = blocked(ops)

@@ -38,6 +38,7 @@ def test_an_entry_imported_through_a_symlinked_folder_is_found_by_the_files_real
     assert library.find(str(tmp_path / "models-link" / real.name)).id == m.id
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     assert library.find(str(tmp_path / "loop" / "x.gguf")) is None  # a loop of links is no match, not a crash
+    assert library.find(str(tmp_path / "models-link" / "a\x00b.gguf")) is None  # a NUL from a request's model name
 
 
 def test_import_folder_with_split_set_as_one_entry(library, gguf_copy, tmp_path):
