@@ -25,11 +25,12 @@ run: system-deps $(VENV)/.installed
 # given a test file at a time (its module's real models load once): on two cores one worker's Qt and server tests
 # run while another's engine waits or decodes (measured on 2 cores: 1950 s in one process, 798 s on two workers,
 # 714-733 s on three). Bytecode is written even where the environment says not to: rewriting and compiling the
-# test modules afresh in every worker and CLI subprocess took minutes (docs/development.md).
+# test modules afresh in every worker and CLI subprocess took minutes (docs/development.md). A worker that dies (a
+# native crash) fails its test and is not replaced: a replaced one was seen to leave the run waiting forever.
 TEST_WORKERS ?= 3
 test: system-deps lint
 	PYTHONDONTWRITEBYTECODE= QT_QPA_PLATFORM=offscreen $(PY) -m pytest \
-	  $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	  $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --max-worker-restart=0) $(PYTEST_ARGS)
 
 # Every page, light and dark, at 1280x800 and 900x600, into build/screenshots/ (headless).
 screenshots: system-deps $(VENV)/.installed-test
