@@ -346,6 +346,14 @@ BENCHES = [
         quick_timeout_s=180,
     ),
     Bench(
+        "busy",
+        "busy.py",
+        "decode and prefill with CPU-bound processes beside the engine: vs quiet, fixed threads, llama-server",
+        quick=("--runs", "2", "--loads", "0,2"),
+        peer="optional",
+        quick_timeout_s=240,
+    ),
+    Bench(
         "concurrency",
         "concurrency.py",
         "concurrent streaming clients: latency percentiles and throughput",

@@ -26,6 +26,7 @@ from app.core.engines.decoding.sequences import PromptCache, Slot, pick_slot
 from app.core.engines.decoding.speculative import SeqDrafts, Speculator
 from app.core.engines.errors import EngineError
 from app.core.engines.inputs.images import is_image, text_run
+from app.core.engines.llamacpp.cpu_share import CpuShare
 from app.core.engines.llamacpp.exact import ExactDecoding
 from app.core.engines.llamacpp.grammar import GRAMMAR_TOKEN_BUDGET_S, GrammarSampler, GrammarTooSlow, SamplingCancelled
 from app.core.engines.llamacpp.logits import LogitRows
@@ -69,8 +70,11 @@ class BatchRunner:
         cache_bytes: int = 0,
         speculator: Speculator | None = None,
         deterministic: bool = False,
+        cpu_share: CpuShare | None = None,
     ) -> None:
-        """`deterministic`: each sequence decoded on its own, prompts in aligned chunks (llamacpp.exact)."""
+        """`deterministic`: each sequence decoded on its own, prompts in aligned chunks (llamacpp.exact).
+        `cpu_share`: a step's threads as the machine's other work leaves the cores (None: the context's
+        own, always)."""
         self._lib = lib
         self._llm = llm
         self._ctx = ctx
@@ -100,6 +104,8 @@ class BatchRunner:
         # Where the chat template's turn ends, for Hearth's own templates (chat_formats): every reply stops
         # there, and reports it as the model's own end, not as a stop sequence the caller asked for.
         self.turn_ends: tuple[str, ...] = ()
+        self.cpu_share = cpu_share
+        self._threads = 0  # as last set on the context (0: as it was opened)
 
     @property
     def vision(self) -> Any:
@@ -313,6 +319,15 @@ class BatchRunner:
         seq.stats.image_encode_s += encoded
         seq.prefill_s += took
 
+    def _set_threads(self) -> None:
+        """The step's threads, prompt and decode alike, as the CPU share gives them."""
+        if self.cpu_share is None:
+            return
+        n = self.cpu_share.threads_now()
+        if n != self._threads:
+            self._lib.llama_set_n_threads(self._ctx.ctx, n, n)
+            self._threads = n
+
     def _draft_cap(self, seq: BatchSequence) -> int:
         """Drafts that could all be kept: within the sequence's context and its max_tokens."""
         cap = self.n_ctx_seq - len(seq.slot.tokens) - 2
@@ -341,6 +356,7 @@ class BatchRunner:
             b.logits[i - 1] = logits
             seq.logits_at = i - len(toks) if every else (i - 1 if logits else -1)
         b.n_tokens = i
+        self._set_threads()
         began = time.perf_counter()
         rc = self._lib.llama_decode(self._ctx.ctx, b)
         took = time.perf_counter() - began

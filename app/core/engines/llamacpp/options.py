@@ -44,6 +44,15 @@ def default_threads() -> int:
     return physical_cores()
 
 
+FIXED_THREADS_ENV = "HEARTH_FIXED_THREADS"  # "1": every decode on all the load's threads, however busy the cores
+
+
+def adaptive_threads() -> bool:
+    """Whether a decode step's threads follow the cores the machine's other work leaves (llamacpp.cpu_share);
+    HEARTH_FIXED_THREADS=1 turns it off (the bench compares the two)."""
+    return os.environ.get(FIXED_THREADS_ENV, "").strip() not in ("1", "true", "yes")
+
+
 def physical_cores() -> int:
     """Physical cores; llama-cpp-python's own default (logical // 2) is 1 on a 2-vCPU machine."""
     try:

@@ -14,6 +14,8 @@ from app.core.engines.decoding.sequences import drain
 from app.core.engines.decoding.speculative import make_speculator
 from app.core.engines.errors import EngineError
 from app.core.engines.llamacpp.batch import BatchRunner
+from app.core.engines.llamacpp.cpu_share import CpuShare
+from app.core.engines.llamacpp.options import adaptive_threads
 from app.core.native import import_native
 
 logger = logging.getLogger(__name__)
@@ -101,6 +103,7 @@ def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bo
         0 if spec.deterministic else spec.prompt_cache_mib * 1024 * 1024,  # a saved state is not exact
         make_speculator(speculative, spec.drafts_at_most(), drafter),
         spec.deterministic,
+        CpuShare(int(params.n_threads)) if adaptive_threads() else None,
     )
     logger.info(
         "opened %d slots of %d tokens (%s KV cache)",
