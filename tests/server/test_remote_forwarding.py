@@ -243,27 +243,32 @@ def test_a_prompt_over_the_remotes_context_is_its_400_before_any_byte(forward, s
 
 
 def test_the_agent_routes_and_concurrent_clients_reach_the_remote_too(forward):
-    live, _ = forward(script="hello over there", tok_s=40)
+    live, _ = forward(script="hello over there", tok_s=5)  # a reply lasts most of a second
     message = live.client.post(
         "/v1/messages", json={"model": REMOTE, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
     )
     assert message.status_code == 200 and message.json()["content"][0]["text"] == "hello over there"
     response = live.client.post("/v1/responses", json={"model": REMOTE, "input": "hi"})
     assert response.status_code == 200 and "hello over there" in json.dumps(response.json())
-    # two clients at once: each gets a host of its own (the remote server takes both)
+    # two clients at once: each gets a host of its own (the remote server takes both). The second is sent
+    # once the first is streaming, so a slow start of the first (a busy machine) cannot serialise them.
     results: list[int] = []
-    threads = [
-        threading.Thread(
-            target=lambda: results.append(
-                httpx.post(live.v1 + "/chat/completions", json=chat(REMOTE), timeout=30).status_code
+    hosts = live.context.remotes._hosts
+
+    def first_streaming() -> bool:
+        return any(h.state.status == "generating" for h in hosts.get(REMOTE, []))
+
+    with httpx.Client(timeout=30) as client:
+        threads = [
+            threading.Thread(
+                target=lambda: results.append(client.post(live.v1 + "/chat/completions", json=chat(REMOTE)).status_code)
             )
-        )
-        for _ in range(2)
-    ]
-    for t in threads:
-        t.start()
-        time.sleep(0.05)
-    for t in threads:
-        t.join()
+            for _ in range(2)
+        ]
+        threads[0].start()
+        assert wait_until(first_streaming, 10)
+        threads[1].start()
+        for t in threads:
+            t.join()
     assert results == [200, 200]
-    assert len(live.context.remotes._hosts[REMOTE]) == 2
+    assert len(hosts[REMOTE]) == 2

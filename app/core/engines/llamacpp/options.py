@@ -44,11 +44,11 @@ def default_threads() -> int:
     return physical_cores()
 
 
-FIXED_THREADS_ENV = "HEARTH_FIXED_THREADS"  # "1": every decode on all the load's threads, however busy the cores
+FIXED_THREADS_ENV = "HEARTH_FIXED_THREADS"  # "1": every step on all the load's threads, however busy the cores
 
 
 def adaptive_threads() -> bool:
-    """Whether a decode step's threads follow the cores the machine's other work leaves (llamacpp.cpu_share);
+    """Whether a step's threads follow the cores the machine's other work leaves (llamacpp.cpu_share);
     HEARTH_FIXED_THREADS=1 turns it off (the bench compares the two)."""
     return os.environ.get(FIXED_THREADS_ENV, "").strip() not in ("1", "true", "yes")
 

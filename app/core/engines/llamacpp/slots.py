@@ -103,7 +103,9 @@ def open_slots(lib: Any, llm: Any, spec: LoadSpec, piece: Callable[[Any, int, bo
         0 if spec.deterministic else spec.prompt_cache_mib * 1024 * 1024,  # a saved state is not exact
         make_speculator(speculative, spec.drafts_at_most(), drafter),
         spec.deterministic,
-        CpuShare(int(params.n_threads)) if adaptive_threads() else None,
+        # A deterministic load keeps its threads: an operation that splits a sum across threads would sum
+        # in another order on another count.
+        CpuShare(int(params.n_threads)) if adaptive_threads() and not spec.deterministic else None,
     )
     logger.info(
         "opened %d slots of %d tokens (%s KV cache)",

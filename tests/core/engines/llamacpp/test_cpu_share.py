@@ -21,6 +21,9 @@ class Machine:
         self.idle += seconds * idle_cores
         self.own += seconds * own_cores
 
+    def clock(self) -> float:
+        return self.wall
+
     def sample(self) -> CpuSample:
         if self.broken:
             raise OSError("no /proc")
@@ -33,14 +36,14 @@ def machine() -> Machine:
 
 
 def test_a_quiet_machine_keeps_every_thread(machine):
-    share = CpuShare(4, machine.sample)
+    share = CpuShare(4, machine.sample, clock=machine.clock)
     for _ in range(10):
         assert share.threads_now() == 4
         machine.run(0.6, idle_cores=0.1, own_cores=3.9)  # the threads spin at their barriers: all theirs
 
 
 def test_busy_neighbours_take_threads_away_one_window_at_a_time_and_settle(machine):
-    share = CpuShare(2, machine.sample)
+    share = CpuShare(2, machine.sample, clock=machine.clock)
     assert share.threads_now() == 2
     machine.run(0.2, idle_cores=0.0, own_cores=1.0)
     assert share.threads_now() == 2  # less than a window: not looked at yet
@@ -52,7 +55,7 @@ def test_busy_neighbours_take_threads_away_one_window_at_a_time_and_settle(machi
 
 
 def test_one_busy_neighbour_on_two_cores_leaves_one_thread(machine):
-    share = CpuShare(2, machine.sample)
+    share = CpuShare(2, machine.sample, clock=machine.clock)
     share.threads_now()
     machine.run(0.6, idle_cores=0.0, own_cores=1.33)  # three runnable threads on two cores
     assert share.threads_now() == 1
@@ -61,7 +64,7 @@ def test_one_busy_neighbour_on_two_cores_leaves_one_thread(machine):
 
 
 def test_threads_come_back_when_the_machine_goes_quiet(machine):
-    share = CpuShare(3, machine.sample)
+    share = CpuShare(3, machine.sample, clock=machine.clock)
     share.threads_now()
     for _ in range(2):
         machine.run(0.6, idle_cores=0.0, own_cores=0.5)
@@ -76,7 +79,7 @@ def test_threads_come_back_when_the_machine_goes_quiet(machine):
 
 
 def test_a_share_between_the_thresholds_does_not_flap(machine):
-    share = CpuShare(2, machine.sample)
+    share = CpuShare(2, machine.sample, clock=machine.clock)
     share.threads_now()
     machine.run(0.6, idle_cores=0.0, own_cores=1.7)  # above 2 - DROP_AT: kept
     assert share.threads_now() == 2
@@ -86,11 +89,22 @@ def test_a_share_between_the_thresholds_does_not_flap(machine):
     assert share.threads_now() == 1
 
 
+def test_the_counters_are_read_once_a_window_not_every_step(machine):
+    reads = []
+    share = CpuShare(2, lambda: reads.append(1) or machine.sample(), clock=machine.clock)
+    for _ in range(100):  # a hundred tokens in 0.5 s
+        share.threads_now()
+        machine.run(0.005, idle_cores=0.0, own_cores=2.0)
+    assert len(reads) == 1
+    share.threads_now()
+    assert len(reads) == 2
+
+
 def test_unreadable_counters_leave_the_count_where_it_is(machine):
-    share = CpuShare(2, machine.sample)
+    share = CpuShare(2, machine.sample, clock=machine.clock)
     machine.broken = True
     assert share.threads_now() == 2
-    assert CpuShare(1, machine.sample).threads_now() == 1
+    assert CpuShare(1, machine.sample, clock=machine.clock).threads_now() == 1
 
 
 def test_the_real_counters_read(machine):

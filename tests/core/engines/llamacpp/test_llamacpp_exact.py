@@ -59,6 +59,7 @@ LONG = "The quick brown fox jumps over the lazy dog while the cat sleeps on a wa
 def test_tiny_deterministic_replies_are_the_same_alone_together_and_cached(tiny_exact):
     engine = tiny_exact
     assert engine.info.extra["deterministic"] and engine.info.extra["speculative"] == "off"
+    assert engine.sequences.runner.cpu_share is None  # its threads stay as loaded, whatever else runs
     prompts = [LONG, "Once upon a time", "In the beginning was", LONG + " again and again"]
     engine.forget_cache()
     alone = []
