@@ -251,7 +251,10 @@ def test_chat_logprobs_greedy_tokens_lead_their_top_and_the_stream_agrees(client
     # so a token may be verified in a batch of another size (other kernels) on a busy machine. A logprob put
     # on the wrong token would be off by far more (they run from -1.9 to -0.01 here).
     assert [t.logprob for t in streamed] == pytest.approx([t.logprob for t in content], abs=0.1)
-    assert [[a.token for a in t.top_logprobs] for t in streamed] == [[a.token for a in t.top_logprobs] for t in content]
+    # The likeliest alternatives, as a set: the same drafting may swap two near-tied ones further down the list.
+    assert [{a.token for a in t.top_logprobs[:3]} for t in streamed] == [
+        {a.token for a in t.top_logprobs[:3]} for t in content
+    ]
 
 
 def test_logit_bias_bans_the_greedy_token_and_forces_another(client, model_id, tokenize):
