@@ -201,7 +201,7 @@ def test_a_client_that_leaves_frees_the_host_and_the_log_shows_the_route(make_se
             if json.loads(line)["message"]["content"]:
                 break
     assert wait(lambda: live.host.state.status == "ready", 2)
-    assert any(rec.path == "/api/chat" for rec in live.context.log.items())
+    assert wait(lambda: any(rec.path == "/api/chat" for rec in live.context.log.items()), 5)
 
 
 def wait(predicate, timeout: float = 5.0) -> bool:

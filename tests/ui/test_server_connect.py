@@ -113,8 +113,10 @@ def test_test_sends_the_tools_route_to_the_running_server_off_the_ui_thread(make
     qtbot.waitUntil(lambda: card.test_button.isEnabled(), timeout=WAIT_MS)
     assert card.result.text().startswith(f"{api}: OK — “"), card.result.text()
     assert threads and all(t is not threading.main_thread() for t in threads)
+    # The server logs a request once its body has gone out, which can be after the client has read it all.
+    qtbot.waitUntil(lambda: bool(env.api.log.items()), timeout=WAIT_MS)
     logged = env.api.log.items()
-    assert logged and logged[-1].path == path and logged[-1].status == 200  # the real key went with it
+    assert logged[-1].path == path and logged[-1].status == 200  # the real key went with it
 
 
 def test_an_ollama_tools_test_for_a_model_the_server_lacks_shows_ollamas_error(make_env, qtbot):
@@ -128,6 +130,7 @@ def test_an_ollama_tools_test_for_a_model_the_server_lacks_shows_ollamas_error(m
     qtbot.waitUntil(lambda: card.test_button.isEnabled(), timeout=WAIT_MS)
     assert card.result.text().startswith("Ollama chat: 404 — "), card.result.text()
     assert "'no-such-model'" in card.result.text()
+    qtbot.waitUntil(lambda: bool(env.api.log.items()), timeout=WAIT_MS)
     assert env.api.log.items()[-1].path == "/api/chat"
 
 

@@ -11,7 +11,7 @@ import time
 from app.core.chat.tool_loop import ToolLoop, as_functions, inert
 from app.core.engines.base import ChatMessage, SamplingParams
 from app.core.mcp.servers import McpTool
-from tests.core.chat.tool_fixtures import call, scripted
+from tests.core.chat.tool_fixtures import call, scripted, stop_soon
 
 ASK = [ChatMessage(role="user", content="What is 2 + 40?")]
 GREEDY = SamplingParams(temperature=0, max_tokens=64)
@@ -66,8 +66,7 @@ def test_the_step_limit_ends_a_model_that_keeps_calling(servers, make_host):
 
 def test_stop_ends_a_tool_that_hangs(servers, make_host):
     cancel = threading.Event()
-    loop = ToolLoop(make_host(scripted(call("hang", seconds=30), "never")), servers, lambda c: "once")
-    threading.Timer(2.0, cancel.set).start()
+    loop = ToolLoop(make_host(scripted(call("hang", seconds=30), "never")), servers, stop_soon(cancel))
     started = time.monotonic()
     run = loop.run(ASK, GREEDY, ["tools"], cancel=cancel)
     assert run.stopped and run.steps[0].error == "stopped by the user" and time.monotonic() - started < 15

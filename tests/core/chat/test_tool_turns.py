@@ -10,7 +10,7 @@ from app.core.chat.operations import ChatOperations
 from app.core.chat.tool_loop import ToolLoop
 from app.core.chat.tool_turns import SavedTurns
 from app.core.engines.base import SamplingParams
-from tests.core.chat.tool_fixtures import call, scripted
+from tests.core.chat.tool_fixtures import call, scripted, stop_soon
 
 
 def test_each_turn_is_saved_as_it_ends_and_the_thread_reads_back_as_the_model_saw_it(store, servers, make_host):
@@ -49,8 +49,7 @@ def test_a_stopped_tool_leaves_a_stopped_reply_and_the_tools_error(store, server
         saved = chats.send(None, "Wait for it", title="wait").result(10)
         cancel = threading.Event()
         sink = SavedTurns(chats, saved.conversation_id, saved.reply_id, cancel=cancel)
-        loop = ToolLoop(make_host(scripted(call("hang", seconds=30), "never")), servers, lambda c: "once")
-        threading.Timer(2.0, cancel.set).start()
+        loop = ToolLoop(make_host(scripted(call("hang", seconds=30), "never")), servers, stop_soon(cancel))
         thread = store.active_path(saved.conversation_id)
         loop.run(history_for_request("", thread[:-1]), SamplingParams(), ["tools"], sink=sink, cancel=cancel)
         chats.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,17 @@ def scripted(*turns: str):
         return turns[min(done, len(turns) - 1)]
 
     return reply
+
+
+def stop_soon(cancel: threading.Event):
+    """An approval that lets the call run and presses Stop a moment after it starts: the stop lands while the
+    tool runs however long the model took to ask for it (a fixed timer from the start raced a busy machine)."""
+
+    def approve(_call) -> str:
+        threading.Timer(0.3, cancel.set).start()
+        return "once"
+
+    return approve
 
 
 @pytest.fixture
