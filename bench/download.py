@@ -2,14 +2,14 @@
 
     python bench/download.py [--size-mb 1024] [--reps 3] [--no-hf] [--json out.json]
 
-A file of `--size-mb` random bytes is written once to ~/.cache/hearth-bench (or $HEARTH_BENCH_CACHE) and served
-by the test suite's fake Hub (stdlib http.server, sendfile) on 127.0.0.1. In the same run, repetitions alternate:
-our `FileDownload` (streams, hashes sha256 and verifies, fsyncs, renames), `curl -s -o` then an fsync of its file
-(the same bytes on disk; skipped with a note if curl is missing), `curl -s -o` alone, and
-`huggingface_hub.hf_hub_download` (optional). Every run starts after `sync`, so none pays for writing out the one
-before it. Medians are printed with the ratio ours ÷ (curl + fsync) (target >= 0.9) and ours ÷ curl alone. The resume test drops the connection at 50 %, resumes in the same call (Range +
-If-Range) and again across a "restart" (a new downloader object that re-hashes the partial), and reports the extra
-bytes re-fetched (target < 1 %) and the time spent re-hashing the prefix.
+A file of `--size-mb` random bytes is written once to ~/.cache/hearth-bench (or $HEARTH_BENCH_CACHE) and served by the
+test suite's fake Hub (stdlib http.server, sendfile) on 127.0.0.1. In the same run, repetitions alternate: our
+`FileDownload` (streams, hashes sha256 and verifies, fsyncs, renames), `curl -s -o` then an fsync of its file (the
+same bytes on disk; skipped with a note if curl is missing), `curl -s -o` alone, and `huggingface_hub.hf_hub_download`
+(optional). Every run starts after `sync`, so none pays for writing out the one before it. Medians are printed with
+the ratio ours ÷ (curl + fsync) (target >= 0.9) and ours ÷ curl alone. The resume test drops the connection at 50 %,
+resumes in the same call (Range + If-Range) and again across a "restart" (a new downloader object that re-hashes the
+partial), and reports the extra bytes re-fetched (target < 1 %) and the time spent re-hashing the prefix.
 """
 
 from __future__ import annotations

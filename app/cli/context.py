@@ -70,18 +70,32 @@ class CliContext:
         return code
 
 
-def parallel_count(text: str) -> int:
-    """argparse type of `--parallel N`: generations at once, 1 (one at a time) to the settings' maximum."""
+def slot_count(text: str) -> int:
+    """argparse type of `hearth run|chat --parallel N`: slots loaded as asked, with no planner to say how
+    many fit, so a number (1 to the settings' maximum), never auto."""
     import argparse
 
-    from app.core.settings import MAX_PARALLEL_REQUESTS
+    n = parallel_count(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("give a number of slots here (auto is for `hearth serve`)")
+    return n
 
+
+def parallel_count(text: str) -> int:
+    """argparse type of `--parallel N|auto`: generations at once, 1 (one at a time) to the settings' maximum,
+    or auto (AUTO_PARALLEL: as many as memory allows)."""
+    import argparse
+
+    from app.core.settings import AUTO_PARALLEL, MAX_PARALLEL_REQUESTS
+
+    if text.strip().lower() == "auto":
+        return AUTO_PARALLEL
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number or auto") from None
     if not 1 <= n <= MAX_PARALLEL_REQUESTS:
         raise argparse.ArgumentTypeError(
-            f"{n} is out of range: give 1 (one request at a time) to {MAX_PARALLEL_REQUESTS} parallel requests"
+            f"{n} is out of range: give 1 (one request at a time) to {MAX_PARALLEL_REQUESTS} parallel requests, or auto"
         )
     return n

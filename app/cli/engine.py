@@ -49,7 +49,7 @@ def add_engine_commands(subparsers: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from app.cli.context import parallel_count
+    from app.cli.context import slot_count
     from app.core.settings import SPECULATIVE_FLAGS
 
     p.add_argument("--system", help="a system prompt")
@@ -60,7 +60,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     # A terminal holds one conversation: slots (each with its own context's KV memory) are opt-in here.
     p.add_argument(
         "--parallel",
-        type=parallel_count,
+        type=slot_count,
         default=1,
         metavar="N",
         help="load with N parallel slots of --ctx tokens each (default 1: the single-stream path)",

@@ -62,8 +62,8 @@ def add_serve_command(subparsers: Any) -> None:
         "--parallel",
         type=parallel_count,
         metavar="N",
-        help="requests a model runs at once, fewer where memory is short; 1: one at a time "
-        "(default: Settings → Parallel requests)",
+        help="requests a model runs at once, fewer where memory is short; 1: one at a time; auto: as many as "
+        "memory allows, up to 8 (default: Settings → Parallel requests, auto unless changed)",
     )
     serve.add_argument(
         "--speculative",
@@ -120,7 +120,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     idle = SERVE_IDLE_MINUTES if args.idle_minutes is None else max(0, args.idle_minutes)
     library = ctx.open_library()
     remotes = open_remotes(ctx.paths)  # remote models the user chose to expose are served here too
-    slots = args.parallel or ctx.settings.parallel_requests
+    slots = ctx.settings.parallel_requests if args.parallel is None else args.parallel
     if args.draft_model and library.find(args.draft_model) is None:
         library.close()
         return ctx.fail(f"no model {args.draft_model!r} in the library to draft with (see `hearth ls`)", 2)
@@ -210,7 +210,11 @@ def _load_first(host: Any, resolver: Any, name: str, draft_model: str | None, sl
 
 
 def _slots_text(loaded: int, asked: int) -> str:
+    from app.core.settings import AUTO_PARALLEL
+
     text = f"{loaded} parallel slot{'s' if loaded != 1 else ''}"
+    if asked == AUTO_PARALLEL:
+        return text + " (auto: as many as memory allows)"
     return text + (f" ({asked} asked; fewer fit in memory)" if loaded < asked else "")
 
 

@@ -31,7 +31,11 @@ DEFAULT_SERVER_PORT = 8487
 # Ollama's own port: tools with its address hard-coded find Hearth there when ServerSettings.ollama_port is on.
 OLLAMA_PORT = 11434
 # Generations the engine runs at once (chat and API together); the planner gives fewer where memory is short.
-DEFAULT_PARALLEL_REQUESTS = 4
+# Auto (0, the default) lets memory decide, up to AUTO_PARALLEL_MAX: eight clients are batched, not queued,
+# where their KV cache fits (llama-server's auto gives four that share one context).
+AUTO_PARALLEL = 0
+AUTO_PARALLEL_MAX = 8
+DEFAULT_PARALLEL_REQUESTS = AUTO_PARALLEL
 MAX_PARALLEL_REQUESTS = 16
 # Speculative decoding: "auto" as planned (prompt lookup, each draft sized by what it measures to earn on
 # this machine, none where nothing pays), "off" never. "on" was a third choice once; it now means "auto".
@@ -111,7 +115,7 @@ class Settings(BaseModel):
     hf_token: str = ""  # empty: HF_TOKEN, else anonymous
     parallel_downloads: int = Field(default=2, ge=1, le=8)
     # Parallel slots a model loads with (each with its own KV cache for one conversation's context).
-    parallel_requests: int = Field(default=DEFAULT_PARALLEL_REQUESTS, ge=1, le=MAX_PARALLEL_REQUESTS)
+    parallel_requests: int = Field(default=DEFAULT_PARALLEL_REQUESTS, ge=AUTO_PARALLEL, le=MAX_PARALLEL_REQUESTS)
     speculative: SpeculativeSetting = "auto"
     # GGUF models load with LoadSpec.deterministic: a reply at temperature 0 (or with a seed) is the same alone,
     # beside other requests and from the prompt cache, at the speed batching and drafting would add.

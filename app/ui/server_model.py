@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from app.core.connect import KEY_PLACEHOLDER, MODEL_PLACEHOLDER
 from app.core.runtime.drafts import drafting_text
 from app.core.runtime.jobs import HostState
-from app.core.settings import ServerSettings, Settings
+from app.core.settings import AUTO_PARALLEL, AUTO_PARALLEL_MAX, ServerSettings, Settings
 
 # A running server must be restarted for these to apply; JIT (and its context), idle unload and queue
 # size reach the engine host through Services.apply_settings without one.
@@ -46,9 +46,15 @@ def needs_restart(old: ServerSettings, new: ServerSettings) -> bool:
 
 PARALLEL_HINT = (
     "How many replies the engine writes at the same time, for the chat and the API together. Each one keeps "
-    "its own context in memory, so where memory is short a model is loaded for fewer. 1 answers one request "
-    "at a time. A change applies the next time a model loads."
+    "its own context in memory, so where memory is short a model is loaded for fewer. Auto lets memory decide "
+    f"(up to {AUTO_PARALLEL_MAX}, keeping room for another model); 1 answers one request at a time. A change "
+    "applies the next time a model loads."
 )
+
+
+def parallel_text(n: int) -> str:
+    """Settings → Parallel requests in words: "Auto (by memory)" or "4 at once"."""
+    return "Auto (by memory)" if n == AUTO_PARALLEL else f"{n} at once"
 
 
 def bounds(name: str) -> tuple[int, int]:

@@ -20,8 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.settings import DEFAULT_PARALLEL_REQUESTS, OLLAMA_PORT, ServerSettings
-from app.ui.server_model import PARALLEL_HINT, bounds, settings_bounds
+from app.core.settings import AUTO_PARALLEL, DEFAULT_PARALLEL_REQUESTS, OLLAMA_PORT, ServerSettings
+from app.ui.server_model import PARALLEL_HINT, bounds, parallel_text, settings_bounds
 from app.ui.theme import set_status
 
 logger = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class ServerSettingsForm(QFrame):
         self.parallel = QSpinBox()
         self.parallel.setRange(*settings_bounds("parallel_requests"))
         self.parallel.setSuffix(" at once")
+        self.parallel.setSpecialValueText(parallel_text(AUTO_PARALLEL))  # shown at the minimum, 0
         self.parallel.setToolTip(PARALLEL_HINT)
         # The one place it is edited (Settings only shows it), so its explanation is in view, not only a tooltip.
         self.parallel_hint = QLabel(PARALLEL_HINT)

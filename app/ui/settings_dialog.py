@@ -33,6 +33,7 @@ from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
 from app.ui.file_dialogs import existing_folder
 from app.ui.mcp_editor import McpServerList
+from app.ui.server_model import parallel_text
 from app.ui.theme import set_status
 from app.ui.widgets.scroll import scrolling
 
@@ -128,7 +129,7 @@ class SettingsDialog(QDialog):
         self.measure_bw.setChecked(settings.measure_bandwidth_on_start)
         hform.addRow(self.measure_bw)
         hform.addRow(_hint(MEASURE_HINT))
-        self.parallel_requests = QLabel(f"{settings.parallel_requests} at once")
+        self.parallel_requests = QLabel(parallel_text(settings.parallel_requests))
         parallel = QHBoxLayout()
         parallel.addWidget(self.parallel_requests)
         self.parallel_link = QPushButton("Change on the Server page")

@@ -210,9 +210,23 @@ def test_parallel_out_of_range_is_a_usage_error(command, value):
     proc = subprocess.run(hearth(*command, "--parallel", value), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "argument --parallel" in proc.stderr
     want = (
-        "is not a whole number" if value == "four" else f"{value} is out of range: give 1 (one request at a time) to 16"
+        "is not a whole number or auto"
+        if value == "four"
+        else f"{value} is out of range: give 1 (one request at a time) to 16 parallel requests, or auto"
     )
     assert want in proc.stderr
+
+
+def test_auto_parallel_is_for_serve_alone():
+    from app.cli.context import parallel_count, slot_count
+    from app.core.settings import AUTO_PARALLEL
+
+    assert parallel_count("auto") == parallel_count(" AUTO ") == AUTO_PARALLEL and parallel_count("3") == 3
+    proc = subprocess.run(
+        hearth("run", "model", "hi", "--parallel", "auto"), cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and "auto is for `hearth serve`" in proc.stderr
+    assert slot_count("2") == 2
 
 
 def test_run_with_a_draft_model(tmp_path):

@@ -53,7 +53,7 @@ def test_serve_a_model_file_answer_with_openai_stop_on_sigterm(smollm2_gguf, tmp
     proc, url, printed = _start(args, tmp_path / "home")
     try:
         assert url == f"http://127.0.0.1:{port}"
-        assert "8,192-token context, 2 parallel slots" in printed  # --parallel over the setting's 4
+        assert "8,192-token context, 2 parallel slots," in printed  # --parallel over the setting (auto)
         assert "speculative decoding: ngram" in printed  # asked for, though this CPU would plan it off
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
         (model,) = client.models.list().data
@@ -153,3 +153,14 @@ def test_serve_with_a_draft_model_from_the_library(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
+
+
+def test_the_slot_line_says_when_memory_chose_the_slots():
+    from app.cli.serve import _slots_text
+    from app.core.settings import AUTO_PARALLEL
+
+    assert _slots_text(8, AUTO_PARALLEL) == "8 parallel slots (auto: as many as memory allows)"
+    assert (
+        _slots_text(2, 4) == "2 parallel slots (4 asked; fewer fit in memory)"
+        and _slots_text(1, 1) == "1 parallel slot"
+    )

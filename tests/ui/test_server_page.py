@@ -623,7 +623,8 @@ def test_parallel_requests_is_edited_here_and_saved_to_settings_without_a_restar
     env = make_env()
     env.started(qtbot)
     form = env.page.form
-    assert (form.parallel.minimum(), form.parallel.maximum()) == (1, 16) and form.parallel.value() == 4
+    assert (form.parallel.minimum(), form.parallel.maximum()) == (0, 16) and form.parallel.value() == 0
+    assert form.parallel.text() == "Auto (by memory)"  # the default: memory decides
     form.parallel.setValue(2)
     assert form.dirty
     with qtbot.waitSignal(env.page.settings_saved, timeout=WAIT_MS):

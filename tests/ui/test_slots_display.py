@@ -85,6 +85,9 @@ def test_settings_show_parallel_requests_and_keep_it(qtbot, tmp_path):
     assert dialog.parallel_requests.text() == "1 at once"
     dialog.accept()
     assert store.load().parallel_requests == 1
+    auto = SettingsDialog(store, store.load().model_copy(update={"parallel_requests": 0}), paths, env={})
+    qtbot.addWidget(auto)
+    assert auto.parallel_requests.text() == "Auto (by memory)"
 
 
 def test_with_a_free_slot_nothing_waits_for_the_running_reply():

@@ -9,6 +9,7 @@ from app.core.models.devices import Device, Machine
 from app.core.models.memory import DeviceUse, LoadOptions, MemoryEstimate, estimate_memory
 from app.core.models.projector import ProjectorMemory
 from app.core.models.spec import ModelSpec
+from app.core.settings import AUTO_PARALLEL, AUTO_PARALLEL_MAX
 from app.core.units import fmt_bytes
 
 Verdict = Literal["full_gpu", "partial", "cpu", "no_fit"]
@@ -20,6 +21,9 @@ VERDICT_LABEL = {
 }
 CONTEXT_STEPS = (131072, 65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
 MIN_CONTEXT = 2048
+# Auto slots beyond the first may take at most this share of the memory the one-slot plan leaves free on each
+# device: the rest stays for a second resident model (the pool keeps several) and for the system.
+AUTO_SLOTS_SHARE = 0.5
 
 
 @dataclass
@@ -33,7 +37,7 @@ class Plan:
     layers_on_gpu: int = 0
     n_layers: int = 0
     notes: list[str] = field(default_factory=list)
-    slots_requested: int = 1  # the parallel sequences asked for; `slots` says how many fit
+    slots_requested: int = 1  # the parallel sequences asked for (AUTO_PARALLEL: memory decides); `slots`: how many fit
 
     @property
     def slots(self) -> int:
@@ -118,11 +122,12 @@ def plan_load(
 
     `max_slots`: plan the context and offload for one conversation, then give it as many parallel slots
     (each with its own n_ctx KV cells) as fit beside it, at most `max_slots` and at least one: fewer slots,
-    never a smaller context. None keeps `options.n_seq` as given (a load checked as asked)."""
+    never a smaller context. AUTO_PARALLEL: up to AUTO_PARALLEL_MAX, the extra slots within AUTO_SLOTS_SHARE of
+    the memory left free. None keeps `options.n_seq` as given (a load checked as asked)."""
     base = options or LoadOptions()
     if max_slots is not None:
-        if max_slots < 1:
-            raise ValueError(f"max_slots must be at least 1, not {max_slots}")
+        if max_slots < AUTO_PARALLEL:
+            raise ValueError(f"max_slots must be {AUTO_PARALLEL} (auto) or more, not {max_slots}")
         one = base.model_copy(update={"n_seq": 1})
         single = plan_load(spec, machine, n_ctx=n_ctx, options=one, min_ctx=min_ctx, within_trained=within_trained)
         return add_slots(single, spec, max_slots)
@@ -159,16 +164,18 @@ def plan_load(
 def add_slots(single: Plan, spec: ModelSpec, max_slots: int) -> Plan:
     """`single` (a one-sequence plan) with the most slots ≤ `max_slots` that fit at its context and
     offload, each slot with its own KV cells (kv_unified off: no slot's reply waits on another's cells; the same
-    reply to the bit beside others needs LoadSpec.deterministic too, as llama.cpp's kernels are not batch-invariant)."""
-    if not single.fits or max_slots <= 1:
+    reply to the bit beside others needs LoadSpec.deterministic too, as llama.cpp's kernels are not batch-invariant).
+    AUTO_PARALLEL: up to AUTO_PARALLEL_MAX slots, the ones past the first within a share of what is left free."""
+    auto = max_slots == AUTO_PARALLEL
+    if not single.fits or max_slots == 1:
         single.slots_requested = max_slots
         single.explanation = explain(single, spec)
         return single
     n_gpu = single.layers_on_gpu if single.machine.gpus else 0
-    for n in range(max_slots, 1, -1):
+    for n in range(AUTO_PARALLEL_MAX if auto else max_slots, 1, -1):
         opts = single.options.model_copy(update={"n_seq": n, "kv_unified": False})
         est = _estimate(spec, opts, single.machine, n_gpu)
-        if _fits(est, single.machine):
+        if _fits(est, single.machine) and (not auto or _within_share(est, single.estimate, single.machine)):
             break
     else:
         n, opts, est = 1, single.options, single.estimate
@@ -177,12 +184,28 @@ def add_slots(single: Plan, spec: ModelSpec, max_slots: int) -> Plan:
     return plan
 
 
+def _within_share(est: MemoryEstimate, single: MemoryEstimate, m: Machine) -> bool:
+    """Whether what `est` adds to the one-slot plan `single` stays within AUTO_SLOTS_SHARE of the memory
+    `single` leaves free, on every device (on unified memory, of the one RAM both come out of)."""
+    pools = {d.name: d for d in (m.cpu, *m.gpus)}
+    before = {u.device: u.total for u in single.devices}
+    if m.unified:
+        return est.total - single.total <= AUTO_SLOTS_SHARE * max(0, m.cpu.budget_bytes - single.total)
+    for use in est.devices:
+        left = pools[use.device].budget_bytes - before.get(use.device, 0)
+        if use.total - before.get(use.device, 0) > AUTO_SLOTS_SHARE * max(0, left):
+            return False
+    return True
+
+
 def slots_line(plan: Plan) -> str:
     """ "4 parallel slots × 8,192 tokens: KV 720 MiB", and why there are fewer than asked."""
     kv = sum(u.kv for u in plan.estimate.devices)
     n = plan.slots
     head = f"{n} parallel slot{'s' if n != 1 else ''} × {plan.options.n_ctx:,} tokens: KV {fmt_bytes(kv, 2)}"
-    if n < plan.slots_requested:
+    if plan.slots_requested == AUTO_PARALLEL:
+        head += f" (auto: as many as memory allows, up to {AUTO_PARALLEL_MAX})"
+    elif n < plan.slots_requested:
         head += f" (room for {n} of the {plan.slots_requested} asked)"
     return head
 
@@ -232,7 +255,7 @@ def explain(plan: Plan, spec: ModelSpec) -> str:
         )
     if plan.ctx_reduced:
         lines.append(f"context lowered from {plan.requested_ctx:,} to {opts.n_ctx:,} to fit")
-    if plan.fits and (plan.slots > 1 or plan.slots_requested > 1):
+    if plan.fits and (plan.slots > 1 or plan.slots_requested != 1):
         lines.append(slots_line(plan))
     return "\n".join(lines + plan.notes)
 

@@ -62,7 +62,8 @@ class ModelResolver:
     ) -> None:
         """`max_context`: what a load asks the planner for (0: the trained length; None: the app's default);
         `remotes`: where `remote-name/model-id` names resolve when the library has no such model;
-        `max_slots`: the parallel requests a load plans for (Settings → Parallel requests; 1: one at a time);
+        `max_slots`: the parallel requests a load plans for (Settings → Parallel requests; 1: one at a time;
+        AUTO_PARALLEL: as many as memory allows);
         `speculative`: speculative decoding for every load ("auto", "ngram", "off"; None: as planned);
         `draft_for(model)`: the library model picked to draft for it (Settings.draft_models, `serve
         --draft-model`), used where `drafts` finds it can (same tokenizer, smaller, fits beside the plan);

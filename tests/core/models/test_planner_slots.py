@@ -10,7 +10,8 @@ from synthetic import GiB, MiB, llama3_8b_spec, profile
 
 from app.core.models.devices import machine_from_profile
 from app.core.models.memory import LoadOptions
-from app.core.models.planner import _estimate, _fits, plan_load
+from app.core.models.planner import AUTO_SLOTS_SHARE, _estimate, _fits, plan_load
+from app.core.settings import AUTO_PARALLEL, AUTO_PARALLEL_MAX
 
 KV_8K = 131_072 * 8192  # 1 GiB per slot
 COMPUTE_8K = 512 * (4 * 8192 * 33 + 4 * (5 * 4096 + 1024 + 1024)) + 16 * 1024
@@ -87,5 +88,39 @@ def test_a_load_checked_as_asked_keeps_its_slots():
 
 
 def test_bad_slot_count_is_refused():
-    with pytest.raises(ValueError, match="at least 1"):
-        plan_load(llama3_8b_spec(), gpu_machine(23.0), n_ctx=8192, max_slots=0)
+    with pytest.raises(ValueError, match=r"0 \(auto\) or more"):
+        plan_load(llama3_8b_spec(), gpu_machine(23.0), n_ctx=8192, max_slots=-1)
+
+
+@pytest.mark.parametrize(
+    ("free_gib", "slots"),
+    [
+        (23.0, 8),  # 22 GiB usable, 15.87 left beside one slot: 7 more slots (7 GiB) are within half of it
+        (12.0, 3),  # 11 usable, 4.87 left: half is 2.43 GiB, two more slots
+        (9.0, 1),  # 8 usable, 1.87 left: half of it holds no second slot, though max_slots=4 fits two
+    ],
+)
+def test_auto_gives_as_many_slots_as_half_the_memory_left_holds_up_to_eight(free_gib, slots):
+    machine = gpu_machine(free_gib)
+    plan = plan_load(llama3_8b_spec(), machine, n_ctx=8192, max_slots=AUTO_PARALLEL)
+    assert plan.options.n_ctx == 8192 and plan.slots == slots and plan.slots_requested == AUTO_PARALLEL
+    usable = machine.gpus[0].budget_bytes
+    left = usable - (FIXED + KV_8K)
+    assert (slots - 1) * KV_8K <= AUTO_SLOTS_SHARE * left  # the extra slots' KV within the share
+    if slots < AUTO_PARALLEL_MAX:  # one more would take more than the share
+        assert slots * KV_8K > AUTO_SLOTS_SHARE * left
+    slot_word = "slots" if slots > 1 else "slot"
+    line = f"{slots} parallel {slot_word} × 8,192 tokens: KV {slots}.00 GiB (auto: as many as memory allows, up to 8)"
+    assert line in plan.explanation.splitlines()
+
+
+def test_auto_on_unified_memory_counts_the_one_ram_and_never_more_than_asked_fits():
+    from synthetic import apple_profile
+
+    machine = machine_from_profile(apple_profile("Apple M2 Pro", 32 * GiB, 21 * GiB, 20 * GiB, 200))
+    auto = plan_load(llama3_8b_spec(), machine, n_ctx=8192, max_slots=AUTO_PARALLEL)
+    asked = plan_load(llama3_8b_spec(), machine, n_ctx=8192, max_slots=AUTO_PARALLEL_MAX)
+    single = plan_load(llama3_8b_spec(), machine, n_ctx=8192, max_slots=1)
+    assert 1 <= auto.slots <= asked.slots
+    extra = auto.estimate.total - single.estimate.total
+    assert extra <= AUTO_SLOTS_SHARE * (machine.cpu.budget_bytes - single.estimate.total)

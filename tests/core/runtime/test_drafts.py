@@ -199,4 +199,4 @@ def test_mlx_models_draft_with_mlx_models_of_their_tokenizer_on_one_slot(tmp_pat
     load = resolver.load_spec(mlx["mlx-big"])
     assert (load.speculative, load.draft_model, load.slots) == ("draft", small, 1)  # mlx-lm drafts on one stream
     picks.clear()
-    assert resolver.load_spec(mlx["mlx-big"]).slots == 4  # without a draft: batched as planned
+    assert resolver.load_spec(mlx["mlx-big"]).slots == 8  # without a draft: batched as planned (auto)

@@ -46,12 +46,14 @@ def test_loads_plan_parallel_slots_beside_the_context(tmp_path):
     try:
         roomy = ModelResolver(library, lambda: machine(64 * GiB))
         load = roomy.load_spec(model)
-        assert (load.slots, load.kv_unified, load.n_ctx) == (4, False, 8192)  # the default: 4, each its own cells
+        assert (load.slots, load.kv_unified, load.n_ctx) == (8, False, 8192)  # the default, auto: 8, own cells
         roomy.max_slots = 1  # Parallel requests 1: the single-stream path, planned anew
         assert roomy.load_spec(model).slots == 1
         assert load.prompt_cache_mib == 1024  # RAM to spare: the whole prompt cache budget
-        tight = ModelResolver(library, lambda: machine(room_for_two)).load_spec(model)
+        tight = ModelResolver(library, lambda: machine(room_for_two), max_slots=4).load_spec(model)
         assert (tight.slots, tight.n_ctx) == (2, 8192)  # fewer slots, the same context
+        # Auto keeps half of what one slot leaves free: here that holds no second slot.
+        assert ModelResolver(library, lambda: machine(room_for_two)).load_spec(model).slots == 1
         # The RAM cache of evicted conversations gets only what the two slots leave free.
         assert tight.prompt_cache_mib == (room_for_two - two.estimate.total) // (1024 * 1024) < 1024
     finally:
@@ -64,7 +66,8 @@ def test_an_mlx_load_plans_slots_too(tmp_path, tiny_mlx_model):
     try:
         assert model.format == "mlx"
         resolver = ModelResolver(library, lambda: machine(64 * GiB))
-        assert resolver.load_spec(model).slots == 4  # mlx-lm's BatchGenerator runs them (app.core.engines.mlx.batch)
+        # Auto, as memory allows; mlx-lm's BatchGenerator runs them (app.core.engines.mlx.batch).
+        assert resolver.load_spec(model).slots == 8
         resolver.max_slots = 1
         assert resolver.load_spec(model).slots == 1
         # No n-gram drafting on MLX, whatever is asked: as the chat's load plan and `hearth run` say.
@@ -100,7 +103,7 @@ def test_same_answer_every_time_loads_gguf_deterministic_and_leaves_mlx_as_it_is
         assert not resolver.load_spec(gguf).deterministic
         resolver.deterministic = True  # Settings → Same answer every time: the next plan follows it
         load = resolver.load_spec(gguf)
-        assert load.deterministic and not load.kv_unified and load.speculative == "off" and load.slots == 4
+        assert load.deterministic and not load.kv_unified and load.speculative == "off" and load.slots == 8
         assert not resolver.load_spec(mlx).deterministic  # llama.cpp's option; mlx-lm has none
     finally:
         library.close()
