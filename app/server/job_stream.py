@@ -33,6 +33,7 @@ class JobStream:
         # not one per token (each wake-up is a syscall and a loop turn).
         self._inbox: list[HostEvent] = []
         self._inbox_lock = threading.Lock()
+        self._arrived = asyncio.Event()  # set when events reach the queue (for `settle`)
         try:
             self.handle: JobHandle = host.submit(job, self._sink)
         except HostBusy as exc:
@@ -55,6 +56,23 @@ class JobStream:
             events, self._inbox = self._inbox, []
         for event in events:
             self.queue.put_nowait(event)
+        self._arrived.set()
+
+    async def settle(self, timeout: float) -> None:
+        """Wait, taking nothing, until the next event is in the queue or `timeout` passes. A route that
+        waits here before it starts its response leaves the engine's first prompt batch to the cores: on
+        a machine whose cores all run the engine, the loop's work meanwhile (headers, a first empty chunk)
+        held the engine's threads at their barriers, and the first token came ~5 ms later (2 cores)."""
+        if not self.queue.empty():
+            return
+        self._arrived.clear()
+        if not self.queue.empty():  # delivered between the check and the clear
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await self._arrived.wait()
+        except TimeoutError:
+            pass
 
     async def next(self, poll: bool = True) -> HostEvent | None:
         """The next event. With `poll`, watch for the client leaving meanwhile (then the job is cancelled

@@ -16,6 +16,7 @@ from app import __version__
 from app.core.engines.base import Capabilities, Chunk, GenerateRequest, GenerationStats, ModelInfo, SamplingParams
 from app.core.engines.inputs.images import has_images
 from app.core.runtime.jobs import GenerateJob, GenerateResult, JobFailed, Started
+from app.server import reply_stream
 from app.server.context import ServerContext
 from app.server.errors import from_failure
 from app.server.job_stream import JobStream, failure_error
@@ -141,13 +142,16 @@ def _prepared_with(
 
 async def started(stream: JobStream) -> Started | None:
     """The job's first event, while the status is still ours to choose: Started, or None when the client
-    left; a failure before any output raises as its APIError."""
+    left; a failure before any output raises as its APIError. Returns once the next event has arrived too
+    (the first token, mostly), or after reply_stream.response_hold_s(): the response starts then, not while
+    the engine reads the prompt (a long prompt still gets its headers and keep-alives on time)."""
     first = await stream.next()
     if first is None:
         return None
     if isinstance(first, JobFailed):
         raise failure_error(first)
     assert isinstance(first, Started)
+    await stream.settle(reply_stream.response_hold_s())
     return first
 
 

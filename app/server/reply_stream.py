@@ -45,6 +45,17 @@ class Broken:
 
 Step = list[OutputEvent] | Ping | Finished | Broken
 
+# How long a streaming route holds its response for the first output once the job has started
+# (replies.started): the engine reads the prompt with the loop asleep. A short prompt's first token comes
+# well within it on a CPU (tens of ms); a client that waits less than this for headers would be rare.
+FIRST_OUTPUT_WAIT_S = 0.25
+
+
+def response_hold_s() -> float:
+    """The hold before a streaming response starts: FIRST_OUTPUT_WAIT_S, never past the keep-alive interval
+    (a long prompt gets its headers and pings as before)."""
+    return min(FIRST_OUTPUT_WAIT_S, PING_EVERY_S)
+
 
 async def reply_steps(stream: JobStream, shape: ChatShape, ping_every: float | None = None) -> AsyncIterator[Step]:
     """For a route that streams what the parser reads: the reply's parser events up to its end (a Finished

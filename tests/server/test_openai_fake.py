@@ -226,6 +226,33 @@ def test_a_long_prefill_sends_sse_pings_and_clients_read_past_them(make_server, 
     assert text == "done now"
 
 
+def test_a_stream_starts_with_its_first_token_and_a_long_prompt_gets_headers_within_the_hold(make_server):
+    """The response is held while the engine reads a short prompt (the event loop's work would take the
+    engine's cores), and never longer than reply_stream.response_hold_s() (a long prompt's headers)."""
+    from app.server.reply_stream import response_hold_s
+
+    hold = response_hold_s()
+    live = make_server(prompt_batch=1, prompt_batch_delay_s=0.01, n_ctx=4096, script="done now")
+    for words, delay in ((20, 0.01), (60, 0.03)):  # a prompt read in ~0.2 s (within the hold), one in ~1.8 s
+        live.engines[-1].prompt_batch_delay_s = delay
+        body = {
+            "model": "alpha",
+            "stream": True,
+            "max_tokens": 2,
+            "messages": [{"role": "user", "content": "w " * words}],
+        }
+        t0 = time.monotonic()
+        with live.client.stream("POST", "/v1/chat/completions", json=body) as r:
+            headers_at = time.monotonic() - t0
+            first_at = next(
+                time.monotonic() - t0 for line in r.iter_lines() if line.startswith("data: {") and "done" in line
+            )
+        if words == 20:
+            assert headers_at >= 0.17  # held through the prompt (unheld: ~0.09 s, as Started comes)
+        else:
+            assert headers_at < first_at - 0.5 and headers_at >= hold * 0.9  # released at the hold
+
+
 # ---- T22: a full queue ----
 
 

@@ -306,8 +306,8 @@ def test_bad_logit_bias_is_a_400_the_client_raises_with_param_logit_bias(client,
 
 
 def test_the_planned_load_is_batched_and_both_apis_report_the_cached_prompt(smol_server, client, model_id):
-    # The resolver plans Parallel requests' default (4 slots) beside SmolLM2's context: the batched path.
-    assert smol_server.host.state.slots_total == 4 and smol_server.host.state.model.extra["slots"] == 4
+    # The resolver plans Parallel requests' default (auto: 8 slots here) beside SmolLM2's context: batched.
+    assert smol_server.host.state.slots_total == 8 and smol_server.host.state.model.extra["slots"] == 8
     messages = ask("Spell the word cat.")
     client.chat.completions.create(model=model_id, messages=messages, temperature=0, max_tokens=4)
     again = client.chat.completions.create(model=model_id, messages=messages, temperature=0, max_tokens=4)
