@@ -304,7 +304,7 @@ BENCHES = [
     Bench(
         "ui_latency",
         "ui_latency.py",
-        "Qt event-loop stalls, chat open and scroll times, memory growth, cold start and quit",
+        "Qt event-loop stalls (also beside 2 CPU-bound processes), chat open and scroll, memory, start and quit",
         quick=(
             "--seconds",
             "5",
@@ -314,10 +314,12 @@ BENCHES = [
             "3",
             "--lifecycle-runs",
             "3",
+            "--busy",
+            "2",
             "--screenshot",
             str(OUT / "ui_latency.png"),
         ),
-        full=("--screenshot", str(OUT / "ui_latency.png")),
+        full=("--busy", "2", "--screenshot", str(OUT / "ui_latency.png")),
         quick_timeout_s=180,
     ),
     Bench(
@@ -356,7 +358,16 @@ BENCHES = [
     Bench(
         "concurrency",
         "concurrency.py",
-        "concurrent streaming clients: latency percentiles and throughput",
+        "4 streaming clients on the slots hearth serve plans vs llama-server -np 4; vs one after another",
+        peer="optional",
+        quick_timeout_s=180,
+    ),
+    Bench(
+        "concurrency_8",
+        "concurrency.py",
+        "8 streaming clients on the slots hearth serve plans: TTFT p95 vs one client's, vs llama-server -np 8",
+        quick=("--clients", "8", "--rounds", "1"),
+        full=("--clients", "8"),
         peer="optional",
         quick_timeout_s=180,
     ),

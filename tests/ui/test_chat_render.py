@@ -155,6 +155,41 @@ def test_long_streaming_reply_grows_one_document_in_place(qtbot):
     assert done is not first and "end" in done.toPlainText() and "**" not in done.toPlainText()
 
 
+def test_a_paragraph_that_never_ends_streams_in_pieces_and_finishes_whole(qtbot):
+    """A model that writes no line breaks: while it streams, its document is cut into paragraphs of about
+    STREAM_PARAGRAPH_CHARS (Qt lays out a whole paragraph on every append); finished, it is one again."""
+    from app.ui.chat.message_view import STREAM_PARAGRAPH_CHARS, paragraph_pieces
+    from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS
+
+    assert paragraph_pieces("ab cd\nef", 0) == ("ab cd\nef", 2)
+    cut, run = paragraph_pieces("x" * 10 + " tail", STREAM_PARAGRAPH_CHARS - 5)
+    assert cut == "x" * 10 + "\ntail" and run == 4  # the first space past the limit becomes the break
+    now = time.time()
+    model = MessagesModel()
+    text = "word " * (STREAM_MARKDOWN_CHARS // 5 + 10)
+    model.set_messages([Message(1, 1, None, "assistant", text, "streaming", now, now)])
+    view = MessageView()
+    qtbot.addWidget(view)
+    view.setModel(model)
+    view.resize(600, 400)
+    delegate, row = view.delegate, model.rows[0]
+    delegate.document(row, model)
+    for _ in range(30):
+        text += "word " * 400
+        model.update_text(1, text)
+        doc = delegate.document(row, model)
+    lengths, block = [], doc.begin()
+    while block.isValid():
+        lengths.append(block.length())
+        block = block.next()
+    # The text shown before the appends began is laid out once; every paragraph appended after it is short.
+    assert len(lengths) > 30 and max(lengths[2:]) <= STREAM_PARAGRAPH_CHARS + len("word ")
+    assert doc.toPlainText().replace("\n", " ").rstrip().endswith(text.rstrip())  # the same words, in pieces
+    model.finish(1, "done", text, {"generated_tokens": 9}, "stop", None)
+    done = delegate.document(model.rows[0], model)
+    assert done.blockCount() <= 3 and "word word" in done.toPlainText()  # one paragraph, as written
+
+
 RACE = """
 import threading
 from app.ui.chat import render
