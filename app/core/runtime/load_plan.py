@@ -18,7 +18,6 @@ from app.core.models.devices import Machine
 from app.core.models.memory import LoadOptions
 from app.core.models.spec import ModelSpec
 from app.core.runtime.preflight import FALLBACK_CTX, PlannedLoad, plan_model, spec_from_plan, speculation_for
-from app.core.settings import AUTO_PARALLEL
 
 # An embedding model's or reranker's context at most: a whole input goes in one micro-batch, and the compute
 # buffer grows with the square of it (a 32k-trained encoder would ask for gigabytes to embed a sentence).
@@ -27,10 +26,10 @@ ENCODER_MAX_CONTEXT = 8192
 
 def chat_load_slots(parallel_requests: int, serving: bool) -> int:
     """The parallel slots a load from the chat plans for: one for the person chatting, or Settings →
-    Parallel requests while the API server is serving (AUTO_PARALLEL: as many as memory allows), since its
+    Parallel requests while the API server is serving (0, auto: as many as memory allows), since its
     clients then share the model loaded. Each slot holds a whole context of KV cache, so reserving them unasked
     would cost memory for nothing."""
-    return max(AUTO_PARALLEL, parallel_requests) if serving else 1
+    return parallel_requests if serving else 1
 
 
 @dataclass(frozen=True)
