@@ -130,7 +130,8 @@ def test_rendered_html_is_cached_per_message_version(qtbot):
     assert model.renders == 3
 
 
-def test_long_streaming_reply_grows_one_document_in_place(qtbot):
+def streaming_past_markdown(qtbot) -> tuple[MessagesModel, MessageView, str]:
+    """A view of one reply streaming just past STREAM_MARKDOWN_CHARS (shown as plain text, appended to)."""
     from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS
 
     now = time.time()
@@ -141,6 +142,11 @@ def test_long_streaming_reply_grows_one_document_in_place(qtbot):
     qtbot.addWidget(view)
     view.setModel(model)
     view.resize(600, 400)
+    return model, view, text
+
+
+def test_long_streaming_reply_grows_one_document_in_place(qtbot):
+    model, view, text = streaming_past_markdown(qtbot)
     delegate, row = view.delegate, model.rows[0]
     first = delegate.document(row, model)
     for i in range(5):
@@ -159,19 +165,11 @@ def test_a_paragraph_that_never_ends_streams_in_pieces_and_finishes_whole(qtbot)
     """A model that writes no line breaks: while it streams, its document is cut into paragraphs of about
     STREAM_PARAGRAPH_CHARS (Qt lays out a whole paragraph on every append); finished, it is one again."""
     from app.ui.chat.message_view import STREAM_PARAGRAPH_CHARS, paragraph_pieces
-    from app.ui.chat.messages_model import STREAM_MARKDOWN_CHARS
 
     assert paragraph_pieces("ab cd\nef", 0) == ("ab cd\nef", 2)
     cut, run = paragraph_pieces("x" * 10 + " tail", STREAM_PARAGRAPH_CHARS - 5)
     assert cut == "x" * 10 + "\ntail" and run == 4  # the first space past the limit becomes the break
-    now = time.time()
-    model = MessagesModel()
-    text = "word " * (STREAM_MARKDOWN_CHARS // 5 + 10)
-    model.set_messages([Message(1, 1, None, "assistant", text, "streaming", now, now)])
-    view = MessageView()
-    qtbot.addWidget(view)
-    view.setModel(model)
-    view.resize(600, 400)
+    model, view, text = streaming_past_markdown(qtbot)
     delegate, row = view.delegate, model.rows[0]
     delegate.document(row, model)
     for _ in range(30):
