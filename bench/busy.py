@@ -16,12 +16,14 @@ under load (≥ 1.0).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,14 +83,26 @@ def server_side(binary: Path, threads: int, runs: int) -> dict[str, float]:
     return {"decode": statistics.median(decode), "prefill": statistics.median(prefill)}
 
 
-def competing(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+@contextlib.contextmanager
+def competing(n: int) -> Iterator[None]:
+    """`n` CPU-bound processes (`while True: pass`) running for the block: each has spun before it starts,
+    and all are gone when it ends."""
+    import psutil
+
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(psutil.Process(p.pid).cpu_times().user < 0.1 for p in procs):
+            time.sleep(0.02)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def measure(side: str, load: int, runs: int, threads: int, bin_dir: Path | None) -> dict[str, float]:
-    procs = competing(load)
-    try:
-        time.sleep(0.5)  # the competitors are running before the side starts
+    with competing(load):
         if side == "llama-server":
             assert bin_dir is not None
             return server_side(bin_dir / "llama-server", threads, runs)
@@ -102,10 +116,6 @@ def measure(side: str, load: int, runs: int, threads: int, bin_dir: Path | None)
             check=True,
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -195,14 +195,8 @@ def busy_stall(page: ChatPage, n: int, seconds: float, max_tokens: int | None, p
     """stream_for with `n` CPU-bound processes running beside the app."""
     from busy import competing
 
-    procs = competing(n)
-    try:
-        wait(300)  # the competing processes are up and spinning
+    with competing(n):
         return stream_for(page, seconds, max_tokens, prompt)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 def rss() -> int:
