@@ -387,6 +387,13 @@ BENCHES = [
         quick_timeout_s=300,
     ),
     Bench(
+        "documents",
+        "documents.py",
+        "indexing a folder (÷ the embedding engine alone), one changed file re-indexed, search at 10k/100k passages",
+        quick=("--files", "300", "--passages", "10000,100000", "--queries", "20"),
+        quick_timeout_s=180,
+    ),
+    Bench(
         "agent_turns",
         "agent_turns.py",
         "two agents alternating turns on a shared 6 k-token prompt: TTFT vs llama-server's slot cache",

@@ -1,7 +1,7 @@
 """The `hearth` command. With no subcommand it opens the GUI.
 
 One module per command group (hardware, fit, plan, models, loaded, pull, engine, serve, connect, bench, remote,
-mcp); each adds its parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
+mcp, docs); each adds its parsers and sets `handler(ctx, args)`, where `ctx` is the command's `CliContext`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from app import __version__
 def build_parser() -> argparse.ArgumentParser:
     from app.cli.bench import add_bench_command
     from app.cli.connect import add_connect_command
+    from app.cli.docs import add_docs_command
     from app.cli.doctor import add_doctor_command
     from app.cli.engine import add_engine_commands
     from app.cli.fit import add_fit_command
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_command(sub)
     add_remote_command(sub)
     add_mcp_command(sub)
+    add_docs_command(sub)
     return parser
 
 
@@ -54,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         from app.core.engines.llamacpp.check_child import main as check_main
 
         return check_main()
+    if raw[:1] == ["--hearth-parse-document"]:  # the bundle's document reader (documents.parsing.child_command)
+        from app.core.documents.parse_child import main as parse_main
+
+        return parse_main(raw[1:2])
     if raw[:1] == ["--hearth-quant-probe"]:  # the bundle's quant-speed probe (quant_probe.child_command)
         from app.core.bench.quant_probe_child import main as probe_main
 

@@ -45,6 +45,11 @@ class AppPaths:
         return self.data / "chats.sqlite3"
 
     @property
+    def documents_db(self) -> Path:
+        """Document collections: their files, passages and vectors (documents/store.py)."""
+        return self.data / "documents.sqlite3"
+
+    @property
     def downloads_state(self) -> Path:
         return self.data / "downloads.json"
 

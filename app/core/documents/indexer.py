@@ -1,0 +1,283 @@
+"""Files into passages into vectors: finding a collection's files, reading each in a child process, cutting it
+and embedding it batch by batch.
+
+A file is hashed before it is read: one whose content is what was indexed is never read or embedded again,
+however its time changed. Each batch of vectors is stored as it comes (store.py), so a quit or a crash costs
+at most the batch in flight and the next run resumes at the passage it stopped at. Work happens on the
+caller's thread (a pool worker in the app, the main thread in the CLI) and stops between two batches when
+`cancel` is set; `pause()` holds it there.
+
+Folders are walked without following links out of them: a link inside a watched folder to a file outside it
+is not read (T52), and linked folders are not entered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from app.core.documents.parsing import (
+    SUPPORTED_SUFFIXES,
+    ParsedDocument,
+    ParseError,
+    Unsupported,
+    parse_file,
+    parse_in_child,
+)
+from app.core.documents.passages import cut_passages, passage_chars
+from app.core.documents.store import (
+    FAILED,
+    INDEXED,
+    INDEXING,
+    PENDING,
+    SKIPPED,
+    Collection,
+    DocumentStore,
+    FileRow,
+)
+
+logger = logging.getLogger(__name__)
+
+# Passages embedded per job: small enough that a chat turn waits at most one batch behind indexing on a
+# shared engine, large enough that the engine's per-job cost is spread.
+BATCH = 16
+
+
+class Embedder(Protocol):
+    """An embedding model as the indexer uses it."""
+
+    model: str
+    context_tokens: int  # the longest input it reads
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+class Cancelled(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where an indexing run is; sent after each batch and each file (on the indexing thread)."""
+
+    files_done: int
+    files_total: int
+    passages: int  # embedded in this run
+    file: Path | None  # the file being read, None at the end
+    seconds_left: float | None  # from the bytes read so far and their pace; None until there is a pace
+
+
+@dataclass(frozen=True)
+class RunResult:
+    indexed: int
+    unchanged: int
+    skipped: int
+    failed: int
+    passages: int
+    seconds: float
+
+
+Parse = Callable[[Path], ParsedDocument]
+
+# Formats read by pypdf, XML and zip readers, or html.parser: read in a child process with a time and memory
+# limit (T53). Plain text, Markdown, code and CSV are read here: their readers are linear and bounded, and a
+# child's start (~0.1 s) would be most of the time a folder of notes takes.
+IN_CHILD = frozenset({".pdf", ".docx", ".docm", ".pptx", ".pptm", ".xlsx", ".xlsm", ".epub", ".html", ".htm", ".xhtml"})
+
+
+def parse_document(path: Path) -> ParsedDocument:
+    return parse_in_child(path) if path.suffix.lower() in IN_CHILD else parse_file(path)
+
+
+def walk(source: Path) -> Iterator[Path]:
+    """The documents under `source` (a file or a folder): supported suffixes only, hidden files and folders
+    left out, links followed only to files inside `source`."""
+    if source.is_file():
+        if source.suffix.lower() in SUPPORTED_SUFFIXES:
+            yield source
+        return
+    root = source.resolve()
+    stack = [source]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            logger.info("cannot list %s: %s", folder, exc)
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_symlink():
+                    target = Path(entry.path).resolve()
+                    if target.is_file() and target.is_relative_to(root) and target.suffix.lower() in SUPPORTED_SUFFIXES:
+                        yield Path(entry.path)
+                elif entry.is_file(follow_symlinks=False) and Path(entry.name).suffix.lower() in SUPPORTED_SUFFIXES:
+                    yield Path(entry.path)
+            except OSError:
+                continue
+
+
+def file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Indexer:
+    def __init__(
+        self,
+        store: DocumentStore,
+        embedder: Embedder,
+        *,
+        parse: Parse = parse_document,
+        progress: Callable[[Progress], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        """`progress` is called on the indexing thread."""
+        self.store = store
+        self.embedder = embedder
+        self.parse = parse
+        self.progress = progress
+        self.cancel = cancel or threading.Event()
+        self._going = threading.Event()  # clear while paused
+        self._going.set()
+
+    def pause(self) -> None:
+        """Hold the run after the batch in flight (any thread)."""
+        self._going.clear()
+
+    def resume(self) -> None:
+        self._going.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._going.is_set()
+
+    def add(self, collection: Collection, paths: list[Path]) -> int:
+        """Add files or folders (folders are watched: `sync` picks up what changes in them); the number of
+        documents found. Nothing is read yet."""
+        for path in paths:
+            path = Path(os.path.abspath(path))
+            if not path.exists():
+                raise FileNotFoundError(f"{path} does not exist")
+            self.store.add_source(collection.id, path)
+        return self.sync(collection)
+
+    def sync(self, collection: Collection) -> int:
+        """Look at the collection's sources again: new and changed files wait to be read, the passages of
+        deleted ones go. A source that is gone (an unplugged drive) keeps what it had. Returns the files
+        found."""
+        seen: set[Path] = set()
+        lost_roots: list[Path] = []
+        found: list[tuple[Path, int, float]] = []
+        for source in self.store.sources(collection.id):
+            if not source.exists():
+                lost_roots.append(source)
+                logger.info("%s is not there; its documents are kept until it is removed", source)
+                continue
+            for path in walk(source):
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                seen.add(path)
+                found.append((path, st.st_size, st.st_mtime))
+        self.store.mark_found_many(collection.id, found)
+        gone = [
+            f.path
+            for f in self.store.files(collection.id)
+            if f.path not in seen and not any(f.path == r or r in f.path.parents for r in lost_roots)
+        ]
+        if gone:
+            self.store.remove_files(collection.id, gone)
+        return len(seen)
+
+    def run(self, collection: Collection) -> RunResult:
+        """Read and embed every file that waits (new, changed, or stopped half-way). Raises Cancelled."""
+        t0 = time.monotonic()
+        todo = [f for f in self.store.files(collection.id) if f.state in (PENDING, INDEXING)]
+        total_bytes = sum(f.size for f in todo) or 1
+        done_bytes = 0
+        counts = {INDEXED: 0, "unchanged": 0, SKIPPED: 0, FAILED: 0}
+        self._embedded = 0
+        for i, row in enumerate(todo):
+            self._check()
+            left = None
+            if done_bytes > 0:
+                left = (time.monotonic() - t0) / done_bytes * (total_bytes - done_bytes)
+            at = Progress(i, len(todo), self._embedded, row.path, left)
+            self._report(at)
+            outcome = self._index_file(collection, row, at)
+            counts[outcome] += 1
+            done_bytes += row.size
+        self._report(Progress(len(todo), len(todo), self._embedded, None, 0.0))
+        return RunResult(
+            counts[INDEXED], counts["unchanged"], counts[SKIPPED], counts[FAILED], self._embedded, time.monotonic() - t0
+        )
+
+    def _index_file(self, collection: Collection, row: FileRow, at: Progress) -> str:
+        path = row.path
+        try:
+            st = path.stat()
+            digest = file_hash(path)
+        except OSError as exc:
+            if not path.exists():
+                self.store.remove_files(collection.id, [path])
+                return SKIPPED
+            self.store.set_state(row.id, FAILED, f"could not be read: {exc.strerror or exc}")
+            return FAILED
+        if digest == row.sha256 and row.total is not None and row.passages == row.total:
+            # The same content, all of it embedded: only its time changed.
+            self.store.set_state(row.id, INDEXED, size=st.st_size, mtime=st.st_mtime)
+            return "unchanged"
+        try:
+            doc = self.parse(path)
+        except Unsupported as exc:
+            self.store.set_state(row.id, SKIPPED, str(exc), sha256=digest, size=st.st_size, mtime=st.st_mtime)
+            return SKIPPED
+        except ParseError as exc:
+            self.store.set_state(row.id, FAILED, str(exc), sha256=digest, size=st.st_size, mtime=st.st_mtime)
+            return FAILED
+        passages = cut_passages(doc.sections, passage_chars(self.embedder.context_tokens))
+        if not passages:
+            why = doc.note or "no text in it"
+            self.store.set_state(
+                row.id, SKIPPED, why, sha256=digest, pages=doc.pages, size=st.st_size, mtime=st.st_mtime
+            )
+            return SKIPPED
+        kept = self.store.start_file(row.id, digest, doc.pages, len(passages))
+        for start in range(kept, len(passages), BATCH):
+            self._check()
+            batch = passages[start : start + BATCH]
+            vectors = self.embedder.embed([p.for_embedding() for p in batch])
+            self.store.add_passages(collection.id, row.id, batch, vectors)
+            self._embedded += len(batch)
+            self._report(dataclasses.replace(at, passages=self._embedded))
+        self.store.set_state(row.id, INDEXED, doc.note or "", size=st.st_size, mtime=st.st_mtime)
+        return INDEXED
+
+    def _check(self) -> None:
+        while not self._going.wait(0.1) and not self.cancel.is_set():
+            pass
+        if self.cancel.is_set():
+            raise Cancelled
+
+    def _report(self, p: Progress) -> None:
+        if self.progress is not None:
+            self.progress(p)
