@@ -9,13 +9,14 @@ import json
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.cli.context import CliContext
     from app.core.documents.embedding import JobEmbedder
+    from app.core.documents.search import Hit
     from app.core.documents.store import Collection, DocumentStore
 
 DEFAULT_COLLECTION = "Documents"
@@ -181,42 +182,74 @@ def cmd_ls(ctx: CliContext, args: argparse.Namespace) -> int:
 
 
 def cmd_search(ctx: CliContext, args: argparse.Namespace) -> int:
-    from app.core.documents.search import Searcher
     from app.core.documents.store import DocumentsError
 
     if not 1 <= args.limit <= 100:
         return ctx.fail("--limit is 1 to 100", 2)
-    store = _store(ctx)
     try:
-        every = store.collections()
-        chosen = [store.collection(n) for n in args.collection] if args.collection else every
-        if not chosen:
-            return ctx.fail("no collections yet: `hearth docs add PATH` makes one", 2)
-        searcher = Searcher(store)
-        hits = []
-        if args.keywords:
-            hits = searcher.search(args.query, chosen, limit=args.limit, mode="keyword")
-        else:
-            # Collections embedded by different models are searched each with its own.
-            for model in dict.fromkeys(c.model for c in chosen):
-                group = [c for c in chosen if c.model == model]
-                with _embedder(ctx, model) as embedder:
-                    hits += searcher.search(args.query, group, limit=args.limit, embed=embedder.embed)
-            hits = sorted(hits, key=lambda h: -h.score)[: args.limit]
-        if args.json:
-            print(json.dumps([_hit_json(h) for h in hits], indent=2))
-            return 0
-        if not hits:
-            print("nothing found")
-        for i, h in enumerate(hits, 1):
-            where = h.file.name + (f", page {h.page}" if h.page else "") + (f" › {h.heading}" if h.heading else "")
-            text = " ".join(h.text.split())
-            print(f"[{i}] {where}  ({h.collection})\n    {text[:300]}{'…' if len(text) > 300 else ''}")
-        return 0
+        hits = search(ctx, args.collection or [], args.query, args.limit, keywords_only=args.keywords)
     except DocumentsError as exc:
         return ctx.fail(exc, 2)
+    if args.json:
+        print(json.dumps([_hit_json(h) for h in hits], indent=2))
+        return 0
+    if not hits:
+        print("nothing found")
+    for i, h in enumerate(hits, 1):
+        where = h.file.name + (f", page {h.page}" if h.page else "") + (f" › {h.heading}" if h.heading else "")
+        text = " ".join(h.text.split())
+        print(f"[{i}] {where}  ({h.collection})\n    {text[:300]}{'…' if len(text) > 300 else ''}")
+    return 0
+
+
+def search(ctx: CliContext, names: list[str], query: str, limit: int, *, keywords_only: bool = False) -> list[Hit]:
+    """The `limit` best passages for `query` in the collections named (all when none). Raises
+    DocumentsError (no such collection, none at all)."""
+    retriever = Retriever(ctx, names)
+    try:
+        return retriever.search(query, limit, keywords_only=keywords_only)
     finally:
-        store.close()
+        retriever.close()
+
+
+class Retriever:
+    """Searches over some collections for as long as it is open (a `hearth chat --docs` session): each
+    embedding model the collections use is loaded once, when first needed, in a host of its own."""
+
+    def __init__(self, ctx: CliContext, names: list[str]) -> None:
+        from app.core.documents.search import Searcher
+        from app.core.documents.store import DocumentsError
+
+        self._ctx = ctx
+        self._store = _store(ctx)
+        self._embedders: dict[str, JobEmbedder] = {}
+        self._open = ExitStack()
+        try:
+            self.collections = [self._store.collection(n) for n in names] if names else self._store.collections()
+            if not self.collections:
+                raise DocumentsError("no collections yet: `hearth docs add PATH` makes one")
+        except BaseException:
+            self._store.close()
+            raise
+        self._searcher = Searcher(self._store)
+
+    def search(self, query: str, limit: int, *, keywords_only: bool = False) -> list[Hit]:
+        if keywords_only:
+            return self._searcher.search(query, self.collections, limit=limit, mode="keyword")
+        hits = []
+        # Collections embedded by different models are searched each with its own, then ranked together.
+        for model in dict.fromkeys(c.model for c in self.collections):
+            group = [c for c in self.collections if c.model == model]
+            if model not in self._embedders:
+                self._embedders[model] = self._open.enter_context(_embedder(self._ctx, model))
+            hits += self._searcher.search(query, group, limit=limit, embed=self._embedders[model].embed)
+        return sorted(hits, key=lambda h: -h.score)[:limit]
+
+    def close(self) -> None:
+        try:
+            self._open.close()
+        finally:
+            self._store.close()
 
 
 def cmd_rm(ctx: CliContext, args: argparse.Namespace) -> int:
@@ -313,11 +346,12 @@ def _duration(s: float) -> str:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def _err(text: str) -> None:

@@ -37,6 +37,11 @@ def add_engine_commands(subparsers: Any) -> None:
     _common(run)
     run.add_argument("--max-tokens", type=int, default=512, help="stop after this many tokens (default 512)")
     run.add_argument("--json-schema", type=Path, help="a JSON Schema file the reply must follow")
+    run.add_argument(
+        "--docs",
+        metavar="NAME[,NAME]",
+        help="answer from these document collections (`hearth docs ls`): passages found, cited as [1], [2]",
+    )
     add_image_argument(run)
     add_tool_arguments(run)
     run.set_defaults(handler=cmd_run)
@@ -44,6 +49,11 @@ def add_engine_commands(subparsers: Any) -> None:
     chat.add_argument("model", help="a GGUF file, an MLX model folder, a library name or REMOTE/MODEL-ID")
     _common(chat)
     chat.add_argument("--max-tokens", type=int, default=1024, help="longest reply (default 1024)")
+    chat.add_argument(
+        "--docs",
+        metavar="NAME[,NAME]",
+        help="answer each message from these document collections: passages found, cited as [1], [2]",
+    )
     add_tool_arguments(chat)
     chat.set_defaults(handler=cmd_chat)
 
@@ -158,8 +168,18 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
         images = read_images(args.image or [])  # before the model loads
     except HearthError as exc:
         return ctx.fail(exc, 2)
+    sources: list = []
+    question = args.prompt
+    if args.docs:
+        try:
+            sources = _document_sources(ctx, args)  # the embedding model loads and goes before the chat model
+        except HearthError as exc:
+            return ctx.fail(exc, 2)
+        from app.core.chat.grounding import grounded_question
+
+        question = grounded_question(args.prompt, sources)
     messages = [ChatMessage(role="system", content=args.system)] if args.system else []
-    messages.append(ChatMessage(role="user", content=args.prompt, images=images or None))
+    messages.append(ChatMessage(role="user", content=question, images=images or None))
     if args.tools is not None:
         return run_with_tools(ctx, args, messages)
     try:
@@ -167,19 +187,70 @@ def cmd_run(ctx: CliContext, args: argparse.Namespace) -> int:
     except HearthError as exc:
         return ctx.fail(exc)
     try:
-        _, final, interrupted = generate(
+        reply, final, interrupted = generate(
             host,
             GenerateRequest(
                 messages=messages, sampling=_sampling(args), json_schema=schema, schema_field="--json-schema"
             ),
         )
         _write("\n")
+        if sources:
+            _write_sources(reply, sources)
         err(format_stats(final))
         return EXIT_INTERRUPTED if interrupted else 0
     except HearthError as exc:
         return ctx.fail(exc, new_line=True)
     finally:
         host.shutdown(10)
+
+
+# Passages a question from the terminal gets: as many as fit half the context, at most this many.
+DOCS_PASSAGES = 6
+
+
+def _document_sources(ctx: CliContext, args: argparse.Namespace) -> list:
+    """The passages of `--docs` collections that best answer the prompt, within half the context."""
+    from app.cli.docs import search
+    from app.core.chat.grounding import sources_within
+    from app.core.documents.store import DocumentsError
+    from app.core.errors import HearthError
+
+    try:
+        hits = search(ctx, _doc_names(args), args.prompt, DOCS_PASSAGES)
+    except DocumentsError as exc:
+        raise HearthError(str(exc)) from exc
+    if not hits:
+        err("note: nothing in the documents matches the question; the model answers without them")
+    return sources_within(hits, args.ctx // 2)
+
+
+def _doc_names(args: argparse.Namespace) -> list[str]:
+    return [n.strip() for n in args.docs.split(",") if n.strip()]
+
+
+def _chat_sources(retriever: Any, question: str, args: argparse.Namespace) -> list:
+    """A chat message's passages: a quarter of the context, so a few turns of them still fit."""
+    from app.core.chat.grounding import sources_within
+    from app.core.documents.embedding import EmbeddingFailed
+    from app.core.documents.store import DocumentsError
+    from app.core.errors import HearthError
+
+    try:
+        hits = retriever.search(question, DOCS_PASSAGES)
+    except (EmbeddingFailed, DocumentsError, HearthError) as exc:  # the chat goes on without them
+        err(f"(the documents could not be searched: {exc})")
+        return []
+    if not hits:
+        err("(nothing in the documents matches; the model answers without them)")
+    return sources_within(hits, args.ctx // 4)
+
+
+def _write_sources(reply: str, sources: list) -> None:
+    """Under the reply: the passages it cites, else (a reply that cites none) every passage it was given."""
+    from app.core.chat.grounding import cited, sources_text
+
+    used = cited(reply, sources)
+    _write(("\nSources:\n" if used else "\nPassages given (none cited):\n") + sources_text(used or sources) + "\n")
 
 
 def run_with_tools(ctx: CliContext, args: argparse.Namespace, messages: list) -> int:
@@ -230,6 +301,7 @@ class _Stdout:
 def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.cli.images import chat_image
     from app.cli.tool_run import checked_choice, open_loop, run_turn, wait_out
+    from app.core.chat.grounding import grounded_question
     from app.core.chat.sending import fit_messages, request_for
     from app.core.chat.turn import ChatTurn
     from app.core.engines.base import ChatMessage, Chunk
@@ -238,9 +310,20 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
     choice, why = checked_choice(ctx, args)
     if why:
         return ctx.fail(why, 2)
+    retriever = None
+    if args.docs:
+        from app.cli.docs import Retriever
+        from app.core.documents.store import DocumentsError
+
+        try:
+            retriever = Retriever(ctx, _doc_names(args))
+        except DocumentsError as exc:
+            return ctx.fail(exc, 2)
     try:
         host, info = start_host(ctx, args)
     except HearthError as exc:
+        if retriever is not None:
+            retriever.close()
         return ctx.fail(exc)
     err(
         f"Chatting with {model_label(info)}. /reset clears the history; /image FILE adds an image to your next"
@@ -269,7 +352,14 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
             if text.startswith("/image "):
                 images += chat_image(text.removeprefix("/image ").strip(), err)
                 continue
-            history.append(ChatMessage(role="user", content=line, images=images or None))
+            sources: list = []
+            content = line
+            if retriever is not None:
+                # The passages go into this message as the model reads it; the history keeps them, so a
+                # follow-up question can still cite them.
+                sources = _chat_sources(retriever, line, args)
+                content = grounded_question(line, sources)
+            history.append(ChatMessage(role="user", content=content, images=images or None))
             images = []
             # As in the window: the oldest turns are left out of a request that would not fit (and it says so).
             plan = fit_messages(system + history, info.n_ctx, args.max_tokens)
@@ -305,9 +395,13 @@ def cmd_chat(ctx: CliContext, args: argparse.Namespace) -> int:
             reply = turn.result.text
             if reply:  # a stopped reply stays in the history, as the user saw it
                 history.append(ChatMessage(role="assistant", content=reply))
+            if sources:
+                _write_sources(reply, sources)
             final = turn.final or Chunk(finish_reason=turn.result.finish_reason, stats=turn.result.stats)
             err(("[stopped] " if interrupted else "") + format_stats(final))
     finally:
         if loop is not None:
             loop.servers.close()
+        if retriever is not None:
+            retriever.close()
         host.shutdown(10)

@@ -79,3 +79,35 @@ def test_a_bundle_reads_a_document_through_the_hearth_command(tmp_path, env):
 
     (section,) = from_payload(json.loads(proc.stdout)).sections
     assert section.heading == "Lamp" and "brass lamp" in section.text
+
+
+def test_run_answers_from_a_collection_and_lists_its_sources(tmp_path, env, tiny_encoder_gguf, tiny_gguf_f16):
+    assert hearth("import", str(tiny_encoder_gguf), str(tiny_gguf_f16), env=env).returncode == 0
+    root = _folder(tmp_path)
+    assert hearth("docs", "add", str(root), "-c", "Notes", env=env, timeout=300).returncode == 0
+    proc = hearth(
+        "run", str(tiny_gguf_f16), "What does E1042 mean?", "--docs", "notes", "--max-tokens", "8", "--temp", "0",
+        env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # a random tiny model cites nothing, so every passage it was given is listed, the best first
+    assert "Passages given (none cited):\n[1] " in proc.stdout and "disk.txt" in proc.stdout
+    proc = hearth("run", str(tiny_gguf_f16), "q", "--docs", "Nope", env=env, timeout=120)
+    assert proc.returncode == 2 and "no collection named 'Nope'" in proc.stderr
+
+
+def test_chat_answers_each_message_from_a_collection(tmp_path, env, tiny_encoder_gguf, tiny_gguf_f16):
+    import subprocess
+    import sys
+
+    from tests.cli.helpers import ROOT
+
+    assert hearth("import", str(tiny_encoder_gguf), str(tiny_gguf_f16), env=env).returncode == 0
+    assert hearth("docs", "add", str(_folder(tmp_path)), "-c", "Notes", env=env, timeout=300).returncode == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "chat", str(tiny_gguf_f16), "--docs", "Notes", "--max-tokens", "4"],
+        input="What does E1042 mean?\nAnd the kettle?\n/exit\n",
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("Passages given (none cited):") == 2 and "tea.md" in proc.stdout
