@@ -5,6 +5,7 @@ process; a search embeds the query with it too (or, with --keywords, needs no mo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import threading
@@ -359,25 +360,12 @@ def _err(text: str) -> None:
 
 
 def _collection_json(c: Collection) -> dict[str, Any]:
-    return {
-        "name": c.name,
-        "model": c.model,
-        "dims": c.dims,
-        "files": c.files,
-        "passages": c.passages,
-        "bytes": c.bytes,
-    }
+    return {k: v for k, v in dataclasses.asdict(c).items() if k not in ("id", "created")}
 
 
 def _file_json(f: Any) -> dict[str, Any]:
-    return {
-        "path": str(f.path),
-        "state": f.state,
-        "reason": f.reason,
-        "pages": f.pages,
-        "passages": f.passages,
-        "size": f.size,
-    }
+    fields = dataclasses.asdict(f)
+    return {k: fields[k] for k in ("state", "reason", "pages", "passages", "size")} | {"path": str(f.path)}
 
 
 def _hit_json(h: Any) -> dict[str, Any]:

@@ -68,44 +68,38 @@ def _pieces(text: str, max_chars: int) -> Iterator[str]:
 
 def _cut_long(text: str, max_chars: int) -> Iterator[str]:
     """A paragraph over `max_chars`: sentences packed, a sentence over it cut at spaces, a word over it cut."""
-    buf = ""
-    for sentence in _SENTENCE_END.split(text):
-        for part in _by_words(sentence, max_chars) if len(sentence) > max_chars else [sentence]:
-            if buf and len(buf) + 1 + len(part) > max_chars:
-                yield buf
-                buf = part
-            else:
-                buf = f"{buf} {part}" if buf else part
-    if buf:
-        yield buf
+    parts = (
+        part
+        for sentence in _SENTENCE_END.split(text)
+        for part in (_by_words(sentence, max_chars) if len(sentence) > max_chars else [sentence])
+    )
+    return _greedy(parts, max_chars, " ")
 
 
 def _by_words(text: str, max_chars: int) -> Iterator[str]:
-    buf = ""
-    for word in text.split():
-        while len(word) > max_chars:  # no space to cut at (a long URL, base64): cut it anyway
-            if buf:
-                yield buf
-                buf = ""
-            yield word[:max_chars]
-            word = word[max_chars:]
-        if buf and len(buf) + 1 + len(word) > max_chars:
-            yield buf
-            buf = word
-        else:
-            buf = f"{buf} {word}" if buf else word
-    if buf:
-        yield buf
+    def words() -> Iterator[str]:
+        for word in text.split():
+            while len(word) > max_chars:  # no space to cut at (a long URL, base64): cut it anyway
+                yield word[:max_chars]
+                word = word[max_chars:]
+            yield word
+
+    return _greedy(words(), max_chars, " ")
 
 
 def _pack(pieces: Iterable[str], max_chars: int) -> Iterator[str]:
     """Paragraphs joined up to `max_chars`, so short ones (a list, a table's rows) are not a passage each."""
+    return _greedy(pieces, max_chars, "\n\n")
+
+
+def _greedy(parts: Iterable[str], max_chars: int, sep: str) -> Iterator[str]:
+    """Parts joined by `sep` for as long as the next one fits in `max_chars` (each part fits alone)."""
     buf = ""
-    for piece in pieces:
-        if buf and len(buf) + 2 + len(piece) > max_chars:
+    for part in parts:
+        if buf and len(buf) + len(sep) + len(part) > max_chars:
             yield buf
-            buf = piece
+            buf = part
         else:
-            buf = f"{buf}\n\n{piece}" if buf else piece
+            buf = f"{buf}{sep}{part}" if buf else part
     if buf:
         yield buf

@@ -88,6 +88,14 @@ CREATE INDEX IF NOT EXISTS passages_by_collection ON passages(collection);
 """
 
 
+_COUNTED = (
+    "SELECT c.*, (SELECT COUNT(*) FROM files f WHERE f.collection = c.id) AS n_files,"
+    " (SELECT COUNT(*) FROM passages p WHERE p.collection = c.id) AS n_passages,"
+    " (SELECT COALESCE(SUM(LENGTH(p.text) + LENGTH(p.vector)), 0) FROM passages p"
+    "  WHERE p.collection = c.id) AS n_bytes FROM collections c"
+)
+
+
 class DocumentsError(Exception):
     """A request the store refuses (no such collection, a name taken); str() says why."""
 
@@ -183,19 +191,12 @@ class DocumentStore:
         return self.collection(name)
 
     def collections(self) -> list[Collection]:
-        rows = self._q(
-            "SELECT c.*, (SELECT COUNT(*) FROM files f WHERE f.collection = c.id) AS n_files,"
-            " (SELECT COUNT(*) FROM passages p WHERE p.collection = c.id) AS n_passages,"
-            " (SELECT COALESCE(SUM(LENGTH(p.text) + LENGTH(p.vector)), 0) FROM passages p"
-            "  WHERE p.collection = c.id) AS n_bytes FROM collections c ORDER BY c.name"
-        )
-        return [_collection(r) for r in rows]
+        """Every collection with its counts and size (a scan of its passages: for listings, not lookups)."""
+        return [_collection(r) for r in self._q(_COUNTED + " ORDER BY c.name")]
 
     def find_collection(self, name: str) -> Collection | None:
-        for c in self.collections():
-            if c.name == name or c.name.casefold() == name.strip().casefold():
-                return c
-        return None
+        rows = self._q(_COUNTED + " WHERE c.name = ?", (name.strip(),))  # the column compares without case
+        return _collection(rows[0]) if rows else None
 
     def collection(self, name: str) -> Collection:
         found = self.find_collection(name)

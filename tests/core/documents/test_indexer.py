@@ -35,6 +35,16 @@ def _indexer(store, embedder, **kw) -> Indexer:
     return Indexer(store, embedder, parse=parse_file, **kw)
 
 
+def _indexed(store, embedder, tmp_path: Path):
+    """A folder added to a new collection and indexed: (the folder, the collection, its indexer)."""
+    root = _folder(tmp_path)
+    c = store.create_collection("notes", embedder.model)
+    indexer = _indexer(store, embedder)
+    indexer.add(c, [root])
+    indexer.run(c)
+    return root, c, indexer
+
+
 def _passages_of(path: Path, embedder: WordEmbedder) -> int:
     return len(cut_passages(parse_file(path).sections, passage_chars(embedder.context_tokens)))
 
@@ -55,11 +65,7 @@ def test_a_folder_is_indexed_and_searchable(store, embedder, tmp_path):
 
 
 def test_unchanged_files_are_never_embedded_again_and_a_change_is_read_alone(store, embedder, tmp_path):
-    root = _folder(tmp_path)
-    c = store.create_collection("notes", embedder.model)
-    indexer = _indexer(store, embedder)
-    indexer.add(c, [root])
-    indexer.run(c)
+    root, c, indexer = _indexed(store, embedder, tmp_path)
     before = embedder.embedded
     indexer.sync(c)
     assert indexer.run(c).passages == 0 and embedder.embedded == before
@@ -81,11 +87,7 @@ def test_unchanged_files_are_never_embedded_again_and_a_change_is_read_alone(sto
 
 
 def test_new_and_deleted_files_are_picked_up(store, embedder, tmp_path):
-    root = _folder(tmp_path)
-    c = store.create_collection("notes", embedder.model)
-    indexer = _indexer(store, embedder)
-    indexer.add(c, [root])
-    indexer.run(c)
+    root, c, indexer = _indexed(store, embedder, tmp_path)
     (root / "a.md").unlink()
     (root / "sub" / "new.md").write_text("A new note about lamps.")
     assert indexer.sync(c) == 3
@@ -96,11 +98,7 @@ def test_new_and_deleted_files_are_picked_up(store, embedder, tmp_path):
 
 def test_a_missing_source_keeps_its_documents(store, embedder, tmp_path):
     # An unplugged drive is not a deleted folder: its passages stay until the user removes it.
-    root = _folder(tmp_path)
-    c = store.create_collection("notes", embedder.model)
-    indexer = _indexer(store, embedder)
-    indexer.add(c, [root])
-    indexer.run(c)
+    root, c, indexer = _indexed(store, embedder, tmp_path)
     root.rename(tmp_path / "elsewhere")
     indexer.sync(c)
     assert store.collection("notes").files == 3
