@@ -210,15 +210,16 @@ DOCS_PASSAGES = 6
 
 def _document_sources(ctx: CliContext, args: argparse.Namespace) -> list:
     """The passages of `--docs` collections that best answer the prompt, within half the context."""
-    from app.cli.docs import search
+    from app.cli import docs
     from app.core.chat.grounding import sources_within
+    from app.core.documents.embedding import EmbeddingFailed
     from app.core.documents.store import DocumentsError
     from app.core.errors import HearthError
 
     try:
-        hits = search(ctx, _doc_names(args), args.prompt, DOCS_PASSAGES)
-    except DocumentsError as exc:
-        raise HearthError(str(exc)) from exc
+        hits = docs.search(ctx, _doc_names(args), args.prompt, DOCS_PASSAGES)
+    except (DocumentsError, EmbeddingFailed) as exc:
+        raise HearthError(f"the documents could not be searched: {exc}") from exc
     if not hits:
         err("note: nothing in the documents matches the question; the model answers without them")
     return sources_within(hits, args.ctx // 2)

@@ -111,3 +111,21 @@ def test_chat_answers_each_message_from_a_collection(tmp_path, env, tiny_encoder
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("Passages given (none cited):") == 2 and "tea.md" in proc.stdout
+
+
+def test_run_docs_says_why_when_the_embedding_model_fails(monkeypatch):
+    # A model that fails mid-search (its file gone, the engine refusing) is the command's error, not a traceback.
+    import argparse
+
+    from app.cli import docs
+    from app.cli.engine import _document_sources
+    from app.core.documents.embedding import EmbeddingFailed
+    from app.core.errors import HearthError
+
+    def failing(*_a, **_k):
+        raise EmbeddingFailed("the model file is gone", "load_failed")
+
+    monkeypatch.setattr(docs, "search", failing)
+    args = argparse.Namespace(docs="Notes", prompt="q", ctx=4096)
+    with pytest.raises(HearthError, match="could not be searched: the model file is gone"):
+        _document_sources(None, args)
