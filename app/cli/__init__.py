@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         from app.core.engines.llamacpp.check_child import main as check_main
 
         return check_main()
-    if raw[:1] == ["--hearth-parse-document"]:  # the bundle's document reader (documents.parsing.child_command)
+    if raw[:1] == ["--hearth-parse-document"]:  # the bundle's document reader (documents.parse_child.child_command)
         from app.core.documents.parse_child import main as parse_main
 
         return parse_main(raw[1:2])

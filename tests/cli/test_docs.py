@@ -75,7 +75,7 @@ def test_a_bundle_reads_a_document_through_the_hearth_command(tmp_path, env):
     note.write_text("# Lamp\n\nThe brass lamp is lit.\n")
     proc = hearth("--hearth-parse-document", str(note), env=env)
     assert proc.returncode == 0, proc.stderr
-    from app.core.documents.parsing import from_payload
+    from app.core.documents.parse_child import from_payload
 
     (section,) = from_payload(json.loads(proc.stdout)).sections
     assert section.heading == "Lamp" and "brass lamp" in section.text

@@ -26,14 +26,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.core.documents.parsing import (
-    SUPPORTED_SUFFIXES,
-    ParsedDocument,
-    ParseError,
-    Unsupported,
-    parse_file,
-    parse_in_child,
-)
+from app.core.documents.parse_child import parse_in_child
+from app.core.documents.parsing import SUPPORTED_SUFFIXES, ParsedDocument, ParseError, Unsupported, parse_file
 from app.core.documents.passages import cut_passages, passage_chars
 from app.core.documents.store import (
     FAILED,

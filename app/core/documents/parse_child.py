@@ -1,31 +1,166 @@
-"""The child process of `parsing.parse_in_child`: reads one file and writes the result as JSON on stdout.
+"""Reading a document in a child process, both ends: the parent's `parse_in_child` (the command, the wait with
+its timeout, the answer's size cap) and the child's `main`, which reads one file and writes the result as JSON
+on stdout.
 
 Run as `python -m app.core.documents.parse_child PATH` (a bundle: `Hearth --hearth-parse-document PATH`,
-which app/cli routes to `main`). It limits its own address space to the megabytes in HEARTH_PARSE_MEMORY_MB
-where the OS allows it, so a file that would need more ends this process, not the app; the parent holds
-the timeout. Exit 0 with {"sections", "pages", "note"} or {"error", "message"} on stdout; EXIT_OUT_OF_MEMORY
-when the memory ran out; any other failure exits non-zero with its traceback on stderr.
+which app/cli routes to `main`). The child limits its own address space to the megabytes in
+HEARTH_PARSE_MEMORY_MB where the OS allows it, so a file that would need more ends that process, not the app;
+the parent holds the timeout. Exit 0 with {"sections", "pages", "note"} or {"error", "message"} on stdout;
+EXIT_OUT_OF_MEMORY when the memory ran out; any other failure exits non-zero with its traceback on stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
+import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
-from app.core.documents.parsing import (
-    CHILD_MEMORY_ENV,
-    EXIT_OUT_OF_MEMORY,
-    ParseError,
-    error_payload,
-    parse_file,
-    to_payload,
-)
-from app.core.units import MiB
+from app.core.documents.parsing import ParsedDocument, ParseError, Section, Unsupported, parse_file, short_reason
+from app.core.units import MiB, fmt_bytes
 
 logger = logging.getLogger(__name__)
+
+MAX_CHILD_OUTPUT_BYTES = 128 * MiB  # the child's JSON: 4 bytes a character at most, for MAX_TEXT_CHARS
+CHILD_MEMORY_ENV = "HEARTH_PARSE_MEMORY_MB"  # parse_in_child's memory limit, applied by the child
+CHILD_MODULE = "app.core.documents.parse_child"
+EXIT_OUT_OF_MEMORY = 3  # the child's exit status when it hit its memory limit
+_ROOT = Path(__file__).resolve().parents[3]  # where `app` imports from, for the child
+
+
+def to_payload(doc: ParsedDocument) -> dict[str, Any]:
+    """The JSON the child writes for a parsed document."""
+    return {"pages": doc.pages, "note": doc.note, "sections": [[s.text, s.page, s.heading] for s in doc.sections]}
+
+
+def error_payload(exc: ParseError) -> dict[str, Any]:
+    return {"error": "unsupported" if isinstance(exc, Unsupported) else "parse", "message": str(exc)}
+
+
+def from_payload(payload: Any) -> ParsedDocument:
+    """The parsed document (or the error it reports) from the child's JSON."""
+    if not isinstance(payload, dict):
+        raise ParseError("the reader's answer could not be read")
+    if "error" in payload:
+        message = str(payload.get("message") or "the file could not be read")
+        raise Unsupported(message) if payload["error"] == "unsupported" else ParseError(message)
+    try:
+        sections = [Section(str(t), None if p is None else int(p), str(h)) for t, p, h in payload["sections"]]
+        pages = payload.get("pages")
+        note = payload.get("note")
+        return ParsedDocument(sections, None if pages is None else int(pages), None if note is None else str(note))
+    except (KeyError, TypeError, ValueError):
+        raise ParseError("the reader's answer could not be read") from None
+
+
+def child_command(path: Path) -> list[str]:
+    """The child's command line for reading `path`."""
+    if getattr(sys, "frozen", False):
+        # A bundle has no `-m`: app/cli/__init__.py's main() routes this flag to parse_child.main.
+        return [sys.executable, "--hearth-parse-document", os.path.abspath(path)]
+    return [sys.executable, "-m", CHILD_MODULE, os.path.abspath(path)]
+
+
+class _Drain(threading.Thread):
+    """Reads a child's pipe to its end, keeping the first `cap` bytes (stdout) or the last (stderr)."""
+
+    def __init__(self, pipe: IO[bytes], cap: int, keep_tail: bool, on_overflow: Callable[[], None]) -> None:
+        super().__init__(daemon=True)
+        self._pipe, self._cap, self._tail, self._on_overflow = pipe, cap, keep_tail, on_overflow
+        self._parts: list[bytes] = []
+        self._size = 0
+        self.overflowed = False
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := os.read(self._pipe.fileno(), 1 << 16):
+                if self._tail:
+                    self._parts.append(chunk)
+                    self._size += len(chunk)
+                    while self._size - len(self._parts[0]) >= self._cap:
+                        self._size -= len(self._parts.pop(0))
+                elif not self.overflowed:
+                    self._size += len(chunk)
+                    if self._size > self._cap:
+                        self.overflowed = True
+                        self._parts.clear()
+                        self._on_overflow()
+                    else:
+                        self._parts.append(chunk)
+        with contextlib.suppress(OSError):
+            self._pipe.close()
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self._parts)
+
+
+def parse_in_child(path: Path, *, timeout_s: float = 120.0, memory_mb: int = 1536) -> ParsedDocument:
+    """`parse_file(path)` in a child process under a memory limit (RLIMIT_AS where the OS has it) and a
+    timeout: a file that would hang or exhaust the reader costs a ParseError, not the app."""
+    env = dict(os.environ)
+    env[CHILD_MEMORY_ENV] = str(int(memory_mb))
+    if not getattr(sys, "frozen", False):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+    try:
+        proc = subprocess.Popen(
+            child_command(Path(path)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(_ROOT) if _ROOT.is_dir() else None,  # -m puts the cwd first on sys.path
+            env=env,
+            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # no console flashing up on Windows
+        )
+    except OSError as exc:
+        raise ParseError(f"the reader could not start ({exc.strerror or exc})") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    out = _Drain(proc.stdout, MAX_CHILD_OUTPUT_BYTES, False, proc.kill)
+    err = _Drain(proc.stderr, 64 * 1024, True, proc.kill)
+    out.start()
+    err.start()
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        out.join()
+        err.join()
+        raise ParseError(f"took over {timeout_s:g} s to read") from None
+    out.join()
+    err.join()
+    if out.overflowed:
+        raise ParseError(f"the reader's answer was over {fmt_bytes(MAX_CHILD_OUTPUT_BYTES, 0)}")
+    if code != 0:
+        stderr = err.data.decode("utf-8", errors="replace")
+        logger.debug("document reader exited %s for %s: %s", code, path, stderr[-2000:])
+        raise ParseError(_crash_reason(code, stderr, memory_mb))
+    try:
+        payload = json.loads(out.data)
+    except ValueError:
+        raise ParseError("the reader's answer could not be read") from None
+    return from_payload(payload)
+
+
+def _crash_reason(code: int, stderr: str, memory_mb: int) -> str:
+    if code == EXIT_OUT_OF_MEMORY:
+        detail = f"it needed more than {memory_mb:,} MB"
+    elif code < 0:
+        try:
+            detail = f"stopped by {signal.Signals(-code).name}"
+        except ValueError:
+            detail = f"stopped by signal {-code}"
+    else:
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        detail = short_reason(Exception(lines[-1])) if lines else f"exit status {code}"
+    return f"the reader ran out of memory or crashed ({detail})"
 
 
 def limit_memory(megabytes: int) -> bool:

@@ -18,23 +18,18 @@ import codecs
 import contextlib
 import csv
 import itertools
-import json
 import logging
 import os
 import posixpath
 import re
-import signal
 import struct
-import subprocess
-import sys
-import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from html import unescape
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import unquote
 from xml.parsers import expat
 
@@ -58,10 +53,6 @@ MAX_LINE_CHARS = 1_000_000  # a CSV line longer than this is cut (csv would spli
 MAX_PDF_PAGES = 5_000
 MAX_SHARED_STRINGS = 4_000_000  # an XLSX's string table
 MAX_HEADING_CHARS = 300  # one heading; longer is a paragraph that was styled as a heading
-MAX_CHILD_OUTPUT_BYTES = 128 * MiB  # the child's JSON: 4 bytes a character at most, for MAX_TEXT_CHARS
-CHILD_MEMORY_ENV = "HEARTH_PARSE_MEMORY_MB"  # parse_in_child's memory limit, applied by the child
-CHILD_MODULE = "app.core.documents.parse_child"
-EXIT_OUT_OF_MEMORY = 3  # the child's exit status when it hit its memory limit
 
 ROWS_PER_SECTION = 50  # CSV rows per section: a section is what a citation names ("rows 51–100")
 SCANNED_CHARS_PER_PAGE = 3  # fewer visible characters a page than this: a PDF without a text layer
@@ -69,7 +60,6 @@ HEADING_SEPARATOR = " › "
 
 _CHUNK_CHARS = 1 << 20
 _CHUNK_BYTES = 1 << 20
-_ROOT = Path(__file__).resolve().parents[3]  # where `app` imports from, for the child
 
 _MARKDOWN = frozenset({".md", ".markdown", ".mdown", ".mkd"})
 _HTML = frozenset({".html", ".htm", ".xhtml"})
@@ -1526,7 +1516,7 @@ def _read_pdf(path: Path, b: _Builder) -> None:
     except (ParseError, MemoryError):
         raise
     except Exception as exc:  # pypdf raises many kinds (KeyError, ValueError, its own) on a damaged file
-        raise ParseError(f"not a readable PDF ({_reason(exc)})") from None
+        raise ParseError(f"not a readable PDF ({short_reason(exc)})") from None
     b.pages = total
     if total > MAX_PDF_PAGES:
         b.notes.append(f"only the first {MAX_PDF_PAGES:,} of {total:,} pages were read")
@@ -1541,7 +1531,7 @@ def _read_pdf(path: Path, b: _Builder) -> None:
         except Exception as exc:  # one damaged page leaves the rest readable
             logger.debug("page %d of %s unreadable: %s", number, path.name, exc)
             failed += 1
-            first_error = first_error or _reason(exc)
+            first_error = first_error or short_reason(exc)
             continue
         text = _tidy(text)
         visible += len(text) - text.count(" ") - text.count("\n")
@@ -1558,137 +1548,7 @@ def _read_pdf(path: Path, b: _Builder) -> None:
         b.notes.append("no text layer (a scanned PDF?): nothing to index")
 
 
-def _reason(exc: BaseException) -> str:
+def short_reason(exc: BaseException) -> str:
+    """An exception in a line a user can read (at most 160 characters)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 160 else text[:159] + "…"
-
-
-# --- In a child process ----------------------------------------------------------------------------------
-
-
-def to_payload(doc: ParsedDocument) -> dict[str, Any]:
-    """The JSON the child writes for a parsed document."""
-    return {"pages": doc.pages, "note": doc.note, "sections": [[s.text, s.page, s.heading] for s in doc.sections]}
-
-
-def error_payload(exc: ParseError) -> dict[str, Any]:
-    return {"error": "unsupported" if isinstance(exc, Unsupported) else "parse", "message": str(exc)}
-
-
-def from_payload(payload: Any) -> ParsedDocument:
-    """The parsed document (or the error it reports) from the child's JSON."""
-    if not isinstance(payload, dict):
-        raise ParseError("the reader's answer could not be read")
-    if "error" in payload:
-        message = str(payload.get("message") or "the file could not be read")
-        raise Unsupported(message) if payload["error"] == "unsupported" else ParseError(message)
-    try:
-        sections = [Section(str(t), None if p is None else int(p), str(h)) for t, p, h in payload["sections"]]
-        pages = payload.get("pages")
-        note = payload.get("note")
-        return ParsedDocument(sections, None if pages is None else int(pages), None if note is None else str(note))
-    except (KeyError, TypeError, ValueError):
-        raise ParseError("the reader's answer could not be read") from None
-
-
-def child_command(path: Path) -> list[str]:
-    """The child's command line for reading `path`."""
-    if getattr(sys, "frozen", False):
-        # A bundle has no `-m`: app/cli/__init__.py's main() routes this flag to parse_child.main.
-        return [sys.executable, "--hearth-parse-document", os.path.abspath(path)]
-    return [sys.executable, "-m", CHILD_MODULE, os.path.abspath(path)]
-
-
-class _Drain(threading.Thread):
-    """Reads a child's pipe to its end, keeping the first `cap` bytes (stdout) or the last (stderr)."""
-
-    def __init__(self, pipe: IO[bytes], cap: int, keep_tail: bool, on_overflow: Callable[[], None]) -> None:
-        super().__init__(daemon=True)
-        self._pipe, self._cap, self._tail, self._on_overflow = pipe, cap, keep_tail, on_overflow
-        self._parts: list[bytes] = []
-        self._size = 0
-        self.overflowed = False
-
-    def run(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while chunk := os.read(self._pipe.fileno(), 1 << 16):
-                if self._tail:
-                    self._parts.append(chunk)
-                    self._size += len(chunk)
-                    while self._size - len(self._parts[0]) >= self._cap:
-                        self._size -= len(self._parts.pop(0))
-                elif not self.overflowed:
-                    self._size += len(chunk)
-                    if self._size > self._cap:
-                        self.overflowed = True
-                        self._parts.clear()
-                        self._on_overflow()
-                    else:
-                        self._parts.append(chunk)
-        with contextlib.suppress(OSError):
-            self._pipe.close()
-
-    @property
-    def data(self) -> bytes:
-        return b"".join(self._parts)
-
-
-def parse_in_child(path: Path, *, timeout_s: float = 120.0, memory_mb: int = 1536) -> ParsedDocument:
-    """`parse_file(path)` in a child process under a memory limit (RLIMIT_AS where the OS has it) and a
-    timeout: a file that would hang or exhaust the reader costs a ParseError, not the app."""
-    env = dict(os.environ)
-    env[CHILD_MEMORY_ENV] = str(int(memory_mb))
-    if not getattr(sys, "frozen", False):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
-    try:
-        proc = subprocess.Popen(
-            child_command(Path(path)),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(_ROOT) if _ROOT.is_dir() else None,  # -m puts the cwd first on sys.path
-            env=env,
-            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # no console flashing up on Windows
-        )
-    except OSError as exc:
-        raise ParseError(f"the reader could not start ({exc.strerror or exc})") from None
-    assert proc.stdout is not None and proc.stderr is not None
-    out = _Drain(proc.stdout, MAX_CHILD_OUTPUT_BYTES, False, proc.kill)
-    err = _Drain(proc.stderr, 64 * 1024, True, proc.kill)
-    out.start()
-    err.start()
-    try:
-        code = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        out.join()
-        err.join()
-        raise ParseError(f"took over {timeout_s:g} s to read") from None
-    out.join()
-    err.join()
-    if out.overflowed:
-        raise ParseError(f"the reader's answer was over {fmt_bytes(MAX_CHILD_OUTPUT_BYTES, 0)}")
-    if code != 0:
-        stderr = err.data.decode("utf-8", errors="replace")
-        logger.debug("document reader exited %s for %s: %s", code, path, stderr[-2000:])
-        raise ParseError(_crash_reason(code, stderr, memory_mb))
-    try:
-        payload = json.loads(out.data)
-    except ValueError:
-        raise ParseError("the reader's answer could not be read") from None
-    return from_payload(payload)
-
-
-def _crash_reason(code: int, stderr: str, memory_mb: int) -> str:
-    if code == EXIT_OUT_OF_MEMORY:
-        detail = f"it needed more than {memory_mb:,} MB"
-    elif code < 0:
-        try:
-            detail = f"stopped by {signal.Signals(-code).name}"
-        except ValueError:
-            detail = f"stopped by signal {-code}"
-    else:
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-        detail = _reason(Exception(lines[-1])) if lines else f"exit status {code}"
-    return f"the reader ran out of memory or crashed ({detail})"

@@ -17,8 +17,9 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from app.core.documents import parsing
-from app.core.documents.parsing import ParsedDocument, ParseError, Section, Unsupported, parse_file, parse_in_child
+from app.core.documents import parse_child, parsing
+from app.core.documents.parse_child import parse_in_child
+from app.core.documents.parsing import ParsedDocument, ParseError, Section, Unsupported, parse_file
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -632,7 +633,8 @@ def test_parse_in_child_reports_the_childs_errors_as_the_same_class(tmp_path):
 def test_a_child_that_hangs_is_killed_at_the_timeout_and_the_next_file_still_reads(tmp_path, monkeypatch):
     good = tmp_path / "good.txt"
     good.write_text("fine")
-    monkeypatch.setattr(parsing, "child_command", lambda path: [sys.executable, "-c", "import time; time.sleep(60)"])
+    hang = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(parse_child, "child_command", lambda path: hang)
     t0 = time.monotonic()
     with pytest.raises(ParseError, match=r"took over 0\.5 s to read"):
         parse_in_child(good, timeout_s=0.5)
@@ -653,21 +655,21 @@ def test_a_child_over_its_memory_limit_is_a_parse_error(tmp_path):
 def test_a_crashed_or_flooding_child_is_a_parse_error(tmp_path, monkeypatch):
     good = tmp_path / "good.txt"
     good.write_text("fine")
-    monkeypatch.setattr(parsing, "child_command", lambda path: [sys.executable, "-c", "raise SystemExit('boom')"])
+    monkeypatch.setattr(parse_child, "child_command", lambda path: [sys.executable, "-c", "raise SystemExit('boom')"])
     with pytest.raises(ParseError, match=r"ran out of memory or crashed \(boom\)"):
         parse_in_child(good)
     flood = "import sys; sys.stdout.write('x' * 5_000_000)"
-    monkeypatch.setattr(parsing, "child_command", lambda path: [sys.executable, "-c", flood])
-    monkeypatch.setattr(parsing, "MAX_CHILD_OUTPUT_BYTES", 100_000)
+    monkeypatch.setattr(parse_child, "child_command", lambda path: [sys.executable, "-c", flood])
+    monkeypatch.setattr(parse_child, "MAX_CHILD_OUTPUT_BYTES", 100_000)
     with pytest.raises(ParseError, match="answer was over"):
         parse_in_child(good)
 
 
 def test_a_bundle_runs_the_child_through_its_own_program(monkeypatch, tmp_path):
     path = tmp_path / "a.txt"
-    assert parsing.child_command(path)[1:] == ["-m", "app.core.documents.parse_child", str(path)]
+    assert parse_child.child_command(path)[1:] == ["-m", "app.core.documents.parse_child", str(path)]
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    assert parsing.child_command(path) == [sys.executable, "--hearth-parse-document", str(path)]
+    assert parse_child.child_command(path) == [sys.executable, "--hearth-parse-document", str(path)]
 
 
 def test_the_documents_package_imports_neither_qt_nor_the_web_stack():
