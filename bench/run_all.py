@@ -389,8 +389,8 @@ BENCHES = [
     Bench(
         "documents",
         "documents.py",
-        "indexing a folder (÷ the embedding engine alone), one changed file re-indexed, search at 10k/100k passages",
-        quick=("--files", "300", "--passages", "10000,100000", "--queries", "20"),
+        "indexing notes and PDFs (÷ the engine alone, ÷ /v1/embeddings), one changed file, search at 10k/100k",
+        quick=("--files", "300", "--pdf-pages", "100", "--passages", "10000,100000", "--queries", "20"),
         quick_timeout_s=180,
     ),
     Bench(

@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from app.core.documents.store import Collection, DocumentStore
 
 DEFAULT_COLLECTION = "Documents"
-# What to download when there is no embedding model: small, multilingual-enough, 8k context, GGUF on the Hub.
-SUGGESTED_EMBEDDER = "nomic-ai/nomic-embed-text-v1.5-GGUF"
 
 
 def add_docs_command(subparsers: Any) -> None:
@@ -76,12 +74,6 @@ def cmd_add(ctx: CliContext, args: argparse.Namespace) -> int:
         collection = store.find_collection(args.collection)
         if collection is None:
             model = _pick_model(ctx, args.model)
-            if model is None:
-                return ctx.fail(
-                    "no embedding model in the library to index with: download one, e.g. "
-                    f"`hearth pull {SUGGESTED_EMBEDDER}`, or name one with --model",
-                    2,
-                )
             collection = store.create_collection(args.collection, model)
             _err(f"new collection {collection.name!r}, embedded with {model}")
         elif args.model and args.model != collection.model:
@@ -278,25 +270,19 @@ def cmd_rm(ctx: CliContext, args: argparse.Namespace) -> int:
         store.close()
 
 
-def _pick_model(ctx: CliContext, asked: str | None) -> str | None:
+def _pick_model(ctx: CliContext, asked: str | None) -> str:
     """The library name of the embedding model for a new collection: the one asked for (checked), else the
-    library's most recently used embedding model."""
-    from app.core.documents.embedding import models_for
-    from app.core.documents.store import DocumentsError
+    one Settings → Documents names, else the library's most recently used. Raises NoEmbeddingModel (which
+    names one to pull) or DocumentsError."""
+    from app.core.documents.service import check_embedding_model, pick_embedding_model
     from app.core.runtime.resolve import ModelResolver
 
     library = ctx.open_library()
     try:
-        resolver = ModelResolver(library)
+        role = ModelResolver(library).role
         if asked:
-            model = library.find(asked)
-            if model is None or not model.ready:
-                raise DocumentsError(f"no model {asked!r} ready in the library (see `hearth ls`)")
-            if resolver.role(model) != "embedding":
-                raise DocumentsError(f"{model.name} is a {resolver.role(model)} model, not an embedding model")
-            return model.name
-        found = models_for(library, resolver.role)
-        return found[0].name if found else None
+            return check_embedding_model(library, role, asked)
+        return pick_embedding_model(library, role, ctx.settings.documents.embedding_model)
     finally:
         library.close()
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.core.chat import ChatStore
+from app.core.documents.service import Documents
 from app.core.downloads import DownloadManager
 from app.core.engines import default_registry
 from app.core.engines.llamacpp.canary import recover_native_crashes
@@ -48,6 +49,8 @@ class Services:
     crash_notes: list[str] = field(default_factory=list)
     # The MCP servers of mcp.json, started when a chat first needs one.
     tools: McpServers | None = None
+    # The user's document collections (the Documents page, the chat's Documents menu, the API's vector stores).
+    documents: Documents | None = None
 
     @classmethod
     def open(cls, paths: AppPaths, settings: Settings, *, env: dict[str, str] | None = None) -> Services:
@@ -89,6 +92,16 @@ class Services:
         services.crash_notes = recover_native_crashes()
         services.feed = LibraryFeed(downloads, library)
         services.tools = McpServers(paths.config, log_dir=paths.logs)  # a broken mcp.json: none, and why
+        services.documents = Documents(
+            paths.documents_db,
+            pool.submit,
+            library,
+            role_of=resolver.role,
+            context_of=resolver.context_length,
+            settings=lambda: services.settings.documents,
+            generating=lambda: any(r.state.status == "generating" for r in pool.residents()),
+            loaded_models=lambda: [str(r.state.model.path) for r in pool.residents() if r.state.model is not None],
+        )
         resolver.draft_for = services.draft_for
         resolver.template_for = services.template_for
         return services
@@ -125,6 +138,8 @@ class Services:
         """A background thread, after the window shows: catch up the library, resume unfinished downloads."""
         if self.feed is not None:
             self.feed.start()
+        if self.documents is not None:
+            self.documents.start()  # what changed in watched folders while Hearth was closed; resumes a stopped run
 
     def close(self) -> None:
         """The feed stops taking finished downloads; then the MCP servers, the downloads (paused, their
@@ -132,6 +147,8 @@ class Services:
         (a server process's exit, a worker's pause, the models' unload), so quitting takes the slowest of
         them, not their sum; then the stores close."""
         self._close_step("library feed", self.feed.close if self.feed else (lambda: None))
+        # Before the pool: its run stops between two batches instead of failing on a closed engine.
+        self._close_step("documents", self.documents.close if self.documents else (lambda: None))
         at_once: list[tuple[str, Callable[[], object]]] = [
             ("engine host", self.pool.shutdown),
             ("MCP servers", self.tools.close if self.tools else (lambda: None)),

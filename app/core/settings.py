@@ -101,6 +101,20 @@ class ServerSettings(BaseModel):
         return value
 
 
+class DocumentsSettings(BaseModel):
+    """Settings → Documents: which models index and rerank the user's documents."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+    # The library name of the embedding model new collections use (the API's vector stores too); empty: the
+    # library's most recently used embedding model.
+    embedding_model: str = Field(default="", max_length=500)
+    # A reranker searches use when one is named here (loaded on demand); empty: only one already loaded.
+    reranker: str = Field(default="", max_length=500)
+    # Folders added to a collection are looked at again on start and every few seconds while Hearth runs.
+    watch_folders: bool = True
+
+
 class Settings(BaseModel):
     # Unknown keys from a newer Hearth are dropped, not fatal: a downgrade must still start.
     model_config = ConfigDict(extra="ignore", validate_assignment=True)
@@ -130,6 +144,7 @@ class Settings(BaseModel):
     server: ServerSettings = Field(default_factory=ServerSettings)
     # Model turns in one reply that uses MCP tools: a model that keeps calling stops here and answers.
     tool_steps: int = Field(default=10, ge=1, le=100)
+    documents: DocumentsSettings = Field(default_factory=DocumentsSettings)
 
     @field_validator("chat_templates")
     @classmethod

@@ -28,7 +28,7 @@ import numpy as np
 
 from app.core.documents.parse_child import parse_in_child
 from app.core.documents.parsing import SUPPORTED_SUFFIXES, ParsedDocument, ParseError, Unsupported, parse_file
-from app.core.documents.passages import cut_passages, passage_chars
+from app.core.documents.passages import Passage, cut_passages, passage_chars
 from app.core.documents.store import (
     FAILED,
     INDEXED,
@@ -38,6 +38,7 @@ from app.core.documents.store import (
     Collection,
     DocumentStore,
     FileRow,
+    WholeFile,
 )
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ BATCH = 16
 class Embedder(Protocol):
     """An embedding model as the indexer uses it."""
 
-    model: str
+    model: str | None  # the library name its jobs name (None: whatever the host has loaded)
     context_tokens: int  # the longest input it reads
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
@@ -142,13 +143,19 @@ class Indexer:
         parse: Parse = parse_document,
         progress: Callable[[Progress], None] | None = None,
         cancel: threading.Event | None = None,
+        yield_to: Callable[[], bool] | None = None,
     ) -> None:
-        """`progress` is called on the indexing thread."""
+        """`progress` is called on the indexing thread. While `yield_to()` is true (a chat turn is
+        generating) the run holds before its next batch, as when paused."""
         self.store = store
         self.embedder = embedder
         self.parse = parse
         self.progress = progress
         self.cancel = cancel or threading.Event()
+        self.yield_to = yield_to
+        self._embedded = 0  # passages embedded in the current run
+        # Short files read and cut, waiting to be embedded together in one job (row, passages, note, stat).
+        self._small: list[tuple[FileRow, list[Passage], str, os.stat_result]] = []
         self._going = threading.Event()  # clear while paused
         self._going.set()
 
@@ -210,6 +217,7 @@ class Indexer:
         done_bytes = 0
         counts = {INDEXED: 0, "unchanged": 0, SKIPPED: 0, FAILED: 0}
         self._embedded = 0
+        self._small = []
         for i, row in enumerate(todo):
             self._check()
             left = None
@@ -220,6 +228,8 @@ class Indexer:
             outcome = self._index_file(collection, row, at)
             counts[outcome] += 1
             done_bytes += row.size
+        self._check()
+        self._embed_small(collection)
         self._report(Progress(len(todo), len(todo), self._embedded, None, 0.0))
         return RunResult(
             counts[INDEXED], counts["unchanged"], counts[SKIPPED], counts[FAILED], self._embedded, time.monotonic() - t0
@@ -256,6 +266,15 @@ class Indexer:
             )
             return SKIPPED
         kept = self.store.start_file(row.id, digest, doc.pages, len(passages))
+        if kept == 0 and len(passages) < BATCH:
+            # A short file waits to share one job with others: a folder of notes of a passage each would
+            # otherwise cost an engine job and three commits per file. It is "indexing" until its batch is
+            # stored, so a quit before then reads it again.
+            if sum(len(p) for _, p, _, _ in self._small) + len(passages) > BATCH:
+                self._embed_small(collection)
+            self._small.append((row, passages, doc.note or "", st))
+            return INDEXED
+        self._embed_small(collection)
         for start in range(kept, len(passages), BATCH):
             self._check()
             batch = passages[start : start + BATCH]
@@ -266,11 +285,30 @@ class Indexer:
         self.store.set_state(row.id, INDEXED, doc.note or "", size=st.st_size, mtime=st.st_mtime)
         return INDEXED
 
+    def _embed_small(self, collection: Collection) -> None:
+        """Embed the short files waiting in one job and store each whole."""
+        if not self._small:
+            return
+        waiting, self._small = self._small, []
+        vectors = self.embedder.embed([p.for_embedding() for _, passages, _, _ in waiting for p in passages])
+        whole, at = [], 0
+        for row, passages, note, st in waiting:
+            whole.append(WholeFile(row.id, passages, vectors[at : at + len(passages)], note, st.st_size, st.st_mtime))
+            at += len(passages)
+        self.store.add_whole_files(collection.id, whole)
+        self._embedded += at
+
     def _check(self) -> None:
-        while not self._going.wait(0.1) and not self.cancel.is_set():
+        while not self.cancel.is_set() and (not self._going.wait(0.1) or self._yielding()):
             pass
         if self.cancel.is_set():
             raise Cancelled
+
+    def _yielding(self) -> bool:
+        if self.yield_to is None or not self.yield_to():
+            return False
+        self.cancel.wait(0.05)  # a chat turn is generating: its tokens come first; look again shortly
+        return True
 
     def _report(self, p: Progress) -> None:
         if self.progress is not None:

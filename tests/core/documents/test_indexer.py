@@ -16,7 +16,7 @@ from app.core.documents.passages import cut_passages, passage_chars
 from app.core.documents.search import Searcher
 from tests.core.documents.conftest import WordEmbedder
 
-LONG = "\n\n".join(f"Paragraph {i} of the long file talks about the hearth and its stones. " * 4 for i in range(40))
+LONG = "\n\n".join(f"Paragraph {i} of the long file talks about the hearth and its stones. " * 4 for i in range(160))
 
 
 def _folder(tmp_path: Path) -> Path:

@@ -20,6 +20,7 @@ import pytest
 from app.core.documents import parse_child, parsing
 from app.core.documents.parse_child import parse_in_child
 from app.core.documents.parsing import ParsedDocument, ParseError, Section, Unsupported, parse_file
+from tests.fixtures.text_pdf import text_pdf
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,33 +66,6 @@ def docx(path: Path, body: str, styles: str = "", document: str | bytes | None =
 def para(text: str, style: str = "") -> str:
     ppr = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
     return f"<w:p>{ppr}<w:r><w:t>{text}</w:t></w:r></w:p>"
-
-
-def text_pdf(pages: list[str]) -> bytes:
-    """A PDF written by hand: one line of Helvetica per page, the xref table's offsets counted here."""
-    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(len(pages)))
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode(),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    for i, text in enumerate(pages):
-        content = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
-            f"/Contents {5 + 2 * i} 0 R >>".encode()
-        )
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
 
 
 # --- Text ------------------------------------------------------------------------------------------------
