@@ -179,10 +179,30 @@ def _chat(p: PageParts) -> QWidget:  # noqa: F821
         tools=s.tools,
         tool_steps=lambda: s.settings.tool_steps,
         templates=p.templates,
+        documents=s.documents,
     )
     if s.crash_notes:  # a native crash last time: say so once, in the chat where it would be felt
         chat.show_notice(" ".join(s.crash_notes), "error")
     return chat
+
+
+def _documents(p: PageParts) -> QWidget:  # noqa: F821
+    from app.ui.documents.page import DocumentsPage
+    from app.ui.download_button import DownloadFeed
+
+    s, downloads = p.services, p.pages["downloads"]  # built before: a suggested model downloads through its queue
+    assert s.documents is not None
+    return DocumentsPage(
+        s.documents,
+        s.library,
+        p.tasks,
+        role_of=s.resolver.role,
+        machine=lambda: p.hardware.machine,
+        settings=lambda: s.settings,
+        save_settings=p.store.save,
+        feed=DownloadFeed(downloads, s.library, p.tasks),
+        request_download=downloads.request_download,
+    )
 
 
 def _server(p: PageParts) -> QWidget:  # noqa: F821
@@ -224,6 +244,7 @@ PAGES = (
     PageSpec("models", "My Models", _models),
     PageSpec("downloads", "Downloads", _downloads),
     PageSpec("chat", "Chat", _chat),
+    PageSpec("documents", "Documents", _documents),
     PageSpec("server", "Server", _server),
     PageSpec("bench", "Benchmark", _bench),
     PageSpec("hardware", "Hardware", _hardware),

@@ -5,7 +5,8 @@ offscreen platform); exits non-zero if a page cannot render.
 Demo data: a fresh HEARTH_HOME with a tiny generated GGUF and (when installed) the real SmolLM2 in My
 Models, a chat with reasoning and a code reply, the catalogue's recommendations for a fixed 16 GB
 machine, search results and a repo page with its card from a local fake Hub, a catalogue model page,
-and the Server page; My Models, Chat and Server again with two models loaded. Nothing reaches the network.
+and the Server page; My Models, Chat and Server again with two models loaded; two document collections
+indexed by a tiny embedding model, their files in every state. Nothing reaches the network.
 """
 
 from __future__ import annotations
@@ -59,9 +60,16 @@ PAGES = (
     # approval bar; and the Tools menu that turns servers on.
     "chat-tools",
     "chat-tools-menu",
+    # A reply answered from the Garden notes collection: its [1] [2] citations, the Sources block under it and
+    # the first passage open in the side panel; and the Documents menu that turns collections on.
+    "chat-documents",
+    "chat-documents-menu",
+    # Two document collections, one with files in every state; then a run in progress, held for a chat reply.
+    "documents",
+    "documents-indexing",
 )
 # Shot with a home that has no models, no chats and no remote servers (a first start).
-FIRST_START_PAGES = ("models-empty", "chat-first-start")
+FIRST_START_PAGES = ("models-empty", "chat-first-start", "documents-first-start")
 LOADED = "-loaded"
 PICTURE_CHAT = "What time of day is it?"
 PICTURE_REPLY = (
@@ -210,6 +218,10 @@ def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
             smol = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
             if smol.is_file():
                 import_path(library, smol)
+        from tests.fixtures.tiny_encoder_gguf import write_tiny_bert_gguf
+
+        encoder = import_path(library, write_tiny_bert_gguf(paths.models / "Tiny-BERT-Encoder.gguf")).imported[0]
+        seed_documents(home, paths.documents_db, encoder.name)
     finally:
         library.close()
     chats = ChatStore(paths.chats_db)
@@ -220,6 +232,7 @@ def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
         answer = chats.begin_assistant(pictured.id, asked)
         chats.finish_assistant(answer, PICTURE_REPLY, stats=GenerationStats(generated_tokens=31), finish_reason="stop")
         seed_tool_chat(chats, paths.config)
+        seed_documents_chat(chats, home)
         conv = chats.create_conversation("Reverse a string in Python", model_id="Tiny Llama")
         user = chats.add_user_message(conv.id, "How do I reverse a string in Python?")
         reply = chats.begin_assistant(conv.id, user)
@@ -239,6 +252,55 @@ def seed(home: Path, hub_url: str = "http://127.0.0.1:9") -> None:
     store = SettingsStore(paths.settings_file)
     # The local fake Hub (or a closed port): nothing reaches the internet.
     store.save(store.load().model_copy(update={"measure_bandwidth_on_start": False, "hf_endpoint": hub_url}))
+
+
+class DemoEmbedder:
+    """Word-bag vectors for the seeded collections (the indexer's real reading, cutting and states; the shots
+    only show what the store holds, so the vectors need not be a model's)."""
+
+    model = "demo"
+    context_tokens = 512
+
+    def embed(self, texts: list[str]):
+        import numpy as np
+
+        rows = np.zeros((len(texts), 32), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                rows[i, hash(word) % 32] += 1.0
+        return rows + 1e-3
+
+
+def seed_documents(home: Path, db: Path, model: str) -> None:
+    """Two collections indexed the way Hearth indexes them (the real parsers, in their child process for the
+    PDF): one with files indexed, skipped (no text), failed (not a PDF) and one still waiting."""
+    from app.core.documents.indexer import Indexer
+    from app.core.documents.store import DocumentStore
+
+    notes = home / "Documents" / "Garden notes"
+    (notes / "archive").mkdir(parents=True, exist_ok=True)
+    (notes / "garden-2026.md").write_text(
+        "# Garden 2026\n\n## Beds\n\nTomatoes in bed 2 after the last frost; basil between them.\n\n"
+        "## Watering\n\nEvery other morning in June, daily in a heat wave.\n"
+    )
+    (notes / "seeds-to-order.md").write_text("# Seeds to order\n\n- San Marzano tomato\n- Genovese basil\n")
+    (notes / "archive" / "garden-2025.md").write_text("# Garden 2025\n\nThe beans failed: too much shade.\n")
+    (notes / "photos.txt").write_text("")
+    (notes / "soil-test.pdf").write_bytes(b"%PDF-1.4 scanned page, cut off while copying")
+    papers = home / "Documents" / "Papers"
+    papers.mkdir(parents=True, exist_ok=True)
+    (papers / "composting.md").write_text("# Composting\n\nGreens and browns, turned every two weeks.\n")
+    store = DocumentStore(db)
+    try:
+        indexer = Indexer(store, DemoEmbedder())
+        for name, folder in (("Garden notes", notes), ("Papers", papers)):
+            collection = store.create_collection(name, model)
+            indexer.add(collection, [folder])
+            indexer.run(collection)
+        (notes / "planting-calendar.md").write_text("# Planting calendar\n\nMarch: peas. April: potatoes.\n")
+        indexer.sync(store.collection("Garden notes"))  # found, not read yet: waiting
+    finally:
+        store.close()
 
 
 def demo_profile():
@@ -642,6 +704,70 @@ def _chat_tools_menu(app, shell):
     return back, WithPopup(shell.window, chat.tools.menu)
 
 
+DOCUMENTS_CHAT = "When to plant tomatoes"
+DOCUMENTS_REPLY = (
+    "Plant the tomatoes in bed 2 once the last frost has passed, with basil between them [1]. "
+    "Water them every other morning in June, and daily in a heat wave [2]."
+)
+
+
+def seed_documents_chat(chats, home: Path) -> None:
+    """A chat with the Garden notes collection on (seeded by seed_documents) and a reply that cites it."""
+    from app.core.chat.grounding import Source
+
+    notes = home / "Documents" / "Garden notes" / "garden-2026.md"
+    conv = chats.create_conversation(DOCUMENTS_CHAT, model_id="Tiny Llama")
+    chats.set_doc_collections(conv.id, ["Garden notes"])
+    asked = chats.add_user_message(conv.id, "When should I plant the tomatoes, and how often do they need water?")
+    answer = chats.begin_assistant(conv.id, asked)
+    beds, watering = "Garden 2026 › Beds", "Garden 2026 › Watering"
+    chats.set_sources(
+        answer,
+        [
+            Source(1, "Garden notes", notes, None, beds, "Tomatoes in bed 2 after the last frost; basil between them."),
+            Source(2, "Garden notes", notes, None, watering, "Every other morning in June, daily in a heat wave."),
+        ],
+    )
+    chats.finish_assistant(answer, DOCUMENTS_REPLY, "done", None, "stop")
+
+
+def _open_documents_chat(app, shell):
+    window = shell.window
+    window.show_page("chat")
+    chat = window.page("chat")
+    before = chat.conv_id
+    chat.open_conversation(next(c.id for c in chat.chats.list_conversations() if c.title == DOCUMENTS_CHAT))
+    settle(app)
+    return chat, before
+
+
+def _chat_documents(app, shell):
+    chat, before = _open_documents_chat(app, shell)
+    chat.show_source(chat.thread_view.rows[-1].id, 1)
+    settle(app)
+
+    def back() -> None:
+        chat.source_panel.hide_source()
+        if before is not None:
+            chat.open_conversation(before)
+
+    return back
+
+
+def _chat_documents_menu(app, shell):
+    chat, before = _open_documents_chat(app, shell)
+    button = chat.header.documents_button
+    chat.documents.menu.popup(button.mapToGlobal(button.rect().bottomLeft()))
+    settle(app)
+
+    def back() -> None:
+        chat.documents.menu.hide()
+        if before is not None:
+            chat.open_conversation(before)
+
+    return back, WithPopup(shell.window, chat.documents.menu)
+
+
 def _request_running(app, shell):
     from app.server.request_log import Timer
 
@@ -653,6 +779,31 @@ def _request_running(app, shell):
     bar = page.page_scroll.verticalScrollBar()
     bar.setValue(bar.maximum())
     return lambda: (timer.done(200, "Tiny Llama", {"prompt_tokens": 30, "completion_tokens": 12}), bar.setValue(0))
+
+
+def _documents_indexing(app, shell):
+    """A run half-way through the garden notes, held while a chat reply is written (as the event says it)."""
+    from app.core.documents.indexer import Progress
+    from app.core.documents.service import IndexStatus
+
+    window = shell.window
+    window.show_page("documents")
+    page = window.page("documents")
+    notes = Path(os.environ["HEARTH_HOME"]) / "Documents" / "Garden notes" / "planting-calendar.md"
+    page.progress.show_status(
+        IndexStatus(collection="Garden notes", progress=Progress(3, 5, 14, notes, 95.0), waiting_for_chat=True)
+    )
+    return lambda: page.progress.show_status(shell.services.documents.status)
+
+
+def _documents_first_start(app, shell):
+    """No embedding model yet: the models recommended for the demo machine, once its probe has answered."""
+    shell.window.show_page("documents")
+    page = shell.window.page("documents")
+    end = time.monotonic() + 15  # a bound, not a wait: the hardware probe answers on the pool
+    while not page.suggestions.rows and time.monotonic() < end:
+        settle(app, 0.2)
+    return lambda: None
 
 
 def _first_start(key: str):
@@ -672,9 +823,13 @@ STATES = {
     "chat-images": _chat_images,
     "chat-tools": _chat_tools,
     "chat-tools-menu": _chat_tools_menu,
+    "chat-documents": _chat_documents,
+    "chat-documents-menu": _chat_documents_menu,
     "server-request-running": _request_running,
     "models-empty": _first_start("models"),
     "chat-first-start": _first_start("chat"),
+    "documents-indexing": _documents_indexing,
+    "documents-first-start": _documents_first_start,
 }
 
 

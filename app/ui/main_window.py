@@ -211,7 +211,11 @@ class MainWindow(QMainWindow):
         from app.ui.settings_dialog import SettingsDialog
 
         to_server = self.show_server_settings if "server" in self._keys else None
-        dialog = SettingsDialog(self._store, self.settings, self._paths, self, show_server_settings=to_server)
+        # The Documents page's latest read of the library's embedding models (None while it is not built).
+        documents = getattr(self.page("documents"), "model_choices", None) if "documents" in self._keys else None
+        dialog = SettingsDialog(
+            self._store, self.settings, self._paths, self, show_server_settings=to_server, documents=documents
+        )
         dialog.accepted.connect(lambda: self._settings_saved(dialog.settings))
         dialog.open()
         return dialog

@@ -31,6 +31,7 @@ from app.core.mcp.importing import import_servers
 from app.core.mcp.secrets import SecretStore
 from app.core.paths import AppPaths
 from app.core.settings import Settings, SettingsStore
+from app.ui.documents.dialogs import ModelChoices
 from app.ui.file_dialogs import existing_folder
 from app.ui.mcp_editor import McpServerList
 from app.ui.server_model import parallel_text
@@ -64,6 +65,15 @@ def token_in_effect(typed: str, env: Mapping[str, str]) -> str:
     return "In effect: no token, so public models only. Gated and private ones need a token."
 
 
+# Settings → Documents: what an empty choice means (documents/service.py pick_model and reranker).
+EMBEDDING_AUTO = "Automatic (the embedding model used last)"
+RERANKER_NONE = "Only one already loaded"
+DOCUMENTS_HINT = (
+    "New collections are embedded by this model; a collection keeps the model it was made with (change it on "
+    "the Documents page). A reranker puts each search's best passages first, at some seconds per search on a CPU."
+)
+
+
 SPECULATIVE_CHOICES = (
     ("Automatic (prompt lookup, only where it measures faster)", "auto"),
     ("Off", "off"),
@@ -82,6 +92,17 @@ def _hint(text: str = "") -> QLabel:
     return label
 
 
+def _model_combo(empty: str, models: list[str], chosen: str) -> QComboBox:
+    """A choice of library models, `empty` first (the setting's "" ); a chosen model that is not in the list
+    (deleted since, or the list not read yet) stays offered, so saving does not drop it."""
+    combo = QComboBox()
+    combo.addItem(empty, "")
+    for name in [*models, *([chosen] if chosen and chosen not in models else [])]:
+        combo.addItem(name if name in models or not models else f"{name} (not in My Models)", name)
+    combo.setCurrentIndex(max(0, combo.findData(chosen)))
+    return combo
+
+
 class SettingsDialog(QDialog):
     def __init__(
         self,
@@ -91,9 +112,12 @@ class SettingsDialog(QDialog):
         parent: QWidget | None = None,
         env: Mapping[str, str] | None = None,
         show_server_settings: Callable[[], None] | None = None,
+        documents: ModelChoices | None = None,
     ) -> None:
         """`env`: the environment the Hub settings fall back to (os.environ); `show_server_settings()`
-        opens the Server page's settings, where Parallel requests is changed (None: no link to it)."""
+        opens the Server page's settings, where Parallel requests is changed (None: no link to it);
+        `documents`: the library's embedding models and rerankers, as the Documents page last read them
+        (None: only the models named in Settings are offered)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self._show_server_settings = show_server_settings
@@ -174,6 +198,7 @@ class SettingsDialog(QDialog):
         self.parallel_downloads.setValue(settings.parallel_downloads)
         hub_form.addRow("Parallel downloads", self.parallel_downloads)
         tools = self._tools_group(settings)
+        documents_group = self._documents_group(settings, documents or ModelChoices())
         self.error = QLabel()
         self.error.setWordWrap(True)
         set_status(self.error, "error")
@@ -195,6 +220,7 @@ class SettingsDialog(QDialog):
         groups.addWidget(general)
         groups.addWidget(hardware)
         groups.addWidget(hub)
+        groups.addWidget(documents_group)
         groups.addWidget(tools)
         groups.addWidget(self.error)
         groups.addStretch(1)  # spare height goes below the groups, not into the Hardware box
@@ -240,6 +266,22 @@ class SettingsDialog(QDialog):
         self.tool_steps.setValue(settings.tool_steps)
         form.addRow("Tool steps in one reply", self.tool_steps)
         self._show_mcp_servers()
+        return group
+
+    def _documents_group(self, settings: Settings, choices: ModelChoices) -> QGroupBox:
+        """The embedding model new collections use, the reranker searches use, and watched folders."""
+        group = QGroupBox("Documents")
+        form = QFormLayout(group)
+        chosen = settings.documents
+        self.embedding_model = _model_combo(EMBEDDING_AUTO, choices.embedding, chosen.embedding_model)
+        form.addRow("Embedding model", self.embedding_model)
+        self.reranker = _model_combo(RERANKER_NONE, choices.rerankers, chosen.reranker)
+        form.addRow("Reranker", self.reranker)
+        self.watch_folders = QCheckBox("Watch folders added to collections")
+        self.watch_folders.setToolTip("Files saved, changed or deleted in them are indexed again while Hearth runs")
+        self.watch_folders.setChecked(chosen.watch_folders)
+        form.addRow("", self.watch_folders)
+        form.addRow(_hint(DOCUMENTS_HINT))
         return group
 
     def _show_mcp_servers(self, note: str = "") -> None:
@@ -292,6 +334,13 @@ class SettingsDialog(QDialog):
                 "speculative": self.speculative.currentData(),
                 "deterministic": self.deterministic.isChecked(),
                 "tool_steps": self.tool_steps.value(),
+                "documents": self._settings.documents.model_copy(
+                    update={
+                        "embedding_model": self.embedding_model.currentData() or "",
+                        "reranker": self.reranker.currentData() or "",
+                        "watch_folders": self.watch_folders.isChecked(),
+                    }
+                ),
             }
         )
 

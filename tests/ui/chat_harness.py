@@ -37,6 +37,7 @@ class Harness:
         self.stores: list[ChatStore] = []
         self.n_ctx = n_ctx
         self.tools = None  # McpServers for the pages opened next (tests/ui/test_chat_tools.py)
+        self.documents = None  # Documents for the pages opened next (tests/ui/test_chat_documents.py)
 
     def load(self, n_ctx: int | None = None) -> None:
         self.host.load_sync(LoadSpec(path=Path("/nonexistent/model.fake"), n_ctx=n_ctx or self.n_ctx), "fake")
@@ -45,7 +46,7 @@ class Harness:
 
     def open_page(self) -> ChatPage:
         store = ChatStore(self.db)
-        page = ChatPage(self.host, store, None, self.tasks, tools=self.tools)
+        page = ChatPage(self.host, store, None, self.tasks, tools=self.tools, documents=self.documents)
         self.qtbot.addWidget(page)
         page.resize(1100, 750)
         page.show()

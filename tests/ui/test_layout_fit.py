@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "models"))
 from synthetic import GiB, profile
 
 THEMES = ("light", "dark")
-PAGES = ("discover", "models", "downloads", "chat", "server", "bench", "hardware")
+PAGES = ("discover", "models", "downloads", "chat", "documents", "server", "bench", "hardware")
 # A failure the way a user meets one: a long URL and the exception's own words, hardly a space to wrap at.
 LONG_ERROR = (
     "Could not reach https://huggingface.co/api/models/bartowski/Qwen2.5-Coder-32B-Instruct-GGUF/revision/main"

@@ -43,7 +43,7 @@ def test_window_opens_with_all_pages(shell_factory, qtbot):
     w.show()
     qtbot.waitExposed(w)
     labels = [w.sidebar.item(i).text() for i in range(w.sidebar.count())]
-    assert labels == ["Discover", "My Models", "Downloads", "Chat", "Server", "Benchmark", "Hardware"]
+    assert labels == ["Discover", "My Models", "Downloads", "Chat", "Documents", "Server", "Benchmark", "Hardware"]
     assert w.current_page_key == "discover"  # a first start opens on Discover (issue 13), no longer Hardware
     w.show_page("server")
     assert isinstance(w.page("server"), ServerPage) and w.page("server").status_card.state_label.text() == "Stopped"
@@ -90,7 +90,7 @@ def test_ctrl_number_opens_each_sidebar_page_in_order(shell_factory, qtbot):
     w.activateWindow()
     qtbot.waitUntil(w.isActiveWindow)
     keys = [w.sidebar.item(i).data(Qt.ItemDataRole.UserRole) for i in range(w.sidebar.count())]
-    assert keys == ["discover", "models", "downloads", "chat", "server", "bench", "hardware"]
+    assert keys == ["discover", "models", "downloads", "chat", "documents", "server", "bench", "hardware"]
     for number in (2, 7, 4, 1, 6, 5, 3):  # out of order: each lands on its own page, not the next one
         target = w.focusWidget() or w  # whatever holds the focus on that page: the shortcut is window-wide
         qtbot.keyClick(target, getattr(Qt.Key, f"Key_{number}"), Qt.KeyboardModifier.ControlModifier)

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.core.chat.grounding import Source, cited
 from app.core.chat.models import ROLES, STATUSES, ChatImportError, Conversation, Message
 from app.core.chat.store import ChatStore
 from app.core.engines.base import ImageInput, SamplingParams
@@ -28,7 +29,7 @@ from app.core.engines.inputs.images import MAX_IMAGE_BYTES, MAX_IMAGES
 logger = logging.getLogger(__name__)
 
 FORMAT = "hearth-chat"
-VERSION = 3
+VERSION = 4
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 MAX_MESSAGES = 100_000
 MAX_MESSAGE_CHARS = 4 * 1024 * 1024
@@ -80,6 +81,28 @@ class _ExportCall(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class _ExportSource(BaseModel):
+    """A passage a reply was given from the user's documents, as it was then."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    number: int = Field(ge=1, le=999)
+    collection: str = Field("", max_length=200)
+    file: str = Field(max_length=4096)
+    page: int | None = Field(None, ge=0)
+    heading: str = Field("", max_length=MAX_TEXT)
+    text: str = Field(max_length=MAX_MESSAGE_CHARS)
+
+    @classmethod
+    def of(cls, s: Source) -> _ExportSource:
+        return cls(
+            number=s.number, collection=s.collection, file=str(s.file), page=s.page, heading=s.heading, text=s.text
+        )
+
+    def source(self) -> Source:
+        return Source(self.number, self.collection, Path(self.file), self.page, self.heading, self.text)
+
+
 class _ExportMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -96,6 +119,7 @@ class _ExportMessage(BaseModel):
     images: list[_ExportImage] | None = Field(None, max_length=MAX_IMAGES)
     tool_calls: list[_ExportCall] | None = Field(None, max_length=64)
     tool_call_id: str | None = Field(None, max_length=200)
+    sources: list[_ExportSource] | None = Field(None, max_length=999)
 
 
 class _ExportConversation(BaseModel):
@@ -109,13 +133,14 @@ class _ExportConversation(BaseModel):
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     context_length: int | None = Field(None, ge=16, le=16_777_216)
     tool_servers: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list, max_length=64)
+    doc_collections: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list, max_length=256)
 
 
 class ExportFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["hearth-chat"]
-    version: Literal[1, 2, 3]  # 2: messages may carry images; 3: tool calls and results
+    version: Literal[1, 2, 3, 4]  # 2: messages may carry images; 3: tool calls and results; 4: documents
     exported_at: _Finite
     conversation: _ExportConversation
     messages: list[_ExportMessage] = Field(max_length=MAX_MESSAGES)
@@ -127,6 +152,7 @@ def export_json(store: ChatStore, conv_id: int) -> str:
     conv = store.get_conversation(conv_id)
     messages = store.all_messages(conv_id)
     images = store.images_of(m.id for m in messages)
+    sources = store.sources_of(m.id for m in messages if m.role == "assistant")
     doc = ExportFile(
         format=FORMAT,
         version=VERSION,
@@ -140,6 +166,7 @@ def export_json(store: ChatStore, conv_id: int) -> str:
             sampling=conv.sampling,
             context_length=conv.context_length,
             tool_servers=list(conv.tool_servers),
+            doc_collections=list(conv.doc_collections),
         ),
         messages=[
             _ExportMessage(
@@ -156,6 +183,7 @@ def export_json(store: ChatStore, conv_id: int) -> str:
                 images=[_exported(i) for i in images[m.id]] if m.id in images else None,
                 tool_calls=[_ExportCall.model_validate(c) for c in m.tool_calls] if m.tool_calls else None,
                 tool_call_id=m.tool_call_id,
+                sources=[_ExportSource.of(s) for s in sources[m.id]] if m.id in sources else None,
             )
             for m in messages
         ],
@@ -203,6 +231,9 @@ def parse_export(data: str | bytes) -> ExportFile:
             raise ChatImportError(
                 f"This chat export is malformed: message {m.id} replies to {m.parent}, which does not come before it."
             )
+        numbers = [s.number for s in m.sources or ()]
+        if len(set(numbers)) != len(numbers):
+            raise ChatImportError(f"This chat export is malformed: message {m.id} has two sources of one number.")
         seen.add(m.id)
     if doc.active_leaf is not None and doc.active_leaf not in seen:
         raise ChatImportError(f"This chat export is malformed: active message {doc.active_leaf} is missing.")
@@ -223,6 +254,7 @@ def import_json(store: ChatStore, data: str | bytes) -> int:
         sampling=c.sampling,
         context_length=c.context_length,
         tool_servers=tuple(c.tool_servers),
+        doc_collections=tuple(c.doc_collections),
     )
     messages = [
         Message(
@@ -244,7 +276,8 @@ def import_json(store: ChatStore, data: str | bytes) -> int:
         for m in doc.messages
     ]
     images = {m.id: [i.image() for i in m.images] for m in doc.messages if m.images}
-    cid = store.import_conversation(conv, messages, doc.active_leaf, images)
+    sources = {m.id: [s.source() for s in m.sources] for m in doc.messages if m.sources and m.role == "assistant"}
+    cid = store.import_conversation(conv, messages, doc.active_leaf, images, sources)
     logger.info("imported chat %r with %d messages as conversation %d", c.title, len(messages), cid)
     return cid
 
@@ -307,6 +340,7 @@ def export_markdown(store: ChatStore, conv_id: int) -> str:
         out.append("")
     path = store.active_path(conv_id)
     counts = store.image_counts(m.id for m in path)
+    sources = store.sources_of(m.id for m in path if m.role == "assistant")
     for m in path:
         heading = _HEADINGS.get(m.role, m.role.title())
         if m.status != "done":
@@ -321,4 +355,19 @@ def export_markdown(store: ChatStore, conv_id: int) -> str:
             out += [f"> Error: {m.error}", ""]
         if (line := _stats_line(m)) is not None:
             out += [line, ""]
+        if m.id in sources:
+            out += _sources_markdown(m.content, sources[m.id])
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _sources_markdown(reply: str, given: list[Source]) -> list[str]:
+    """The passages a reply was given, as a Sources section: the ones it cites (all, when it cites none), each
+    with its file, page or section and the passage quoted."""
+    shown = cited(reply, given) or given
+    out = ["**Sources**", ""]
+    for s in shown:
+        place = f"{s.where} ({s.file})" + (f", collection {s.collection}" if s.collection else ", attached")
+        out += [f"[{s.number}] {place}", ""]
+        out += ["> " + line if line.strip() else ">" for line in s.text.splitlines()]
+        out.append("")
+    return out

@@ -141,10 +141,30 @@ def _v3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE conversations ADD COLUMN tool_servers_json TEXT")
 
 
+def _v4(conn: sqlite3.Connection) -> None:
+    # Documents in the chat: the collections a conversation searches, and the passages each reply was given,
+    # kept with it (their text, not a pointer into the documents database), so a reopened chat or an export
+    # shows what the model read even after the file changed or its collection was deleted.
+    conn.execute("ALTER TABLE conversations ADD COLUMN doc_collections_json TEXT")
+    conn.execute(
+        """CREATE TABLE message_sources (
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            number INTEGER NOT NULL,
+            collection TEXT NOT NULL DEFAULT '',
+            file TEXT NOT NULL,
+            page INTEGER,
+            heading TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL,
+            PRIMARY KEY (message_id, number)
+        )"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema, search index, built-in presets", _v1),
     Migration(2, "images attached to messages", _v2),
     Migration(3, "tool calls and results, the tools a conversation uses", _v3),
+    Migration(4, "document collections a conversation uses, the passages a reply was given", _v4),
 ]
 
 

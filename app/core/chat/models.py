@@ -58,6 +58,7 @@ class Conversation:
     preset_id: int | None = None
     active_leaf_id: int | None = None  # the last message of the shown branch
     tool_servers: tuple[str, ...] = ()  # the MCP servers whose tools the model may call here
+    doc_collections: tuple[str, ...] = ()  # the document collections searched for each message here
 
 
 @dataclass(frozen=True)

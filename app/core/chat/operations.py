@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.core.chat import export, rows
+from app.core.chat.grounding import Source
 from app.core.chat.models import ChatImportError, ChatNotFound, ChatStoreError, Conversation, Preset
 from app.core.chat.pending import PendingWrites
 from app.core.chat.store import DEFAULT_TITLE, ChatStore
@@ -257,6 +258,14 @@ class ChatOperations:
     def set_tool_servers(self, conv_id: int, servers: Sequence[str]) -> Future:
         """Future[Conversation]: the MCP servers whose tools the model may call in this conversation."""
         return self.run(self.store.set_tool_servers, conv_id, list(servers))
+
+    def set_doc_collections(self, conv_id: int, names: Sequence[str]) -> Future:
+        """Future[Conversation]: the document collections searched for each message in this conversation."""
+        return self.run(self.store.set_doc_collections, conv_id, list(names))
+
+    def set_sources(self, msg_id: int, sources: Sequence[Source]) -> Future:
+        """Future[None]: the passages reply `msg_id` is given, kept with it."""
+        return self.run(self.store.set_sources, msg_id, list(sources))
 
     def delete_message(self, msg_id: int) -> Future:
         """Future[None]; its replies move up to its parent."""

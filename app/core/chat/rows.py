@@ -58,6 +58,7 @@ def conversation(r: sqlite3.Row) -> Conversation:
         preset_id=r["preset_id"],
         active_leaf_id=r["active_leaf_id"],
         tool_servers=tuple(_json_list(r["tool_servers_json"])),
+        doc_collections=tuple(str(n) for n in _json_list(r["doc_collections_json"])),
     )
 
 

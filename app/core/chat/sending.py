@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 from app.core.chat.context import ContextPlan, Turn, estimate_tokens, fit_context, history_for_request
 from app.core.chat.models import Conversation, Message
 from app.core.chat.operations import ChatOperations, SavedTurn
 from app.core.chat.reply_stream import ReplyRow
+from app.core.chat.retrieval import DocumentSearch, Grounding, TurnDocuments
 from app.core.chat.rows import title_from_message
 from app.core.chat.store import DEFAULT_TITLE
 from app.core.chat.turn import ChatTurn, TurnEvents, TurnTools
@@ -77,10 +78,12 @@ class TurnStart:
 
 class ChatTurns:
     """Turns in saved conversations, on one host and one chat writer. Any thread may plan and send (the window's
-    reads its shown rows on its own); `n_ctx` is the context the request may fill."""
+    reads its shown rows on its own); `n_ctx` is the context the request may fill. `documents`: the collections a
+    conversation may search (None: only files attached to a message ground a reply)."""
 
-    def __init__(self, host: JobHost, chats: ChatOperations) -> None:
+    def __init__(self, host: JobHost, chats: ChatOperations, documents: DocumentSearch | None = None) -> None:
         self.host, self.chats = host, chats
+        self.grounding = Grounding(documents, chats)
 
     def plan(self, conv: Conversation, turns: Sequence[Turn], n_ctx: int) -> ContextPlan:
         """What to send of `turns` (stored messages, shown rows, an UnsentTurn last) after the system prompt."""
@@ -138,10 +141,24 @@ class ChatTurns:
         *,
         tools: TurnTools | None = None,
         cancel: threading.Event | None = None,
+        documents: TurnDocuments | None = None,
+        pool: Executor | None = None,
     ) -> ChatTurn:
-        """The reply to a committed turn whose plan was accepted (its reply row exists), not started."""
+        """The reply to a committed turn whose plan was accepted (its reply row exists), not started. `documents`:
+        what the reply is grounded in, searched on `pool` (or the tools' thread) before the model starts, the
+        passages saved with the reply row."""
         if saved.reply_id is None:
             raise ValueError("the turn has no reply row: its plan was refused")
         row = ReplyRow(self.chats, saved.conversation_id, saved.reply_id)
         request = request_for(start.plan, start.conversation.sampling, saved.conversation_id)
-        return ChatTurn(self.host, request, events, row=row, tools=tools, cancel=cancel, source="chat")
+        prepare = None
+        if documents:
+            grounding, plan, reply_id = self.grounding, start.plan, saved.reply_id
+
+            def prepare(req: GenerateRequest, cancel: threading.Event) -> GenerateRequest:
+                """The turn's worker thread."""
+                return grounding.prepare(req, documents, plan, reply_id, cancel)
+
+        return ChatTurn(
+            self.host, request, events, row=row, tools=tools, cancel=cancel, source="chat", prepare=prepare, pool=pool
+        )

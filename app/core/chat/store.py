@@ -2,8 +2,9 @@
 the conversation shows one path) and presets, in one SQLite file.
 
 ChatStore answers for the whole history; it owns the conversation and message rows itself and holds one
-object for each other idea: the open database (ChatDB), the images of messages (ImageRows) and the presets
-(Presets). Each of those owns its own state; ChatStore reaches them only through their methods.
+object for each other idea: the open database (ChatDB), the images of messages (ImageRows), the document
+passages replies were given (SourceRows) and the presets (Presets). Each of those owns its own state; ChatStore
+reaches them only through their methods.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from app.core.chat import rows
 from app.core.chat.db import ChatDB, default_connect
+from app.core.chat.grounding import Source
 from app.core.chat.migrations import MIGRATIONS, Migration
 from app.core.chat.models import (
     FINISHED_STATUSES,
@@ -28,6 +30,7 @@ from app.core.chat.models import (
 )
 from app.core.chat.presets import Presets
 from app.core.chat.store_images import ImageRows
+from app.core.chat.store_sources import SourceRows
 from app.core.engines.base import GenerationStats, ImageInput, SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -56,6 +59,7 @@ class ChatStore:
         self.db = ChatDB(db_path, migrations=migrations, connect=connect, busy_timeout_ms=busy_timeout_ms)
         self.fts = self.db.has_fts  # whether search uses the index; the LIKE scan otherwise
         self._images = ImageRows(self.db)
+        self._sources = SourceRows(self.db)
         self._presets = Presets(self.db)
 
     # --- the open file -----------------------------------------------------------------------
@@ -310,6 +314,24 @@ class ChatStore:
                 raise ChatNotFound(f"No conversation {conv_id}.")
         return self.get_conversation(conv_id)
 
+    def set_doc_collections(self, conv_id: int, names: Sequence[str]) -> Conversation:
+        """The document collections searched for each message of this conversation."""
+        with self.db.write("the conversation's documents") as c:
+            if not c.execute(
+                "UPDATE conversations SET doc_collections_json = ? WHERE id = ?",
+                (json.dumps(list(names)) if names else None, conv_id),
+            ).rowcount:
+                raise ChatNotFound(f"No conversation {conv_id}.")
+        return self.get_conversation(conv_id)
+
+    def set_sources(self, msg_id: int, sources: Sequence[Source]) -> None:
+        """The passages reply `msg_id` is given (their text kept), committed before it is generated."""
+        with self.db.write("the reply's sources") as c:
+            row = c.execute("SELECT role FROM messages WHERE id = ?", (msg_id,)).fetchone()
+            if row is None or row[0] != "assistant":
+                raise ChatNotFound(f"No assistant message {msg_id}.")
+            self._sources.insert(c, msg_id, sources)
+
     def edit_user_message(self, msg_id: int, new_text: str) -> int:
         """Resend an edited user message as a sibling, with the old one's images; the old branch is kept,
         hidden."""
@@ -378,6 +400,11 @@ class ChatStore:
         """The images of these messages, by message id (a message without any is left out)."""
         return self._images.of(msg_ids)
 
+    # --- sources (SourceRows) -----------------------------------------------------------------
+    def sources_of(self, msg_ids: Iterable[int]) -> dict[int, list[Source]]:
+        """The passages these replies were given, by message id (one without any is left out)."""
+        return self._sources.of(msg_ids)
+
     # --- presets (Presets) ---------------------------------------------------------------------
     def list_presets(self) -> list[Preset]:
         return self._presets.all()
@@ -410,15 +437,17 @@ class ChatStore:
         messages: Sequence[Message],
         active_leaf: int | None,
         images: Mapping[int, Sequence[ImageInput]] | None = None,
+        sources: Mapping[int, Sequence[Source]] | None = None,
     ) -> int:
         """Insert a whole conversation in one transaction. Message ids/parents in `messages` are
-        local (parents listed before children); `active_leaf` and `images`' keys are local ids. Returns the
-        new id."""
+        local (parents listed before children); `active_leaf`, `images`' and `sources`' keys are local ids.
+        Returns the new id."""
         with self.db.write("the imported conversation") as c:
             cid = rows.inserted_id(
                 c.execute(
                     "INSERT INTO conversations(title, created_at, updated_at, system_prompt, model_id,"
-                    " sampling_json, context_length, tool_servers_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " sampling_json, context_length, tool_servers_json, doc_collections_json)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         rows.clean_title(conv.title),
                         conv.created_at,
@@ -428,6 +457,7 @@ class ChatStore:
                         conv.sampling.model_dump_json(),
                         conv.context_length,
                         json.dumps(list(conv.tool_servers)) if conv.tool_servers else None,
+                        json.dumps(list(conv.doc_collections)) if conv.doc_collections else None,
                     ),
                 )
             )
@@ -455,6 +485,8 @@ class ChatStore:
                     )
                 )
                 self._images.insert(c, ids[m.id], (images or {}).get(m.id, ()))
+                if m.role == "assistant" and (given := (sources or {}).get(m.id)):
+                    self._sources.insert(c, ids[m.id], given)
             leaf = ids.get(active_leaf) if active_leaf is not None else None
             c.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, cid))
         return cid

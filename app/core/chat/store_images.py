@@ -45,7 +45,7 @@ class ImageRows:
         """How many images each of these messages has (one without any is left out); no image is read."""
         out: dict[int, int] = {}
         with self._db.locked() as conn:
-            for chunk, marks in _id_chunks(msg_ids):
+            for chunk, marks in id_chunks(msg_ids):
                 where = f"FROM message_images WHERE message_id IN ({marks})"
                 out.update(conn.execute(f"SELECT message_id, count(*) {where} GROUP BY message_id", chunk))
         return out
@@ -54,7 +54,7 @@ class ImageRows:
         """The images of these messages, by message id (a message without any is left out)."""
         out: dict[int, list[ImageInput]] = {}
         with self._db.locked() as conn:
-            for chunk, marks in _id_chunks(msg_ids):
+            for chunk, marks in id_chunks(msg_ids):
                 for mid, offset, data in conn.execute(
                     f"SELECT message_id, text_offset, data FROM message_images WHERE message_id IN ({marks})"
                     " ORDER BY message_id, position",
@@ -64,7 +64,7 @@ class ImageRows:
         return out
 
 
-def _id_chunks(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
+def id_chunks(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
     """`ids` in slices within SQLite's bound on variables in one statement, each with its "?,?,…" list."""
     items = list(ids)
     for start in range(0, len(items), 500):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +52,11 @@ class TurnTools:
     choice: str | dict[str, Any] = "auto"
 
 
+# What a turn does to its request before the model reads it (the documents' passages put before the question,
+# retrieval.py): it runs on the turn's worker thread, never the caller's, and may read `cancel`.
+Prepare = Callable[[GenerateRequest, threading.Event], GenerateRequest]
+
+
 class ChatTurn:
     """One reply: `start()`, then `stop()` or `wait()`; `result` once it has ended.
 
@@ -59,7 +64,9 @@ class ChatTurn:
     saved conversation, written as the reply streams and when it ends (a reply with tools writes each of its
     turns, each tool's result and the next turn under it, SavedTurns); None keeps nothing (the caller does).
     `events` None: nothing is reported as it goes (the caller waits). `cancel`: the turn's stop, when something
-    else must see it too (a WaitedApproval waiting on the loop's thread)."""
+    else must see it too (a WaitedApproval waiting on the loop's thread). `prepare`: changes the request first,
+    on `pool` (a plain reply) or the loop's thread (a reply with tools); a failure there ends the turn as an
+    error, reported like any other end."""
 
     def __init__(
         self,
@@ -71,9 +78,14 @@ class ChatTurn:
         tools: TurnTools | None = None,
         cancel: threading.Event | None = None,
         source: str = "chat",
+        prepare: Prepare | None = None,
+        pool: Executor | None = None,
     ) -> None:
         if host is None and tools is None:
             raise ValueError("a plain reply needs a host")
+        if prepare is not None and tools is None and pool is None:
+            raise ValueError("a plain reply that prepares its request needs a pool to do it on")
+        self.prepare, self.pool = prepare, pool
         self.host, self.request, self.events, self.row, self.tools = host, request, events, row, tools
         self.source = source
         self.cancel = cancel or threading.Event()
@@ -101,6 +113,14 @@ class ChatTurn:
         if self.tools is not None:
             self.tools.pool.submit(self._run_tools)
             return None
+        if self.prepare is not None:
+            assert self.pool is not None
+            self.pool.submit(self._prepare_then_submit)
+            return None
+        return self._submit()
+
+    def _submit(self) -> str | None:
+        """Caller's or worker thread: the plain reply's job on the host; why the host refused it, or None."""
         assert self.host is not None
         on_text = self.events.on_text if self.events is not None else None
         self.stream = StreamedReply(on_text, self._ended, self.row)
@@ -113,20 +133,54 @@ class ChatTurn:
                 self.row.chats.finish_reply(self.row.reply_id, "", "error", None, "error", str(exc))
             self._done.set()
             return str(exc)
+        if self.cancel.is_set():  # stopped while the job was being submitted from a worker
+            self.stop()
         return None
 
+    def _prepared(self) -> bool:
+        """Worker or loop thread: run `prepare`; False when the turn ended instead (it failed, or was stopped),
+        its row saved and its end reported."""
+        if self.prepare is None:
+            return True
+        try:
+            self.request = self.prepare(self.request, self.cancel)
+        except Exception as exc:
+            logger.info("preparing a reply failed: %s", exc)
+            self.failure = exc
+            self._end_early(ReplyResult("error", "", None, "error", str(exc)))
+            return False
+        if self.cancel.is_set():
+            self._end_early(ReplyResult("stopped", "", None, "cancelled", None))
+            return False
+        return True
+
+    def _end_early(self, result: ReplyResult) -> None:
+        if self.row is not None:
+            self.row.chats.finish_reply(
+                self.row.reply_id, result.text, result.status, None, result.finish_reason, result.error
+            )
+        self._finish(result)
+
+    def _prepare_then_submit(self) -> None:
+        """Worker thread: the request prepared, then the reply submitted; a refusal ends the turn as an error."""
+        if not self._prepared():
+            return
+        refused = self._submit()
+        if refused is not None:
+            self._finish(ReplyResult("error", "", None, "error", refused))
+
     def stop(self) -> None:
-        """Any thread: stop the model (or the tool running, or the call waiting for approval); what was written so
-        far is kept and saved as stopped."""
+        """Any thread: stop the model (or the tool running, or the call waiting for approval, or the documents'
+        search); what was written so far is kept and saved as stopped."""
         self.cancel.set()
-        if self.stream is not None:
-            self.stream.stop()
-        if self.handle is not None:
-            self.handle.cancel()
+        if (stream := self.stream) is not None:
+            stream.stop()
+        if (handle := self.handle) is not None:
+            handle.cancel()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Any thread but the engine's: True once the turn has ended and its end is handed to the writer."""
-        if self.handle is not None:
+        if self.handle is not None and self.prepare is None:
             return self.handle.wait(timeout)  # set after the sink took the job's end (a terminal's Ctrl-C lands here)
         return self._done.wait(timeout)
 
@@ -143,6 +197,8 @@ class ChatTurn:
         """Loop thread: the model's turns and its calls until it answers without one; each turn saved as it ends."""
         tools = self.tools
         assert tools is not None
+        if not self._prepared():
+            return
         saved = None
         if self.row is not None:
             on_row = self.events.on_row if self.events is not None else None

@@ -187,12 +187,15 @@ class Indexer:
         seen: set[Path] = set()
         lost_roots: list[Path] = []
         found: list[tuple[Path, int, float]] = []
+        excluded = self.store.excluded(collection.id)
         for source in self.store.sources(collection.id):
             if not source.exists():
                 lost_roots.append(source)
                 logger.info("%s is not there; its documents are kept until it is removed", source)
                 continue
             for path in walk(source):
+                if path in excluded or path in seen:  # excluded, or under two sources
+                    continue
                 try:
                     st = path.stat()
                 except OSError:

@@ -208,14 +208,18 @@ class Documents:
         return collection
 
     def remove(self, name: str, paths: Sequence[Path]) -> int:
-        """Forget files or folders and their passages; the number of files removed."""
+        """Forget files or folders and their passages; the number of files removed. A file inside a watched
+        folder is excluded from it, so the next look at the folder does not bring it back (adding it again
+        does)."""
         collection = self.store.collection(name)
+        sources = self.store.sources(collection.id)
         removed = 0
         for path in paths:
             path = Path(path).expanduser().absolute()
-            removed += self.store.remove_source(collection.id, path)
-            if self.store.file(collection.id, path) is not None:
-                self.store.remove_files(collection.id, [path])
+            if path in sources:
+                removed += self.store.remove_source(collection.id, path)
+            elif self.store.file(collection.id, path) is not None:
+                self.store.exclude(collection.id, path)
                 removed += 1
         self.changed.emit(None)
         return removed

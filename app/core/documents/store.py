@@ -49,6 +49,11 @@ CREATE TABLE IF NOT EXISTS sources(
     added REAL NOT NULL,
     UNIQUE(collection, path)
 );
+CREATE TABLE IF NOT EXISTS excluded(
+    collection INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,           -- a file the user removed from a watched folder: not found again
+    UNIQUE(collection, path)
+);
 CREATE TABLE IF NOT EXISTS files(
     id INTEGER PRIMARY KEY,
     collection INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
@@ -264,11 +269,24 @@ class DocumentStore:
     # -- sources and files --------------------------------------------------------------------------------
 
     def add_source(self, collection: int, path: Path) -> None:
+        """A file or folder added (again): what was excluded at or under it is found again."""
         with self._tx() as db:
             db.execute(
                 "INSERT OR IGNORE INTO sources(collection, path, added) VALUES (?, ?, ?)",
                 (collection, str(path), time.time()),
             )
+            for row in db.execute("SELECT path FROM excluded WHERE collection = ?", (collection,)).fetchall():
+                if Path(row["path"]) == path or path in Path(row["path"]).parents:
+                    db.execute("DELETE FROM excluded WHERE collection = ? AND path = ?", (collection, row["path"]))
+
+    def exclude(self, collection: int, path: Path) -> None:
+        """A file inside a watched folder that the user removed: its passages go and a sync skips it."""
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO excluded(collection, path) VALUES (?, ?)", (collection, str(path)))
+        self.remove_files(collection, [path])
+
+    def excluded(self, collection: int) -> set[Path]:
+        return {Path(r["path"]) for r in self._q("SELECT path FROM excluded WHERE collection = ?", (collection,))}
 
     def sources(self, collection: int) -> list[Path]:
         return [

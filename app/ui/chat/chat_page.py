@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QLabel, QSplitter, QStackedWidget, QVBoxLayout, QW
 
 from app.core.chat.models import ChatNotFound, Conversation
 from app.core.chat.operations import ChatOperations
+from app.core.chat.retrieval import DocumentSearch
 from app.core.chat.store import ChatStore
 from app.core.engines.remote import FORMAT as REMOTE_FORMAT
 from app.core.library.store import Library, LocalModel
@@ -34,6 +35,7 @@ from app.ui.bridge import EventBridge
 from app.ui.chat import render
 from app.ui.chat.approval_bar import ApprovalBar
 from app.ui.chat.attachments import ImageAttacher
+from app.ui.chat.chat_documents import ChatDocuments
 from app.ui.chat.chat_tools import ChatTools
 from app.ui.chat.composer import ComposerBox, vision_reason
 from app.ui.chat.conversation_edits import ConversationEdits
@@ -43,6 +45,7 @@ from app.ui.chat.model_bar import ModelBar
 from app.ui.chat.reply_controller import ReplyController
 from app.ui.chat.settings_dock import SettingsDock
 from app.ui.chat.settings_panel import SettingsPanel
+from app.ui.chat.source_panel import SourcePanel
 from app.ui.chat.stream import HostWatcher, StreamResult
 from app.ui.chat.thread_view import ThreadView
 from app.ui.chat.unsent import UnsentDrafts
@@ -76,11 +79,13 @@ class ChatPage(QWidget):
         tools: McpServers | None = None,
         tool_steps: Callable[[], int] = lambda: 10,
         templates: TemplatePrefs | None = None,
+        documents: DocumentSearch | None = None,
     ) -> None:
         """`remote_models()`: the remote servers' models, listed in the picker beside the library's;
         `parallel`, `serving` (whether the API server is up) and `drafts`: what the model bar's loads plan
         with (see ModelBar); `tools`: the MCP servers a conversation can turn on, `tool_steps` their limit;
-        `templates`: the chat template picked per model (the model bar's Advanced)."""
+        `templates`: the chat template picked per model (the model bar's Advanced); `documents`: the
+        collections a conversation can answer from (the Documents menu)."""
         super().__init__(parent)
         self.store = store  # the page's model: reads here, writes through `chats`
         self.chats = ChatOperations(store)
@@ -128,8 +133,28 @@ class ChatPage(QWidget):
             tool_steps,
             self,
         )
+        self.documents = ChatDocuments(
+            documents,
+            self.chats,
+            self.writes,
+            tasks,
+            self.header.documents_button,
+            self.composer,
+            self._open_conversation,
+            self,
+        )
+        self.source_panel = SourcePanel()
         self.replies = ReplyController(
-            host, store, self.chats, self.writes, self.thread_view, self.composer, self.settings, self, self.tools
+            host,
+            store,
+            self.chats,
+            self.writes,
+            self.thread_view,
+            self.composer,
+            self.settings,
+            self,
+            self.tools,
+            self.documents,
         )
         self.edits = ConversationEdits(
             self.chats,
@@ -181,7 +206,13 @@ class ChatPage(QWidget):
         cv.addWidget(self.header)
         thread_stack = QStackedWidget()  # the thread, or the settings on a window too narrow for both
         thread_stack.addWidget(self.thread_view)
-        cv.addWidget(thread_stack, 1)
+        # A citation's passage opens beside the thread, above the composer (the settings column is the page's).
+        self.thread_split = QSplitter()
+        self.thread_split.setChildrenCollapsible(False)
+        self.thread_split.addWidget(thread_stack)
+        self.thread_split.addWidget(self.source_panel)
+        self.thread_split.setStretchFactor(0, 1)
+        cv.addWidget(self.thread_split, 1)
         cv.addWidget(self.notice)
         cv.addWidget(self.approval)
         cv.addWidget(self.composer)
@@ -223,6 +254,10 @@ class ChatPage(QWidget):
         self.attacher.notice.connect(self.show_notice)
         self.tools.notice.connect(self.show_notice)
         self.tools.changed.connect(lambda conv: setattr(self, "_conv", conv) if conv.id == self.conv_id else None)
+        self.documents.notice.connect(self.show_notice)
+        self.documents.changed.connect(lambda conv: setattr(self, "_conv", conv) if conv.id == self.conv_id else None)
+        self.thread_view.source_requested.connect(self.show_source)
+        self.source_panel.notice.connect(self.show_notice)
         self.replies.created.connect(self._created)
         self.replies.retitled.connect(self.edits.show_title)
         self.replies.finished.connect(self._reply_finished)
@@ -275,9 +310,24 @@ class ChatPage(QWidget):
         self._conv = conv
         self.thread_view.show_conversation(conv.id)
         self.tools.refresh()  # once the conversation is the one shown
+        self.documents.refresh()
+        self.source_panel.hide_source()  # its passage belongs to the chat that was open
         self.conversations.select(conv_id)
         self._update_controls()
         self.conversation_opened.emit(conv_id)
+
+    def show_source(self, msg_id: int, number: int) -> None:
+        """UI thread: passage `number` of reply `msg_id` in the side panel (a citation or a Sources line clicked)."""
+        row = self.thread_view.messages.row(msg_id)
+        source = next((s for s in row.sources if s.number == number), None) if row is not None else None
+        if source is None:
+            self.show_notice(f"This reply was given no passage [{number}].", "info")
+            return
+        self.source_panel.show_source(msg_id, source)
+        sizes = self.thread_split.sizes()
+        if sizes[1] < self.source_panel.minimumWidth():  # first shown: a third of the thread's width
+            total = sum(sizes)
+            self.thread_split.setSizes([total - total // 3, total // 3])
 
     def _write_failed(self, exc: BaseException) -> None:
         """UI thread: a write failed; its text is for the user (ChatOperations)."""
@@ -392,6 +442,7 @@ class ChatPage(QWidget):
         self.watcher.detach()
         self.replies.shutdown(timeout)
         self.tools.shutdown()
+        self.documents.shutdown()
         self.chats.close(timeout)
         self.writes.close()
         self.write_failures.close()

@@ -1,6 +1,7 @@
-"""The chat composer: the message box (Enter sends; images pasted or dropped on it), the images waiting to be
-sent, the line saying why sending waits, and the Image… / Regenerate / Stop / Send row. It owns its widgets;
-the reply controller reads and fills the text, the image attacher (attachments.py) fills the strip."""
+"""The chat composer: the message box (Enter sends; images and documents pasted or dropped on it), the images and
+document files waiting to be sent, the line saying why sending waits, and the Image… / Regenerate / Stop / Send
+row. It owns its widgets; the reply controller reads and fills the text, the image attacher (attachments.py) and
+the chat's documents (chat_documents.py) fill the strips."""
 
 from __future__ import annotations
 
@@ -12,22 +13,25 @@ from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.core.chat.attachments import IMAGE_SUFFIXES, Attachment
+from app.core.chat.retrieval import AttachedDocument
+from app.core.documents.parsing import SUPPORTED_SUFFIXES
 from app.core.engines.base import ImageInput
 from app.core.formats import GGUF
 from app.core.runtime.jobs import HostState
-from app.ui.chat.attachment_strip import AttachmentStrip
+from app.ui.chat.attachment_strip import AttachmentStrip, DocumentStrip
 
 
 @dataclass(frozen=True)
 class Draft:
-    """What the composer holds: the text and the images attached to it."""
+    """What the composer holds: the text and the images and document files attached to it."""
 
     text: str = ""
     attachments: tuple[Attachment, ...] = ()
+    documents: tuple[AttachedDocument, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.text.strip() and not self.attachments
+        return not self.text.strip() and not self.attachments and not self.documents
 
 
 def image_files(mime: QMimeData) -> list[Path]:
@@ -36,6 +40,14 @@ def image_files(mime: QMimeData) -> list[Path]:
         return []
     paths = [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
     return [p for p in paths if p.suffix.lower() in IMAGE_SUFFIXES]
+
+
+def document_files(mime: QMimeData) -> list[Path]:
+    """The local document files (PDF, DOCX, Markdown, text…) a drop or paste carries; images are not among them."""
+    if not mime.hasUrls():
+        return []
+    paths = [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
+    return [p for p in paths if p.suffix.lower() in SUPPORTED_SUFFIXES and p.suffix.lower() not in IMAGE_SUFFIXES]
 
 
 def _png_of(image: QImage) -> bytes:
@@ -50,6 +62,7 @@ class Composer(QPlainTextEdit):
 
     submitted = Signal()
     files_given = Signal(list)  # image files dropped or pasted: list[Path]
+    documents_given = Signal(list)  # document files dropped or pasted: list[Path]
     image_pasted = Signal(bytes)  # a picture from the clipboard, as PNG
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -58,12 +71,20 @@ class Composer(QPlainTextEdit):
         self.setTabChangesFocus(True)
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt API)
-        return bool(image_files(source)) or source.hasImage() or super().canInsertFromMimeData(source)
+        return (
+            bool(image_files(source) or document_files(source))
+            or source.hasImage()
+            or super().canInsertFromMimeData(source)
+        )
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt API); paste and drop
-        """Image files and pictures become attachments; text is typed in as usual."""
-        if files := image_files(source):
-            self.files_given.emit(files)
+        """Image and document files and pictures become attachments; text is typed in as usual."""
+        images, documents = image_files(source), document_files(source)
+        if images or documents:
+            if images:
+                self.files_given.emit(images)
+            if documents:
+                self.documents_given.emit(documents)
         elif source.hasImage() and not source.hasText():  # a copied picture; a copied page keeps its text
             image = source.imageData()
             if isinstance(image, QImage) and not image.isNull():
@@ -133,9 +154,11 @@ class ComposerBox(QWidget):
         self.attach_button = QPushButton("Image…")
         self.attach_button.setAccessibleName("Attach an image")
         self.attachments = AttachmentStrip()
+        self.documents = DocumentStrip()
         self.editor.submitted.connect(self.send_requested)
         self.editor.textChanged.connect(self.text_changed)
         self.attachments.changed.connect(self.text_changed)
+        self.documents.changed.connect(self.text_changed)
         self.send_button.clicked.connect(lambda: self.send_requested.emit())
         self.stop_button.clicked.connect(lambda: self.stop_requested.emit())
         self.regen_button.clicked.connect(lambda: self.regenerate_requested.emit())
@@ -147,6 +170,7 @@ class ComposerBox(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.attachments)
+        layout.addWidget(self.documents)
         layout.addWidget(self.editor)
         layout.addLayout(row)
 
@@ -160,16 +184,18 @@ class ComposerBox(QWidget):
         return [a.image for a in self.attachments.attachments]
 
     def draft(self) -> Draft:
-        return Draft(self.text(), tuple(self.attachments.attachments))
+        return Draft(self.text(), tuple(self.attachments.attachments), tuple(self.documents.documents))
 
     def set_draft(self, draft: Draft) -> None:
         self.set_text(draft.text)
         self.attachments.set_attachments(draft.attachments)
+        self.documents.set_documents(draft.documents)
 
     def clear(self) -> None:
-        """The text and the images: sent, or the edit cancelled."""
+        """The text, the images and the document files: sent, or the edit cancelled."""
         self.editor.clear()
         self.attachments.set_attachments(())
+        self.documents.set_documents(())
 
     def focus(self) -> None:
         self.editor.setFocus()

@@ -82,7 +82,8 @@ class ContextMeter(QWidget):
 
 
 class ChatHeader(QWidget):
-    """`settings_button` toggles the settings panel; `tools_button` opens the Tools menu (chat_tools.py)."""
+    """`settings_button` toggles the settings panel; `tools_button` opens the Tools menu (chat_tools.py),
+    `documents_button` the Documents menu (chat_documents.py)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -97,9 +98,13 @@ class ChatHeader(QWidget):
         self.tools_button = QToolButton()
         self.tools_button.setObjectName("toolsButton")
         self.tools_button.setText("Tools")
+        self.documents_button = QToolButton()
+        self.documents_button.setObjectName("documentsButton")
+        self.documents_button.setText("Documents")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title, 1)
         layout.addWidget(self.meter)
+        layout.addWidget(self.documents_button)
         layout.addWidget(self.tools_button)
         layout.addWidget(self.settings_button)

@@ -266,7 +266,7 @@ class MessageView(QListView):
     def mouseMoveEvent(self, event) -> None:  # noqa: N802
         _, href = self._anchor(event.position().toPoint())
         self.viewport().setCursor(QCursor(Qt.CursorShape.PointingHandCursor if href else Qt.CursorShape.ArrowCursor))
-        if href and href.split(":")[0] not in ("copy", "think", "act", "branch", "tool"):
+        if href and href.split(":")[0] not in ("copy", "think", "act", "branch", "tool", "cite", "source"):
             self.setToolTip(f"Link (not opened): {href}")
         super().mouseMoveEvent(event)
 

@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtGui import QColor, QImage, QStandardItem, QStandardItemModel
 
 from app.core.chat.attachments import THUMB_SIDE
+from app.core.chat.grounding import Source, cited
 from app.core.chat.models import Message
 from app.core.chat.tool_loop import unused_tools_line
 from app.core.engines.base import GenerationStats
@@ -51,6 +52,7 @@ class Row:
     expanded: bool = False
     image_count: int = 0  # images attached to the message
     tool: str = ""  # a tool turn: "tool from server", the call it answers
+    sources: tuple[Source, ...] = ()  # the passages the reply was given from documents (its turn's, with tools)
     thumbnails: list[QImage] | None = field(default=None, repr=False)  # made on the pool; None until then
     rendered: Rendered | None = field(default=None, repr=False)
     _key: tuple[int, tuple] | None = field(default=None, repr=False)
@@ -81,6 +83,7 @@ class Row:
                     self.error,
                     self.image_count,
                     self.thumbnails is not None,
+                    self.sources,
                 ),
             )
         return (*self._key[1], look_generation())  # a new theme's colours render anew
@@ -145,8 +148,10 @@ class MessagesModel(QStandardItemModel):
         branches: dict[int, tuple[int, int]] | None = None,
         live: dict[int, str] | None = None,
         image_counts: dict[int, int] | None = None,
+        sources: dict[int, list[Source]] | None = None,
     ) -> None:
-        """Replace the thread. `live`: text of replies streaming right now (newer than the DB)."""
+        """Replace the thread. `live`: text of replies streaming right now (newer than the DB); `sources`: the
+        passages replies were given, by message id."""
         branches, live, image_counts = branches or {}, live or {}, image_counts or {}
         self.rows = [
             Row(
@@ -164,6 +169,7 @@ class MessagesModel(QStandardItemModel):
             for m in messages
         ]
         self._index = {r.id: i for i, r in enumerate(self.rows)}
+        self._spread_sources(sources or {})
         calls = {c.get("id"): c for r in self.rows for c in r.message.tool_calls or ()}
         for r in self.rows:
             if r.role == "tool" and (call := calls.get(r.message.tool_call_id)) is not None:
@@ -173,6 +179,24 @@ class MessagesModel(QStandardItemModel):
         self.clear()
         if items:
             self.invisibleRootItem().appendRows(items)
+
+    def _spread_sources(self, sources: dict[int, list[Source]]) -> None:
+        """Each reply's passages; a reply with tools saves them with its first turn, and the turns after its tool
+        results (which cite them) show them too, up to the next message of the user's."""
+        turn: tuple[Source, ...] = ()
+        for r in self.rows:
+            if r.role == "user":
+                turn = ()
+            elif r.role == "assistant":
+                turn = tuple(sources.get(r.id, ())) or turn
+                r.sources = turn
+
+    def set_sources(self, msg_id: int, sources: list[Source]) -> None:
+        """UI thread: a reply's passages, read once they are saved (its search ran after its row was shown)."""
+        i = self._index.get(msg_id)
+        if i is not None and tuple(sources) != self.rows[i].sources:
+            self.rows[i].sources = tuple(sources)
+            self._changed(i)
 
     def append(self, message: Message, image_count: int = 0) -> None:
         row = Row(message, message.content, message.status, image_count=image_count)
@@ -278,10 +302,17 @@ class MessagesModel(QStandardItemModel):
         elif streaming and len(row.text) > STREAM_MARKDOWN_CHARS:
             body = Rendered(plain_html(row.text))
         else:
-            body = render_message(row.text, role=row.message.role, reasoning_expanded=row.expanded, streaming=streaming)
+            body = render_message(
+                row.text,
+                role=row.message.role,
+                reasoning_expanded=row.expanded,
+                streaming=streaming,
+                citations=frozenset(s.number for s in row.sources),
+            )
         self.renders += 1
         images, calls = images_html(row), calls_html(row.message.tool_calls)
-        row.rendered = replace(body, html=header_html(row) + images + body.html + calls + _footer(row))
+        given = sources_html(row) if not streaming else ""
+        row.rendered = replace(body, html=header_html(row) + images + body.html + calls + given + _footer(row))
         self._html[row.id] = (key, row.rendered)
         self._html.move_to_end(row.id)
         while len(self._html) > HTML_CACHE:
@@ -326,6 +357,40 @@ def images_html(row: Row) -> str:
         w, h = (thumb.width(), thumb.height()) if thumb is not None else (THUMB_SIDE, THUMB_SIDE)
         tiles.append(f"<img src='{image_url(row.id, i)}' width='{w}' height='{h}' alt='image {i + 1}'>")
     return "<p style='margin-bottom:6px'>" + "&nbsp;".join(tiles) + "</p>"
+
+
+SOURCE_PREVIEW_CHARS = 160  # of a passage, under its place in the Sources block (the side panel shows it whole)
+
+
+def shown_sources(row: Row) -> list[Source]:
+    """The passages a reply's Sources block lists: the ones its text cites, or all it was given when it cites
+    none (what the model read is never hidden)."""
+    return cited(row.text, row.sources) or list(row.sources)
+
+
+def sources_html(row: Row) -> str:
+    """The Sources block under a reply: per passage its number (a link to the side panel), the file, page or
+    section, and the passage's start. Every piece of it is the user's files' text: escaped."""
+    if not row.sources or row.role != "assistant":
+        return ""
+    shown = shown_sources(row)
+    title = "Sources" if cited(row.text, row.sources) else "Sources given (none cited)"
+    muted = look().muted
+    lines = []
+    for s in shown:
+        first = " ".join(s.text.split())
+        preview = first[:SOURCE_PREVIEW_CHARS] + ("…" if len(first) > SOURCE_PREVIEW_CHARS else "")
+        where = html.escape(s.where)
+        origin = html.escape(s.collection) if s.collection else "attached"
+        lines.append(
+            f"<tr><td valign='top'><a href='source:{s.number}'>[{s.number}]</a></td>"
+            f"<td><a href='source:{s.number}'>{where}</a> <span style='color:{muted}'>· {origin}</span><br>"
+            f"<span style='color:{muted}; font-size:small'>{html.escape(preview)}</span></td></tr>"
+        )
+    return (
+        f"<p style='margin-top:8px; margin-bottom:2px'><b>{title}</b></p>"
+        "<table cellspacing='0' cellpadding='2'>" + "".join(lines) + "</table>"
+    )
 
 
 def _footer(row: Row) -> str:

@@ -2,13 +2,15 @@
 output HTML shows as text), pygments-highlighted code blocks with a copy link each, and
 reasoning (`<think>…</think>`) split out as a collapsible block, collapsed by default.
 
-Anchors the view handles (never followed as URLs): `copy:N` (code block N), `think:toggle`.
+Anchors the view handles (never followed as URLs): `copy:N` (code block N), `think:toggle`, `cite:N` (a reply's
+citation [N] of a passage it was given, outside code), `source:N` (a line of its Sources block).
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -148,10 +150,26 @@ def _build_markdown():
         blocks.append(tokens[idx].content)
         return code_block_html(tokens[idx].content, "", len(blocks) - 1)
 
+    def text(_self, tokens, idx, options, env):
+        # Prose only: code spans and blocks have rules of their own, so a "[1]" in code stays text.
+        out = html.escape(tokens[idx].content, quote=False)
+        cites = env.get("citations")
+        return _CITATION.sub(lambda m: _cite_link(m, cites), out) if cites else out
+
+    md.add_render_rule("text", text)
     md.add_render_rule("image", image)
     md.add_render_rule("fence", fence)
     md.add_render_rule("code_block", code_block)
     return md
+
+
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+
+
+def _cite_link(m: re.Match[str], cites: frozenset[int]) -> str:
+    """A citation [N] of a passage the reply was given, as a link; a number it was not given stays text."""
+    n = int(m.group(1))
+    return f"<a href='cite:{n}'>[{n}]</a>" if n in cites else m.group(0)
 
 
 def _lexer(lang: str):
@@ -205,22 +223,29 @@ def code_block_html(code: str, lang: str, index: int) -> str:
     )
 
 
-def markdown_html(text: str) -> tuple[str, list[str]]:
-    """Markdown → HTML (safe) and the raw code blocks it contains."""
-    env: dict = {}
+def markdown_html(text: str, citations: frozenset[int] = frozenset()) -> tuple[str, list[str]]:
+    """Markdown → HTML (safe) and the raw code blocks it contains; `citations`: the numbers [N] in its prose
+    that become `cite:N` links."""
+    env: dict = {"citations": citations}
     out = _markdown().render(text, env)
     return out, env.get("code_blocks", [])
 
 
 def render_message(
-    text: str, *, role: str = "assistant", reasoning_expanded: bool = False, streaming: bool = False
+    text: str,
+    *,
+    role: str = "assistant",
+    reasoning_expanded: bool = False,
+    streaming: bool = False,
+    citations: frozenset[int] = frozenset(),
 ) -> Rendered:
-    """The body HTML of one message. User text is Markdown too (code pasted by the user reads well)."""
+    """The body HTML of one message. User text is Markdown too (code pasted by the user reads well). `citations`:
+    the passage numbers a reply was given, its [N] shown as links."""
     if role != "assistant":
         body, blocks = markdown_html(text)
         return Rendered(body, blocks)
     parts = split_reasoning(text)
-    body, blocks = markdown_html(parts.answer) if parts.answer else ("", [])
+    body, blocks = markdown_html(parts.answer, citations) if parts.answer else ("", [])
     if not parts.has_reasoning:
         return Rendered(body, blocks)
     words = len(parts.reasoning.split())

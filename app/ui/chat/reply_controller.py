@@ -14,11 +14,13 @@ from PySide6.QtCore import QObject, Signal
 from app.core.chat.context import ContextPlan
 from app.core.chat.models import Conversation
 from app.core.chat.operations import ChatOperations, SavedTurn
+from app.core.chat.retrieval import AttachedDocument
 from app.core.chat.sending import NEW_CONVERSATION, ChatTurns, TurnStart
 from app.core.chat.store import ChatStore
 from app.core.chat.turn import TurnTools
 from app.core.runtime.job_host import JobHost
 from app.core.runtime.jobs import HostState
+from app.ui.chat.chat_documents import ChatDocuments
 from app.ui.chat.chat_tools import ChatTools
 from app.ui.chat.composer import ComposerBox, Draft, reason_not_to_send
 from app.ui.chat.settings_panel import SettingsPanel
@@ -53,12 +55,14 @@ class ReplyController(QObject):
         settings: SettingsPanel,
         parent: QObject | None = None,
         tools: ChatTools | None = None,
+        documents: ChatDocuments | None = None,
     ) -> None:
-        """`tools`: the chat's MCP tools (a conversation that has servers on replies through them)."""
+        """`tools`: the chat's MCP tools (a conversation that has servers on replies through them); `documents`:
+        the chat's documents (a reply is grounded in the conversation's collections and the files attached)."""
         super().__init__(parent)
-        self.tools = tools
+        self.tools, self.documents = tools, documents
         self.host, self.store, self.chats, self.writes = host, store, chats, writes
-        self.turns = ChatTurns(host, chats)
+        self.turns = ChatTurns(host, chats, documents.documents if documents is not None else None)
         self.thread_view, self.composer, self.settings = thread_view, composer, settings
         self.host_state: HostState = host.state
         self.stream: StreamBridge | None = None
@@ -108,7 +112,7 @@ class ReplyController(QObject):
         n_ctx = self._n_ctx_for(conv or NEW_CONVERSATION)
         start = self.turns.send(conv, text, shown=self.thread_view.rows, images=images, n_ctx=n_ctx)
         self.composer.clear()
-        return self._save_then_reply(start, draft, sent=True)
+        return self._save_then_reply(start, draft, sent=True, attached=draft.documents)
 
     def regenerate(self) -> bool:
         """A new reply to the last user turn; the old reply stays as a branch."""
@@ -140,16 +144,23 @@ class ReplyController(QObject):
         self.composer.clear()
         return self._save_then_reply(start, Draft(text))
 
-    def _save_then_reply(self, start: TurnStart, typed: Draft | None = None, sent: bool = False) -> bool:
-        """When the turn's write is committed, show it and start the reply. If the write fails, the
-        typed text and images go back into the composer: nothing the user wrote is lost."""
+    def _save_then_reply(
+        self,
+        start: TurnStart,
+        typed: Draft | None = None,
+        sent: bool = False,
+        attached: tuple[AttachedDocument, ...] = (),
+    ) -> bool:
+        """When the turn's write is committed, show it and start the reply (grounded in the files `attached` to
+        its message, besides the conversation's collections). If the write fails, the typed text, images and
+        files go back into the composer: nothing the user wrote is lost."""
 
         def saved(turn: SavedTurn) -> None:
             """UI thread."""
             self.saving = False
             if start.retitled and not start.new:
                 self.retitled.emit(turn.conversation_id)
-            self._reply_saved(start, turn, sent=sent)
+            self._reply_saved(start, turn, sent=sent, attached=attached)
 
         def failed(exc: BaseException) -> None:
             """UI thread."""
@@ -164,7 +175,9 @@ class ReplyController(QObject):
         self.changed.emit()
         return start.plan.ok
 
-    def _reply_saved(self, start: TurnStart, turn: SavedTurn, sent: bool) -> None:
+    def _reply_saved(
+        self, start: TurnStart, turn: SavedTurn, sent: bool, attached: tuple[AttachedDocument, ...] = ()
+    ) -> None:
         """UI thread: the turn is committed. Start the reply, then show the thread once."""
         plan = start.plan
         self.last_plan = plan
@@ -176,7 +189,7 @@ class ReplyController(QObject):
             else:
                 self.notice.emit(plan.notice.text if plan.notice else "", "info")
                 if turn.reply_id is not None:
-                    refused = self._start_reply(start, turn)
+                    refused = self._start_reply(start, turn, attached)
         finally:
             if start.new:
                 self.created.emit(turn.conversation_id)  # the page opens it: the thread is read there
@@ -188,20 +201,24 @@ class ReplyController(QObject):
                 self.thread_view.follow_end()
             self.changed.emit()
 
-    def _start_reply(self, start: TurnStart, turn: SavedTurn) -> str | None:
+    def _start_reply(
+        self, start: TurnStart, turn: SavedTurn, attached: tuple[AttachedDocument, ...] = ()
+    ) -> str | None:
         """Start the reply; the host's refusal, if it refuses (the turn saved the reply row as that error)."""
         reply_id = turn.reply_id
         assert reply_id is not None
         conv = start.conversation
+        grounded = self.documents.for_turn(conv, attached) if self.documents is not None else None
+        pool = self.documents.pool if self.documents is not None else None
         tool_reply = self.tools.reply_for(conv, reply_id) if self.tools is not None else None
         if tool_reply is not None:
             assert self.tools is not None
             bridge: StreamBridge = tool_reply
             tools = TurnTools(tool_reply.loop, list(conv.tool_servers), self.tools.pool)
-            reply = self.turns.reply(start, turn, tool_reply, tools=tools, cancel=tool_reply.cancel)
+            reply = self.turns.reply(start, turn, tool_reply, tools=tools, cancel=tool_reply.cancel, documents=grounded)
         else:
             bridge = StreamBridge(reply_id, turn.conversation_id, parent=self)
-            reply = self.turns.reply(start, turn, bridge)
+            reply = self.turns.reply(start, turn, bridge, documents=grounded, pool=pool)
         bridge.updated.connect(self.thread_view.stream_text)
         bridge.row_added.connect(self._tool_row)
         bridge.finished.connect(self._stream_finished)

@@ -44,9 +44,11 @@ def active_branch(everything: list[Message], leaf_id: int | None):
 class ThreadView(QWidget):
     """Signals (UI thread): `changed` when rows are replaced, added or finished (meter, controls);
     `edit_requested(msg_id, text)`, `regenerate_requested`, `stop_requested` (Delete on the reply
-    being written) for the reply controller; `notice(text, level)` for the page."""
+    being written) for the reply controller; `notice(text, level)` for the page; `source_requested(msg_id,
+    number)` when a citation [N] or a line of a Sources block is clicked."""
 
     changed = Signal()
+    source_requested = Signal(int, int)
     edit_requested = Signal(int, str)
     regenerate_requested = Signal()
     stop_requested = Signal()
@@ -115,7 +117,8 @@ class ThreadView(QWidget):
         else:
             path, branches = active_branch(everything, leaf)
             counts = self.store.image_counts(m.id for m in path if m.role == "user")
-            self.messages.set_messages(path, branches, self._live, counts)
+            sources = self.store.sources_of(m.id for m in path if m.role == "assistant")
+            self.messages.set_messages(path, branches, self._live, counts, sources)
             self._make_thumbnails(list(counts))
         self.changed.emit()
 
@@ -180,6 +183,9 @@ class ThreadView(QWidget):
         if result.extra_stats:
             stats = {**(stats or {}), **result.extra_stats}
         self.messages.finish(msg_id, result.status, result.text, stats, result.finish_reason, result.error)
+        # Its passages were saved before the model started, after the row was shown: read them now (one query).
+        if (given := self.store.sources_of([msg_id]).get(msg_id)) is not None:
+            self.messages.set_sources(msg_id, given)
         if self._follow and self.messages.row(msg_id) is not None:
             self.view.scrollToBottom()
         self.changed.emit()
@@ -208,6 +214,8 @@ class ThreadView(QWidget):
             {"copy": self.copy_message, "edit": self.begin_edit, "delete": self.delete_message}[arg](msg_id)
         elif kind == "branch":
             self.switch_branch(msg_id, -1 if arg == "prev" else 1)
+        elif kind in ("cite", "source") and arg.isdigit():
+            self.source_requested.emit(msg_id, int(arg))
         else:  # a link in the text: never opened by a click
             QGuiApplication.clipboard().setText(href)
             self.notice.emit(f"Links are not opened from chats. Copied: {href}", "info")

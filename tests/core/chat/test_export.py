@@ -120,7 +120,7 @@ def test_images_go_out_and_come_back_with_their_message(store, with_images, tmp_
 
     conv, _, images = with_images
     doc = json.loads(export_json(store, conv))
-    assert doc["version"] == 3 and len(doc["messages"][0]["images"]) == 2
+    assert doc["version"] == 4 and len(doc["messages"][0]["images"]) == 2
     with ChatStore(tmp_path / "other.sqlite3") as other:
         new = import_json(other, json.dumps(doc))
         first = other.active_path(new)[0]

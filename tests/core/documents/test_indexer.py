@@ -197,3 +197,29 @@ def test_the_parse_error_of_one_file_leaves_the_rest_indexed(store, embedder, tm
     assert indexer.run(c).failed == 1
     assert store.file(c.id, root / "a.md").reason == "took over 120 s to read"
     assert store.collection("notes").passages == embedder.embedded > 0
+
+
+def test_a_folder_of_100k_tiny_files_is_found_in_one_pass_and_embedded_sixteen_files_a_job(store, tmp_path):
+    root = tmp_path / "many"
+    for i in range(100):  # hard links: 100k directory entries without writing 100k files
+        folder = root / f"d{i:02d}"
+        folder.mkdir(parents=True)
+        first = folder / "n0000.txt"
+        first.write_text(f"a tiny note {i} about the hearth\n")
+        for j in range(1, 1000):
+            os.link(first, folder / f"n{j:04d}.txt")
+    embedder = WordEmbedder()
+    c = store.create_collection("many", embedder.model)
+    cancel = threading.Event()
+
+    def progress(p):
+        if p.files_done >= 1600:
+            cancel.set()  # enough to see the batching; the rest waits for the next run
+
+    indexer = _indexer(store, embedder, cancel=cancel, progress=progress)
+    assert indexer.add(c, [root]) == 100_000
+    assert len(store.files(c.id, "pending")) == 100_000
+    with pytest.raises(Cancelled):
+        indexer.run(c)
+    assert all(len(batch) == 16 for batch in embedder.batches) and embedder.embedded >= 1584
+    assert len(store.files(c.id, "indexed")) == embedder.embedded  # each file stored whole with its batch

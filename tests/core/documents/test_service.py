@@ -296,3 +296,24 @@ def test_the_recommendation_follows_the_hardware():
     assert recommend(_machine(gpu_bytes=2 << 30)) == [NOMIC]  # too little free VRAM for both: the CPU's pick
     assert recommend(_machine(unified=True))[0] == BGE_M3
     assert NOMIC.spec == "nomic-ai/nomic-embed-text-v1.5-GGUF:Q8_0"
+
+
+def test_a_file_removed_from_a_watched_folder_stays_out_until_added_again(tmp_path, pool, folder):
+    docs = _docs(tmp_path, pool, watch_s=0.1)
+    docs.start()
+    try:
+        docs.create("Notes")
+        docs.add("Notes", [folder])
+        assert docs.wait_idle(20)
+        assert docs.remove("Notes", [folder / "fire.md"]) == 1
+        docs.sync("Notes")
+        assert docs.wait_idle(20)
+        assert [f.path.name for f in docs.files("Notes")] == ["river.txt"]
+        assert not docs.search("warm hearth stone", mode="keyword")
+        docs.add("Notes", [folder / "fire.md"])  # added by hand: found again
+        assert docs.wait_idle(20)
+        assert sorted(f.path.name for f in docs.files("Notes")) == ["fire.md", "river.txt"]
+        assert docs.remove("Notes", [folder]) == 2  # the folder itself: everything under it goes
+        assert docs.files("Notes") == []
+    finally:
+        docs.close()
