@@ -85,6 +85,8 @@ def make_api(services: Services, store: SettingsStore) -> ApiService:  # noqa: F
         services.paths.responses_file,
         hub=services.hub,
         downloads=lambda: services.downloads,  # pulls over the API show in Downloads and land in My Models
+        documents=services.documents,  # a vector store over the API is a collection on the Documents page
+        uploads=services.paths.uploads,
     )
 
 

@@ -172,7 +172,14 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
         (folder / f"report-{i // 10:03d}.pdf").write_bytes(text_pdf(sheets))
     pages = files + pdf_pages
     store = DocumentStore(work / "documents.sqlite3")
-    inner = JobEmbedder(host.submit, None, info.n_ctx)  # the host's loaded model (no library to name it in)
+    jobs: list = []  # (job, handle) of the engine-alone pass: what the engine took whole goes over HTTP too
+
+    def submit(job):
+        handle = host.submit(job)
+        jobs.append((job, handle))
+        return handle
+
+    inner = JobEmbedder(submit, None, info.n_ctx)  # the host's loaded model (no library to name it in)
     embedder = Timed(inner)
     parse_s = 0.0
 
@@ -202,13 +209,17 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
             for f in sorted(folder.iterdir())
             for p in cut_passages(parse_document(f).sections, passage_chars(info.n_ctx))
         ]
+        jobs.clear()
         t0 = time.perf_counter()
         for start in range(0, len(texts), BATCH):
             inner.embed(texts[start : start + BATCH])
         engine_s = time.perf_counter() - t0
+        # A passage over the model's context is refused whole and embedded from its start (JobEmbedder);
+        # /v1/embeddings refuses it (400), so the request carries each passage as the engine took it.
+        taken = [t for job, handle in jobs if handle.error is None for t in job.texts]
         print(f"the engine alone: {len(texts) / engine_s:.0f} passages/s; indexing {result.passages / total_s:.0f}")
-        http_s = one_batch_over_http(host, texts)
-        print(f"the same passages in one /v1/embeddings request: {len(texts) / http_s:.0f} passages/s")
+        http_s = one_batch_over_http(host, taken)
+        print(f"the same passages in one /v1/embeddings request: {len(taken) / http_s:.0f} passages/s")
 
         changed = folder / f"note-{files // 2:04d}.md"
         changed.write_text(page(rng))
@@ -231,7 +242,7 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
             "op": ">=",
         },
         "indexing passages/s ÷ one /v1/embeddings batch's": {
-            "value": (result.passages / total_s) / (len(texts) / http_s),
+            "value": (result.passages / total_s) / (len(taken) / http_s),
             "target": 0.9,
             "op": ">=",
         },

@@ -87,6 +87,7 @@ def _err(text: str) -> None:
 
 
 def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
+    from app.core.documents.service import Documents
     from app.core.downloads.manager import DownloadManager
     from app.core.engines import default_registry
     from app.core.engines.remote import open_remotes
@@ -163,8 +164,27 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         ),
         library,
     )
+    # The same documents the window has: a vector store made over the API is a collection there too.
+    documents = Documents(
+        ctx.paths.documents_db,
+        host.submit,
+        library,
+        role_of=resolver.role,
+        context_of=resolver.context_length,
+        settings=lambda: ctx.settings.documents,
+        generating=lambda: any(r.state.status == "generating" for r in host.residents()),
+        loaded_models=lambda: [str(r.state.model.path) for r in host.residents() if r.state.model is not None],
+    )
     context = ServerContext(
-        host, library, resolver, responses=stored, remotes=RemotePool(remotes), hub=lambda: hub, downloads=downloads
+        host,
+        library,
+        resolver,
+        responses=stored,
+        remotes=RemotePool(remotes),
+        hub=lambda: hub,
+        downloads=downloads,
+        documents=documents,
+        uploads=ctx.paths.uploads,
     )
     app = create_app(context, policy)
     runner = ServerThread(app, args.host, args.port or server.port, context.cancel_streams)
@@ -172,6 +192,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     try:
         for model in args.model or []:
             _load_first(host, resolver, _library_name(library, model), args.draft_model, slots)
+        documents.start()
         runner.start()
         _err(f"Hearth API on {runner.url}/v1" + (f"  (API key: {key})" if key and not args.api_key else ""))
         if server.ollama_port if args.ollama_port is None else args.ollama_port:
@@ -186,6 +207,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         if ollama is not None:
             ollama.stop()
         runner.stop()
+        documents.close()  # before the pool: its run stops between two batches
         host.shutdown(10)
         if context.remotes is not None:
             context.remotes.close()

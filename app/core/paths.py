@@ -50,6 +50,11 @@ class AppPaths:
         return self.data / "documents.sqlite3"
 
     @property
+    def uploads(self) -> Path:
+        """Files uploaded over the API (/v1/files), each 0600 in a folder of its own (documents/uploads.py)."""
+        return self.data / "uploads"
+
+    @property
     def downloads_state(self) -> Path:
         return self.data / "downloads.json"
 

@@ -28,6 +28,8 @@ from app.server.openai.embeddings import router as embeddings_router
 from app.server.request_log import RequestLog, Timer
 from app.server.responses.routes import router as responses_router
 from app.server.security import ASGIApp, FrontDoor, Message, Policy, Receive, Scope, Send
+from app.server.vector_stores.files import router as files_router
+from app.server.vector_stores.stores import router as vector_stores_router
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ def create_app(ctx: ServerContext, policy: Policy | None = None, *, body_timeout
         ollama_chat_router,
         ollama_embed_router,
         ollama_pull_router,
+        files_router,
+        vector_stores_router,
     )
     for router in routers:
         api.include_router(router)

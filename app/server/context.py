@@ -4,6 +4,7 @@ resolver, and the request log. Reached from a route as `hearth(request)`."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
+from app.core.documents.uploads import Uploads
+from app.core.documents.vector_stores import VectorStores
 from app.core.engines.base import ModelInfo
 from app.core.formats import GGUF, MLX
 from app.core.library.projectors import projector_refusal, sees_images
@@ -28,6 +31,7 @@ from app.server.responses.store import ResponseStore
 from app.server.web_images import WebImageFetcher
 
 if TYPE_CHECKING:
+    from app.core.documents.service import Documents
     from app.core.downloads.manager import DownloadManager
     from app.core.hub.client import HubClient
 
@@ -52,6 +56,22 @@ class ServerContext:
     token_tables: TokenTables = field(default_factory=TokenTables)
     # Images requests name by http(s) URL are fetched with this (None: refused; the setting is off).
     web_images: WebImageFetcher | None = None
+    # The app's documents: /v1/files, /v1/vector_stores and the Responses file_search tool (None: refused).
+    documents: Documents | None = None
+    uploads: Path | None = None  # where uploads go (None: "uploads" beside the documents database)
+    _vector_stores: VectorStores | None = field(default=None, init=False, repr=False)
+    _vector_stores_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def vector_stores(self) -> VectorStores:
+        """Any thread: the API's view of the documents (made on first use: it creates its tables); a 400
+        naming why when this server has no documents."""
+        if self.documents is None:
+            raise APIError("documents are not available on this server", code="documents_unavailable")
+        with self._vector_stores_lock:
+            if self._vector_stores is None:
+                db = self.documents.store.db_path
+                self._vector_stores = VectorStores(self.documents, Uploads(db, self.uploads or db.parent / "uploads"))
+            return self._vector_stores
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""

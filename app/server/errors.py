@@ -200,9 +200,9 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
 
 
 ROUTES_HINT = (
-    "Hearth answers OpenAI's /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings and "
-    "/v1/models, Anthropic's /v1/messages, and Ollama's /api/chat, /api/generate, /api/embed, /api/tags, "
-    "/api/show and /api/ps"
+    "Hearth answers OpenAI's /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings, "
+    "/v1/models, /v1/files and /v1/vector_stores, Anthropic's /v1/messages, and Ollama's /api/chat, "
+    "/api/generate, /api/embed, /api/tags, /api/show and /api/ps"
 )
 
 

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.server.body import BODY_TIMEOUT_S, BodyTooLarge, BodyTooSlow, read_body, replay
+from app.core.documents.uploads import MAX_UPLOAD_BYTES, cap_text
+from app.server.body import BODY_TIMEOUT_S, BodyTooLarge, BodyTooSlow, read_body, replay, streamed
 from app.server.errors import shaped_error
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ MAX_HEADERS = 100
 # Open without a key: they say only that the server is up (Ollama's clients probe `/` and ask for the
 # version first; `/` answers a fixed "Ollama is running").
 OPEN_PATHS = frozenset({"/", "/health", "/api/version"})
+# Routes whose body is a file: streamed to the route within the upload cap (T57), never read whole here.
+UPLOAD_PATHS = frozenset({"/v1/files"})
 CLOSE = [(b"connection", b"close")]  # after a refused body: what is left of it is never read
 ALLOW_HEADERS = (
     "authorization, content-type, x-api-key, openai-beta, anthropic-version, anthropic-beta, "
@@ -48,6 +51,7 @@ class Policy:
     allowed_hosts: frozenset[str] = LOOPBACK_NAMES
     cors_origins: frozenset[str] = field(default_factory=frozenset)
     max_body_bytes: int = MAX_BODY_BYTES
+    max_upload_bytes: int = MAX_UPLOAD_BYTES  # a file uploaded to /v1/files
 
     @classmethod
     def of(
@@ -160,15 +164,19 @@ class FrontDoor:
             )
             return
         length = headers.get("content-length")
-        too_large = f"the request body is larger than {policy.max_body_bytes // (1024 * 1024)} MiB"
-        if length is not None and (not length.isdigit() or int(length) > policy.max_body_bytes):
+        upload = scope["method"] == "POST" and scope["path"] in UPLOAD_PATHS
+        cap = policy.max_upload_bytes if upload else policy.max_body_bytes
+        too_large = f"the request body is larger than {cap_text(cap)}"
+        if length is not None and (not length.isdigit() or int(length) > cap):
             await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors + unread)
             return
-        if unread:
+        if unread and upload:
+            receive = streamed(receive, cap, self.body_timeout_s)
+        elif unread:
             # Read whole here, within the cap (a chunked body has no length to check up front) and the
             # deadline (T41), then replayed to the route; a refused one closes the connection.
             try:
-                body = await read_body(receive, policy.max_body_bytes, self.body_timeout_s)
+                body = await read_body(receive, cap, self.body_timeout_s)
             except BodyTooLarge:
                 await _reply(send, scope["path"], 413, too_large, "request_too_large", "body_too_large", cors + CLOSE)
                 return

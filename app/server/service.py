@@ -22,6 +22,7 @@ from app.server.request_log import RequestLog
 from app.server.responses.store import ResponseStore
 
 if TYPE_CHECKING:
+    from app.core.documents.service import Documents
     from app.core.downloads.manager import DownloadManager
     from app.core.hub.client import HubClient
     from app.server.remote_forward import RemotePool
@@ -75,11 +76,15 @@ class ApiService:
         downloads: Callable[[], DownloadManager] | None = None,
         *,
         ollama_port: int = OLLAMA_PORT,
+        documents: Documents | None = None,
+        uploads: Path | None = None,
     ) -> None:
         """`settings()` gives the current Server settings; `save_key(key)` stores a key made for LAN mode;
         `responses_file` is where stored responses go when the user keeps them across restarts; `hub()` and
         `downloads()` let /api/pull fetch into the app's download queue (its LibraryFeed adds the result);
-        `ollama_port` is where the setting of that name listens too (tests pass a free one)."""
+        `ollama_port` is where the setting of that name listens too (tests pass a free one); `documents` (the
+        app's, shared with the window) backs /v1/files and /v1/vector_stores, with uploads kept in `uploads`."""
+        self.documents, self.uploads = documents, uploads
         self.host, self.library, self.resolver = host, library, resolver
         self.hub, self.downloads = hub, downloads
         self.ollama_port = ollama_port
@@ -126,6 +131,8 @@ class ApiService:
                 hub=self.hub,
                 downloads=self.downloads,
                 web_images=WebImageFetcher() if settings.fetch_image_urls else None,
+                documents=self.documents,
+                uploads=self.uploads,
             )
             app = create_app(context, policy_for(settings))
             runner = ServerThread(app, bind_address(settings), settings.port, context.cancel_streams)

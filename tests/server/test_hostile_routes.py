@@ -46,6 +46,14 @@ VALID = {
     "/api/copy": {"source": "alpha", "destination": "gamma"},
     "/api/create": {"model": "gamma"},
     "/api/push": {"model": "alpha"},
+    # Without documents on this server these answer 400; tests/server/test_vector_stores.py walks them with.
+    "/v1/files": {"purpose": "assistants"},
+    "/v1/vector_stores": {"name": "x"},
+    "/v1/vector_stores/{vector_store_id}": {"name": "x"},
+    "/v1/vector_stores/{vector_store_id}/files": {"file_id": "file-x"},
+    "/v1/vector_stores/{vector_store_id}/files/{file_id}": {"attributes": {}},
+    "/v1/vector_stores/{vector_store_id}/file_batches": {"file_ids": ["file-x"]},
+    "/v1/vector_stores/{vector_store_id}/search": {"query": "x"},
 }
 # Ollama's routes Hearth does not serve (or, /api/pull, cannot without a download queue): a clear 501, whatever
 # the body; never any other 5xx.

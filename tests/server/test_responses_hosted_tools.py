@@ -1,6 +1,7 @@
-"""Responses API tools that only OpenAI's servers run (a remote MCP server, a code sandbox, file search,
-images, the computer and shell tools): refused by name in OpenAI's error shape, before anything reaches the
-engine, where they used to be dropped without a word and the model answered as if they were not offered.
+"""Responses API tools that only OpenAI's servers run (a remote MCP server, a code sandbox, images, the
+computer and shell tools; file search runs here, tests/server/test_vector_stores.py): refused by name in
+OpenAI's error shape, before anything reaches the engine, where they used to be dropped without a word and
+the model answered as if they were not offered.
 Web search, which Codex offers on every request, is still left out (tests/server/test_responses_fake.py)."""
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ HOSTED = {
     },
     "local_shell": {"type": "local_shell"},
     "code_interpreter": {"type": "code_interpreter", "container": {"type": "auto"}},
-    "file_search": {"type": "file_search", "vector_store_ids": ["vs_1"]},
     "image_generation": {"type": "image_generation"},
     "computer_use_preview": {"type": "computer_use_preview", "display_width": 1024, "display_height": 768},
 }

@@ -19,6 +19,7 @@ from app.server.responses.schemas import (
     HOSTED_TOOLS,
     LEFT_OUT_TOOLS,
     CustomToolR,
+    FileSearchToolR,
     FunctionToolR,
     NamespaceToolR,
     ResponsesRequest,
@@ -47,6 +48,9 @@ class Tools:
     custom: set[str] = field(default_factory=set)  # names whose calls go out as custom_tool_call
     # The name the model sees → (namespace, the tool's own name), for tools inside a namespace.
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # The file_search tool, which the server runs before the model answers (file_search.py), and its place.
+    file_search: FileSearchToolR | None = None
+    file_search_param: str = "tools"
 
     def wire(self, name: str) -> tuple[str, str | None]:
         """(the name a call goes out with, its namespace or None) for a name the model called."""
@@ -90,6 +94,17 @@ def tools_of(body: ResponsesRequest) -> Tools:
         elif isinstance(tool, NamespaceToolR):
             for inner in tool.tools:
                 out.add(inner, tool.name)
+        elif isinstance(tool, FileSearchToolR):
+            if out.file_search is not None:
+                raise APIError("offer one file_search tool", param=f"tools[{i}]", code="invalid_value")
+            out.file_search, out.file_search_param = tool, f"tools[{i}]"
+        elif tool.type == "file_search":  # its fields did not validate as FileSearchToolR
+            raise APIError(
+                "the file_search tool takes vector_store_ids (1 to 16), max_num_results (1 to 50) and "
+                "ranking_options.score_threshold (0 to 1)",
+                param=f"tools[{i}]",
+                code="invalid_value",
+            )
         elif tool.type in HOSTED_TOOLS:
             raise APIError(
                 f"the tool type {tool.type!r} is a hosted tool: this server runs no hosted tools of that type "

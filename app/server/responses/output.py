@@ -5,6 +5,7 @@ the item the final response lists: same type, id and call_id."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from app.core.engines.base import ChatMessage, Chunk, GenerationStats
@@ -28,12 +29,26 @@ def response_usage(stats: GenerationStats | None) -> dict[str, Any]:
 class Output:
     """One response's items, ids and envelope; the same object answers a stream and a whole reply."""
 
-    def __init__(self, envelope: dict[str, Any], tools: Tools) -> None:
+    def __init__(
+        self,
+        envelope: dict[str, Any],
+        tools: Tools,
+        lead: list[dict[str, Any]] | None = None,
+        annotate: Callable[[str], list[dict[str, Any]]] | None = None,
+    ) -> None:
+        """`lead`: items the server made before the reply (a file_search_call), first in the output;
+        `annotate(text)`: the annotations of the reply's finished text (file citations)."""
         self.envelope = envelope  # id, created_at, model and the request's echoed settings
         self.tools = tools
+        self.lead = lead or []
+        self.annotate = annotate or (lambda _text: [])
         self._ids: dict[int, str] = {}
         self._seq = -1
         self.items: list[dict[str, Any]] = []
+
+    def at(self, segment: Segment) -> int:
+        """A segment's output_index: after the lead items."""
+        return segment.index + len(self.lead)
 
     # ---- items ----
 
@@ -53,7 +68,7 @@ class Output:
             content = [{"type": "reasoning_text", "text": segment.text}] if done else []
             return {**base, "type": "reasoning", "summary": [], "content": content, "status": status}
         if segment.kind == "text":
-            content = [self.text_part(segment.text)] if done else []
+            content = [self.text_part(segment.text, self.annotate(segment.text))] if done else []
             return {**base, "type": "message", "status": status, "role": "assistant", "content": content}
         name, namespace = self.tools.wire(segment.name)
         where = {"namespace": namespace} if namespace else {}
@@ -80,8 +95,8 @@ class Output:
         }
 
     @staticmethod
-    def text_part(text: str) -> dict[str, Any]:
-        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    def text_part(text: str, annotations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        return {"type": "output_text", "text": text, "annotations": annotations or [], "logprobs": []}
 
     def assistant_turn(self, segments: list[Segment]) -> ChatMessage | None:
         """What this reply adds to the conversation a later `previous_response_id` continues."""
@@ -107,7 +122,7 @@ class Output:
     def finished(self, segments: list[Segment], final: Chunk) -> dict[str, Any]:
         """The whole response, once the reply is over (stream or not)."""
         status = "incomplete" if final.finish_reason == "length" else "completed"
-        self.items = [
+        self.items = [*self.lead] + [
             self.item(s, "incomplete" if status == "incomplete" and s is segments[-1] else "completed")
             for s in segments
         ]
@@ -119,15 +134,29 @@ class Output:
         self._seq += 1
         return {"type": type_, "sequence_number": self._seq, **fields}
 
+    def lead_events(self) -> list[dict[str, Any]]:
+        """A stream's events for the lead items, which are done before the reply starts: a file_search_call
+        is added, in progress, searching, completed and done, as OpenAI's server streams one."""
+        out: list[dict[str, Any]] = []
+        for index, item in enumerate(self.lead):
+            out.append(self.event("response.output_item.added", output_index=index, item=_in_progress(item)))
+            if item["type"] == "file_search_call":
+                for phase in ("in_progress", "searching", "completed"):
+                    name = f"response.file_search_call.{phase}"
+                    out.append(self.event(name, output_index=index, item_id=item["id"]))
+            self.items.append(item)
+            out.append(self.event("response.output_item.done", output_index=index, item=item))
+        return out
+
     def events(self, ops: list[Op]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for op in ops:
             segment = op.segment
-            at = {"output_index": segment.index, "item_id": self.item_id(segment)}
+            at = {"output_index": self.at(segment), "item_id": self.item_id(segment)}
             custom = segment.kind == "tool" and segment.name in self.tools.custom
             if isinstance(op, Opened):
                 skeleton = self.item(segment, "in_progress")
-                out.append(self.event("response.output_item.added", output_index=segment.index, item=skeleton))
+                out.append(self.event("response.output_item.added", output_index=self.at(segment), item=skeleton))
                 if segment.kind == "text":
                     out.append(
                         self.event("response.content_part.added", **at, content_index=0, part=self.text_part(""))
@@ -147,10 +176,14 @@ class Output:
             elif isinstance(op, Closed):
                 item = self.item(segment)
                 if segment.kind == "text":
+                    annotations = item["content"][0]["annotations"]
+                    for i, annotation in enumerate(annotations):
+                        added = {"content_index": 0, "annotation_index": i, "annotation": annotation}
+                        out.append(self.event("response.output_text.annotation.added", **at, **added))
                     out.append(
                         self.event("response.output_text.done", **at, content_index=0, text=segment.text, logprobs=[])
                     )
-                    part = self.text_part(segment.text)
+                    part = item["content"][0]
                     out.append(self.event("response.content_part.done", **at, content_index=0, part=part))
                 elif segment.kind == "reasoning":
                     out.append(self.event("response.reasoning_text.done", **at, content_index=0, text=segment.text))
@@ -164,5 +197,12 @@ class Output:
                     done = {"arguments": segment.text, "name": item["name"]}
                     out.append(self.event("response.function_call_arguments.done", **at, **done))
                 self.items.append(item)
-                out.append(self.event("response.output_item.done", output_index=segment.index, item=item))
+                out.append(self.event("response.output_item.done", output_index=self.at(segment), item=item))
         return out
+
+
+def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
+    """A lead item as a stream adds it: in progress, without its results yet."""
+    if item["type"] == "file_search_call":
+        return {**item, "status": "in_progress", "results": None}
+    return {**item, "status": "in_progress"}

@@ -33,6 +33,7 @@ from app.server.replies import (
     whole_reply,
 )
 from app.server.reply_stream import Broken, Finished, Ping, reply_steps, whole_events
+from app.server.responses.file_search import FileSearch, run_file_search
 from app.server.responses.input import (
     Tools,
     chat_tool_choice,
@@ -60,7 +61,9 @@ class Prepared:
     context: list[ChatMessage]  # the conversation without the instructions: what a stored response keeps
 
 
-def prepare(body: ResponsesRequest, ctx: ServerContext) -> Prepared:
+def read_input(body: ResponsesRequest, ctx: ServerContext) -> tuple[Tools, list[ChatMessage], list[ChatMessage]]:
+    """The request's tools, its conversation (what a stored response keeps) and the messages the model reads
+    (the instructions first)."""
     context: list[ChatMessage] = []
     if body.previous_response_id:
         stored = ctx.responses.get(body.previous_response_id)
@@ -77,6 +80,10 @@ def prepare(body: ResponsesRequest, ctx: ServerContext) -> Prepared:
     if not any(m.role != "system" for m in context):
         raise APIError("input has no message for the model to answer", param="input", code="invalid_value")
     messages = ([ChatMessage(role="system", content=body.instructions)] if body.instructions else []) + context
+    return tools, context, messages
+
+
+def build(body: ResponsesRequest, tools: Tools, context: list[ChatMessage], messages: list[ChatMessage]) -> Prepared:
     schema = None
     fmt = body.text.format if body.text is not None else None
     if fmt is not None and fmt.type == "json_object":
@@ -140,12 +147,23 @@ def envelope(body: ResponsesRequest, model: str) -> dict[str, Any]:
 @router.post("/v1/responses")
 async def create_response(body: ResponsesRequest, request: Request) -> Response:
     ctx = hearth(request)
-    prepared = prepare(body, ctx)
+    tools, context, messages = read_input(body, ctx)
+    search: FileSearch | None = None
+    if tools.file_search is not None:  # run here, before the model answers (file_search.py)
+        search, messages = await run_file_search(
+            ctx, tools.file_search, tools.file_search_param, messages, body.include
+        )
+    prepared = build(body, tools, context, messages)
     begun = await begin(ctx, request, prepared.request, body.model, prepared.shape.prepare)
     if begun is None:
         return Response(status_code=CLIENT_GONE)
     stream, model = begun
-    output = Output(envelope(body, model), prepared.tools)
+    output = Output(
+        envelope(body, model),
+        prepared.tools,
+        lead=[search.item] if search is not None else None,
+        annotate=search.annotations if search is not None else None,
+    )
     if body.stream:
         return sse_response(_stream(ctx, body, prepared, output, stream, request))
     result = await whole_reply(stream, request)
@@ -168,6 +186,8 @@ async def _stream(
     segmenter = Segmenter()
     yield named_sse(output.event("response.created", response=output.response("in_progress")))
     yield named_sse(output.event("response.in_progress", response=output.response("in_progress")))
+    if lead := output.lead_events():
+        yield b"".join(named_sse(e) for e in lead)
     async for step in reply_steps(stream, prepared.shape):
         if isinstance(step, Ping):
             yield PING

@@ -14,11 +14,11 @@ from app.server.request_fields import MAX_MESSAGES, MAX_TOKENS_CAP, JsonSchemaFo
 # prompt and the model answers from what it knows, as it would with search switched off.
 LEFT_OUT_TOOLS = frozenset({"web_search", "web_search_preview"})
 # Tools that OpenAI's servers run or whose calls only its own models make (a remote MCP server, a code
-# sandbox, file search, images, the computer and shell tools): a client that offers one expects it to be
-# used, so the request is refused naming the type rather than answered as if the tool were not there.
+# sandbox, images, the computer and shell tools): a client that offers one expects it to be used, so the
+# request is refused naming the type rather than answered as if the tool were not there. File search is
+# the one hosted tool this server runs (file_search.py), over the documents' vector stores.
 HOSTED_TOOLS = frozenset(
     {
-        "file_search",
         "code_interpreter",
         "computer_use_preview",
         "image_generation",
@@ -61,6 +61,21 @@ class NamespaceToolR(_Lenient):
     tools: list[FunctionToolR | CustomToolR] = Field(default_factory=list, max_length=512)
 
 
+class FileSearchRanking(_Lenient):
+    ranker: str | None = Field(default=None, max_length=64)
+    score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class FileSearchToolR(_Lenient):
+    """OpenAI's hosted file search, which this server runs itself over its vector stores (collections)."""
+
+    type: Literal["file_search"]
+    vector_store_ids: list[Annotated[str, Field(max_length=200)]] = Field(min_length=1, max_length=16)
+    max_num_results: int | None = Field(default=None, ge=1, le=50)
+    filters: dict[str, Any] | None = None
+    ranking_options: FileSearchRanking | None = None
+
+
 class OtherToolR(_Lenient):
     type: str
 
@@ -93,7 +108,9 @@ class ResponsesRequest(RequestBase):
     model: str | None = Field(default=None, max_length=512)
     input: str | Annotated[list[dict[str, Any]], Field(max_length=MAX_MESSAGES)] = ""
     instructions: str | None = None
-    tools: list[FunctionToolR | CustomToolR | NamespaceToolR | OtherToolR] | None = Field(default=None, max_length=512)
+    tools: list[FunctionToolR | CustomToolR | NamespaceToolR | FileSearchToolR | OtherToolR] | None = Field(
+        default=None, max_length=512
+    )
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
     max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CAP)
