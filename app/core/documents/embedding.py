@@ -39,27 +39,38 @@ class JobEmbedder:
         self.context_tokens = context_tokens
         self._submit = submit
         self._cancel = cancel
+        self._overflow_chars: int | None = None  # the shortest text the model refused as over its context
+        self._fit_chars = 16  # the longest text cut from a refused one that it then took
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        if self._overflow_chars is not None:
+            # Texts as long as one already seen over the context are cut first to what fitted, so they share
+            # a job with the rest instead of each costing a refused job and one of its own.
+            texts = [t if len(t) < self._overflow_chars else t[: self._fit_chars] for t in texts]
         try:
             return self._embed(texts)
         except EmbeddingFailed as exc:
             if exc.code != "context_length_exceeded":
                 raise
         # A passage sized by characters can still run past the model's context (text of many tokens per
-        # character): each is embedded alone, and one that does not fit is read from its start, shortened
-        # until it does. The passage is stored whole; only its vector comes from its beginning.
-        rows = []
-        for text in texts:
-            while True:
-                try:
-                    rows.append(self._embed([text])[0])
-                    break
-                except EmbeddingFailed as exc:
-                    if exc.code != "context_length_exceeded" or len(text) < 16:
-                        raise
-                    text = text[: len(text) // 2]
-        return np.stack(rows)
+        # character). The batch is split in halves until the one that does not fit is alone (the rest still
+        # go in few jobs), and that one is read from its start, shortened until it fits. The passage is stored
+        # whole; only its vector comes from its beginning.
+        if len(texts) > 1:
+            half = len(texts) // 2
+            return np.concatenate([self.embed(texts[:half]), self.embed(texts[half:])])
+        text = texts[0]
+        self._overflow_chars = min(len(text), self._overflow_chars or len(text))
+        while True:
+            text = text[: len(text) // 2]
+            try:
+                vectors = self._embed([text])
+            except EmbeddingFailed as exc:
+                if exc.code != "context_length_exceeded" or len(text) < 16:
+                    raise
+                continue
+            self._fit_chars = max(self._fit_chars, min(len(text), self._overflow_chars - 1))
+            return vectors
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if self._cancel is not None and self._cancel.is_set():

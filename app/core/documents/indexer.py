@@ -13,6 +13,7 @@ is not read (T52), and linked folders are not entered.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import logging
@@ -20,13 +21,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from app.core.documents.parse_child import parse_in_child
+from app.core.documents.parse_child import ChildReader, parse_in_child
 from app.core.documents.parsing import SUPPORTED_SUFFIXES, ParsedDocument, ParseError, Unsupported, parse_file
 from app.core.documents.passages import Passage, cut_passages, passage_chars
 from app.core.documents.store import (
@@ -43,9 +45,17 @@ from app.core.documents.store import (
 
 logger = logging.getLogger(__name__)
 
-# Passages embedded per job: small enough that a chat turn waits at most one batch behind indexing on a
-# shared engine, large enough that the engine's per-job cost is spread.
+# Files read ahead of the one being embedded (each holds its text and passages until its turn).
+READ_AHEAD = 2
+# Passages embedded per job: a run starts at BATCH and then sizes each job to take about JOB_S, within
+# MIN_BATCH..MAX_BATCH. A job is what a chat turn may find in flight on a shared CPU (indexing holds between
+# jobs while a reply is written), and each job costs the engine a fixed hand-over: a small model on a fast
+# machine embedded 16 passages a job at 0.53 of its pace 256 at a time (bench/documents.py), while a large one
+# on two cores takes seconds for 16.
 BATCH = 16
+MIN_BATCH = 4
+MAX_BATCH = 256
+JOB_S = 0.5
 
 
 class Embedder(Protocol):
@@ -59,6 +69,19 @@ class Embedder(Protocol):
 
 class Cancelled(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A file as the reading thread left it: stat and hash (None: it could not be opened), and its document
+    and passages, or why not."""
+
+    stat: os.stat_result | None = None
+    digest: str | None = None
+    doc: ParsedDocument | None = None
+    passages: list[Passage] = dataclasses.field(default_factory=list)
+    error: Exception | None = None
+    unchanged: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,8 +113,11 @@ Parse = Callable[[Path], ParsedDocument]
 IN_CHILD = frozenset({".pdf", ".docx", ".docm", ".pptx", ".pptm", ".xlsx", ".xlsm", ".epub", ".html", ".htm", ".xhtml"})
 
 
-def parse_document(path: Path) -> ParsedDocument:
-    return parse_in_child(path) if path.suffix.lower() in IN_CHILD else parse_file(path)
+def parse_document(path: Path, reader: ChildReader | None = None) -> ParsedDocument:
+    """A document's text: the risky formats in a child process (`reader`'s, else one for this file)."""
+    if path.suffix.lower() in IN_CHILD:
+        return reader.parse(path) if reader is not None else parse_in_child(path)
+    return parse_file(path)
 
 
 def walk(source: Path) -> Iterator[Path]:
@@ -140,12 +166,13 @@ class Indexer:
         store: DocumentStore,
         embedder: Embedder,
         *,
-        parse: Parse = parse_document,
+        parse: Parse | None = None,
         progress: Callable[[Progress], None] | None = None,
         cancel: threading.Event | None = None,
         yield_to: Callable[[], bool] | None = None,
     ) -> None:
-        """`progress` is called on the indexing thread. While `yield_to()` is true (a chat turn is
+        """`parse` reads a file (None: `parse_document`, with one child process for the whole run);
+        `progress` is called on the indexing thread. While `yield_to()` is true (a chat turn is
         generating) the run holds before its next batch, as when paused."""
         self.store = store
         self.embedder = embedder
@@ -154,6 +181,7 @@ class Indexer:
         self.cancel = cancel or threading.Event()
         self.yield_to = yield_to
         self._embedded = 0  # passages embedded in the current run
+        self._batch = BATCH  # passages in the next job (sized by _embed to take about JOB_S)
         # Short files read and cut, waiting to be embedded together in one job (row, passages, note, stat).
         self._small: list[tuple[FileRow, list[Passage], str, os.stat_result]] = []
         self._going = threading.Event()  # clear while paused
@@ -213,7 +241,11 @@ class Indexer:
         return len(seen)
 
     def run(self, collection: Collection) -> RunResult:
-        """Read and embed every file that waits (new, changed, or stopped half-way). Raises Cancelled."""
+        """Read and embed every file that waits (new, changed, or stopped half-way). Raises Cancelled.
+
+        Files are hashed, read and cut on a thread of their own ("hearth-documents-read"), READ_AHEAD files
+        ahead of the one being embedded: a PDF's child process or a folder's disk reads run while the engine
+        embeds, so indexing takes about as long as embedding alone. The store is written on this thread only."""
         t0 = time.monotonic()
         todo = [f for f in self.store.files(collection.id) if f.state in (PENDING, INDEXING)]
         total_bytes = sum(f.size for f in todo) or 1
@@ -221,47 +253,71 @@ class Indexer:
         counts = {INDEXED: 0, "unchanged": 0, SKIPPED: 0, FAILED: 0}
         self._embedded = 0
         self._small = []
-        for i, row in enumerate(todo):
+        self._batch = BATCH
+        chars = passage_chars(self.embedder.context_tokens)
+        reader = ThreadPoolExecutor(1, thread_name_prefix="hearth-documents-read")
+        child = ChildReader() if self.parse is None else None
+        ahead: collections.deque[Future[_Read]] = collections.deque()
+        try:
+            for i, row in enumerate(todo):
+                while len(ahead) <= READ_AHEAD and i + len(ahead) < len(todo):
+                    ahead.append(reader.submit(self._read, todo[i + len(ahead)], chars, child))
+                self._check()
+                left = None
+                if done_bytes > 0:
+                    left = (time.monotonic() - t0) / done_bytes * (total_bytes - done_bytes)
+                at = Progress(i, len(todo), self._embedded, row.path, left)
+                self._report(at)
+                outcome = self._index_file(collection, row, at, ahead.popleft().result())
+                counts[outcome] += 1
+                done_bytes += row.size
             self._check()
-            left = None
-            if done_bytes > 0:
-                left = (time.monotonic() - t0) / done_bytes * (total_bytes - done_bytes)
-            at = Progress(i, len(todo), self._embedded, row.path, left)
-            self._report(at)
-            outcome = self._index_file(collection, row, at)
-            counts[outcome] += 1
-            done_bytes += row.size
-        self._check()
-        self._embed_small(collection)
+            self._embed_small(collection)
+        finally:
+            # A stop leaves at most the file being read; its child process ends at its own timeout.
+            reader.shutdown(wait=False, cancel_futures=True)
+            if child is not None:
+                child.close()
         self._report(Progress(len(todo), len(todo), self._embedded, None, 0.0))
         return RunResult(
             counts[INDEXED], counts["unchanged"], counts[SKIPPED], counts[FAILED], self._embedded, time.monotonic() - t0
         )
 
-    def _index_file(self, collection: Collection, row: FileRow, at: Progress) -> str:
-        path = row.path
+    def _read(self, row: FileRow, chars: int, child: ChildReader | None) -> _Read:
+        """The reading thread: a file's stat, hash, text and passages (nothing is written here)."""
         try:
-            st = path.stat()
-            digest = file_hash(path)
+            st = row.path.stat()
+            digest = file_hash(row.path)
         except OSError as exc:
+            return _Read(error=exc)
+        if digest == row.sha256 and row.total is not None and row.passages == row.total:
+            return _Read(st, digest, unchanged=True)  # the same content, all of it embedded
+        try:
+            doc = self.parse(row.path) if self.parse is not None else parse_document(row.path, child)
+        except (Unsupported, ParseError) as exc:
+            return _Read(st, digest, error=exc)
+        return _Read(st, digest, doc, cut_passages(doc.sections, chars))
+
+    def _index_file(self, collection: Collection, row: FileRow, at: Progress, read: _Read) -> str:
+        path = row.path
+        st, digest = read.stat, read.digest
+        if st is None or digest is None:
             if not path.exists():
                 self.store.remove_files(collection.id, [path])
                 return SKIPPED
-            self.store.set_state(row.id, FAILED, f"could not be read: {exc.strerror or exc}")
+            exc = read.error
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            self.store.set_state(row.id, FAILED, f"could not be read: {why}")
             return FAILED
-        if digest == row.sha256 and row.total is not None and row.passages == row.total:
-            # The same content, all of it embedded: only its time changed.
+        if read.unchanged:
+            # Only its time changed.
             self.store.set_state(row.id, INDEXED, size=st.st_size, mtime=st.st_mtime)
             return "unchanged"
-        try:
-            doc = self.parse(path)
-        except Unsupported as exc:
-            self.store.set_state(row.id, SKIPPED, str(exc), sha256=digest, size=st.st_size, mtime=st.st_mtime)
-            return SKIPPED
-        except ParseError as exc:
-            self.store.set_state(row.id, FAILED, str(exc), sha256=digest, size=st.st_size, mtime=st.st_mtime)
-            return FAILED
-        passages = cut_passages(doc.sections, passage_chars(self.embedder.context_tokens))
+        if read.error is not None or read.doc is None:
+            state = SKIPPED if isinstance(read.error, Unsupported) else FAILED
+            self.store.set_state(row.id, state, str(read.error), sha256=digest, size=st.st_size, mtime=st.st_mtime)
+            return state
+        doc, passages = read.doc, read.passages
         if not passages:
             why = doc.note or "no text in it"
             self.store.set_state(
@@ -269,21 +325,23 @@ class Indexer:
             )
             return SKIPPED
         kept = self.store.start_file(row.id, digest, doc.pages, len(passages))
-        if kept == 0 and len(passages) < BATCH:
+        if kept == 0 and len(passages) < self._batch:
             # A short file waits to share one job with others: a folder of notes of a passage each would
             # otherwise cost an engine job and three commits per file. It is "indexing" until its batch is
             # stored, so a quit before then reads it again.
-            if sum(len(p) for _, p, _, _ in self._small) + len(passages) > BATCH:
+            if sum(len(p) for _, p, _, _ in self._small) + len(passages) > self._batch:
                 self._embed_small(collection)
             self._small.append((row, passages, doc.note or "", st))
             return INDEXED
         self._embed_small(collection)
-        for start in range(kept, len(passages), BATCH):
+        start = kept
+        while start < len(passages):
             self._check()
-            batch = passages[start : start + BATCH]
-            vectors = self.embedder.embed([p.for_embedding() for p in batch])
+            batch = passages[start : start + self._batch]
+            vectors = self._embed([p.for_embedding() for p in batch])
             self.store.add_passages(collection.id, row.id, batch, vectors)
             self._embedded += len(batch)
+            start += len(batch)
             self._report(dataclasses.replace(at, passages=self._embedded))
         self.store.set_state(row.id, INDEXED, doc.note or "", size=st.st_size, mtime=st.st_mtime)
         return INDEXED
@@ -293,13 +351,22 @@ class Indexer:
         if not self._small:
             return
         waiting, self._small = self._small, []
-        vectors = self.embedder.embed([p.for_embedding() for _, passages, _, _ in waiting for p in passages])
+        vectors = self._embed([p.for_embedding() for _, passages, _, _ in waiting for p in passages])
         whole, at = [], 0
         for row, passages, note, st in waiting:
             whole.append(WholeFile(row.id, passages, vectors[at : at + len(passages)], note, st.st_size, st.st_mtime))
             at += len(passages)
         self.store.add_whole_files(collection.id, whole)
         self._embedded += at
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """One job; the next is sized from its pace to take about JOB_S."""
+        t0 = time.monotonic()
+        vectors = self.embedder.embed(texts)
+        per_passage = (time.monotonic() - t0) / max(1, len(texts))
+        if per_passage > 0:
+            self._batch = max(MIN_BATCH, min(MAX_BATCH, int(JOB_S / per_passage), 2 * self._batch))
+        return vectors
 
     def _check(self) -> None:
         while not self.cancel.is_set() and (not self._going.wait(0.1) or self._yielding()):

@@ -1,12 +1,17 @@
-"""Reading a document in a child process, both ends: the parent's `parse_in_child` (the command, the wait with
-its timeout, the answer's size cap) and the child's `main`, which reads one file and writes the result as JSON
-on stdout.
+"""Reading a document in a child process, both ends: the parent's `parse_in_child` (one file: the command, the
+wait with its timeout, the answer's size cap) and `ChildReader` (many files, one after another, in one child
+that lives for an indexing run), and the child's `main`, which reads one file, or with --serve one path per
+line of stdin, and writes each result as JSON on stdout.
 
-Run as `python -m app.core.documents.parse_child PATH` (a bundle: `Hearth --hearth-parse-document PATH`,
-which app/cli routes to `main`). The child limits its own address space to the megabytes in
+Run as `python -m app.core.documents.parse_child PATH|--serve` (a bundle: `Hearth --hearth-parse-document
+PATH|--serve`, which app/cli routes to `main`). The child limits its own address space to the megabytes in
 HEARTH_PARSE_MEMORY_MB where the OS allows it, so a file that would need more ends that process, not the app;
-the parent holds the timeout. Exit 0 with {"sections", "pages", "note"} or {"error", "message"} on stdout;
-EXIT_OUT_OF_MEMORY when the memory ran out; any other failure exits non-zero with its traceback on stderr.
+the parent holds the timeout. Exit 0 with {"sections", "pages", "note"} or {"error", "message"} on stdout
+(served: each answer framed by its length in 8 bytes, big-endian); EXIT_OUT_OF_MEMORY when the memory ran out;
+any other failure exits non-zero with its traceback on stderr.
+
+A child's start (an interpreter and pypdf's import) is 0.13 s and a 10-page PDF read 0.04 s: one child per
+file made reading a folder of PDFs five times the work, on the cores the embedding engine needs.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -60,12 +66,32 @@ def from_payload(payload: Any) -> ParsedDocument:
         raise ParseError("the reader's answer could not be read") from None
 
 
-def child_command(path: Path) -> list[str]:
-    """The child's command line for reading `path`."""
+def child_command(path: Path | None) -> list[str]:
+    """The child's command line for reading `path` (None: for serving paths from stdin)."""
+    arg = "--serve" if path is None else os.path.abspath(path)
     if getattr(sys, "frozen", False):
         # A bundle has no `-m`: app/cli/__init__.py's main() routes this flag to parse_child.main.
-        return [sys.executable, "--hearth-parse-document", os.path.abspath(path)]
-    return [sys.executable, "-m", CHILD_MODULE, os.path.abspath(path)]
+        return [sys.executable, "--hearth-parse-document", arg]
+    return [sys.executable, "-m", CHILD_MODULE, arg]
+
+
+def _spawn(command: list[str], memory_mb: int, stdin: int | None) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env[CHILD_MEMORY_ENV] = str(int(memory_mb))
+    if not getattr(sys, "frozen", False):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(_ROOT) if _ROOT.is_dir() else None,  # -m puts the cwd first on sys.path
+            env=env,
+            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # no console flashing up on Windows
+        )
+    except OSError as exc:
+        raise ParseError(f"the reader could not start ({exc.strerror or exc})") from None
 
 
 class _Drain(threading.Thread):
@@ -105,22 +131,7 @@ class _Drain(threading.Thread):
 def parse_in_child(path: Path, *, timeout_s: float = 120.0, memory_mb: int = 1536) -> ParsedDocument:
     """`parse_file(path)` in a child process under a memory limit (RLIMIT_AS where the OS has it) and a
     timeout: a file that would hang or exhaust the reader costs a ParseError, not the app."""
-    env = dict(os.environ)
-    env[CHILD_MEMORY_ENV] = str(int(memory_mb))
-    if not getattr(sys, "frozen", False):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
-    try:
-        proc = subprocess.Popen(
-            child_command(Path(path)),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(_ROOT) if _ROOT.is_dir() else None,  # -m puts the cwd first on sys.path
-            env=env,
-            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # no console flashing up on Windows
-        )
-    except OSError as exc:
-        raise ParseError(f"the reader could not start ({exc.strerror or exc})") from None
+    proc = _spawn(child_command(Path(path)), memory_mb, subprocess.DEVNULL)
     assert proc.stdout is not None and proc.stderr is not None
     out = _Drain(proc.stdout, MAX_CHILD_OUTPUT_BYTES, False, proc.kill)
     err = _Drain(proc.stderr, 64 * 1024, True, proc.kill)
@@ -147,6 +158,145 @@ def parse_in_child(path: Path, *, timeout_s: float = 120.0, memory_mb: int = 153
     except ValueError:
         raise ParseError("the reader's answer could not be read") from None
     return from_payload(payload)
+
+
+class ChildReader:
+    """`parse_file` for many files in one child process (an indexing run's), under the same memory limit and
+    per-file timeout as parse_in_child: a file that hangs, crashes the reader or floods its answer costs that
+    file a ParseError and the child, and the next file starts a new one. Used from one thread at a time;
+    `close` may come from another (a stop)."""
+
+    def __init__(self, *, timeout_s: float = 120.0, memory_mb: int = 1536, files_per_child: int = 500) -> None:
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        # A child is replaced after this many files: what a reader's allocator keeps after a large file is
+        # not carried on for ever under the memory limit.
+        self.files_per_child = files_per_child
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._answers: queue.Queue[bytes | None] = queue.Queue()
+        self._err: _Drain | None = None
+        self._served = 0
+        self.started = 0  # children started (the tests count them)
+
+    def parse(self, path: Path) -> ParsedDocument:
+        proc = self._child()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(os.path.abspath(path)).encode("utf-8") + b"\n")
+            proc.stdin.flush()
+        except (OSError, ValueError):
+            return self._failed(proc)
+        try:
+            answer = self._answers.get(timeout=self.timeout_s)
+        except queue.Empty:
+            self._stop(proc, kill=True)
+            raise ParseError(f"took over {self.timeout_s:g} s to read") from None
+        if answer is None:
+            return self._failed(proc)
+        self._served += 1
+        try:
+            payload = json.loads(answer)
+        except ValueError:
+            raise ParseError("the reader's answer could not be read") from None
+        return from_payload(payload)
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            self._end(proc)
+
+    def _child(self) -> subprocess.Popen[bytes]:
+        with self._lock:
+            proc = self._proc
+        if proc is not None and proc.poll() is None and self._served < self.files_per_child:
+            return proc
+        self.close()
+        proc = _spawn(child_command(None), self.memory_mb, subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        self._answers = queue.Queue()
+        threading.Thread(
+            target=_read_frames, args=(proc, self._answers), name="hearth-documents-reader", daemon=True
+        ).start()
+        self._err = _Drain(proc.stderr, 64 * 1024, True, proc.kill)
+        self._err.start()
+        self._served = 0
+        self.started += 1
+        with self._lock:
+            self._proc = proc
+        return proc
+
+    def _failed(self, proc: subprocess.Popen[bytes]) -> ParsedDocument:
+        """The child ended (or its answer was too large) before answering: why, as a ParseError."""
+        code = self._stop(proc)
+        if code == _OVERFLOWED:
+            raise ParseError(f"the reader's answer was over {fmt_bytes(MAX_CHILD_OUTPUT_BYTES, 0)}")
+        stderr = self._err.data.decode("utf-8", errors="replace") if self._err is not None else ""
+        logger.debug("document reader exited %s: %s", code, stderr[-2000:])
+        raise ParseError(_crash_reason(code, stderr, self.memory_mb))
+
+    def _stop(self, proc: subprocess.Popen[bytes], *, kill: bool = False) -> int:
+        with self._lock:
+            if self._proc is proc:
+                self._proc = None
+        return self._end(proc, kill=kill)
+
+    def _end(self, proc: subprocess.Popen[bytes], *, kill: bool = False) -> int:
+        overflowed = getattr(proc, "hearth_overflowed", False)
+        if kill:
+            proc.kill()
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()  # a served child ends at the end of its input
+        try:
+            code = proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if self._err is not None:
+            self._err.join(5)
+        return _OVERFLOWED if overflowed else code
+
+
+_OVERFLOWED = -(10**6)  # ChildReader._end's code for a child killed for the size of its answer
+
+
+def _read_frames(proc: subprocess.Popen[bytes], answers: queue.Queue[bytes | None]) -> None:
+    """The reader thread of a served child: each framed answer onto `answers`, then None at its end."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    try:
+        while True:
+            head = _read_exactly(fd, 8)
+            if head is None:
+                break
+            size = int.from_bytes(head, "big")
+            if size > MAX_CHILD_OUTPUT_BYTES:
+                proc.hearth_overflowed = True  # type: ignore[attr-defined]
+                proc.kill()
+                break
+            body = _read_exactly(fd, size)
+            if body is None:
+                break
+            answers.put(body)
+    finally:
+        answers.put(None)
+        with contextlib.suppress(OSError):
+            proc.stdout.close()
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    parts, left = [], size
+    with contextlib.suppress(OSError):
+        while left:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                return None
+            parts.append(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+    return None
 
 
 def _crash_reason(code: int, stderr: str, memory_mb: int) -> str:
@@ -185,26 +335,36 @@ def limit_memory(megabytes: int) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.stderr.write("usage: python -m app.core.documents.parse_child PATH\n")
+        sys.stderr.write("usage: python -m app.core.documents.parse_child PATH|--serve\n")
         return 2
-    # stdout carries only the answer: anything a library prints goes to stderr instead. A windowed bundle
+    # stdout carries only the answers: anything a library prints goes to stderr instead. A windowed bundle
     # may have no sys.stdout, though the parent's pipe is there as descriptor 1.
     out = sys.stdout.buffer if sys.stdout is not None else os.fdopen(1, "wb", closefd=False)
     sys.stdout = sys.stderr
     megabytes = int(os.environ.get(CHILD_MEMORY_ENV, "0") or 0)
     if megabytes > 0:
         limit_memory(megabytes)
-    try:
-        try:
-            payload = to_payload(parse_file(Path(args[0])))
-        except ParseError as exc:
-            payload = error_payload(exc)
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    except MemoryError:
-        os._exit(EXIT_OUT_OF_MEMORY)  # no traceback: printing one may need the memory that ran out
-    out.write(data)
+    if args[0] == "--serve":
+        # One path (a JSON string) per line; each answer framed by its length. Ends with its input.
+        for line in sys.stdin.buffer:
+            data = _answer(Path(json.loads(line)))
+            out.write(len(data).to_bytes(8, "big") + data)
+            out.flush()
+        return 0
+    out.write(_answer(Path(args[0])))
     out.flush()
     return 0
+
+
+def _answer(path: Path) -> bytes:
+    try:
+        try:
+            payload = to_payload(parse_file(path))
+        except ParseError as exc:
+            payload = error_payload(exc)
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except MemoryError:
+        os._exit(EXIT_OUT_OF_MEMORY)  # no traceback: printing one may need the memory that ran out
 
 
 if __name__ == "__main__":

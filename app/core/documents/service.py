@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.core.documents.embedding import EmbeddingFailed, JobEmbedder, Submit, models_for
-from app.core.documents.indexer import Cancelled, Indexer, Parse, Progress, RunResult, parse_document
+from app.core.documents.indexer import Cancelled, Indexer, Parse, Progress, RunResult
 from app.core.documents.search import Hit, Searcher
 from app.core.documents.store import FAILED, Collection, DocumentsError, DocumentStore, FileRow
 from app.core.events import Event
@@ -98,7 +98,7 @@ class Documents:
         settings: Callable[[], DocumentsSettings] = DocumentsSettings,
         generating: Callable[[], bool] = lambda: False,
         loaded_models: Callable[[], list[str]] = list,
-        parse: Parse = parse_document,
+        parse: Parse | None = None,
         watch_s: float = WATCH_S,
     ) -> None:
         """`submit` puts an embedding or rerank job on the pool; `role_of`/`context_of` read a library

@@ -655,3 +655,74 @@ def test_the_documents_package_imports_neither_qt_nor_the_web_stack():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- One child for many files (an indexing run's) ----------------------------------------------------------
+
+
+# The real served child, whose reader sleeps on a file named hang.txt (standing for a file that loops).
+HANGING_CHILD = (
+    "import time; from app.core.documents import parse_child as c; read = c.parse_file; "
+    "c.parse_file = lambda p: time.sleep(60) if p.name == 'hang.txt' else read(p); c.main(['--serve'])"
+)
+
+
+def test_a_served_child_reads_many_files_and_one_that_hangs_costs_only_itself(tmp_path, monkeypatch):
+    pdfs = []
+    for i in range(3):
+        pdfs.append(tmp_path / f"p{i}.pdf")
+        pdfs[-1].write_bytes(text_pdf([f"page one of {i}", f"page two of {i}"]))
+    reader = parse_child.ChildReader(timeout_s=0.5)
+    try:
+        for i, pdf in enumerate(pdfs):
+            assert texts(reader.parse(pdf)) == [("", f"page one of {i}"), ("", f"page two of {i}")]
+        assert reader.started == 1  # one child for all three
+        with pytest.raises(Unsupported):
+            reader.parse(tmp_path / "image.png")  # an error answer keeps the child
+        assert reader.started == 1
+    finally:
+        reader.close()
+    monkeypatch.setattr(parse_child, "child_command", lambda path: [sys.executable, "-c", HANGING_CHILD])
+    hang = tmp_path / "hang.txt"
+    hang.write_text("never read")
+    reader = parse_child.ChildReader(timeout_s=0.5)
+    try:
+        assert texts(reader.parse(pdfs[1]))[0] == ("", "page one of 1")
+        t0 = time.monotonic()
+        with pytest.raises(ParseError, match=r"took over 0\.5 s to read"):
+            reader.parse(hang)
+        assert time.monotonic() - t0 < 10
+        assert texts(reader.parse(pdfs[0]))[0] == ("", "page one of 0") and reader.started == 2
+    finally:
+        reader.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux only")
+def test_a_served_child_over_its_memory_limit_fails_that_file_and_the_next_starts_afresh(tmp_path):
+    big = tmp_path / "big.html"
+    big.write_text("<p>" + ("words " * 20 + "\n") * 80_000 + "</p>")
+    small = tmp_path / "small.html"
+    small.write_text("<p>a small page</p>")
+    reader = parse_child.ChildReader(memory_mb=48)  # enough to start, not to read 10 MB of HTML
+    try:
+        with pytest.raises(ParseError, match=r"ran out of memory or crashed \(it needed more than 48 MB\)"):
+            reader.parse(big)
+        assert texts(reader.parse(small)) == [("", "a small page")] and reader.started == 2
+    finally:
+        reader.close()
+
+
+def test_a_served_child_that_floods_its_answer_or_crashes_is_a_parse_error(tmp_path, monkeypatch):
+    good = tmp_path / "good.txt"
+    good.write_text("fine")
+    flood = "import sys; sys.stdin.readline(); sys.stdout.buffer.write((10**9).to_bytes(8, 'big')); sys.stdout.flush()"
+    monkeypatch.setattr(parse_child, "child_command", lambda path: [sys.executable, "-c", flood])
+    reader = parse_child.ChildReader()
+    with pytest.raises(ParseError, match="answer was over"):
+        reader.parse(good)
+    monkeypatch.setattr(parse_child, "child_command", lambda path: [sys.executable, "-c", "raise SystemExit('boom')"])
+    with pytest.raises(ParseError, match=r"ran out of memory or crashed \(boom\)"):
+        reader.parse(good)
+    monkeypatch.undo()
+    assert texts(reader.parse(good)) == [("", "fine")]
+    reader.close()
