@@ -85,6 +85,20 @@ def test_the_menu_lists_collections_and_turning_one_on_is_saved_with_the_chat(wi
     assert page.store.get_conversation(conv_id).doc_collections == ()
 
 
+def test_a_renamed_collection_stays_on_in_the_chats_that_search_it(with_documents, documents, notes, qtbot):
+    indexed(documents, "Notes", [notes])
+    _h, page, _asked = with_documents()
+    conv_id = new_chat(qtbot, page)
+    turn_on(qtbot, page, "Notes")
+    with qtbot.waitSignal(page.documents.changed, timeout=5000):
+        documents.rename("notes", "Garden")  # from another thread in the app (the Documents page's pool)
+    assert page.store.get_conversation(conv_id).doc_collections == ("Garden",)
+    assert page.header.documents_button.text() == "Documents (1)"
+    page.documents._fill()
+    first = page.documents.menu.actions()[0]
+    assert first.text().startswith("Garden — ") and first.isChecked()
+
+
 def test_with_no_collections_the_menu_says_where_to_add_documents(make_chat, qtbot):
     _h, page = make_chat()  # a page given no documents at all
     new_chat(qtbot, page)

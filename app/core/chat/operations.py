@@ -263,6 +263,10 @@ class ChatOperations:
         """Future[Conversation]: the document collections searched for each message in this conversation."""
         return self.run(self.store.set_doc_collections, conv_id, list(names))
 
+    def rename_doc_collection(self, old: str, new: str) -> Future:
+        """Future[list[int]]: conversations that search collection `old` search it as `new` (their ids)."""
+        return self.run(self.store.rename_doc_collection, old, new)
+
     def set_sources(self, msg_id: int, sources: Sequence[Source]) -> Future:
         """Future[None]: the passages reply `msg_id` is given, kept with it."""
         return self.run(self.store.set_sources, msg_id, list(sources))

@@ -35,6 +35,7 @@ from app.core.documents.search import Hit, fts_query
 from app.core.documents.store import Collection, DocumentsError
 from app.core.engines.base import GenerateRequest
 from app.core.errors import HearthError
+from app.core.events import Event
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ WRITE_TIMEOUT_S = 30.0
 
 class DocumentSearch(Protocol):
     """What the chat needs of the documents (app.core.documents.service.Documents)."""
+
+    renamed: Event[tuple[str, str]]  # a collection's (old, new) name: conversations that search it follow
 
     def collections(self) -> list[Collection]: ...
 

@@ -324,6 +324,24 @@ class ChatStore:
                 raise ChatNotFound(f"No conversation {conv_id}.")
         return self.get_conversation(conv_id)
 
+    def rename_doc_collection(self, old: str, new: str) -> list[int]:
+        """Conversations that search collection `old` (names compare without case) search it as `new`; the
+        ids of those changed."""
+        changed = []
+        with self.db.write("a collection's new name") as c:
+            rows = c.execute(
+                "SELECT id, doc_collections_json FROM conversations WHERE doc_collections_json IS NOT NULL"
+            ).fetchall()
+            for conv_id, raw in rows:
+                names = json.loads(raw)
+                if any(n.casefold() == old.casefold() for n in names):
+                    names = [new if n.casefold() == old.casefold() else n for n in names]
+                    c.execute(
+                        "UPDATE conversations SET doc_collections_json = ? WHERE id = ?", (json.dumps(names), conv_id)
+                    )
+                    changed.append(conv_id)
+        return changed
+
     def set_sources(self, msg_id: int, sources: Sequence[Source]) -> None:
         """The passages reply `msg_id` is given (their text kept), committed before it is generated."""
         with self.db.write("the reply's sources") as c:

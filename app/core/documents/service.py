@@ -119,6 +119,8 @@ class Documents:
         self.changed: Event[None] = Event("documents.changed")
         # The indexing thread (or the caller of pause/resume): where indexing is.
         self.status_changed: Event[IndexStatus] = Event("documents.status")
+        # The thread that renamed it: (old name, new name) of a collection (chats that search it follow).
+        self.renamed: Event[tuple[str, str]] = Event("documents.renamed")
         self._cond = threading.Condition()
         self._queue: list[int] = []  # collection ids waiting to be synced and indexed, in order
         self._status = IndexStatus()
@@ -170,7 +172,9 @@ class Documents:
         return collection
 
     def rename(self, name: str, new_name: str) -> Collection:
+        old = self.store.collection(name).name
         collection = self.store.rename_collection(name, new_name)
+        self.renamed.emit((old, collection.name))
         self.changed.emit(None)
         return collection
 

@@ -44,6 +44,7 @@ class ChatDocuments(QObject):
 
     changed = Signal(object)
     notice = Signal(str, str)
+    _renamed = Signal(str, str)  # emitted on the renaming thread, delivered on the UI thread (queued)
 
     def __init__(
         self,
@@ -68,6 +69,10 @@ class ChatDocuments(QObject):
         button.setMenu(self.menu)
         button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         composer.editor.documents_given.connect(self.attach_files)
+        self._renamed.connect(self._follow_rename)
+        self._unsubscribe: Callable[[], None] = lambda: None
+        if documents is not None:
+            self._unsubscribe = documents.renamed.connect(lambda names: self._renamed.emit(*names))
         self.refresh()
 
     @property
@@ -121,6 +126,16 @@ class ChatDocuments(QObject):
             owner=self,
         )
 
+    def _follow_rename(self, old: str, new: str) -> None:
+        """UI thread: a collection was renamed; the conversations that search it follow the new name."""
+        conv = self.conversation()
+
+        def done(ids: list[int]) -> None:
+            if conv is not None and conv.id in ids:
+                self._saved(self.chats.get_conversation(conv.id))  # one row, read after the write
+
+        self.writes.watch(self.chats.rename_doc_collection(old, new), done, owner=self)
+
     def _saved(self, conv: Conversation) -> None:
         self.changed.emit(conv)
         self.refresh()
@@ -162,4 +177,5 @@ class ChatDocuments(QObject):
 
     def shutdown(self) -> None:
         """The reply controller has stopped the reply (its search sees the stop)."""
+        self._unsubscribe()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
 
 from app.core.chat.context import IMAGE_TOKENS, context_usage, estimate_tokens, history_for_request
@@ -43,7 +43,7 @@ class ContextMeter(QWidget):
         self.bar = QProgressBar()
         self.bar.setObjectName("contextMeter")
         self.bar.setAccessibleName("Context used")
-        self.bar.setFixedSize(64, 6)  # narrow: the title, Tools and Settings share the row on a 900 px window
+        self.bar.setFixedSize(52, 6)  # narrow: the title, Documents, Tools and Settings share the row at 900 px
         self.bar.setTextVisible(False)
         restyle_by(self.bar, "level", "ok")  # the theme draws the whole bar (hearth.qss), not a blank box
         self.label = QLabel()
@@ -58,8 +58,25 @@ class ContextMeter(QWidget):
     def clear(self) -> None:
         self.label.setText("")
         self.bar.setValue(0)
+        self._reading = False
         self.caption.setVisible(False)
         self.bar.setVisible(False)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        # Without the caption: on a narrow window the header drops it (show_caption) rather than widen the window.
+        hint = super().minimumSizeHint()
+        if not self.caption.isHidden():
+            hint.setWidth(hint.width() - self.caption.sizeHint().width() - self.layout().spacing())
+        return hint
+
+    def caption_width(self) -> int:
+        """What the caption adds to the row when it shows."""
+        return self.caption.sizeHint().width() + self.layout().spacing()
+
+    def show_caption(self, room: bool) -> None:
+        """The header's call: the "Context" caption shows while there is a reading and room for it."""
+        if self.caption.isHidden() == (room and self._reading):
+            self.caption.setVisible(room and self._reading)
 
     def show_usage(self, used: int, n_ctx: int, approx: str = "") -> None:
         level = context_usage(used, n_ctx)
@@ -77,6 +94,7 @@ class ContextMeter(QWidget):
         self.label.setProperty("level", level)
         for part in (self.caption, self.bar, self.label):
             part.setToolTip(whole)
+        self._reading = True
         self.caption.setVisible(True)
         self.bar.setVisible(True)
 
@@ -108,3 +126,17 @@ class ChatHeader(QWidget):
         layout.addWidget(self.documents_button)
         layout.addWidget(self.tools_button)
         layout.addWidget(self.settings_button)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self._fit_caption()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # a reading shown or a button's text changed
+            self._fit_caption()
+        return super().event(event)
+
+    def _fit_caption(self) -> None:
+        """The meter's caption shows only where the row has room for it: with Documents, Tools and Settings
+        beside the meter, a 900 px window's chat row is some 65 px short of it."""
+        self.meter.show_caption(self.width() >= self.minimumSizeHint().width() + self.meter.caption_width())

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QPushButton,
+    QStyledItemDelegate,
     QTableView,
     QToolButton,
     QVBoxLayout,
@@ -98,9 +99,12 @@ class CollectionView(QWidget):
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        # The name and the state (with a failure's reason) share the room left, eliding in the middle: the
-        # table never scrolls sideways; the whole path and reason are their tooltips.
+        # The name and the state (with a failure's reason) share the room left: the table never scrolls
+        # sideways; a path elides in the middle (its file name stays), a reason at its end (its start says
+        # what went wrong); the whole path and reason are their tooltips.
         header.setSectionResizeMode(COLUMNS.index("State"), QHeaderView.ResizeMode.Stretch)
+        self._reasons = _ElideRight(self.table)
+        self.table.setItemDelegateForColumn(COLUMNS.index("State"), self._reasons)
         header.setSectionResizeMode(COLUMNS.index("File"), QHeaderView.ResizeMode.Stretch)
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
@@ -173,3 +177,11 @@ class CollectionView(QWidget):
         menu.addAction("Remove from collection…", self._remove_selected)
         menu.aboutToHide.connect(menu.deleteLater)
         menu.popup(self.table.viewport().mapToGlobal(pos))
+
+
+class _ElideRight(QStyledItemDelegate):
+    """A column whose text is cut at its end when it does not fit."""
+
+    def initStyleOption(self, option, index) -> None:  # noqa: N802 (Qt API)
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideRight
