@@ -48,7 +48,7 @@ class ContextMeter(QWidget):
         restyle_by(self.bar, "level", "ok")  # the theme draws the whole bar (hearth.qss), not a blank box
         self.label = QLabel()
         self.label.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Preferred)
-        layout = QHBoxLayout(self)
+        layout = self._row = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.caption)
         layout.addWidget(self.bar, 0, Qt.AlignmentFlag.AlignVCenter)
@@ -66,12 +66,12 @@ class ContextMeter(QWidget):
         # Without the caption: on a narrow window the header drops it (show_caption) rather than widen the window.
         hint = super().minimumSizeHint()
         if not self.caption.isHidden():
-            hint.setWidth(hint.width() - self.caption.sizeHint().width() - self.layout().spacing())
+            hint.setWidth(hint.width() - self.caption_width())
         return hint
 
     def caption_width(self) -> int:
         """What the caption adds to the row when it shows."""
-        return self.caption.sizeHint().width() + self.layout().spacing()
+        return self.caption.sizeHint().width() + self._row.spacing()
 
     def show_caption(self, room: bool) -> None:
         """The header's call: the "Context" caption shows while there is a reading and room for it."""
