@@ -13,6 +13,8 @@ from app.ui.chat.messages_model import Row
 from app.ui.theme import restyle_by, set_status
 from app.ui.widgets.elided_label import ElidedLabel
 
+# What the chat's title keeps (some 16 characters) before the meter's "Context" caption takes room from it.
+TITLE_ROOM_PX = 110
 _LEVEL_WARNING = {"ok": "", "warn": " · near the limit", "full": " · context full"}
 
 
@@ -30,6 +32,11 @@ def tokens_in_use(rows: Sequence[Row], system_prompt: str) -> tuple[int, str]:
             return (measured + estimate_tokens(after) - 2 + images, "~") if after else (measured, "")
     msgs = history_for_request(system_prompt, rows)
     return (estimate_tokens(msgs) + IMAGE_TOKENS * sum(r.image_count for r in rows) if msgs else 0), "~"
+
+
+def _short(tokens: int) -> str:
+    """A count for the meter's reading: whole up to 10,239, then in k of 1,024 as contexts are named ("128k")."""
+    return f"{tokens:,}" if tokens < 10_240 else f"{tokens / 1024:.0f}k"
 
 
 class ContextMeter(QWidget):
@@ -84,11 +91,11 @@ class ContextMeter(QWidget):
         self.bar.setValue(min(used, n_ctx))
         restyle_by(self.bar, "level", level)
         # Short beside its "Context" caption (the title needs the room on a 900 px window); whole in the tooltip.
-        reading = f"{approx}{used:,} / {n_ctx:,}{_LEVEL_WARNING[level]}"
+        reading = f"{approx}{_short(used)} / {_short(n_ctx)}{_LEVEL_WARNING[level]}"
         whole = f"Context: {approx}{used:,} of {n_ctx:,} tokens used{_LEVEL_WARNING[level]}"
         # Room for this context's widest reading up front: a label that grows while text streams gets
         # clipped; the widest of any context (131,072) would take the chat title's room.
-        widest = f"~{n_ctx:,} / {n_ctx:,}"
+        widest = f"~{_short(n_ctx)} / {_short(n_ctx)}"
         self.label.setMinimumWidth(self.label.fontMetrics().horizontalAdvance(widest))
         self.label.setText(reading)
         self.label.setProperty("level", level)
@@ -137,6 +144,9 @@ class ChatHeader(QWidget):
         return super().event(event)
 
     def _fit_caption(self) -> None:
-        """The meter's caption shows only where the row has room for it: with Documents, Tools and Settings
-        beside the meter, a 900 px window's chat row is some 65 px short of it."""
-        self.meter.show_caption(self.width() >= self.minimumSizeHint().width() + self.meter.caption_width())
+        """The meter's caption shows only where the row has room for it after the title's first words: with
+        Documents, Tools and Settings beside the meter, a 900 px window's chat row has room for one of them."""
+        title_room = max(0, TITLE_ROOM_PX - self.title.minimumWidth())
+        self.meter.show_caption(
+            self.width() >= self.minimumSizeHint().width() + title_room + self.meter.caption_width()
+        )
