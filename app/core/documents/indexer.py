@@ -14,10 +14,12 @@ is not read (T52), and linked folders are not entered.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.core.documents.parse_child import ChildReader, parse_in_child
+from app.core.documents.parse_child import READER_NICE, ChildReader, parse_in_child
 from app.core.documents.parsing import SUPPORTED_SUFFIXES, ParsedDocument, ParseError, Unsupported, parse_file
 from app.core.documents.passages import Passage, cut_passages, passage_chars
 from app.core.documents.store import (
@@ -152,6 +154,14 @@ def walk(source: Path) -> Iterator[Path]:
                 continue
 
 
+def lower_priority() -> None:
+    """The calling thread at the reader's niceness (Linux sets it per thread; elsewhere nothing changes):
+    hashing and reading files runs in the gaps of the engine's threads, not in their place."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), READER_NICE)
+
+
 def file_hash(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -255,7 +265,7 @@ class Indexer:
         self._small = []
         self._batch = BATCH
         chars = passage_chars(self.embedder.context_tokens)
-        reader = ThreadPoolExecutor(1, thread_name_prefix="hearth-documents-read")
+        reader = ThreadPoolExecutor(1, thread_name_prefix="hearth-documents-read", initializer=lower_priority)
         child = ChildReader() if self.parse is None else None
         ahead: collections.deque[Future[_Read]] = collections.deque()
         try:

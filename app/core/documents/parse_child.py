@@ -38,6 +38,9 @@ MAX_CHILD_OUTPUT_BYTES = 128 * MiB  # the child's JSON: 4 bytes a character at m
 CHILD_MEMORY_ENV = "HEARTH_PARSE_MEMORY_MB"  # parse_in_child's memory limit, applied by the child
 CHILD_MODULE = "app.core.documents.parse_child"
 EXIT_OUT_OF_MEMORY = 3  # the child's exit status when it hit its memory limit
+# The reader's niceness: on a machine of two cores it parsed PDFs on the cores the embedding engine (and a chat
+# reply) decode on; at a lower priority it reads in their gaps.
+READER_NICE = 10
 _ROOT = Path(__file__).resolve().parents[3]  # where `app` imports from, for the child
 
 
@@ -344,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     megabytes = int(os.environ.get(CHILD_MEMORY_ENV, "0") or 0)
     if megabytes > 0:
         limit_memory(megabytes)
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(READER_NICE)  # (no os.nice on Windows) reading yields the CPU to the engine and the window
     if args[0] == "--serve":
         # One path (a JSON string) per line; each answer framed by its length. Ends with its input.
         for line in sys.stdin.buffer:

@@ -5,12 +5,14 @@ embedding anything twice, a file that cannot be read a row that says why."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from app.core.documents.indexer import MAX_BATCH, Cancelled, Indexer, walk
+from app.core.documents.parse_child import READER_NICE
 from app.core.documents.parsing import ParseError, parse_file
 from app.core.documents.passages import cut_passages, passage_chars
 from app.core.documents.search import Searcher
@@ -225,3 +227,22 @@ def test_a_folder_of_100k_tiny_files_is_found_in_one_pass_and_embedded_many_file
     assert embedder.batches[0] == embedder.batches[0][:16] and len(embedder.batches[0]) == 16
     assert all(len(batch) >= 16 for batch in embedder.batches) and embedder.embedded >= 1600 - MAX_BATCH
     assert len(store.files(c.id, "indexed")) == embedder.embedded  # each file stored whole with its batch
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+def test_files_are_read_on_a_thread_of_lower_priority(store, embedder, tmp_path):
+    seen: list[tuple[str, int]] = []
+
+    def parse(path: Path):
+        seen.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        return parse_file(path)
+
+    root = _folder(tmp_path)
+    c = store.create_collection("notes", embedder.model)
+    indexer = _indexer(store, embedder)
+    indexer.parse = parse
+    indexer.add(c, [root])
+    indexer.run(c)
+    assert seen and all(name.startswith("hearth-documents-read") for name, _ in seen)
+    assert {nice for _, nice in seen} == {min(19, os.nice(0) + READER_NICE)}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == os.nice(0)  # the caller's is unchanged

@@ -672,11 +672,13 @@ def test_a_served_child_reads_many_files_and_one_that_hangs_costs_only_itself(tm
     for i in range(3):
         pdfs.append(tmp_path / f"p{i}.pdf")
         pdfs[-1].write_bytes(text_pdf([f"page one of {i}", f"page two of {i}"]))
-    reader = parse_child.ChildReader(timeout_s=0.5)
+    reader = parse_child.ChildReader()
     try:
         for i, pdf in enumerate(pdfs):
             assert texts(reader.parse(pdf)) == [("", f"page one of {i}"), ("", f"page two of {i}")]
         assert reader.started == 1  # one child for all three
+        if sys.platform.startswith("linux"):  # it reads in the engine's gaps, not in its place
+            assert os.getpriority(os.PRIO_PROCESS, reader._proc.pid) == min(19, os.nice(0) + parse_child.READER_NICE)
         with pytest.raises(Unsupported):
             reader.parse(tmp_path / "image.png")  # an error answer keeps the child
         assert reader.started == 1
@@ -685,11 +687,11 @@ def test_a_served_child_reads_many_files_and_one_that_hangs_costs_only_itself(tm
     monkeypatch.setattr(parse_child, "child_command", lambda path: [sys.executable, "-c", HANGING_CHILD])
     hang = tmp_path / "hang.txt"
     hang.write_text("never read")
-    reader = parse_child.ChildReader(timeout_s=0.5)
+    reader = parse_child.ChildReader(timeout_s=2)  # a start and a small PDF, on a busy machine, at low priority
     try:
         assert texts(reader.parse(pdfs[1]))[0] == ("", "page one of 1")
         t0 = time.monotonic()
-        with pytest.raises(ParseError, match=r"took over 0\.5 s to read"):
+        with pytest.raises(ParseError, match=r"took over 2 s to read"):
             reader.parse(hang)
         assert time.monotonic() - t0 < 10
         assert texts(reader.parse(pdfs[0]))[0] == ("", "page one of 0") and reader.started == 2
