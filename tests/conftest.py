@@ -36,6 +36,7 @@ pytest_plugins = [
     "tests.fakehub.fixtures",
     "tests.core.engines.fixtures",
     "tests.ui.chat_harness",
+    "tests.core.chat.doc_fixtures",  # `documents` and `notes`: the chat's documents, in core and in the window
     "tests.fixtures.qt_leftovers",
 ]
 

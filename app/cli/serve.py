@@ -165,16 +165,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         library,
     )
     # The same documents the window has: a vector store made over the API is a collection there too.
-    documents = Documents(
-        ctx.paths.documents_db,
-        host.submit,
-        library,
-        role_of=resolver.role,
-        context_of=resolver.context_length,
-        settings=lambda: ctx.settings.documents,
-        generating=lambda: any(r.state.status == "generating" for r in host.residents()),
-        loaded_models=lambda: [str(r.state.model.path) for r in host.residents() if r.state.model is not None],
-    )
+    documents = Documents.on_pool(ctx.paths.documents_db, host, resolver, settings=lambda: ctx.settings.documents)
     context = ServerContext(
         host,
         library,

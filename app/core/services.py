@@ -92,15 +92,8 @@ class Services:
         services.crash_notes = recover_native_crashes()
         services.feed = LibraryFeed(downloads, library)
         services.tools = McpServers(paths.config, log_dir=paths.logs)  # a broken mcp.json: none, and why
-        services.documents = Documents(
-            paths.documents_db,
-            pool.submit,
-            library,
-            role_of=resolver.role,
-            context_of=resolver.context_length,
-            settings=lambda: services.settings.documents,
-            generating=lambda: any(r.state.status == "generating" for r in pool.residents()),
-            loaded_models=lambda: [str(r.state.model.path) for r in pool.residents() if r.state.model is not None],
+        services.documents = Documents.on_pool(
+            paths.documents_db, pool, resolver, settings=lambda: services.settings.documents
         )
         resolver.draft_for = services.draft_for
         resolver.template_for = services.template_for

@@ -5,8 +5,6 @@ the message grounds the reply."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from PySide6.QtCore import QMimeData, QUrl
 
@@ -14,28 +12,10 @@ from app.core.engines.base import GenerateRequest
 from app.ui.chat import source_panel
 from app.ui.chat.chat_documents import ATTACH, EMPTY_LINE
 from app.ui.chat.render import render_message
-from tests.core.chat.doc_fixtures import indexed, word_documents
+from tests.core.chat.doc_fixtures import DISK, indexed
 from tests.ui.chat_harness import new_chat, send_and_wait
 
-DISK = "Error E1042 means the disk is full: free some space and try again."
 REPLY = "It means the disk is full [1]."
-
-
-@pytest.fixture
-def documents(tmp_path):
-    """A real Documents over tmp_path, embedding with bag-of-words vectors (doc_fixtures.py)."""
-    docs = word_documents(tmp_path / "documents.sqlite3")
-    yield docs
-    docs.close()
-
-
-@pytest.fixture
-def notes(tmp_path: Path) -> Path:
-    root = tmp_path / "notes"
-    root.mkdir()
-    (root / "errors.md").write_text(f"# Errors\n\n{DISK}\n")
-    (root / "tea.txt").write_text("Green tea steeps for two minutes.\n")
-    return root
 
 
 @pytest.fixture

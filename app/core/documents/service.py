@@ -25,6 +25,8 @@ from app.core.documents.search import Hit, Searcher
 from app.core.documents.store import FAILED, Collection, DocumentsError, DocumentStore, FileRow
 from app.core.events import Event
 from app.core.library.store import Library, LocalModel
+from app.core.runtime.pool import ModelPool
+from app.core.runtime.resolve import ModelResolver
 from app.core.settings import DocumentsSettings
 
 logger = logging.getLogger(__name__)
@@ -131,6 +133,23 @@ class Documents:
         self._cancel_run = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_watch = 0.0
+
+    @classmethod
+    def on_pool(
+        cls, db_path: Path, pool: ModelPool, resolver: ModelResolver, settings: Callable[[], DocumentsSettings]
+    ) -> Documents:
+        """The documents of a running Hearth (the app's services, `hearth serve`): embedding and reranking on
+        `pool`, indexing holding while any of its models generates, a loaded reranker used by searches."""
+        return cls(
+            db_path,
+            pool.submit,
+            resolver.library,
+            role_of=resolver.role,
+            context_of=resolver.context_length,
+            settings=settings,
+            generating=lambda: any(r.state.status == "generating" for r in pool.residents()),
+            loaded_models=lambda: [str(r.state.model.path) for r in pool.residents() if r.state.model is not None],
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 

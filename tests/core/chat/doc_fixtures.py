@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from app.core.documents.service import Documents
 from app.core.documents.store import Collection
 from app.core.runtime.jobs import EmbedJob
@@ -68,3 +70,24 @@ def indexed(docs: Documents, name: str, paths: list[Path], timeout: float = 30) 
     docs.add(name, paths)
     assert docs.wait_idle(timeout)
     return docs.collection(name)
+
+
+DISK = "Error E1042 means the disk is full: free some space and try again."
+
+
+@pytest.fixture
+def documents(tmp_path):
+    """A real Documents over tmp_path, embedding with bag-of-words vectors."""
+    docs = word_documents(tmp_path / "documents.sqlite3")
+    yield docs
+    docs.close()
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    """A folder of two notes: the disk error (DISK) and tea."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "errors.md").write_text(f"# Errors\n\n{DISK}\n")
+    (root / "tea.txt").write_text("Green tea steeps for two minutes in water below boiling.\n")
+    return root
