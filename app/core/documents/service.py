@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.core.documents.embedding import EmbeddingFailed, JobEmbedder, Submit, models_for
-from app.core.documents.indexer import Cancelled, Indexer, Parse, Progress, RunResult
+from app.core.documents.indexer import Cancelled, Indexer, Parse, Progress, RunResult, lower_priority
 from app.core.documents.search import Hit, Searcher
 from app.core.documents.store import FAILED, Collection, DocumentsError, DocumentStore, FileRow
 from app.core.events import Event
@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 # How often watched folders are looked at while Hearth runs: a walk of stat calls, cheap for thousands of
 # files; a file saved now shows in search within this plus its embedding time.
 WATCH_S = 30.0
+# The watched folders are looked at again after at least this many times what the last look took.
+WATCH_COST = 20
 # What to download when there is no embedding model (the CLI and the API name it; the window recommends
 # by hardware: recommend.py).
 SUGGESTED_EMBEDDER = "nomic-ai/nomic-embed-text-v1.5-GGUF"
@@ -133,6 +135,7 @@ class Documents:
         self._cancel_run = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_watch = 0.0
+        self._sync_s: dict[int, float] = {}  # how long each collection's last look at its folders took
 
     @classmethod
     def on_pool(
@@ -379,8 +382,15 @@ class Documents:
             while self._running_id == collection and time.monotonic() < end:
                 self._cond.wait(0.2)
 
+    def watch_interval(self) -> float:
+        """Seconds until the next look at the watched folders: WATCH_S, or WATCH_COST times what the last
+        looks took, so a folder of 100,000 files (7 s of stat calls) costs a few per cent of a core."""
+        return max(self.watch_s, WATCH_COST * sum(self._sync_s.values()))
+
     def _loop(self) -> None:
-        """The indexing thread."""
+        """The indexing thread, at the reader's lower priority: walking folders and storing passages is
+        background work (the embedding itself runs on the model's engine thread)."""
+        lower_priority()
         while not self._stop.is_set():
             with self._cond:
                 while not self._queue and not self._stop.is_set():
@@ -391,9 +401,9 @@ class Documents:
                 if self._stop.is_set():
                     return
                 if not self._queue:  # time to look at watched folders
-                    self._next_watch = time.monotonic() + self.watch_s
+                    self._next_watch = time.monotonic() + self.watch_interval()
                     if self._settings().watch_folders:
-                        ids = [c.id for c in self.store.collections()]
+                        ids = list(self.store.collection_names())
                         self._queue.extend(i for i in ids if i not in self._queue)
                     continue
                 cid = self._queue.pop(0)
@@ -433,7 +443,9 @@ class Documents:
                 indexer.pause()
         self._set_status(collection=collection.name, progress=None, error=None)
         before = {(f.path, f.state) for f in self.store.files(cid)}
+        t0 = time.monotonic()
         indexer.sync(collection)
+        self._sync_s[cid] = time.monotonic() - t0
         if {(f.path, f.state) for f in self.store.files(cid)} != before:
             self.changed.emit(None)
         try:

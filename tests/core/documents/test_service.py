@@ -317,3 +317,19 @@ def test_a_file_removed_from_a_watched_folder_stays_out_until_added_again(tmp_pa
         assert docs.files("Notes") == []
     finally:
         docs.close()
+
+
+def test_a_folder_that_is_slow_to_look_at_is_looked_at_less_often(tmp_path, pool, folder):
+    docs = _docs(tmp_path, pool, watch_s=0.1)
+    docs.start()
+    try:
+        assert docs.watch_interval() == 0.1
+        docs.create("Notes")
+        docs.add("Notes", [folder])
+        assert docs.wait_idle(20)
+        took = sum(docs._sync_s.values())
+        assert took > 0 and docs.watch_interval() == max(0.1, 20 * took)
+        docs._sync_s[docs.collection("Notes").id] = 3.0  # a walk of 3 s: the next look in a minute
+        assert docs.watch_interval() == 60.0
+    finally:
+        docs.close()
