@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.core.documents.embedding import EmbeddingFailed, JobEmbedder, Submit, models_for
-from app.core.documents.indexer import Cancelled, Indexer, Parse, Progress, RunResult, lower_priority
+from app.core.documents.indexer import Cancelled, Indexer, Parse, Progress, RunResult
 from app.core.documents.search import Hit, Searcher
 from app.core.documents.store import FAILED, Collection, DocumentsError, DocumentStore, FileRow
 from app.core.events import Event
@@ -388,9 +388,8 @@ class Documents:
         return max(self.watch_s, WATCH_COST * sum(self._sync_s.values()))
 
     def _loop(self) -> None:
-        """The indexing thread, at the reader's lower priority: walking folders and storing passages is
-        background work (the embedding itself runs on the model's engine thread)."""
-        lower_priority()
+        """The indexing thread. Not at the reader's lower priority: a model its first job loads gets its engine
+        thread from here, and a thread inherits its maker's niceness."""
         while not self._stop.is_set():
             with self._cond:
                 while not self._queue and not self._stop.is_set():
