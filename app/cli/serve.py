@@ -88,6 +88,7 @@ def _err(text: str) -> None:
 
 def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
     from app.core.documents.service import Documents
+    from app.core.documents.vector_stores import VectorStores
     from app.core.downloads.manager import DownloadManager
     from app.core.engines import default_registry
     from app.core.engines.remote import open_remotes
@@ -174,8 +175,7 @@ def cmd_serve(ctx: CliContext, args: argparse.Namespace) -> int:
         remotes=RemotePool(remotes),
         hub=lambda: hub,
         downloads=downloads,
-        documents=documents,
-        uploads=ctx.paths.uploads,
+        stores=VectorStores.over(documents, ctx.paths.uploads),
     )
     app = create_app(context, policy)
     runner = ServerThread(app, args.host, args.port or server.port, context.cancel_streams)

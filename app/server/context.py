@@ -4,7 +4,6 @@ resolver, and the request log. Reached from a route as `hearth(request)`."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
-from app.core.documents.uploads import Uploads
 from app.core.documents.vector_stores import VectorStores
 from app.core.engines.base import ModelInfo
 from app.core.formats import GGUF, MLX
@@ -56,22 +54,24 @@ class ServerContext:
     token_tables: TokenTables = field(default_factory=TokenTables)
     # Images requests name by http(s) URL are fetched with this (None: refused; the setting is off).
     web_images: WebImageFetcher | None = None
-    # The app's documents: /v1/files, /v1/vector_stores and the Responses file_search tool (None: refused).
-    documents: Documents | None = None
-    uploads: Path | None = None  # where uploads go (None: "uploads" beside the documents database)
-    _vector_stores: VectorStores | None = field(default=None, init=False, repr=False)
-    _vector_stores_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # The app's documents as the API sees them: /v1/files, /v1/vector_stores and the Responses file_search tool
+    # (None: refused). Built by whoever builds the server (ApiService, `hearth serve`): VectorStores.over.
+    stores: VectorStores | None = None
+
+    @property
+    def documents(self) -> Documents | None:
+        return self.stores.documents if self.stores is not None else None
+
+    @property
+    def uploads(self) -> Path | None:
+        """The folder uploads go to."""
+        return self.stores.uploads.folder if self.stores is not None else None
 
     def vector_stores(self) -> VectorStores:
-        """Any thread: the API's view of the documents (made on first use: it creates its tables); a 400
-        naming why when this server has no documents."""
-        if self.documents is None:
+        """Any thread: the API's view of the documents; a 400 naming why when this server has none."""
+        if self.stores is None:
             raise APIError("documents are not available on this server", code="documents_unavailable")
-        with self._vector_stores_lock:
-            if self._vector_stores is None:
-                db = self.documents.store.db_path
-                self._vector_stores = VectorStores(self.documents, Uploads(db, self.uploads or db.parent / "uploads"))
-            return self._vector_stores
+        return self.stores
 
     def cancel_streams(self) -> int:
         """Any thread: cancel the jobs of every open request (the server is stopping); returns how many."""

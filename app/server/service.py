@@ -102,6 +102,7 @@ class ApiService:
 
     def start(self) -> ServerStatus:
         # FastAPI and the routes are imported on the first start, not with the window: they take ~0.3 s.
+        from app.core.documents.vector_stores import VectorStores
         from app.server.app import create_app
         from app.server.config import bind_address, policy_for
         from app.server.context import ServerContext
@@ -131,8 +132,7 @@ class ApiService:
                 hub=self.hub,
                 downloads=self.downloads,
                 web_images=WebImageFetcher() if settings.fetch_image_urls else None,
-                documents=self.documents,
-                uploads=self.uploads,
+                stores=VectorStores.over(self.documents, self.uploads) if self.documents is not None else None,
             )
             app = create_app(context, policy_for(settings))
             runner = ServerThread(app, bind_address(settings), settings.port, context.cancel_streams)

@@ -19,7 +19,7 @@ import pytest
 
 from app.core.documents.parsing import parse_file
 from app.core.documents.service import SUGGESTED_EMBEDDER, Documents
-from app.core.documents.vector_stores import store_id
+from app.core.documents.vector_stores import VectorStores, store_id
 from app.core.runtime.jobs import EmbedJob
 from app.server.security import Policy
 from tests.core.documents.conftest import WordEmbedder
@@ -71,8 +71,7 @@ def docs_server(make_server, tmp_path):
         live = make_server(**kwargs)
         documents = make_documents(tmp_path / f"docs{len(made)}", with_embedder=with_embedder)
         made.append(documents)
-        live.context.documents = documents
-        live.context.uploads = tmp_path / f"docs{len(made) - 1}" / "data" / "uploads"
+        live.context.stores = VectorStores.over(documents, tmp_path / f"docs{len(made) - 1}" / "data" / "uploads")
         return live
 
     yield make

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from app.core.documents.service import Documents
+from app.core.documents.vector_stores import VectorStores
 from app.core.library import Library, import_path
 from app.core.runtime.pool import ModelPool
 from app.core.runtime.resolve import ModelResolver
@@ -49,7 +50,7 @@ def served(smollm2_gguf: Path, tiny_encoder_gguf: Path, tmp_path_factory):
         watch_s=3600,
     )
     documents.start()
-    context = ServerContext(pool, library, resolver, documents=documents, uploads=folder / "data" / "uploads")
+    context = ServerContext(pool, library, resolver, stores=VectorStores.over(documents, folder / "data" / "uploads"))
     runner = ServerThread(create_app(context), "127.0.0.1", 0, context.cancel_streams)
     runner.start()
     client = openai.OpenAI(base_url=runner.url + "/v1", api_key="unused", max_retries=0, timeout=300)

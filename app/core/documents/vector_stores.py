@@ -164,6 +164,12 @@ class VectorStores:
         with connected(self.db_path) as db:
             db.executescript(_SCHEMA)
 
+    @classmethod
+    def over(cls, documents: Documents, uploads: Path | None = None) -> VectorStores:
+        """The API's view of `documents`, uploads kept in `uploads` (default: beside its database)."""
+        db = documents.store.db_path
+        return cls(documents, Uploads(db, uploads or db.parent / "uploads"))
+
     # -- stores ---------------------------------------------------------------------------------------------
 
     def collection(self, vs_id: str, param: str = "vector_store_id") -> Collection:
